@@ -1,0 +1,1 @@
+"""Wire and file formats: protobuf messages (source of truth), Avro schemas, row types and codecs."""

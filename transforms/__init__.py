@@ -1,0 +1,1 @@
+"""Beam PTransforms and DoFns that wire the mechanisms into pipelines."""

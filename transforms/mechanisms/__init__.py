@@ -1,0 +1,1 @@
+"""Beam-free mechanisms: noise samplers, AboveThreshold, accounting, windowed counts. Never import Beam here."""
