@@ -1,0 +1,31 @@
+# The README's commands. Both create .venv when missing and install the project from its own files.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO_DIR ?= demo-output
+
+.PHONY: test demo protos benchmark clean
+
+$(STAMP): setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/python -m pipelines.generate kanon --out $(DEMO_DIR)/joins --groups 2000 --joins 200000 --days 30 --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.kanon --input '$(DEMO_DIR)/joins/joins-*' --output $(DEMO_DIR)/kanon --runner=FnApiRunner
+
+# Regenerate schemas/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
+protos: $(STAMP)
+	cd schemas && ../$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. proto/events.proto proto/reports.proto
+
+benchmark: $(STAMP)
+	$(BIN)/python benchmarks/kanon_throughput.py
+
+clean:
+	rm -rf $(DEMO_DIR) .pytest_cache build *.egg-info

@@ -1,0 +1,120 @@
+"""What every pipeline entry point shares: errors, Beam options, input checks, counters and summary.json."""
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import sys
+from typing import Iterable, Iterator
+
+import fastavro
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+
+class CliError(Exception):
+    """A bad option or unreadable input: reported as one line, exit status 2."""
+
+
+def configure_logging() -> None:
+    """Importing Beam configures the root logger; take it back (DESIGN.md, Beam facts)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+
+
+def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOptions:
+    """Beam's own options as given, with a local default runner that needs no download.
+
+    Batch defaults to the in-process ``FnApiRunner`` (the DirectRunner would
+    first try to fetch the Prism runner); streaming defaults to the
+    DirectRunner, whose streaming mode supports event-time timers.
+    """
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    if streaming:
+        standard.streaming = True
+    if standard.runner is None:
+        standard.runner = "DirectRunner" if standard.streaming else "FnApiRunner"
+    return options
+
+
+def require_input(pattern: str) -> list[str]:
+    """The files matching ``pattern``; a CliError when there are none or they cannot be listed."""
+    try:
+        matches = FileSystems.match([pattern])[0].metadata_list
+    except Exception as error:  # noqa: BLE001 - every filesystem raises its own type
+        raise CliError(f"cannot read input {pattern!r}: {error}") from None
+    if not matches:
+        raise CliError(f"no input file matches {pattern!r}")
+    return sorted(m.path for m in matches)
+
+
+def prepare_output(output_dir: str, prefixes: Iterable[str]) -> None:
+    """Create a local output directory and remove the shards a previous run left under ``prefixes``.
+
+    Remote directories (gs://, s3://) need no creation and are left as they are.
+    """
+    if "://" in output_dir:
+        return
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"cannot create output directory {output_dir!r}: {error.strerror}") from None
+    for prefix in prefixes:
+        for path in glob.glob(os.path.join(output_dir, f"{prefix}-*-of-*")):
+            os.remove(path)
+
+
+def read_records(path: str) -> Iterator[dict]:
+    """The records of one output shard written by ``WriteRecords`` (JSON Lines or Avro)."""
+    with FileSystems.open(path) as handle:
+        if path.endswith(".avro"):
+            yield from fastavro.reader(handle)
+        else:
+            for line in handle:
+                if line.strip():
+                    yield json.loads(line)
+
+
+def counters(result, namespace: str) -> dict[str, int]:
+    """Committed counter values of ``namespace`` (attempted where the runner does not commit)."""
+    values: dict[str, int] = {}
+    for counter in result.metrics().query(MetricsFilter().with_namespace(namespace))["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        values[counter.key.metric.name] = values.get(counter.key.metric.name, 0) + int(value or 0)
+    return values
+
+
+def distribution_max(result, namespace: str, name: str) -> int | None:
+    """The maximum of a Beam distribution metric, or None when nothing was recorded."""
+    found = result.metrics().query(MetricsFilter().with_namespace(namespace).with_name(name))["distributions"]
+    values = [d.committed if d.committed is not None else d.attempted for d in found]
+    maxima = [v.max for v in values if v is not None and v.count]
+    return max(maxima) if maxima else None
+
+
+def output_files(output_dir: str, prefix: str) -> list[str]:
+    """The shards ``<output_dir>/<prefix>-*`` a run wrote, sorted."""
+    matches = FileSystems.match([f"{output_dir.rstrip('/')}/{prefix}-*"])[0].metadata_list
+    return sorted(m.path for m in matches)
+
+
+def write_summary(output_dir: str, summary: dict) -> str:
+    """Writes ``<output_dir>/summary.json`` and returns its path."""
+    path = f"{output_dir.rstrip('/')}/summary.json"
+    with FileSystems.create(path) as handle:
+        handle.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8") + b"\n")
+    return path
+
+
+def fail(error: Exception) -> int:
+    """Print one line for a CliError and return the exit status."""
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+
+
+def print_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        print(line)

@@ -1,0 +1,95 @@
+"""One group's verdict stream: the skipping replay against a naive step-by-step Alg. 1."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.naive_kanon import naive_changes, naive_verdicts
+from tests.support.sources import ConstantSource
+from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
+from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
+from transforms.mechanisms.noise import SeededSource, TruncatedLaplace
+from transforms.mechanisms.time_steps import MICROS_PER_HOUR
+
+NOISE = TruncatedLaplace(epsilon=2.0, delta=0.1)  # A = 1.75, so 2A = 3.49 < k
+
+
+def parameters(k: int, w: int, emit: str = "changes") -> KAnonParameters:
+    at = AboveThreshold(k=k, window_steps=w, threshold_noise=NOISE, step_noise=NOISE)
+    return KAnonParameters(mechanism=AboveThresholdWithPeriodicRestart(at), emit=emit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    w=st.integers(2, 9),
+    k=st.integers(4, 7),
+    seed=st.integers(0, 10_000),
+    joins=st.dictionaries(st.integers(0, 40), st.sets(st.integers(0, 12), min_size=1, max_size=8), min_size=1, max_size=25),
+)
+def test_skipping_replay_equals_naive_algorithm_1(w, k, seed, joins):
+    source = SeededSource(seed)
+    horizon = max(joins) + 2 * w + 1
+    naive = naive_verdicts(joins, k, w, NOISE, source, "g", horizon)
+    # changes: a record exactly where o_t differs from o_{t-1} (starting from false)
+    replay = GroupVerdicts("g", parameters(k, w, "changes"), source)
+    got = [(v.step, v.k_anonymous) for v in replay.run(sorted(joins.items()))]
+    assert got == naive_changes(naive)
+    assert replay.next_step() is None
+    # all: o_t at every step whose window holds a user
+    replay = GroupVerdicts("g", parameters(k, w, "all"), source)
+    got_all = [(v.step, v.k_anonymous) for v in replay.run(sorted(joins.items()))]
+    assert got_all == [(t, verdict) for t, (verdict, count) in sorted(naive.items()) if count > 0]
+
+
+def test_hand_built_sequence_without_noise():
+    """k = 5, w = 4, no noise: o_t = [c_t >= 5] until the latch, true until the restart."""
+    joins = {
+        0: {"a", "b", "c"},
+        1: {"d"},
+        2: {"e"},        # c_2 = 5: latch
+        5: {"a"},        # restart at 4 with c_4 = 3 (d, e and nobody new): false
+        9: set("fghij"),  # c_9 = 5 (a's join at 5 left the window [6, 9]): latch
+    }                     # restart at 12: f..j still in [9, 12], latch again (no change); restart at 16: empty
+    source = ConstantSource()
+    replay = GroupVerdicts("g", parameters(5, 4, "changes"), source)
+    got = [(v.step, v.k_anonymous, v.instance_start_step) for v in replay.run(sorted(joins.items()))]
+    assert got == [(2, True, 0), (4, False, 4), (9, True, 8), (16, False, 16)]
+    assert all(v.step_start_micros == v.step * MICROS_PER_HOUR for v in GroupVerdicts("h", parameters(5, 4), source).run(sorted(joins.items())))
+    replay_all = GroupVerdicts("g", parameters(5, 4, "all"), ConstantSource())
+    got_all = [(v.step, v.k_anonymous) for v in replay_all.run(sorted(joins.items()))]
+    assert got_all == [
+        (0, False), (1, False), (2, True), (3, True),
+        (4, False), (5, False), (6, False), (7, False), (8, False),
+        (9, True), (10, True), (11, True), (12, True),
+    ]
+
+
+def test_quiet_far_below_k_group_is_evaluated_only_at_join_steps_and_restarts():
+    source = ConstantSource()
+    replay = GroupVerdicts("g", parameters(20, 10), source)
+    assert list(replay.run([(3, {"a"}), (7, {"b"})])) == []
+    # Steps 3 and 7 (joins) and 10 (restart, b still in the window); idle after that.
+    assert [key for key in source.keys if key[1] == "threshold"] == [("g", "threshold", 0), ("g", "threshold", 10)]
+    assert [key for key in source.keys if key[1] == "step"] == []
+    assert replay.last_step == 10 and replay.next_step() is None
+    assert replay.retire_step() == 20
+
+
+def test_state_pickles_and_resumes_identically():
+    joins = sorted({0: {1, 2, 3, 4}, 1: {5, 6}, 3: {7}, 12: {1, 2, 3, 4, 5, 6}}.items())
+    whole = list(GroupVerdicts("g", parameters(5, 6), SeededSource(3)).run(joins))
+    first = GroupVerdicts("g", parameters(5, 6), SeededSource(3))
+    part = list(first.run(joins[:2], through=4))
+    resumed = pickle.loads(pickle.dumps(first))
+    part += list(resumed.run(joins[2:]))
+    assert part == whole
+
+
+def test_k_must_exceed_the_noise_bound():
+    with pytest.raises(ValueError, match="must exceed the noise bound"):
+        parameters(3, 4)
+    with pytest.raises(ValueError):
+        parameters(5, 4, "sometimes")

@@ -1,0 +1,432 @@
+"""Tests of the random sources and noise samplers (seed 004 Sec. 4.1; CKS 2020 for the discrete ones).
+
+Statistical tests compare a sample with the exact CDF through the
+Dvoretzky-Kiefer-Wolfowitz inequality with Massart's constant, valid for any
+distribution (continuous or not): P(sup_x |F_n(x) - F(x)| > t) <= 2 exp(-2 n t^2).
+With t = sqrt(ln(2 / alpha) / (2 n)) and alpha = 1e-6, each such assertion fails
+by chance with probability at most 1e-6. The seeds are fixed, so a run is
+reproducible.
+"""
+from __future__ import annotations
+
+import math
+import pickle
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from transforms.mechanisms.noise import (
+    DiscreteLaplace,
+    Laplace,
+    RandomSource,
+    SecureSource,
+    SeededSource,
+    TruncatedDiscreteLaplace,
+    TruncatedLaplace,
+    as_fraction,
+    make_source,
+)
+
+ALPHA = 1e-6  # false-failure probability of each statistical assertion
+SMALLEST_U = 2.0**-53  # the grid of uniforms is m / 2**53, 1 <= m < 2**53
+LARGEST_U = 1 - 2.0**-53
+
+
+def dkw_threshold(n: int, alpha: float = ALPHA) -> float:
+    """t with P(sup |F_n - F| > t) <= alpha (DKW-Massart)."""
+    return math.sqrt(math.log(2 / alpha) / (2 * n))
+
+
+def ks_statistic(samples: np.ndarray, cdf) -> float:
+    """sup_x |F_n(x) - F(x)| for a continuous F: checked on both sides of every jump of F_n."""
+    ordered = np.sort(samples)
+    n = ordered.size
+    f = np.asarray(cdf(ordered))
+    i = np.arange(1, n + 1)
+    return float(max(np.max(i / n - f), np.max(f - (i - 1) / n)))
+
+
+def discrete_ks_statistic(samples: np.ndarray, pmf, support: range) -> float:
+    """sup_x |F_n(x) - F(x)| for an integer-valued F: both are constant on [x, x + 1), so integers suffice.
+
+    F is built from ``pmf`` over ``support``, which must hold all samples; the
+    mass outside it must be negligible against the DKW threshold (checked by the callers).
+    """
+    xs = np.arange(support.start, support.stop)
+    assert samples.min() >= xs[0] and samples.max() <= xs[-1]
+    f = np.cumsum([pmf(int(x)) for x in xs])
+    f_n = np.searchsorted(np.sort(samples), xs, side="right") / samples.size
+    return float(np.max(np.abs(f_n - f)))
+
+
+class FixedSource(RandomSource):
+    """A stub whose uniforms are given values: the extremes of the grid."""
+
+    kind = "seeded"
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def uniform(self) -> float:
+        return self.value
+
+    def keyed_uniform(self, key: tuple) -> float:
+        return self.value
+
+    def uniforms(self, size: int) -> np.ndarray:
+        return np.full(size, self.value)
+
+    def randbelow(self, n: int) -> int:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------------------------
+
+
+def test_make_source_kinds():
+    assert isinstance(make_source(None), SecureSource) and make_source(None).kind == "secure"
+    seeded = make_source(7)
+    assert isinstance(seeded, SeededSource) and seeded.kind == "seeded" and seeded.seed == 7
+
+
+def test_seeded_source_rejects_bad_seed():
+    with pytest.raises(ValueError):
+        SeededSource(-1)
+    with pytest.raises(ValueError):
+        SeededSource(1.5)
+
+
+def test_keyed_uniform_is_a_function_of_seed_and_key():
+    a, b = SeededSource(11), SeededSource(11)
+    key = ("interest-group", "step", 493_000)
+    assert a.keyed_uniform(key) == b.keyed_uniform(key)
+    # Independent of prior generator use, and does not advance the generator.
+    before = a.keyed_uniform(key)
+    a.uniforms(1000)
+    a.uniform()
+    a.randbelow(10**30)
+    assert a.keyed_uniform(key) == before
+    fresh = SeededSource(11)
+    fresh.keyed_uniform(("anything",))
+    assert fresh.uniform() == SeededSource(11).uniform()
+    # numpy integers are key elements like Python ints.
+    assert a.keyed_uniform(("g", np.int64(3))) == a.keyed_uniform(("g", 3))
+
+
+def test_keyed_uniform_differs_across_keys_and_seeds():
+    source = SeededSource(11)
+    values = {source.keyed_uniform(("g", "step", t)) for t in range(10_000)}
+    assert len(values) == 10_000
+    # The encoding is typed and self-delimiting: none of these keys collide.
+    keys = [("g", 1), ("g", "1"), ("ab",), ("a", "b"), ("a", "b", ""), (), (1,), ("",)]
+    assert len({source.keyed_uniform(key) for key in keys}) == len(keys)
+    assert source.keyed_uniform(("g", 1)) != SeededSource(12).keyed_uniform(("g", 1))
+    with pytest.raises(TypeError):
+        source.keyed_uniform(("g", 1.5))
+    with pytest.raises(TypeError):
+        source.keyed_uniform(("g", True))
+
+
+def test_keyed_uniforms_are_uniform():
+    """DKW against U(0, 1) over 50,000 keys; false-failure probability <= 1e-6."""
+    source = SeededSource(3)
+    n = 50_000
+    values = np.array([source.keyed_uniform(("g", "step", t)) for t in range(n)])
+    assert np.all((values > 0) & (values < 1))
+    assert ks_statistic(values, lambda x: x) <= dkw_threshold(n)
+
+
+def test_seeded_uniforms_are_uniform_and_on_the_grid():
+    """DKW against U(0, 1); false-failure probability <= 1e-6."""
+    source = SeededSource(4)
+    n = 200_000
+    values = source.uniforms(n)
+    assert np.all((values > 0) & (values < 1))
+    assert np.all(values * 2.0**53 == np.floor(values * 2.0**53))
+    assert ks_statistic(values, lambda x: x) <= dkw_threshold(n)
+    scalars = [source.uniform() for _ in range(1000)]
+    assert all(0 < u < 1 for u in scalars)
+
+
+def test_seeded_source_pickles_to_an_equal_behaving_object():
+    source = SeededSource(2024)
+    source.uniforms(17)  # advance the generator: the state, not just the seed, must travel
+    clone = pickle.loads(pickle.dumps(source))
+    assert clone.kind == "seeded" and clone.seed == source.seed
+    assert clone.uniform() == source.uniform()
+    assert np.array_equal(clone.uniforms(100), source.uniforms(100))
+    assert clone.randbelow(2**100) == source.randbelow(2**100)
+    assert clone.keyed_uniform(("g", 5)) == source.keyed_uniform(("g", 5))
+
+
+def test_secure_source_values_strictly_inside_unit_interval():
+    source = SecureSource()
+    assert all(0 < source.uniform() < 1 for _ in range(10_000))
+    assert all(0 < source.keyed_uniform(("g", t)) < 1 for t in range(1000))
+    values = source.uniforms(100_000)
+    assert values.shape == (100_000,) and np.all((values > 0) & (values < 1))
+    assert pickle.loads(pickle.dumps(source)).kind == "secure"
+
+
+@pytest.mark.parametrize("source", [SeededSource(5), SecureSource()], ids=["seeded", "secure"])
+def test_randbelow_exact_range(source):
+    assert all(source.randbelow(1) == 0 for _ in range(100))
+    huge = 2**100
+    draws = [source.randbelow(huge) for _ in range(2000)]
+    assert all(isinstance(d, int) and 0 <= d < huge for d in draws)
+    assert max(draws) > 2**99  # a draw that used fewer than 100 bits would stay below 2**64
+    odd = 2**100 + 1
+    assert all(0 <= source.randbelow(odd) < odd for _ in range(2000))
+    with pytest.raises(ValueError):
+        source.randbelow(0)
+    with pytest.raises(TypeError):
+        source.randbelow(2.0)
+
+
+def test_seeded_randbelow_is_uniform_on_a_huge_range():
+    """n = 3 * 2**98: v // 2**98 is uniform on {0, 1, 2}.
+
+    Hoeffding per class with a union bound over the 3 classes:
+    P(|p_hat - 1/3| > sqrt(ln(2 * 3 / 1e-6) / (2 n))) <= 1e-6.
+    """
+    source = SeededSource(6)
+    n = 30_000
+    classes = np.array([source.randbelow(3 * 2**98) // 2**98 for _ in range(n)])
+    tolerance = math.sqrt(math.log(2 * 3 / ALPHA) / (2 * n))
+    for c in range(3):
+        assert abs(np.mean(classes == c) - 1 / 3) <= tolerance
+
+
+# ---------------------------------------------------------------------------------------------
+# Truncated Laplace (Sec. 4.1)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_truncated_laplace_A_and_B_hand_computed():
+    # eps = 1, delta = 0.1 (Sec. 4.1):
+    #   (e^1 - 1) / (2 * 0.1) = 1.718281828459045 / 0.2 = 8.591409142295226
+    #   A = ln(1 + 8.591409142295226) = ln(9.591409142295226) = ln 9 + ln(1.065712126921692)
+    #     = 2.197224577336219 + 0.063643239481608 = 2.260867816817827
+    #   e^{-A} = 1 / 9.591409142295226 = 0.104259964..., so
+    #   B = 1 / (2 (1 - 0.104259964...)) = 1 / 1.791480070... = 0.558197670686933
+    noise = TruncatedLaplace(1.0, 0.1)
+    assert noise.A == pytest.approx(2.260867816817827, rel=1e-14)
+    assert noise.B == pytest.approx(0.558197670686933, rel=1e-14)
+    # eps = ln 3, delta = 1/4: e^eps - 1 = 2, so A = ln(1 + 2 / (1/2)) / ln 3 = ln 5 / ln 3
+    # = 1.464973520717927 and B = ln 3 / (2 (1 - 1/5)) = (5/8) ln 3 = 0.686632680417569.
+    noise = TruncatedLaplace(math.log(3), 0.25)
+    assert noise.A == pytest.approx(1.464973520717927, rel=1e-14)
+    assert noise.B == pytest.approx(0.686632680417569, rel=1e-14)
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 0.1), (0.75, 1e-5), (1.5, 1.25e-8), (3.0, 1e-5), (0.01, 0.3)])
+def test_truncated_laplace_B_is_the_paper_formula_and_normalises(eps, delta):
+    noise = TruncatedLaplace(eps, delta)
+    assert noise.B == pytest.approx(eps / (2 * (1 - math.exp(-eps * noise.A))), rel=1e-12)
+    x = np.concatenate([np.linspace(-noise.A, 0, 200_001), np.linspace(0, noise.A, 200_001)[1:]])
+    assert np.trapezoid(noise.pdf(x), x) == pytest.approx(1.0, abs=1e-8)
+    assert noise.cdf(-noise.A) == 0.0 and noise.cdf(noise.A) == 1.0 and noise.cdf(0.0) == pytest.approx(0.5)
+
+
+def test_truncated_laplace_numerically_careful_at_extremes():
+    tiny = TruncatedLaplace(1e-8, 1e-5)  # A = ln(1 + eps / (2 delta)) / eps to first order in eps
+    assert tiny.A == pytest.approx(math.log1p(1e-8 / 2e-5) / 1e-8, rel=1e-6)
+    assert tiny.B == pytest.approx(1e-8 / 2 * (1 + 2e-5 / 1e-8), rel=1e-6)
+    huge = TruncatedLaplace(800.0, 1e-5)  # e^800 overflows a double; A = 1 - ln(2 delta) / 800
+    assert huge.A == pytest.approx(1 - math.log(2e-5) / 800, rel=1e-12)
+    assert huge.B == pytest.approx(400.0, rel=1e-12)
+    assert abs(huge.sample(SeededSource(0))) <= huge.A
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 0.1), (0.75, 1e-5), (2.0, 1e-3)])
+def test_theorem_4_3_on_a_grid_of_intervals(eps, delta):
+    """Thm. 4.3: P(S) <= delta + e^eps P(S + i) for i = +-1, checked for every interval S on a grid.
+
+    Intervals with endpoints on the grid (which contains +-A and +-(A - 1)) include the
+    worst set S = [A - 1, A] (for i = +1): there the excess is P(X > A - 1) = delta exactly,
+    so the bound is also tight.
+    """
+    noise = TruncatedLaplace(eps, delta)
+    a = noise.A
+    grid = np.unique(np.concatenate([np.linspace(-a - 2, a + 2, 801), [-a, a, 1 - a, a - 1]]))
+    f = noise.cdf(grid)
+    for shift in (1, -1):
+        g = noise.cdf(grid + shift)
+        p_s = f[None, :] - f[:, None]  # P(X in [grid[i], grid[j]]) for i < j
+        p_shifted = g[None, :] - g[:, None]  # the integral of f(x + shift) over the same interval
+        excess = np.triu(p_s - math.exp(eps) * p_shifted, k=1).max()
+        assert excess <= delta * (1 + 1e-9)
+        assert excess >= delta * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 0.1), (0.75, 1e-5), (1.5, 1.25e-8), (50.0, 0.5)])
+def test_truncated_laplace_always_within_support(eps, delta):
+    noise = TruncatedLaplace(eps, delta)
+    a = noise.A
+    extremes = [0.0, SMALLEST_U, 1e-300, 0.5, LARGEST_U, 1.0]
+    assert np.all(np.abs(noise.quantile(extremes)) <= a)
+    assert noise.quantile(0.0) == -a and noise.quantile(1.0) == a
+    for u in (SMALLEST_U, LARGEST_U):
+        assert -a <= noise.sample(FixedSource(u)) <= a
+        assert -a <= noise.sample(FixedSource(u), key=("g", 1)) <= a
+        assert np.all(np.abs(noise.sample_array(FixedSource(u), 3)) <= a)
+    assert np.all(np.abs(noise.sample_array(SeededSource(1), 100_000)) <= a)
+
+
+def test_truncated_laplace_quantile_is_symmetric_and_inverts_the_cdf():
+    noise = TruncatedLaplace(0.75, 1e-5)
+    u = SeededSource(2).uniforms(10_000)
+    assert np.array_equal(noise.quantile(1 - u), -noise.quantile(u))
+    assert np.allclose(noise.cdf(noise.quantile(u)), u, rtol=1e-9, atol=1e-15)
+    assert isinstance(noise.quantile(0.3), float) and isinstance(noise.pdf(0.3), float)
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 0.1), (0.75, 1e-5)])
+def test_truncated_laplace_sample_array_matches_cdf(eps, delta):
+    """KS with DKW threshold; false-failure probability <= 1e-6."""
+    noise = TruncatedLaplace(eps, delta)
+    n = 200_000
+    assert ks_statistic(noise.sample_array(SeededSource(10), n), noise.cdf) <= dkw_threshold(n)
+
+
+def test_truncated_laplace_scalar_samples_match_cdf():
+    """Keyed draws (the pipelines' path) and unkeyed draws; each KS test has false-failure probability <= 1e-6."""
+    noise = TruncatedLaplace(0.75, 1e-5)
+    n = 20_000
+    source = SeededSource(12)
+    keyed = np.array([noise.sample(source, key=("g", "step", t)) for t in range(n)])
+    assert ks_statistic(keyed, noise.cdf) <= dkw_threshold(n)
+    unkeyed = np.array([noise.sample(source) for _ in range(n)])
+    assert ks_statistic(unkeyed, noise.cdf) <= dkw_threshold(n)
+
+
+@pytest.mark.parametrize(
+    "args", [(0.0, 0.1), (-1.0, 0.1), (math.inf, 0.1), (math.nan, 0.1), (1.0, 0.0), (1.0, 1.0), (1.0, -0.1)]
+)
+def test_truncated_laplace_rejects_bad_parameters(args):
+    with pytest.raises(ValueError):
+        TruncatedLaplace(*args)
+
+
+def test_quantile_rejects_u_outside_unit_interval():
+    with pytest.raises(ValueError):
+        TruncatedLaplace(1.0, 0.1).quantile(1.5)
+    with pytest.raises(ValueError):
+        Laplace(1.0).quantile(-0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Laplace
+# ---------------------------------------------------------------------------------------------
+
+
+def test_laplace_sampler_matches_cdf():
+    """KS for sample_array and keyed sample; each has false-failure probability <= 1e-6."""
+    noise = Laplace(4.0 / 3.0)
+    n = 200_000
+    assert ks_statistic(noise.sample_array(SeededSource(20), n), noise.cdf) <= dkw_threshold(n)
+    m = 20_000
+    source = SeededSource(21)
+    keyed = np.array([noise.sample(source, key=("g", t)) for t in range(m)])
+    assert ks_statistic(keyed, noise.cdf) <= dkw_threshold(m)
+
+
+def test_laplace_pdf_cdf_quantile_consistent():
+    noise = Laplace(2.0)
+    assert noise.pdf(0.0) == pytest.approx(0.25)
+    assert noise.cdf(0.0) == 0.5 and noise.cdf(-2.0) == pytest.approx(0.5 * math.exp(-1))
+    u = np.array([SMALLEST_U, 0.1, 0.5, 0.9, LARGEST_U])
+    assert np.allclose(noise.cdf(noise.quantile(u)), u, rtol=1e-12)
+    assert np.all(np.isfinite(noise.quantile(u)))
+    with pytest.raises(ValueError):
+        Laplace(0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Discrete Laplace (exact, CKS 2020)
+# ---------------------------------------------------------------------------------------------
+
+
+def _wide_support(scale: Fraction) -> range:
+    """[-M, M] with mass outside below 1e-12 (P(|X| > M) = 2 q^{M+1} / (1 + q) <= 2 e^{-M / scale})."""
+    m = math.ceil(float(scale) * math.log(2e12))
+    return range(-m, m + 1)
+
+
+def test_discrete_laplace_pmf():
+    noise = DiscreteLaplace(Fraction(7, 3))
+    support = _wide_support(noise.scale)
+    assert sum(noise.pmf(x) for x in support) == pytest.approx(1.0, abs=1e-11)
+    q = math.exp(-3 / 7)
+    assert noise.pmf(0) == pytest.approx((1 - q) / (1 + q), rel=1e-14)
+    assert noise.pmf(-4) == noise.pmf(4) == pytest.approx((1 - q) / (1 + q) * q**4, rel=1e-14)
+
+
+def test_discrete_laplace_scale_is_exact():
+    assert DiscreteLaplace(0.1).scale == Fraction(1, 10)
+    assert DiscreteLaplace("7/3").scale == Fraction(7, 3)
+    assert as_fraction(1e-5) == Fraction(1, 100_000)
+    for bad in (0, -1, Fraction(-1, 2)):
+        with pytest.raises(ValueError):
+            DiscreteLaplace(bad)
+
+
+@pytest.mark.parametrize("scale", [Fraction(7, 3), Fraction(1, 2), Fraction(5)])
+def test_exact_discrete_laplace_matches_pmf(scale):
+    """Exact CKS sampler (seeded randbelow) against the pmf: DKW, false-failure probability <= 1e-6.
+
+    The support holds all but 1e-12 of the mass, far below the threshold (about 0.013).
+    """
+    noise = DiscreteLaplace(scale)
+    source = SeededSource(30)
+    n = 40_000
+    samples = np.array([noise.sample(source) for _ in range(n)])
+    assert all(isinstance(noise.sample(source), int) for _ in range(10))
+    assert discrete_ks_statistic(samples, noise.pmf, _wide_support(scale)) <= dkw_threshold(n) - 1e-12
+
+
+def test_discrete_laplace_sample_array_matches_pmf():
+    """Vectorised seeded path (numpy geometric differences): DKW, false-failure probability <= 1e-6."""
+    noise = DiscreteLaplace(Fraction(7, 3))
+    n = 200_000
+    samples = noise.sample_array(SeededSource(31), n)
+    assert samples.dtype == np.int64 and samples.shape == (n,)
+    assert discrete_ks_statistic(samples, noise.pmf, _wide_support(noise.scale)) <= dkw_threshold(n) - 1e-12
+
+
+def test_discrete_laplace_secure_path_is_exact_integers():
+    samples = DiscreteLaplace(Fraction(3, 2)).sample_array(SecureSource(), 200)
+    assert samples.dtype == np.int64 and samples.shape == (200,)
+
+
+def test_truncated_discrete_laplace_pmf_and_validation():
+    noise = TruncatedDiscreteLaplace(Fraction(3), 4)
+    assert sum(noise.pmf(x) for x in range(-4, 5)) == pytest.approx(1.0, abs=1e-14)
+    assert noise.pmf(5) == 0.0 and noise.pmf(-5) == 0.0
+    untruncated = DiscreteLaplace(Fraction(3))
+    mass = sum(untruncated.pmf(x) for x in range(-4, 5))
+    assert noise.pmf(2) == pytest.approx(untruncated.pmf(2) / mass, rel=1e-12)
+    assert TruncatedDiscreteLaplace(5, 0).sample(SeededSource(0)) == 0
+    with pytest.raises(ValueError):
+        TruncatedDiscreteLaplace(3, -1)
+    with pytest.raises(ValueError):
+        TruncatedDiscreteLaplace(0, 3)
+
+
+def test_truncated_discrete_laplace_samplers_match_pmf():
+    """Exact rejection sampler and vectorised sample_array: DKW, each false-failure probability <= 1e-6."""
+    noise = TruncatedDiscreteLaplace(Fraction(5, 2), 3)
+    support = range(-3, 4)
+    source = SeededSource(40)
+    n = 30_000
+    exact = np.array([noise.sample(source) for _ in range(n)])
+    assert discrete_ks_statistic(exact, noise.pmf, support) <= dkw_threshold(n)
+    m = 200_000
+    vectorised = noise.sample_array(source, m)
+    assert vectorised.dtype == np.int64 and vectorised.shape == (m,)
+    assert discrete_ks_statistic(vectorised, noise.pmf, support) <= dkw_threshold(m)
+    secure = noise.sample_array(SecureSource(), 100)
+    assert secure.shape == (100,) and np.all(np.abs(secure) <= 3)
