@@ -37,7 +37,7 @@ from schemas.codecs import FORMATS, JOIN_EVENT
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.kanon import METRICS_NAMESPACE as KANON_NAMESPACE
-from transforms.kanon import KAnonymityVerdicts
+from transforms.kanon import GroupStepUsers, KAnonymityVerdicts, VerdictsFromStepUsers
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
 from transforms.mechanisms.accounting import DrawParameters, solve_draw_parameters
 from transforms.mechanisms.kanon_group import EMIT_MODES, KAnonParameters
@@ -148,18 +148,27 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
 
 def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
     """The job's graph: read and validate, verdicts, write verdicts and dead letters."""
-    # read.events: JoinEvent; read.dead_letters: DeadLetter
-    read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format)
-    # kanon["verdicts"]: KAnonVerdict; kanon["dead_letters"]: DeadLetter (late joins, streaming only)
-    kanon = read.events | "KAnonymity" >> KAnonymityVerdicts(
-        job.parameters(),
-        make_source(job.seed),
-        streaming=job.streaming,
-        allowed_lateness_micros=job.allowed_lateness_seconds * MICROS_PER_SECOND,
-    )
-    kanon["verdicts"] | "WriteVerdicts" >> WriteRecords(f"{job.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict")
-    late = kanon["dead_letters"] | "CountLate" >> CountDeadLetters()
-    (read.dead_letters, late) | "AllDeadLetters" >> beam.Flatten() | "WriteDeadLetters" >> WriteDeadLetters(job.output)
+    parameters, source = job.parameters(), make_source(job.seed)
+    if job.streaming:
+        # read.events: JoinEvent; read.dead_letters: DeadLetter
+        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format)
+        # kanon["verdicts"]: KAnonVerdict; kanon["dead_letters"]: DeadLetter (joins later than the allowed lateness)
+        kanon = read.events | "KAnonymity" >> KAnonymityVerdicts(
+            parameters,
+            source,
+            streaming=True,
+            allowed_lateness_micros=job.allowed_lateness_seconds * MICROS_PER_SECOND,
+        )
+        verdicts = kanon["verdicts"]
+        dead_letters = (read.dead_letters, kanon["dead_letters"] | "CountLate" >> CountDeadLetters()) | beam.Flatten()
+    else:
+        # read.events: (group, {step: {users}}), folded per file while reading; read.dead_letters: DeadLetter
+        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format, fold=GroupStepUsers)
+        # KAnonVerdict
+        verdicts = read.events | "KAnonymity" >> VerdictsFromStepUsers(parameters, source)
+        dead_letters = read.dead_letters
+    verdicts | "WriteVerdicts" >> WriteRecords(f"{job.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict")
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
 
 
 def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:

@@ -57,7 +57,9 @@ def draw_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     target_given = [v is not None for v in (args.epsilon, args.delta)]
     noise_given = [v is not None for v in (args.noise_epsilon, args.noise_delta)]
     if any(target_given) == any(noise_given):
-        parser.error("give exactly one of --epsilon/--delta (stream target) or --noise-epsilon/--noise-delta (per draw)")
+        parser.error(
+            "give exactly one of --epsilon/--delta (stream target) or --noise-epsilon/--noise-delta (per draw)"
+        )
     if any(target_given) and not all(target_given):
         parser.error("--epsilon and --delta go together")
     if any(noise_given) and not all(noise_given):

@@ -53,6 +53,10 @@ class EventSpec:
     avro_schema: str
     fields: tuple[FieldSpec, ...]
 
+    def __reduce__(self):
+        """Pickle by name: generated protobuf classes cannot be pickled by value (Beam ships DoFns pickled)."""
+        return (event_spec, (self.name,))
+
 
 JOIN_EVENT = EventSpec(
     name="join_event",
@@ -65,6 +69,14 @@ JOIN_EVENT = EventSpec(
         FieldSpec("event_time_micros", "timestamp_micros"),
     ),
 )
+
+EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT,)}
+
+
+def event_spec(name: str) -> EventSpec:
+    """The registered event type called ``name``."""
+    return EVENT_SPECS[name]
+
 
 Parsed = Union[NamedTuple, DeadLetter]
 

@@ -12,7 +12,7 @@ distribution ``event_time_micros`` records each file's latest event time.
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -28,12 +28,33 @@ DEAD_LETTER_PREFIX = "dead_letter."
 OUTPUT_FORMATS = ("jsonl", "avro")
 
 
-class _ParseFileFn(beam.DoFn):
-    """Decodes one matched file into rows and dead letters, counting both."""
+class RowFold(Protocol):
+    """Folds the valid rows of a file into a few aggregates inside the reading call.
 
-    def __init__(self, spec: EventSpec, fmt: str | None) -> None:
+    Beam's cost is per element, so a pipeline that only needs aggregates
+    (distinct users per group and hour, events per device) pays it per
+    aggregate instead of per record.
+    """
+
+    pending: int  # rows added since the last drain
+
+    def add(self, row: Any) -> None: ...
+
+    def drain(self) -> Iterable[Any]:
+        """The aggregates of the rows added since the last drain; empties the fold."""
+
+
+# Drain a fold after this many rows, so that memory stays bounded whatever the file size.
+FOLD_FLUSH_ROWS = 2_000_000
+
+
+class _ParseFileFn(beam.DoFn):
+    """Decodes one matched file into rows (or folded aggregates) and dead letters, counting both."""
+
+    def __init__(self, spec: EventSpec, fmt: str | None, fold: Callable[[], RowFold] | None = None) -> None:
         self._spec = spec
         self._fmt = fmt
+        self._fold = fold
 
     def setup(self) -> None:
         self._read = Metrics.counter(METRICS_NAMESPACE, "read")
@@ -47,16 +68,24 @@ class _ParseFileFn(beam.DoFn):
         parsed = 0
         latest = None
         dead_by_reason: dict[str, int] = {}
+        fold = self._fold() if self._fold else None
         with readable.open() as handle:
             for item in reader(self._spec, handle, path):
                 if isinstance(item, DeadLetter):
                     dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
-                else:
-                    parsed += 1
-                    if latest is None or item.event_time_micros > latest:
-                        latest = item.event_time_micros
+                    continue
+                parsed += 1
+                if latest is None or item.event_time_micros > latest:
+                    latest = item.event_time_micros
+                if fold is None:
                     yield item
+                    continue
+                fold.add(item)
+                if fold.pending >= FOLD_FLUSH_ROWS:
+                    yield from fold.drain()
+        if fold is not None:
+            yield from fold.drain()
         if latest is not None:
             self._latest.update(latest)
         dead = sum(dead_by_reason.values())
@@ -68,13 +97,20 @@ class _ParseFileFn(beam.DoFn):
 
 
 class ReadEvents(beam.PTransform):
-    """Rows of ``spec`` from the files matching ``file_pattern``; outputs ``events`` and ``dead_letters``."""
+    """Rows of ``spec`` from the files matching ``file_pattern``; outputs ``events`` and ``dead_letters``.
 
-    def __init__(self, file_pattern: str, spec: EventSpec, fmt: str | None = None) -> None:
+    With ``fold`` (a factory of ``RowFold``), ``events`` carries the fold's
+    aggregates instead of the rows.
+    """
+
+    def __init__(
+        self, file_pattern: str, spec: EventSpec, fmt: str | None = None, fold: Callable[[], RowFold] | None = None
+    ) -> None:
         super().__init__()
         self._pattern = file_pattern
         self._spec = spec
         self._fmt = fmt
+        self._fold = fold
 
     def expand(self, pbegin):
         return (
@@ -82,9 +118,7 @@ class ReadEvents(beam.PTransform):
             | "Match" >> fileio.MatchFiles(self._pattern, empty_match_treatment="DISALLOW")
             | "SpreadFiles" >> beam.Reshuffle()
             | "Open" >> fileio.ReadMatches()
-            | "Parse" >> beam.ParDo(_ParseFileFn(self._spec, self._fmt))
-            .with_outputs(DEAD_LETTERS, main="events")
-            .with_output_types(self._spec.row_type)
+            | "Parse" >> beam.ParDo(_ParseFileFn(self._spec, self._fmt, self._fold)).with_outputs(DEAD_LETTERS, main="events")
         )
 
 

@@ -5,12 +5,15 @@ dead letters for joins that arrive after their step was final).
 
 Batch recipe (the throughput path)::
 
-    # joins:   JoinEvent
-    # keyed:   ((group, step), user)                  step = floor(t / 1 h)
-    # users:   ((group, step), {users})               distinct users per group-step, combined before any state
-    # steps:   (group, (step, {users}))
-    # grouped: (group, [(step, {users}), ...])
-    # out:     KAnonVerdict                           GroupVerdicts replays the group in step order
+    # joins:    JoinEvent
+    # partials: (group, {step: {users}})        step = floor(t / 1 h); distinct users per group-step, folded
+    #                                            in-process per bundle (or per file by ReadEvents' fold)
+    # grouped:  (group, [{step: {users}}, ...])  GroupByKey: a group's partials from every bundle
+    # out:      KAnonVerdict                     GroupVerdicts replays the group in step order
+
+Beam costs about a microsecond per element and a stateful DoFn far more, so
+the per-join work happens in plain Python inside one call and Beam moves one
+element per group and bundle.
 
 Streaming recipe: joins are keyed by group into a stateful DoFn that buffers
 the joins of steps that are not final yet; an event-time timer fires once the
@@ -29,12 +32,15 @@ from apache_beam.metrics import Metrics
 from apache_beam.coders import PickleCoder, TupleCoder, StrUtf8Coder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.utils.timestamp import Timestamp
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import RandomSource
+from transforms.io import FOLD_FLUSH_ROWS
 from transforms.mechanisms.time_steps import MICROS_PER_HOUR, hour_step
 
 METRICS_NAMESPACE = "pmbeam.kanon"
@@ -42,29 +48,63 @@ LATE = "late"
 DEAD_LETTER_SOURCE = "kanon"
 
 
-class DistinctUsers(beam.CombineFn):
-    """The set of distinct users of one (group, step): the per-step aggregate S_agg is built from."""
+class GroupStepUsers:
+    """In-process aggregation of joins: group -> step -> distinct users (a ``RowFold``).
 
-    def create_accumulator(self) -> set:
-        return set()
+    This is where (group, user, step) duplicates disappear and S_agg's
+    per-step sets are built, before any Beam shuffle or state.
+    """
 
-    def add_input(self, accumulator: set, user: str) -> set:
-        accumulator.add(user)
-        return accumulator
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[int, set[str]]] = {}
+        self.pending = 0
 
-    def add_inputs(self, accumulator: set, users: Iterable[str]) -> set:
-        accumulator.update(users)
-        return accumulator
+    def add(self, join: JoinEvent) -> None:
+        steps = self._groups.get(join.interest_group)
+        if steps is None:
+            steps = self._groups[join.interest_group] = {}
+        step = hour_step(join.event_time_micros)
+        users = steps.get(step)
+        if users is None:
+            steps[step] = {join.user_id}
+        else:
+            users.add(join.user_id)
+        self.pending += 1
 
-    def merge_accumulators(self, accumulators: Iterable[set]) -> set:
-        accumulators = iter(accumulators)
-        merged = next(accumulators)
-        for accumulator in accumulators:
-            merged |= accumulator
-        return merged
+    def drain(self) -> list[tuple[str, dict[int, set[str]]]]:
+        """(group, {step: users}) for every group seen since the last drain."""
+        drained = list(self._groups.items())
+        self._groups, self.pending = {}, 0
+        return drained
 
-    def extract_output(self, accumulator: set) -> set:
-        return accumulator
+
+class _AggregateJoinsFn(beam.DoFn):
+    """Folds a bundle's joins with ``GroupStepUsers`` and emits one aggregate per group at the end of the bundle."""
+
+    def start_bundle(self) -> None:
+        self._fold = GroupStepUsers()
+
+    def process(self, join: JoinEvent):
+        self._fold.add(join)
+        if self._fold.pending >= FOLD_FLUSH_ROWS:
+            yield from self._fold.drain()
+
+    def finish_bundle(self):
+        for aggregate in self._fold.drain():
+            yield WindowedValue(aggregate, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def merge_step_users(partials: Iterable[dict[int, set[str]]]) -> list[tuple[int, set[str]]]:
+    """Union of partial {step: users} aggregates of one group, in increasing step order."""
+    merged: dict[int, set[str]] = {}
+    for partial in partials:
+        for step, users in partial.items():
+            known = merged.get(step)
+            if known is None:
+                merged[step] = users
+            else:
+                known |= users
+    return sorted(merged.items())
 
 
 class _ReplayGroupFn(beam.DoFn):
@@ -78,10 +118,28 @@ class _ReplayGroupFn(beam.DoFn):
         self._groups = Metrics.counter(METRICS_NAMESPACE, "groups")
 
     def process(self, element):
-        group, step_users = element
+        group, partials = element
         self._groups.inc()
         replay = GroupVerdicts(group, self._parameters, self._source)
-        yield from replay.run(sorted(step_users, key=lambda item: item[0]))
+        yield from replay.run(merge_step_users(partials))
+
+
+class VerdictsFromStepUsers(beam.PTransform):
+    """Batch: partial aggregates ``(group, {step: users})`` to KAnonVerdicts, one replay per group."""
+
+    def __init__(self, parameters: KAnonParameters, source: RandomSource) -> None:
+        super().__init__()
+        self._parameters = parameters
+        self._source = source
+
+    def expand(self, aggregates):
+        return (
+            aggregates
+            # (group, [{step: users}, ...]): a group's partial aggregates from every file or bundle
+            | "GroupPartials" >> beam.GroupByKey()
+            # KAnonVerdict
+            | "Replay" >> beam.ParDo(_ReplayGroupFn(self._parameters, self._source)).with_output_types(KAnonVerdict)
+        )
 
 
 def _final_micros(step: int, allowed_lateness_micros: int) -> int:
@@ -209,11 +267,10 @@ class KAnonymityVerdicts(beam.PTransform):
             return self._expand_streaming(joins)
         verdicts = (
             joins
-            | "KeyByGroupStep" >> beam.Map(lambda j: ((j.interest_group, hour_step(j.event_time_micros)), j.user_id))
-            | "DistinctUsersPerStep" >> beam.CombinePerKey(DistinctUsers())
-            | "KeyByGroup" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
-            | "GroupSteps" >> beam.GroupByKey()
-            | "Replay" >> beam.ParDo(_ReplayGroupFn(self._parameters, self._source)).with_output_types(KAnonVerdict)
+            # (group, {step: users}): distinct users per group and hour, folded per bundle
+            | "DistinctUsersPerStep" >> beam.ParDo(_AggregateJoinsFn())
+            # KAnonVerdict
+            | "Verdicts" >> VerdictsFromStepUsers(self._parameters, self._source)
         )
         no_dead_letters = joins.pipeline | "NoLateJoins" >> beam.Create([]).with_output_types(DeadLetter)
         return {"verdicts": verdicts, "dead_letters": no_dead_letters}

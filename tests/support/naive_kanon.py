@@ -17,15 +17,16 @@ def naive_verdicts(
 ) -> dict[int, tuple[bool, int]]:
     """(o_t, c_t) for every step from the first join to ``last_step``, drawing at every unlatched step."""
     out = {}
-    nu, latched, instance = 0.0, False, None
+    nu, latched, instance, step_noises = 0.0, False, None, None
     for t in range(min(joins), last_step + 1):
         count = len({u for s, users in joins.items() if t - w + 1 <= s <= t for u in users})
         start = (t // w) * w
         if start != instance:
             instance, latched = start, False
             nu = noise.sample(source, key=(group, "threshold", start))
+            step_noises = noise.sample_keyed_array(source, (group, "steps", start), w)  # nu_t = step_noises[t - s]
         if not latched:
-            latched = count + noise.sample(source, key=(group, "step", t)) >= k + nu
+            latched = count + step_noises[t - start] >= k + nu
         out[t] = (latched, count)
     return out
 

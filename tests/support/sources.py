@@ -9,7 +9,7 @@ from transforms.mechanisms.noise import RandomSource
 class ConstantSource(RandomSource):
     """Every uniform is ``u``: with u = 0.5 every symmetric noise draw is exactly 0 (a no-noise source).
 
-    Counts the draws it serves and records their keys, so tests can check
+    Records the key of every draw (a block of keyed uniforms counts once), so tests can check
     when the mechanisms draw and when they do not.
     """
 
@@ -30,6 +30,10 @@ class ConstantSource(RandomSource):
     def keyed_uniform(self, key: tuple) -> float:
         self.keys.append(key)
         return self.u
+
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        self.keys.append(key)
+        return np.full(size, self.u)
 
     def uniforms(self, size: int) -> np.ndarray:
         self.keys.extend([()] * size)

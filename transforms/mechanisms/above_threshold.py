@@ -5,8 +5,8 @@ explicit state records (``AboveThresholdInstance``), so the state of a running
 instance can be stored (Beam state, pickled) and resumed on another worker.
 
 Noise draws are keyed: the threshold noise of instance ``AT_s`` of a stream
-uses the key ``(*stream_key, "threshold", s)`` and the step noise at step ``t``
-uses ``(*stream_key, "step", t)``. With a seeded source a draw is a function
+uses the key ``(*stream_key, "threshold", s)`` and its step noises, one block
+of w values, the key ``(*stream_key, "steps", s)``. With a seeded source a draw is a function
 of its key only, so any two runs that evaluate the same steps (batch replay,
 streaming with timers, a retried bundle) release the same verdicts. With the
 secure source the key is ignored and every draw is fresh; each key is drawn
@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable
 
+import numpy as np
+
 from transforms.mechanisms.noise import RandomSource, TruncatedLaplace
 
 
@@ -24,12 +26,19 @@ from transforms.mechanisms.noise import RandomSource, TruncatedLaplace
 class AboveThresholdInstance:
     """The state of one running instance ``AT_s`` of Alg. 2.
 
-    ``threshold_noise`` is nu, drawn from rho_1 when the instance starts
-    (k' = k + nu); ``latched`` is Alg. 2's AlreadyAbove.
+    ``threshold_noise`` is nu (k' = k + nu), ``latched`` is Alg. 2's
+    AlreadyAbove, ``step_noises[i]`` is nu_{s+i}. Both noises are drawn at
+    the instance's first comparison rather than at step s: they are
+    independent of everything before their first use, so the outputs have
+    the same distribution, and an instance whose counts never come near k
+    draws nothing. The step noises are drawn as one block of w values, each
+    used at most once (Alg. 2 draws nu_t only at unlatched steps; the unused
+    ones are discarded), so a stretch of steps can be compared at once.
     """
 
     start_step: int
-    threshold_noise: float
+    threshold_noise: float | None = None
+    step_noises: np.ndarray | None = None
     latched: bool = False
 
 
@@ -40,6 +49,8 @@ class AboveThreshold:
     Both noises must be bound(eps_i, delta_i, A_i, 1) (Def. 4.1): supported on
     [-A_i, A_i]. By Thm. 4.2 / Cor. 4.4 one instance is
     (eps_1 + eps_2, (delta_1 + delta_2)(w + 1))-DP (see ``accounting``).
+    Draw keys: ``(*stream_key, "threshold", s)`` for nu and
+    ``(*stream_key, "steps", s)`` for the block of step noises of ``AT_s``.
     """
 
     k: int
@@ -58,24 +69,63 @@ class AboveThreshold:
         """A = A_1 + A_2 of Thm. 4.2: no verdict is wrong by more than A users."""
         return self.threshold_noise.A + self.step_noise.A
 
-    def start(self, start_step: int, source: RandomSource, stream_key: tuple[Hashable, ...]) -> AboveThresholdInstance:
-        """Start ``AT_s``: sample nu from rho_1 (first line of Alg. 2)."""
-        nu = self.threshold_noise.sample(source, key=(*stream_key, "threshold", start_step))
-        return AboveThresholdInstance(start_step=start_step, threshold_noise=nu)
+    def start(self, start_step: int) -> AboveThresholdInstance:
+        """Start ``AT_s`` (its noise is drawn at its first comparison, see ``AboveThresholdInstance``)."""
+        return AboveThresholdInstance(start_step=start_step)
 
     def cannot_reach(self, instance: AboveThresholdInstance, count: int) -> bool:
-        """Exact skip: True when ``count + nu_t >= k + nu`` is impossible for every nu_t rho_2 can draw.
+        """Exact skip: True when ``count + nu_t >= k + nu`` is impossible for every noise the instance can draw.
 
-        Proof. rho_2 is supported on [-A_2, A_2] and the sampler clips to it,
-        so nu_t <= A_2. Floating-point addition is monotone, hence
-        fl(c + nu_t) <= fl(c + A_2). If fl(c + A_2) < fl(k + nu) then
-        fl(c + nu_t) < fl(k + nu) and Alg. 2 outputs false whatever nu_t is,
-        so skipping the draw changes no output, and since the draws are
-        independent it changes the distribution of no later output either.
-        In particular, as nu >= -A_1, every count c_t < k - (A_1 + A_2) is
-        skipped (the rule stated in the issue and checked by the tests).
+        Proof. rho_1 is supported on [-A_1, A_1] and rho_2 on [-A_2, A_2], and
+        the samplers clip to these intervals. (i) Before nu is drawn: if
+        c < k - (A_1 + A_2) then c + nu_t <= c + A_2 < k - A_1 <= k + nu for
+        every possible nu and nu_t, so Alg. 2 outputs false whatever they are.
+        (ii) Once nu is drawn: floating-point addition is monotone, so
+        fl(c + nu_t) <= fl(c + A_2); if fl(c + A_2) < fl(k + nu) then
+        fl(c + nu_t) < fl(k + nu). In both cases skipping the comparison changes
+        no output, and since the draws are independent it changes the
+        distribution of no later output either.
         """
+        if instance.threshold_noise is None:
+            return count < self.k - self.total_bound
         return count + self.step_noise.A < self.k + instance.threshold_noise
+
+    def _draw(self, instance: AboveThresholdInstance, source: RandomSource, stream_key: tuple[Hashable, ...]) -> np.ndarray:
+        """nu and the block of step noises of ``instance``, drawn on first use."""
+        if instance.threshold_noise is None:
+            instance.threshold_noise = self.threshold_noise.sample(source, key=(*stream_key, "threshold", instance.start_step))
+        if instance.step_noises is None:
+            instance.step_noises = self.step_noise.sample_keyed_array(
+                source, (*stream_key, "steps", instance.start_step), self.window_steps
+            )
+        return instance.step_noises
+
+    def compare(
+        self,
+        instance: AboveThresholdInstance,
+        steps: np.ndarray,
+        counts: np.ndarray,
+        source: RandomSource,
+        stream_key: tuple[Hashable, ...],
+    ) -> int | None:
+        """Alg. 2's loop over consecutive unlatched steps of one instance: the index of the first output true.
+
+        ``steps`` are increasing steps of ``instance`` and ``counts`` their c_t.
+        Returns None when every output is false; otherwise latches and
+        returns the index i of the first true (outputs before i are false,
+        from i on true). Nothing is drawn while latched or while every count
+        ``cannot_reach``.
+        """
+        if instance.latched:
+            return 0
+        if self.cannot_reach(instance, int(counts.max())):  # then every smaller count cannot reach either
+            return None
+        noises = self._draw(instance, source, stream_key)[steps - instance.start_step]
+        hits = np.flatnonzero(counts + noises >= self.k + instance.threshold_noise)
+        if hits.size == 0:
+            return None
+        instance.latched = True
+        return int(hits[0])
 
     def step(
         self,
@@ -85,16 +135,12 @@ class AboveThreshold:
         source: RandomSource,
         stream_key: tuple[Hashable, ...],
     ) -> bool:
-        """One iteration of Alg. 2's loop: the output o_t for count c_t; updates ``instance``.
-
-        No draw while latched (Alg. 2 outputs true without sampling) and none
-        when ``cannot_reach`` (exact skip).
-        """
+        """One iteration of Alg. 2's loop: the output o_t for count c_t; updates ``instance``."""
         if instance.latched:
             return True
         if self.cannot_reach(instance, count):
             return False
-        nu_t = self.step_noise.sample(source, key=(*stream_key, "step", step))
+        nu_t = self._draw(instance, source, stream_key)[step - instance.start_step]
         if count + nu_t >= self.k + instance.threshold_noise:
             instance.latched = True
             return True
@@ -130,6 +176,15 @@ class AboveThresholdWithPeriodicRestart:
 
     above_threshold: AboveThreshold
 
+    def instance_for(self, state: PeriodicRestartState, step: int) -> AboveThresholdInstance:
+        """The instance answering ``step``, starting it if ``step`` begins a new one (Alg. 1's restart)."""
+        start = instance_start_step(step, self.above_threshold.window_steps)
+        if state.instance is None or state.instance.start_step != start:
+            if state.instance is not None and state.instance.start_step > start:
+                raise ValueError(f"step {step} is before the running instance started at {state.instance.start_step}")
+            state.instance = self.above_threshold.start(start)
+        return state.instance
+
     def output(
         self,
         state: PeriodicRestartState,
@@ -139,9 +194,5 @@ class AboveThresholdWithPeriodicRestart:
         stream_key: tuple[Hashable, ...],
     ) -> bool:
         """o_t for count c_t = S_agg[t - w + 1, t]; starts the instance of ``step`` when needed."""
-        start = instance_start_step(step, self.above_threshold.window_steps)
-        if state.instance is None or state.instance.start_step != start:
-            if state.instance is not None and state.instance.start_step > start:
-                raise ValueError(f"step {step} is before the running instance started at {state.instance.start_step}")
-            state.instance = self.above_threshold.start(start, source, stream_key)
-        return self.above_threshold.step(state.instance, step, count, source, stream_key)
+        instance = self.instance_for(state, step)
+        return self.above_threshold.step(instance, step, count, source, stream_key)

@@ -17,7 +17,10 @@ verdict equals the previous one by construction:
   group nobody joined is never released as k-anonymous).
 
 So the work per group is proportional to its join steps, its restarts and
-the steps it spends near the threshold, not to the number of steps times w.
+its expirations, not to the number of steps times w: a stretch of unlatched
+steps near the threshold without joins is compared in one vectorised call
+(``AboveThreshold.compare``) against counts computed from the window's
+expiry schedule (``SlidingDistinctCount.counts_ahead``).
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 from typing import Collection, Hashable, Iterable, Iterator
 
 from schemas.rows import KAnonVerdict
+import numpy as np
+
 from transforms.mechanisms.above_threshold import (
     AboveThreshold,
     AboveThresholdWithPeriodicRestart,
@@ -90,10 +95,15 @@ class GroupVerdicts:
         """Evaluate o_step after adding the (distinct) users who joined at ``step``; yield what the mode emits."""
         if self.last_step is not None and step <= self.last_step:
             raise ValueError(f"group {self.group!r}: step {step} is not after the last processed step {self.last_step}")
+        at = self.parameters.above_threshold
         count = self.window.advance(step, users)
-        verdict = self.parameters.mechanism.output(self.restart, step, count, self.source, self._key)
-        instance = self.restart.instance
-        self._reachable = not instance.latched and not self.parameters.above_threshold.cannot_reach(instance, count)
+        instance = self.parameters.mechanism.instance_for(self.restart, step)
+        verdict = at.step(instance, step, count, self.source, self._key)
+        self._reachable = not instance.latched and not at.cannot_reach(instance, count)
+        yield from self._record(step, verdict, count)
+
+    def _record(self, step: int, verdict: bool, count: int) -> Iterator[KAnonVerdict]:
+        """Remember o_step and yield its record if the emit mode asks for it."""
         changed = verdict != self.last_verdict
         self.last_step, self.last_verdict = step, verdict
         if (self.parameters.emit == "all" and count > 0) or (self.parameters.emit == "changes" and changed):
@@ -102,8 +112,35 @@ class GroupVerdicts:
                 step=step,
                 step_start_micros=step_start_micros(step),
                 k_anonymous=verdict,
-                instance_start_step=instance.start_step,
+                instance_start_step=self.restart.instance.start_step,
             )
+
+    def _stretch(self, first: int, through: int | None) -> Iterator[KAnonVerdict]:
+        """Evaluate the unlatched steps ``first, first + 1, ...`` of the running instance, with no joins, at once.
+
+        The stretch ends at the instance's last step, at the last step with a
+        user in the window, or at ``through``; in ``changes`` mode it stops
+        at the latch, after which nothing changes until the restart.
+        """
+        at, instance = self.parameters.above_threshold, self.restart.instance
+        last = min(instance.start_step + self.parameters.window_steps - 1, self.window.last_join_step + self.parameters.window_steps - 1)
+        if through is not None:
+            last = min(last, through)
+        steps = np.arange(first, last + 1, dtype=np.int64)
+        counts = self.window.counts_ahead(first, last)
+        hit = at.compare(instance, steps, counts, self.source, self._key)
+        if self.parameters.emit == "all":
+            for index, step in enumerate(steps.tolist()):
+                yield from self._record(step, hit is not None and index >= hit, int(counts[index]))
+            stop = last
+        elif hit is None:
+            stop = last
+            yield from self._record(last, False, int(counts[-1]))
+        else:
+            stop = first + hit
+            yield from self._record(stop, True, int(counts[hit]))
+        self.window.advance(stop)
+        self._reachable = not instance.latched and not at.cannot_reach(instance, self.window.count)
 
     def next_step(self) -> int | None:
         """The next step that must be evaluated even if no user joins before it; None when the group is idle."""
@@ -143,4 +180,8 @@ class GroupVerdicts:
     def catch_up(self, through: int | None) -> Iterator[KAnonVerdict]:
         """Evaluate every step that needs it up to ``through`` (None: until idle), with no new joins."""
         while (step := self.next_step()) is not None and (through is None or step <= through):
-            yield from self.process(step)
+            running = self.restart.instance
+            if self._reachable and step == self.last_step + 1 and step < running.start_step + self.parameters.window_steps:
+                yield from self._stretch(step, through)
+            else:
+                yield from self.process(step)

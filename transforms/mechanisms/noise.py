@@ -36,6 +36,7 @@ import os
 import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 import numpy as np
@@ -61,11 +62,6 @@ def _scalar_or_array(values: np.ndarray) -> np.ndarray | float:
     return float(values) if values.ndim == 0 else values
 
 
-def _log1pexp(z: float) -> float:
-    """log(1 + e^z) without overflow for large z and without cancellation for very negative z."""
-    return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
-
-
 # --------------------------------------------------------------------------------------------
 # Random sources
 # --------------------------------------------------------------------------------------------
@@ -87,6 +83,10 @@ class RandomSource(ABC):
     @abstractmethod
     def uniforms(self, size: int) -> np.ndarray:
         """``size`` independent U(0, 1) doubles on the grid of ``uniform`` (vectorised)."""
+
+    @abstractmethod
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        """A block of ``size`` U(0, 1) doubles for ``key``: seeded, a function of (seed, key); secure, fresh."""
 
     @abstractmethod
     def randbelow(self, n: int) -> int:
@@ -115,6 +115,9 @@ class SecureSource(RandomSource):
 
     def keyed_uniform(self, key: tuple) -> float:
         return self.uniform()
+
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        return self.uniforms(size)
 
     def uniforms(self, size: int) -> np.ndarray:
         m = np.frombuffer(os.urandom(8 * size), dtype="<u8") >> np.uint64(64 - _GRID_BITS)
@@ -176,6 +179,12 @@ class SeededSource(RandomSource):
     def uniforms(self, size: int) -> np.ndarray:
         return self.generator.integers(1, _GRID, size=size, dtype=np.int64).astype(np.float64) / _GRID
 
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        """A block from a PCG64 generator seeded with ``keyed_uniform``'s digest of (seed, "block", key)."""
+        block_seed = int(self.keyed_uniform(("block", *key)) * _GRID)
+        generator = np.random.Generator(np.random.PCG64(block_seed))
+        return generator.integers(1, _GRID, size=size, dtype=np.int64).astype(np.float64) / _GRID
+
     def randbelow(self, n: int) -> int:
         """Rejection on n.bit_length() raw generator bits: exact for any n, fewer than 2 tries on average."""
         n = _check_randbelow(n)
@@ -227,20 +236,27 @@ class TruncatedLaplace:
         object.__setattr__(self, "delta", float(self.delta))
         _check_epsilon_delta(self.epsilon, self.delta)
 
-    @property
+    @cached_property
     def _log_r(self) -> float:
         """ln r = ln((e^eps - 1) / delta), with ln(e^eps - 1) = eps + ln(1 - e^{-eps}) (no overflow)."""
         eps = self.epsilon
         return eps + math.log(-math.expm1(-eps)) - math.log(self.delta)
 
-    @property
+    @cached_property
     def A(self) -> float:
-        """The support bound: (1/eps) ln(1 + (e^eps - 1) / (2 delta)) (Sec. 4.1)."""
-        return _log1pexp(self._log_r - math.log(2)) / self.epsilon
+        """The support bound: (1/eps) ln(1 + (e^eps - 1) / (2 delta)) (Sec. 4.1).
+
+        ln(1 + r / 2) = logaddexp(0, ln r - ln 2): no overflow, no cancellation, and the
+        same expression ``quantile`` evaluates at u = 1/2, so the median draw is exactly 0.
+        """
+        return float(np.logaddexp(0.0, self._log_r - math.log(2))) / self.epsilon
 
     @property
     def B(self) -> float:
-        """The density at 0: eps / (2 (1 - e^{-eps A})) = (eps / 2)(1 + 2 delta e^{-eps} / (1 - e^{-eps})) (Sec. 4.1)."""
+        """The density at 0: eps / (2 (1 - e^{-eps A})) (Sec. 4.1).
+
+        Computed as (eps / 2)(1 + 2 delta e^{-eps} / (1 - e^{-eps})), which has no overflow for any eps.
+        """
         eps = self.epsilon
         return eps / 2 * (1 + 2 * self.delta * math.exp(-eps) / -math.expm1(-eps))
 
@@ -279,6 +295,10 @@ class TruncatedLaplace:
 
     def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
         return self.quantile(source.uniforms(size))
+
+    def sample_keyed_array(self, source: RandomSource, key: tuple, size: int) -> np.ndarray:
+        """A block of ``size`` independent draws for ``key`` (inverse CDF of ``source.keyed_uniforms``)."""
+        return np.asarray(self.quantile(source.keyed_uniforms(key, size)), dtype=np.float64).reshape(size)
 
 
 @dataclass(frozen=True)

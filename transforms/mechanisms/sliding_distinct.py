@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Hashable, Iterable
 
+import numpy as np
+
 
 class SlidingDistinctCount:
     """Distinct users with a join in steps ``[t - w + 1, t]``, fed in increasing step order."""
@@ -51,6 +53,18 @@ class SlidingDistinctCount:
             else:
                 buckets.append((step, added))
         return len(last_step)
+
+    def counts_ahead(self, first: int, last: int) -> np.ndarray:
+        """c_t for steps ``first .. last`` (after the current step) if nobody joins meanwhile; nothing changes.
+
+        c_t = #{users whose last join is >= t - w + 1}: one sort of the
+        window's last-join steps and a binary search per step.
+        """
+        if self._now is not None and first <= self._now:
+            raise ValueError(f"counts ahead start after the current step {self._now}, got {first}")
+        last_steps = np.sort(np.fromiter(self._last_step.values(), dtype=np.int64, count=len(self._last_step)))
+        oldest_kept = np.arange(first, last + 1, dtype=np.int64) - self.window_steps + 1
+        return len(last_steps) - np.searchsorted(last_steps, oldest_kept, side="left")
 
     @property
     def count(self) -> int:

@@ -4,8 +4,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.sources import ConstantSource
+import numpy as np
+
 from transforms.mechanisms.above_threshold import (
     AboveThreshold,
+    AboveThresholdInstance,
     AboveThresholdWithPeriodicRestart,
     PeriodicRestartState,
     instance_start_step,
@@ -45,17 +48,31 @@ def test_instance_alignment_is_floor_of_t_over_w_in_hours_since_the_epoch():
     assert state.instance.start_step == 491_904
 
 
-def test_threshold_noise_is_drawn_once_per_instance_and_step_noise_once_per_unlatched_step():
+def test_noise_is_drawn_once_per_instance_at_its_first_comparison():
     source = ConstantSource()
-    outputs(make(k=10, w=4), {0: 9, 1: 9, 2: 10, 3: 10, 4: 9}, source)
+    got = outputs(make(k=10, w=4), {0: 9, 1: 9, 2: 10, 3: 10, 4: 9}, source)
+    assert got == {0: False, 1: False, 2: True, 3: True, 4: False}
+    # nu and the block of w step noises of AT_0, then of AT_4; nothing else (no draw while latched at step 3).
     assert source.keys == [
         ("group-1", "threshold", 0),
-        ("group-1", "step", 0),
-        ("group-1", "step", 1),
-        ("group-1", "step", 2),  # latches here: no draw at step 3
+        ("group-1", "steps", 0),
         ("group-1", "threshold", 4),
-        ("group-1", "step", 4),
+        ("group-1", "steps", 4),
     ]
+
+
+def test_each_step_uses_its_own_noise_from_the_block():
+    at = make(k=10, w=4).above_threshold
+    instance = at.start(8)
+    instance.threshold_noise = 0.0
+    instance.step_noises = np.array([-1.0, -0.5, 0.5, 1.0])
+    assert at.step(instance, 9, 10, ConstantSource(), KEY) is False  # 10 - 0.5 < 10
+    assert at.step(instance, 10, 10, ConstantSource(), KEY) is True  # 10 + 0.5 >= 10
+    fresh = at.start(8)
+    fresh.threshold_noise = 0.0
+    fresh.step_noises = np.array([-1.0, -0.5, 0.5, 1.0])
+    index = at.compare(fresh, np.array([8, 9, 10, 11]), np.array([10, 10, 10, 10]), ConstantSource(), KEY)
+    assert index == 2 and fresh.latched
 
 
 def test_exact_skip_draws_nothing_below_k_minus_total_bound():
@@ -68,17 +85,16 @@ def test_exact_skip_draws_nothing_below_k_minus_total_bound():
         source = ConstantSource(u)
         got = outputs(mechanism, {t: below for t in range(20)}, source)
         assert not any(got.values())
-        assert source.keys == [("group-1", "threshold", 0)]
+        assert source.keys == []
 
 
 def test_counts_inside_the_band_are_compared_with_noise():
     # Threshold noise at -A and step noise at +A: a count of k - 3 latches (k - 2A = k - 3.49...).
     source = ConstantSource(1 - 1e-15)
     mechanism = make(k=10, w=100)
-    state = PeriodicRestartState()
-    state.instance = mechanism.above_threshold.start(0, ConstantSource(1e-15), KEY)
-    assert state.instance.threshold_noise == pytest.approx(-NOISE.A)
+    state = PeriodicRestartState(instance=AboveThresholdInstance(start_step=0, threshold_noise=-NOISE.A))
     assert mechanism.output(state, 0, 7, source, KEY) is True
+    assert source.keys == [("group-1", "steps", 0)]
 
 
 def test_bad_parameters_are_rejected():

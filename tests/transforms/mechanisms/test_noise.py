@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from tests.support.sources import ConstantSource
 from transforms.mechanisms.noise import (
     DiscreteLaplace,
     Laplace,
@@ -58,27 +59,6 @@ def discrete_ks_statistic(samples: np.ndarray, pmf, support: range) -> float:
     f = np.cumsum([pmf(int(x)) for x in xs])
     f_n = np.searchsorted(np.sort(samples), xs, side="right") / samples.size
     return float(np.max(np.abs(f_n - f)))
-
-
-class FixedSource(RandomSource):
-    """A stub whose uniforms are given values: the extremes of the grid."""
-
-    kind = "seeded"
-
-    def __init__(self, value: float) -> None:
-        self.value = value
-
-    def uniform(self) -> float:
-        return self.value
-
-    def keyed_uniform(self, key: tuple) -> float:
-        return self.value
-
-    def uniforms(self, size: int) -> np.ndarray:
-        return np.full(size, self.value)
-
-    def randbelow(self, n: int) -> int:
-        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,9 +250,9 @@ def test_truncated_laplace_always_within_support(eps, delta):
     assert np.all(np.abs(noise.quantile(extremes)) <= a)
     assert noise.quantile(0.0) == -a and noise.quantile(1.0) == a
     for u in (SMALLEST_U, LARGEST_U):
-        assert -a <= noise.sample(FixedSource(u)) <= a
-        assert -a <= noise.sample(FixedSource(u), key=("g", 1)) <= a
-        assert np.all(np.abs(noise.sample_array(FixedSource(u), 3)) <= a)
+        assert -a <= noise.sample(ConstantSource(u)) <= a
+        assert -a <= noise.sample(ConstantSource(u), key=("g", 1)) <= a
+        assert np.all(np.abs(noise.sample_array(ConstantSource(u), 3)) <= a)
     assert np.all(np.abs(noise.sample_array(SeededSource(1), 100_000)) <= a)
 
 
@@ -280,6 +260,8 @@ def test_truncated_laplace_quantile_is_symmetric_and_inverts_the_cdf():
     noise = TruncatedLaplace(0.75, 1e-5)
     u = SeededSource(2).uniforms(10_000)
     assert np.array_equal(noise.quantile(1 - u), -noise.quantile(u))
+    for eps, delta in [(0.75, 1e-5), (1.5, 1.25e-8), (1e-6, 0.5), (700.0, 1e-300)]:
+        assert TruncatedLaplace(eps, delta).quantile(0.5) == 0.0  # a source serving u = 1/2 means no noise
     assert np.allclose(noise.cdf(noise.quantile(u)), u, rtol=1e-9, atol=1e-15)
     assert isinstance(noise.quantile(0.3), float) and isinstance(noise.pdf(0.3), float)
 
