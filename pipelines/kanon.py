@@ -37,7 +37,7 @@ from schemas.codecs import FORMATS, JOIN_EVENT
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.kanon import METRICS_NAMESPACE as KANON_NAMESPACE
-from transforms.kanon import GroupStepUsers, KAnonymityVerdicts, VerdictsFromStepUsers
+from transforms.kanon import GroupJoinsByGroup, KAnonymityVerdicts, VerdictsFromGroupJoins
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
 from transforms.mechanisms.accounting import DrawParameters, solve_draw_parameters
 from transforms.mechanisms.kanon_group import EMIT_MODES, KAnonParameters
@@ -162,10 +162,10 @@ def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
         verdicts = kanon["verdicts"]
         dead_letters = (read.dead_letters, kanon["dead_letters"] | "CountLate" >> CountDeadLetters()) | beam.Flatten()
     else:
-        # read.events: (group, {step: {users}}), folded per file while reading; read.dead_letters: DeadLetter
-        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format, fold=GroupStepUsers)
+        # read.events: (group, GroupJoins), folded per file while reading; read.dead_letters: DeadLetter
+        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format, fold=GroupJoinsByGroup)
         # KAnonVerdict
-        verdicts = read.events | "KAnonymity" >> VerdictsFromStepUsers(parameters, source)
+        verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, source)
         dead_letters = read.dead_letters
     verdicts | "WriteVerdicts" >> WriteRecords(f"{job.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict")
     dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)

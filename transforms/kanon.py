@@ -6,9 +6,9 @@ dead letters for joins that arrive after their step was final).
 Batch recipe (the throughput path)::
 
     # joins:    JoinEvent
-    # partials: (group, {step: {users}})        step = floor(t / 1 h); distinct users per group-step, folded
-    #                                            in-process per bundle (or per file by ReadEvents' fold)
-    # grouped:  (group, [{step: {users}}, ...])  GroupByKey: a group's partials from every bundle
+    # partials: (group, GroupJoins)             distinct (step, user) pairs of a group, step = floor(t / 1 h),
+    #                                           folded in-process per bundle (or per file by ReadEvents' fold)
+    # grouped:  (group, [GroupJoins, ...])      GroupByKey: a group's partials from every bundle
     # out:      KAnonVerdict                     GroupVerdicts replays the group in step order
 
 Beam costs about a microsecond per element and a stateful DoFn far more, so
@@ -38,6 +38,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
+from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsFold, batch_group_verdicts, merge_group_joins
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import RandomSource
 from transforms.io import FOLD_FLUSH_ROWS
@@ -48,41 +49,38 @@ LATE = "late"
 DEAD_LETTER_SOURCE = "kanon"
 
 
-class GroupStepUsers:
-    """In-process aggregation of joins: group -> step -> distinct users (a ``RowFold``).
+class GroupJoinsByGroup:
+    """In-process aggregation of joins into one ``GroupJoins`` per interest group (a ``RowFold``).
 
-    This is where (group, user, step) duplicates disappear and S_agg's
-    per-step sets are built, before any Beam shuffle or state.
+    This is where (group, user, step) duplicates disappear, before any Beam
+    shuffle or state: Beam then moves one compact element per group and
+    file (or bundle) instead of one per join.
     """
 
     def __init__(self) -> None:
-        self._groups: dict[str, dict[int, set[str]]] = {}
+        self._groups: dict[str, GroupJoinsFold] = {}
         self.pending = 0
 
     def add(self, join: JoinEvent) -> None:
-        steps = self._groups.get(join.interest_group)
-        if steps is None:
-            steps = self._groups[join.interest_group] = {}
-        step = hour_step(join.event_time_micros)
-        users = steps.get(step)
-        if users is None:
-            steps[step] = {join.user_id}
-        else:
-            users.add(join.user_id)
+        group, user, event_time_micros = join
+        fold = self._groups.get(group)
+        if fold is None:
+            fold = self._groups[group] = GroupJoinsFold()
+        fold.add_pair(hour_step(event_time_micros), user)
         self.pending += 1
 
-    def drain(self) -> list[tuple[str, dict[int, set[str]]]]:
-        """(group, {step: users}) for every group seen since the last drain."""
-        drained = list(self._groups.items())
+    def drain(self) -> list[tuple[str, GroupJoins]]:
+        """(group, GroupJoins) for every group seen since the last drain."""
+        drained = [(group, fold.joins()) for group, fold in self._groups.items()]
         self._groups, self.pending = {}, 0
         return drained
 
 
 class _AggregateJoinsFn(beam.DoFn):
-    """Folds a bundle's joins with ``GroupStepUsers`` and emits one aggregate per group at the end of the bundle."""
+    """Folds a bundle's joins with ``GroupJoinsByGroup`` and emits one aggregate per group at the end of the bundle."""
 
     def start_bundle(self) -> None:
-        self._fold = GroupStepUsers()
+        self._fold = GroupJoinsByGroup()
 
     def process(self, join: JoinEvent):
         self._fold.add(join)
@@ -94,21 +92,8 @@ class _AggregateJoinsFn(beam.DoFn):
             yield WindowedValue(aggregate, MIN_TIMESTAMP, [GlobalWindow()])
 
 
-def merge_step_users(partials: Iterable[dict[int, set[str]]]) -> list[tuple[int, set[str]]]:
-    """Union of partial {step: users} aggregates of one group, in increasing step order."""
-    merged: dict[int, set[str]] = {}
-    for partial in partials:
-        for step, users in partial.items():
-            known = merged.get(step)
-            if known is None:
-                merged[step] = users
-            else:
-                known |= users
-    return sorted(merged.items())
-
-
 class _ReplayGroupFn(beam.DoFn):
-    """Batch: one call per group replays its whole history through ``GroupVerdicts``."""
+    """Batch: one call per group computes its whole verdict history (``batch_group_verdicts``)."""
 
     def __init__(self, parameters: KAnonParameters, source: RandomSource) -> None:
         self._parameters = parameters
@@ -120,12 +105,11 @@ class _ReplayGroupFn(beam.DoFn):
     def process(self, element):
         group, partials = element
         self._groups.inc()
-        replay = GroupVerdicts(group, self._parameters, self._source)
-        yield from replay.run(merge_step_users(partials))
+        yield from batch_group_verdicts(group, merge_group_joins(partials), self._parameters, self._source)
 
 
-class VerdictsFromStepUsers(beam.PTransform):
-    """Batch: partial aggregates ``(group, {step: users})`` to KAnonVerdicts, one replay per group."""
+class VerdictsFromGroupJoins(beam.PTransform):
+    """Batch: partial aggregates ``(group, GroupJoins)`` to KAnonVerdicts, one call per group."""
 
     def __init__(self, parameters: KAnonParameters, source: RandomSource) -> None:
         super().__init__()
@@ -135,7 +119,7 @@ class VerdictsFromStepUsers(beam.PTransform):
     def expand(self, aggregates):
         return (
             aggregates
-            # (group, [{step: users}, ...]): a group's partial aggregates from every file or bundle
+            # (group, [GroupJoins, ...]): a group's partial aggregates from every file or bundle
             | "GroupPartials" >> beam.GroupByKey()
             # KAnonVerdict
             | "Replay" >> beam.ParDo(_ReplayGroupFn(self._parameters, self._source)).with_output_types(KAnonVerdict)
@@ -267,10 +251,10 @@ class KAnonymityVerdicts(beam.PTransform):
             return self._expand_streaming(joins)
         verdicts = (
             joins
-            # (group, {step: users}): distinct users per group and hour, folded per bundle
+            # (group, GroupJoins): distinct (step, user) pairs per group, folded per bundle
             | "DistinctUsersPerStep" >> beam.ParDo(_AggregateJoinsFn())
             # KAnonVerdict
-            | "Verdicts" >> VerdictsFromStepUsers(self._parameters, self._source)
+            | "Verdicts" >> VerdictsFromGroupJoins(self._parameters, self._source)
         )
         no_dead_letters = joins.pipeline | "NoLateJoins" >> beam.Create([]).with_output_types(DeadLetter)
         return {"verdicts": verdicts, "dead_letters": no_dead_letters}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tests.support.naive_kanon import naive_changes, naive_verdicts
 from tests.support.sources import ConstantSource
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
+from transforms.mechanisms.kanon_batch import GroupJoins, batch_group_verdicts, merge_group_joins, window_counts
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.mechanisms.time_steps import MICROS_PER_HOUR
@@ -92,3 +93,44 @@ def test_k_must_exceed_the_noise_bound():
         parameters(3, 4)
     with pytest.raises(ValueError):
         parameters(5, 4, "sometimes")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    w=st.integers(1, 9),
+    k=st.integers(4, 7),
+    seed=st.integers(0, 10_000),
+    emit=st.sampled_from(["changes", "all"]),
+    joins=st.dictionaries(st.integers(0, 40), st.sets(st.integers(0, 12), min_size=1, max_size=8), min_size=1, max_size=25),
+)
+def test_vectorised_batch_replay_equals_the_stateful_replay_and_algorithm_1(w, k, seed, emit, joins):
+    source = SeededSource(seed)
+    steps = sorted(joins.items())
+    stateful = list(GroupVerdicts("g", parameters(k, w, emit), source).run(steps))
+    assert batch_group_verdicts("g", GroupJoins.from_step_users(steps), parameters(k, w, emit), source) == stateful
+    naive = naive_verdicts(joins, k, w, NOISE, source, "g", max(joins) + 2 * w + 1)
+    if emit == "changes":
+        assert [(v.step, v.k_anonymous) for v in stateful] == naive_changes(naive)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    w=st.integers(1, 12),
+    joins=st.dictionaries(st.integers(0, 60), st.sets(st.integers(0, 15), min_size=1, max_size=6), min_size=1, max_size=30),
+)
+def test_vectorised_window_counts_equal_brute_force(w, joins):
+    first, counts = window_counts(GroupJoins.from_step_users(sorted(joins.items())), w)
+    assert first == min(joins)
+    for i, count in enumerate(counts.tolist()):
+        t = first + i
+        assert count == len({u for s, users in joins.items() if t - w + 1 <= s <= t for u in users})
+    assert len(counts) == max(joins) + w - first  # up to the last step with a user in the window
+
+
+def test_merging_partial_aggregates_matches_user_ids_and_drops_duplicates():
+    first = GroupJoins.from_step_users([(3, {"a", "b"}), (5, {"a"})])
+    second = GroupJoins.from_step_users([(5, {"a", "c"}), (9, {"b"})])
+    merged = merge_group_joins([first, second])
+    pairs = sorted((int(s), merged.users[c]) for s, c in zip(merged.steps, merged.codes))
+    assert pairs == [(3, "a"), (3, "b"), (5, "a"), (5, "c"), (9, "b")]
+    assert merged.distinct_users == 3
