@@ -103,7 +103,7 @@ def _check_field(field: FieldSpec, value: Any) -> str | None:
     if field.kind == "string":
         if not isinstance(value, str):
             return f"wrong_type:{field.name}"
-        if not value.strip():
+        if not value or value.isspace():
             return f"empty_field:{field.name}"
         return None
     if field.kind == "timestamp_micros":
@@ -118,17 +118,27 @@ def _check_field(field: FieldSpec, value: Any) -> str | None:
 
 
 def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
-    """The typed row for a decoded ``record`` (a mapping), or the reason it is invalid."""
-    if not isinstance(record, Mapping):
+    """The typed row for a decoded ``record`` (a mapping), or the reason it is invalid.
+
+    The common case (exact ``str`` and ``int`` values) is tested inline, since
+    this runs once per input record; anything else goes through
+    ``_check_field`` for its precise reason.
+    """
+    if type(record) is not dict and not isinstance(record, Mapping):
         return "not_an_object"
     values = []
     for field in spec.fields:
         value = record.get(field.name)
-        reason = _check_field(field, value)
-        if reason:
-            return reason
+        if field.kind == "string":
+            valid = type(value) is str and value and not value.isspace()
+        else:
+            valid = type(value) is int and 0 <= value < MAX_EVENT_TIME_MICROS
+        if not valid:
+            reason = _check_field(field, value)
+            if reason:
+                return reason
         values.append(value)
-    return spec.row_type(*values)
+    return spec.row_type._make(values)
 
 
 def _parsed(spec: EventSpec, record: Any, raw: Callable[[], str], source: str) -> Parsed:
@@ -173,9 +183,9 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
     naming the position, since Avro cannot resynchronise inside a block.
     """
     try:
-        reader = fastavro.reader(handle)
-        for index, record in enumerate(reader):
-            yield _parsed(spec, record, lambda record=record: _json_text(record), f"{source}#{index}")
+        for index, record in enumerate(fastavro.reader(handle)):
+            row = validate(spec, record)
+            yield DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}") if type(row) is str else row
     except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt input
         yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=source)
 

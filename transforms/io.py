@@ -71,7 +71,7 @@ class _ParseFileFn(beam.DoFn):
         fold = self._fold() if self._fold else None
         with readable.open() as handle:
             for item in reader(self._spec, handle, path):
-                if isinstance(item, DeadLetter):
+                if type(item) is DeadLetter:
                     dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
                     continue

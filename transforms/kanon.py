@@ -38,7 +38,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
-from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsFold, batch_group_verdicts, merge_group_joins
+from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsByGroup, batch_group_verdicts, merge_group_joins
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import RandomSource
 from transforms.io import FOLD_FLUSH_ROWS
@@ -47,33 +47,6 @@ from transforms.mechanisms.time_steps import MICROS_PER_HOUR, hour_step
 METRICS_NAMESPACE = "pmbeam.kanon"
 LATE = "late"
 DEAD_LETTER_SOURCE = "kanon"
-
-
-class GroupJoinsByGroup:
-    """In-process aggregation of joins into one ``GroupJoins`` per interest group (a ``RowFold``).
-
-    This is where (group, user, step) duplicates disappear, before any Beam
-    shuffle or state: Beam then moves one compact element per group and
-    file (or bundle) instead of one per join.
-    """
-
-    def __init__(self) -> None:
-        self._groups: dict[str, GroupJoinsFold] = {}
-        self.pending = 0
-
-    def add(self, join: JoinEvent) -> None:
-        group, user, event_time_micros = join
-        fold = self._groups.get(group)
-        if fold is None:
-            fold = self._groups[group] = GroupJoinsFold()
-        fold.add_pair(hour_step(event_time_micros), user)
-        self.pending += 1
-
-    def drain(self) -> list[tuple[str, GroupJoins]]:
-        """(group, GroupJoins) for every group seen since the last drain."""
-        drained = [(group, fold.joins()) for group, fold in self._groups.items()]
-        self._groups, self.pending = {}, 0
-        return drained
 
 
 class _AggregateJoinsFn(beam.DoFn):
@@ -105,11 +78,12 @@ class _ReplayGroupFn(beam.DoFn):
     def process(self, element):
         group, partials = element
         self._groups.inc()
-        yield from batch_group_verdicts(group, merge_group_joins(partials), self._parameters, self._source)
+        joins = merge_group_joins(GroupJoins.from_wire(partial) for partial in partials)
+        yield from batch_group_verdicts(group, joins, self._parameters, self._source)
 
 
 class VerdictsFromGroupJoins(beam.PTransform):
-    """Batch: partial aggregates ``(group, GroupJoins)`` to KAnonVerdicts, one call per group."""
+    """Batch: partial aggregates ``(group, GroupJoins.to_wire())`` to KAnonVerdicts, one call per group."""
 
     def __init__(self, parameters: KAnonParameters, source: RandomSource) -> None:
         super().__init__()
@@ -119,7 +93,7 @@ class VerdictsFromGroupJoins(beam.PTransform):
     def expand(self, aggregates):
         return (
             aggregates
-            # (group, [GroupJoins, ...]): a group's partial aggregates from every file or bundle
+            # (group, [GroupJoins wire form, ...]): a group's partial aggregates from every file or bundle
             | "GroupPartials" >> beam.GroupByKey()
             # KAnonVerdict
             | "Replay" >> beam.ParDo(_ReplayGroupFn(self._parameters, self._source)).with_output_types(KAnonVerdict)

@@ -166,8 +166,11 @@ class SeededSource(RandomSource):
     def uniform(self) -> float:
         return int(self.generator.integers(1, _GRID, dtype=np.int64)) / _GRID
 
+    def _key_prefix(self, key: tuple) -> bytes:
+        return _encode_item(self.seed) + _encode_item(len(key)) + b"".join(_encode_item(item) for item in key)
+
     def keyed_uniform(self, key: tuple) -> float:
-        prefix = _encode_item(self.seed) + _encode_item(len(key)) + b"".join(_encode_item(item) for item in key)
+        prefix = self._key_prefix(key)
         counter = 0
         while True:
             digest = hashlib.blake2b(prefix + _encode_item(counter), digest_size=8, person=b"keyed_uniform_v1")
@@ -180,10 +183,19 @@ class SeededSource(RandomSource):
         return self.generator.integers(1, _GRID, size=size, dtype=np.int64).astype(np.float64) / _GRID
 
     def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
-        """A block from a PCG64 generator seeded with ``keyed_uniform``'s digest of (seed, "block", key)."""
-        block_seed = int(self.keyed_uniform(("block", *key)) * _GRID)
-        generator = np.random.Generator(np.random.PCG64(block_seed))
-        return generator.integers(1, _GRID, size=size, dtype=np.int64).astype(np.float64) / _GRID
+        """A block of ``size`` values: 53-bit words of SHAKE-256 over the same encoding of (seed, key) as
+        ``keyed_uniform`` (an extendable-output function, so any block length is one call); the rare zero
+        word is redrawn from the next counter, keeping the values uniform on the grid."""
+        prefix = self._key_prefix(key)
+        words = np.frombuffer(hashlib.shake_256(prefix + _encode_item(0)).digest(8 * size), dtype=">u8") >> np.uint64(64 - _GRID_BITS)
+        counter = 0
+        while not words.all():
+            counter += 1
+            zeros = np.flatnonzero(words == 0)
+            fresh = hashlib.shake_256(prefix + _encode_item(counter)).digest(8 * zeros.size)
+            words = words.copy()
+            words[zeros] = np.frombuffer(fresh, dtype=">u8") >> np.uint64(64 - _GRID_BITS)
+        return words.astype(np.float64) / _GRID
 
     def randbelow(self, n: int) -> int:
         """Rejection on n.bit_length() raw generator bits: exact for any n, fewer than 2 tries on average."""
@@ -214,6 +226,11 @@ def _check_epsilon_delta(epsilon: float, delta: float) -> None:
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon}")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
+
+
+def _log1pexp(z: float) -> float:
+    """ln(1 + e^z) in plain floats, without overflow for large z (numpy's logaddexp(0, z) for one value)."""
+    return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
 
 
 @dataclass(frozen=True)
@@ -291,14 +308,26 @@ class TruncatedLaplace:
     def sample(self, source: RandomSource, key: tuple | None = None) -> float:
         """One draw: inverse CDF of ``source.keyed_uniform(key)`` if a key is given, else of ``source.uniform()``."""
         u = source.uniform() if key is None else source.keyed_uniform(key)
-        return float(self.quantile(u))
+        # ``quantile`` for one value, in plain floats (numpy's per-call overhead dominates a scalar).
+        a = self.A
+        from_edge = _log1pexp(math.log(min(u, 1.0 - u)) + self._log_r) / self.epsilon
+        return min(max(from_edge - a if u <= 0.5 else a - from_edge, -a), a)
 
     def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
         return self.quantile(source.uniforms(size))
 
     def sample_keyed_array(self, source: RandomSource, key: tuple, size: int) -> np.ndarray:
-        """A block of ``size`` independent draws for ``key`` (inverse CDF of ``source.keyed_uniforms``)."""
-        return np.asarray(self.quantile(source.keyed_uniforms(key, size)), dtype=np.float64).reshape(size)
+        """A block of ``size`` independent draws for ``key``: ``quantile`` of ``source.keyed_uniforms``.
+
+        The uniforms are strictly inside (0, 1), so the range check and the
+        ln 0 guard of ``quantile`` are skipped (this runs once per
+        AboveThreshold instance on the batch path).
+        """
+        u = source.keyed_uniforms(key, size)
+        a = self.A
+        from_edge = np.logaddexp(0.0, np.log(np.minimum(u, 1.0 - u)) + self._log_r) / self.epsilon
+        x = np.where(u <= 0.5, from_edge - a, a - from_edge)
+        return np.clip(x, -a, a, out=x)
 
 
 @dataclass(frozen=True)

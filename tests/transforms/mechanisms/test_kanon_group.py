@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from tests.support.naive_kanon import naive_changes, naive_verdicts
 from tests.support.sources import ConstantSource
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
-from transforms.mechanisms.kanon_batch import GroupJoins, batch_group_verdicts, merge_group_joins, window_counts
+from schemas.rows import JoinEvent
+from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsByGroup, batch_group_verdicts, merge_group_joins, window_counts
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.mechanisms.time_steps import MICROS_PER_HOUR
@@ -134,3 +135,20 @@ def test_merging_partial_aggregates_matches_user_ids_and_drops_duplicates():
     pairs = sorted((int(s), merged.users[c]) for s, c in zip(merged.steps, merged.codes))
     assert pairs == [(3, "a"), (3, "b"), (5, "a"), (5, "c"), (9, "b")]
     assert merged.distinct_users == 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(joins=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 6), st.integers(0, 30)), min_size=1, max_size=60))
+def test_columnar_fold_gives_each_groups_distinct_step_user_pairs(joins):
+    fold = GroupJoinsByGroup()
+    for group, user, step in joins:
+        fold.add(JoinEvent(group, f"u{user}", step * MICROS_PER_HOUR + 7))
+    assert fold.pending == len(joins)
+    drained = {group: GroupJoins.from_wire(wire) for group, wire in fold.drain()}
+    assert fold.pending == 0
+    for group in {g for g, _, _ in joins}:
+        got = drained.pop(group)
+        pairs = [(int(s), got.users[c]) for s, c in zip(got.steps, got.codes)]
+        assert sorted(pairs) == sorted(set(pairs)) == sorted({(s, f"u{u}") for g, u, s in joins if g == group})
+        assert len(set(got.users)) == got.distinct_users
+    assert drained == {}

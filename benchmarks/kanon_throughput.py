@@ -1,0 +1,138 @@
+"""Throughput of the k-anonymity pipeline (issue: 1,000,000 joins, 20,000 groups, 30 days, DirectRunner in memory).
+
+    python benchmarks/kanon_throughput.py [--quick] [--json PATH] [--runs 3] [--data DIR]
+
+Generates the dataset once (Avro, seed 1; cached under --data), then runs
+the whole ``pipelines.kanon`` job in a fresh process per run (in-memory
+FnApiRunner, the DirectRunner's batch engine, default secure noise) and the
+same algorithm as a plain Python/numpy loop without Beam (same reader,
+same fold, same vectorised replay) on the same file. Reports the median
+joins per second of each, their ratio, and the peak RSS of the pipeline
+process. Never part of the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FULL = {"joins": 1_000_000, "groups": 20_000, "users": 200_000, "days": 30}
+QUICK = {"joins": 200_000, "groups": 4_000, "users": 40_000, "days": 30}
+
+_PIPELINE_CHILD = """
+import json, resource, sys, time
+from pipelines.kanon import parse_job, run
+job, beam_args = parse_job(sys.argv[1:])
+started = time.perf_counter()
+summary = run(job, beam_args)
+elapsed = time.perf_counter() - started
+print(json.dumps({"seconds": elapsed, "joins": summary["counts"]["parsed"],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+_REFERENCE_CHILD = """
+import glob, json, resource, sys, time
+from schemas.codecs import JOIN_EVENT, READERS, format_of
+from schemas.rows import DeadLetter
+from pipelines.kanon import parse_job
+from transforms.kanon import GroupJoinsByGroup
+from transforms.mechanisms.kanon_batch import GroupJoins, batch_group_verdicts
+from transforms.mechanisms.noise import make_source
+job, _ = parse_job(sys.argv[1:])
+parameters, source = job.parameters(), make_source(job.seed)
+started = time.perf_counter()
+fold, joins, verdicts = GroupJoinsByGroup(), 0, 0
+for path in sorted(glob.glob(job.input)):
+    with open(path, "rb") as handle:
+        for row in READERS[format_of(path)](JOIN_EVENT, handle, path):
+            if type(row) is not DeadLetter:
+                fold.add(row)
+                joins += 1
+for group, wire in fold.drain():
+    verdicts += len(batch_group_verdicts(group, GroupJoins.from_wire(wire), parameters, source))
+elapsed = time.perf_counter() - started
+print(json.dumps({"seconds": elapsed, "joins": joins, "verdicts": verdicts,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _child(code: str, args: list[str]) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _dataset(data_dir: str, scale: dict) -> str:
+    marker = os.path.join(data_dir, "generation.json")
+    if os.path.exists(marker):
+        with open(marker, encoding="utf-8") as handle:
+            parameters = json.load(handle)["parameters"]
+            if all(parameters.get(name) == value for name, value in scale.items()):
+                return os.path.join(data_dir, "joins-*.avro")
+    print(f"generating {scale['joins']:,} joins into {data_dir} ...", flush=True)
+    subprocess.run(
+        [sys.executable, "-m", "pipelines.generate", "kanon", "--out", data_dir, "--seed", "1", "--quiet",
+         *(f"--{name}={value}" for name, value in scale.items())],
+        check=True, cwd=ROOT,
+    )
+    return os.path.join(data_dir, "joins-*.avro")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="200,000 joins, one run each (a smoke test)")
+    parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
+    parser.add_argument("--json", help="write the results as JSON here")
+    parser.add_argument("--data", help="dataset cache directory (default: a directory under the system temp dir)")
+    args = parser.parse_args(argv)
+    scale = QUICK if args.quick else FULL
+    runs = args.runs or (1 if args.quick else 3)
+    data_dir = args.data or os.path.join(tempfile.gettempdir(), f"pm-beam-kanon-bench-{scale['joins']}")
+    pattern = _dataset(data_dir, scale)
+    out_dir = tempfile.mkdtemp(prefix="pm-beam-kanon-bench-out-")
+    job_args = ["--input", pattern, "--output", out_dir, "--runner=FnApiRunner"]
+    pipeline_runs, reference_runs = [], []
+    for index in range(runs):
+        pipeline_runs.append(_child(_PIPELINE_CHILD, job_args))
+        reference_runs.append(_child(_REFERENCE_CHILD, job_args))
+        print(f"run {index + 1}/{runs}: pipeline {pipeline_runs[-1]['seconds']:.2f} s, "
+              f"reference {reference_runs[-1]['seconds']:.2f} s", flush=True)
+    joins = pipeline_runs[0]["joins"]
+    rate = statistics.median(joins / r["seconds"] for r in pipeline_runs)
+    reference_rate = statistics.median(r["joins"] / r["seconds"] for r in reference_runs)
+    peak = max(r["peak_rss_mb"] for r in pipeline_runs)
+    result = {
+        "name": "kanon_throughput",
+        "runs": runs,
+        "joins": joins,
+        "groups": scale["groups"],
+        "days": scale["days"],
+        "events_per_second": round(rate),
+        "peak_rss_mb": round(peak, 1),
+        "reference_events_per_second": round(reference_rate),
+        "ratio": round(rate / reference_rate, 3),
+        "pipeline_seconds": [round(r["seconds"], 3) for r in pipeline_runs],
+        "reference_seconds": [round(r["seconds"], 3) for r in reference_runs],
+    }
+    print(f"{'':24}{'joins/s (median)':>18}{'peak RSS MB':>14}")
+    print(f"{'pipeline (FnApiRunner)':24}{result['events_per_second']:>18,}{result['peak_rss_mb']:>14,.0f}")
+    print(f"{'plain Python/numpy':24}{result['reference_events_per_second']:>18,}"
+          f"{max(r['peak_rss_mb'] for r in reference_runs):>14,.0f}")
+    print(f"ratio pipeline / reference: {result['ratio']:.2f}  (target: >= 150,000 joins/s, peak RSS <= 2048 MB)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+            handle.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
