@@ -46,6 +46,7 @@ class RowFold(Protocol):
 
 # Drain a fold after this many rows, so that memory stays bounded whatever the file size.
 FOLD_FLUSH_ROWS = 2_000_000
+_FOLD_CHECK_EVERY = 1 << 16
 
 
 class _ParseFileFn(beam.DoFn):
@@ -82,7 +83,7 @@ class _ParseFileFn(beam.DoFn):
                     yield item
                     continue
                 fold.add(item)
-                if fold.pending >= FOLD_FLUSH_ROWS:
+                if not parsed % _FOLD_CHECK_EVERY and fold.pending >= FOLD_FLUSH_ROWS:
                     yield from fold.drain()
         if fold is not None:
             yield from fold.drain()
