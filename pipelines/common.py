@@ -9,7 +9,6 @@ import sys
 from typing import Iterable, Iterator
 
 import fastavro
-
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions

@@ -14,7 +14,6 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
-from fractions import Fraction
 
 import apache_beam as beam
 
@@ -32,14 +31,15 @@ from pipelines.common import (
     require_input,
     write_summary,
 )
-from pipelines.kanon_privacy import describe
+from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args
+from pipelines.kanon_privacy import report_lines as privacy_lines
 from schemas.codecs import FORMATS, JOIN_EVENT
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.kanon import METRICS_NAMESPACE as KANON_NAMESPACE
 from transforms.kanon import GroupJoinsByGroup, KAnonymityVerdicts, VerdictsFromGroupJoins
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
-from transforms.mechanisms.accounting import DrawParameters, solve_draw_parameters
+from transforms.mechanisms.accounting import DrawParameters
 from transforms.mechanisms.kanon_group import EMIT_MODES, KAnonParameters
 from transforms.mechanisms.noise import make_source
 from transforms.mechanisms.time_steps import MICROS_PER_SECOND, hour_step
@@ -71,75 +71,69 @@ class KAnonJob:
         return KAnonParameters(mechanism=AboveThresholdWithPeriodicRestart(at), emit=self.emit)
 
 
-def _fraction(text: str) -> Fraction:
-    try:
-        return Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+class _Parser(OneLineErrorParser):
+    """Option errors become a CliError, so ``main`` reports them in one line and returns 2."""
+
+    def error(self, message: str):
+        raise CliError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m pipelines.kanon",
         description="Differentially private k-anonymity verdicts per interest group and hour "
         "(AboveThresholdWithPeriodicRestart, seed 004). Unknown options are passed to Beam.",
     )
-    parser.add_argument("--input", required=True, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)")
+    parser.add_argument(
+        "--input", required=True, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)"
+    )
     parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
     parser.add_argument("--output", required=True, help="output directory (local path or a Beam filesystem URL)")
     parser.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="verdict file format (default jsonl)")
-    parser.add_argument("--window-hours", type=int, default=168, help="window w in hour steps; also the restart period (default 168)")
     parser.add_argument("--k", type=int, default=50, help="k-anonymity threshold (default 50)")
-    privacy = parser.add_argument_group(
-        "privacy", "either the total guarantee of the restarting stream (Cor. 3.1) or the per-draw TLap parameters (Sec. 4.1)"
+    add_privacy_arguments(parser)  # --epsilon/--delta (default 3 and 1e-5) or --noise-epsilon/--noise-delta; --window-hours
+    parser.add_argument(
+        "--emit",
+        choices=EMIT_MODES,
+        default="changes",
+        help="changes: a record when a verdict changes (default); all: every step with users in the window",
     )
-    privacy.add_argument("--epsilon", type=_fraction, help=f"total epsilon of the verdict stream (default {DEFAULT_EPSILON})")
-    privacy.add_argument("--delta", type=_fraction, help=f"total delta of the verdict stream (default {DEFAULT_DELTA})")
-    privacy.add_argument("--noise-epsilon", type=_fraction, help="epsilon of each TLap draw")
-    privacy.add_argument("--noise-delta", type=_fraction, help="delta of each TLap draw")
-    parser.add_argument("--emit", choices=EMIT_MODES, default="changes", help="changes: a record when a verdict changes (default); all: every step with users in the window")
     parser.add_argument("--seed", type=int, help="seeded noise for simulation and tests (default: secure OS randomness)")
     parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFn, event-time timers)")
-    parser.add_argument("--allowed-lateness-seconds", type=int, default=3600, help="streaming: how late a join may arrive after its hour ends (default 3600)")
+    parser.add_argument(
+        "--allowed-lateness-seconds",
+        type=int,
+        default=3600,
+        help="streaming: how late a join may arrive after its hour ends (default 3600)",
+    )
     return parser
 
 
 def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
-    """The job and the remaining (Beam) arguments; CliError for inconsistent options."""
+    """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
-    per_draw = args.noise_epsilon is not None or args.noise_delta is not None
-    total = args.epsilon is not None or args.delta is not None
-    if per_draw and total:
-        raise CliError("give either --epsilon/--delta or --noise-epsilon/--noise-delta, not both")
-    if per_draw and (args.noise_epsilon is None or args.noise_delta is None):
-        raise CliError("--noise-epsilon and --noise-delta go together")
-    if args.window_hours < 1:
-        raise CliError(f"--window-hours must be >= 1, got {args.window_hours}")
+    if all(value is None for value in (args.epsilon, args.delta, args.noise_epsilon, args.noise_delta)):
+        args.epsilon, args.delta = DEFAULT_EPSILON, DEFAULT_DELTA
+    draw = draw_from_args(parser, args)
     if args.k < 1:
         raise CliError(f"--k must be >= 1, got {args.k}")
     if args.allowed_lateness_seconds < 0:
         raise CliError(f"--allowed-lateness-seconds must be >= 0, got {args.allowed_lateness_seconds}")
+    job = KAnonJob(
+        input=args.input,
+        input_format=args.input_format,
+        output=args.output,
+        output_format=args.output_format,
+        window_steps=args.window_hours,
+        k=args.k,
+        draw=draw,
+        emit=args.emit,
+        seed=args.seed,
+        streaming=args.streaming,
+        allowed_lateness_seconds=args.allowed_lateness_seconds,
+    )
     try:
-        if per_draw:
-            draw = DrawParameters(epsilon=args.noise_epsilon, delta=args.noise_delta)
-        else:
-            epsilon = args.epsilon if args.epsilon is not None else Fraction(DEFAULT_EPSILON)
-            delta = args.delta if args.delta is not None else Fraction(DEFAULT_DELTA)
-            draw = solve_draw_parameters(epsilon, delta, args.window_hours)
-        job = KAnonJob(
-            input=args.input,
-            input_format=args.input_format,
-            output=args.output,
-            output_format=args.output_format,
-            window_steps=args.window_hours,
-            k=args.k,
-            draw=draw,
-            emit=args.emit,
-            seed=args.seed,
-            streaming=args.streaming,
-            allowed_lateness_seconds=args.allowed_lateness_seconds,
-        )
         job.parameters()
     except ValueError as error:
         raise CliError(str(error)) from None
@@ -239,15 +233,12 @@ def run(job: KAnonJob, beam_args: list[str]) -> dict:
     return summary
 
 
-def report_lines(summary: dict) -> list[str]:
-    privacy, counts = summary["privacy"], summary["counts"]
+def report_lines(job: KAnonJob, summary: dict) -> list[str]:
+    counts = summary["counts"]
     reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     return [
-        f"privacy: per draw TLap(eps={privacy['noise_epsilon']:.6g}, delta={privacy['noise_delta']:.3g}), A = {privacy['A']:.3f}, "
-        f"total bound 2A = {privacy['total_bound']:.3f}",
-        f"         one instance ({privacy['instance_epsilon']:.6g}, {privacy['instance_delta']:.3g})-DP (Cor. 4.4); "
-        f"restarting stream ({privacy['stream_epsilon']:.6g}, {privacy['stream_delta']:.3g})-DP (Cor. 3.1); "
-        f"noise source {summary['parameters']['noise_source']}",
+        *privacy_lines(job.draw, job.window_steps, job.k),
+        f"noise source: {summary['parameters']['noise_source']}",
         f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
         f"groups {counts['groups']}, verdict records {counts['verdict_records']}, "
         f"k-anonymous at the last step ({counts['last_step']}): {counts['groups_k_anonymous_at_last_step']}",
@@ -266,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(job, beam_args)
     except CliError as error:
         return fail(error)
-    print_lines(report_lines(summary))
+    print_lines(report_lines(job, summary))
     return 0
 
 

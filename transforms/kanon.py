@@ -25,11 +25,10 @@ A join whose step is already final for its group is dead-lettered as
 from __future__ import annotations
 
 import json
-from typing import Iterable
 
 import apache_beam as beam
+from apache_beam.coders import PickleCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
-from apache_beam.coders import PickleCoder, TupleCoder, StrUtf8Coder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow
@@ -38,10 +37,10 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
+from transforms.io import FOLD_FLUSH_ROWS
 from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsByGroup, batch_group_verdicts, merge_group_joins
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import RandomSource
-from transforms.io import FOLD_FLUSH_ROWS
 from transforms.mechanisms.time_steps import MICROS_PER_HOUR, hour_step
 
 METRICS_NAMESPACE = "pmbeam.kanon"

@@ -76,7 +76,11 @@ class GroupJoins:
     @classmethod
     def from_wire(cls, wire: tuple[list[Hashable], bytes, bytes]) -> "GroupJoins":
         users, steps, codes = wire
-        return cls(users=list(users), steps=np.frombuffer(steps, dtype="<i8").astype(np.int64), codes=np.frombuffer(codes, dtype="<i8").astype(np.int64))
+        return cls(
+            users=list(users),
+            steps=np.frombuffer(steps, dtype="<i8").astype(np.int64),
+            codes=np.frombuffer(codes, dtype="<i8").astype(np.int64),
+        )
 
 
 class GroupJoinsByGroup:

@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Hashable, Iterable, Iterator
 
-from schemas.rows import KAnonVerdict
 import numpy as np
 
+from schemas.rows import KAnonVerdict
 from transforms.mechanisms.above_threshold import (
     AboveThreshold,
     AboveThresholdWithPeriodicRestart,
@@ -123,7 +123,8 @@ class GroupVerdicts:
         at the latch, after which nothing changes until the restart.
         """
         at, instance = self.parameters.above_threshold, self.restart.instance
-        last = min(instance.start_step + self.parameters.window_steps - 1, self.window.last_join_step + self.parameters.window_steps - 1)
+        w = self.parameters.window_steps
+        last = min(instance.start_step + w - 1, self.window.last_join_step + w - 1)
         if through is not None:
             last = min(last, through)
         steps = np.arange(first, last + 1, dtype=np.int64)

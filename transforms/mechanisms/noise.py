@@ -36,8 +36,8 @@ import os
 import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -187,7 +187,8 @@ class SeededSource(RandomSource):
         ``keyed_uniform`` (an extendable-output function, so any block length is one call); the rare zero
         word is redrawn from the next counter, keeping the values uniform on the grid."""
         prefix = self._key_prefix(key)
-        words = np.frombuffer(hashlib.shake_256(prefix + _encode_item(0)).digest(8 * size), dtype=">u8") >> np.uint64(64 - _GRID_BITS)
+        digest = hashlib.shake_256(prefix + _encode_item(0)).digest(8 * size)
+        words = np.frombuffer(digest, dtype=">u8") >> np.uint64(64 - _GRID_BITS)
         counter = 0
         while not words.all():
             counter += 1

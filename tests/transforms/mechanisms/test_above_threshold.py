@@ -1,11 +1,10 @@
 """AboveThreshold (seed 004 Alg. 2) and its periodic restart (Alg. 1) with a no-noise source."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.support.sources import ConstantSource
-import numpy as np
-
 from transforms.mechanisms.above_threshold import (
     AboveThreshold,
     AboveThresholdInstance,

@@ -7,11 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schemas.rows import JoinEvent
 from tests.support.naive_kanon import naive_changes, naive_verdicts
 from tests.support.sources import ConstantSource
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
-from schemas.rows import JoinEvent
-from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsByGroup, batch_group_verdicts, merge_group_joins, window_counts
+from transforms.mechanisms.kanon_batch import (
+    GroupJoins,
+    GroupJoinsByGroup,
+    batch_group_verdicts,
+    merge_group_joins,
+    window_counts,
+)
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.mechanisms.time_steps import MICROS_PER_HOUR
@@ -59,7 +65,8 @@ def test_hand_built_sequence_without_noise():
     replay = GroupVerdicts("g", parameters(5, 4, "changes"), source)
     got = [(v.step, v.k_anonymous, v.instance_start_step) for v in replay.run(sorted(joins.items()))]
     assert got == [(2, True, 0), (4, False, 4), (9, True, 8), (16, False, 16)]
-    assert all(v.step_start_micros == v.step * MICROS_PER_HOUR for v in GroupVerdicts("h", parameters(5, 4), source).run(sorted(joins.items())))
+    again = GroupVerdicts("h", parameters(5, 4), source).run(sorted(joins.items()))
+    assert all(v.step_start_micros == v.step * MICROS_PER_HOUR for v in again)
     replay_all = GroupVerdicts("g", parameters(5, 4, "all"), ConstantSource())
     got_all = [(v.step, v.k_anonymous) for v in replay_all.run(sorted(joins.items()))]
     assert got_all == [

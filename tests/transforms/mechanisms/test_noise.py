@@ -20,7 +20,6 @@ from tests.support.sources import ConstantSource
 from transforms.mechanisms.noise import (
     DiscreteLaplace,
     Laplace,
-    RandomSource,
     SecureSource,
     SeededSource,
     TruncatedDiscreteLaplace,
