@@ -161,7 +161,11 @@ def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
         # KAnonVerdict
         verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, source)
         dead_letters = read.dead_letters
-    verdicts | "WriteVerdicts" >> WriteRecords(f"{job.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict")
+    # The streaming DirectRunner would write one shard per bundle: keep verdicts in one file there.
+    shards = 1 if job.streaming else 0
+    verdicts | "WriteVerdicts" >> WriteRecords(
+        f"{job.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict", num_shards=shards
+    )
     dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
 
 

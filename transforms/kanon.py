@@ -100,13 +100,17 @@ class VerdictsFromGroupJoins(beam.PTransform):
 
 
 def _final_micros(step: int, allowed_lateness_micros: int) -> int:
-    """The event time after which no join for ``step`` is accepted: end of the step plus the allowed lateness."""
-    return (step + 1) * MICROS_PER_HOUR - 1 + allowed_lateness_micros
+    """When no join for ``step`` is accepted any more: the step's last millisecond plus the allowed lateness.
+
+    Millisecond-aligned (lateness is given in whole seconds), because runners keep timer timestamps in
+    milliseconds: a timer set to a microsecond would fire at a truncated time that names an earlier step.
+    """
+    return (step + 1) * MICROS_PER_HOUR - 1000 + allowed_lateness_micros
 
 
 def _final_through(fire_micros: int, allowed_lateness_micros: int) -> int:
     """The last step that is final when the watermark has reached ``fire_micros`` (inverse of ``_final_micros``)."""
-    return (fire_micros - allowed_lateness_micros + 1) // MICROS_PER_HOUR - 1
+    return (fire_micros - allowed_lateness_micros + 1000) // MICROS_PER_HOUR - 1
 
 
 class _StreamingGroupFn(beam.DoFn):
@@ -161,7 +165,8 @@ class _StreamingGroupFn(beam.DoFn):
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         timer=beam.DoFn.TimerParam(STEP_FINAL),
     ):
-        through = _final_through(fire_time.micros, self._lateness)
+        # The timer was set to ``timer_at``; the runner may report the firing time truncated to milliseconds.
+        through = _final_through(max(fire_time.micros, timer_at.read() or 0), self._lateness)
         previous = final_through.read()
         if previous is None:
             Metrics.counter(METRICS_NAMESPACE, "groups").inc()
@@ -212,8 +217,8 @@ class KAnonymityVerdicts(beam.PTransform):
         allowed_lateness_micros: int = 0,
     ) -> None:
         super().__init__()
-        if allowed_lateness_micros < 0:
-            raise ValueError(f"allowed lateness must be >= 0, got {allowed_lateness_micros}")
+        if allowed_lateness_micros < 0 or allowed_lateness_micros % 1000:
+            raise ValueError(f"allowed lateness must be a whole number of milliseconds >= 0, got {allowed_lateness_micros} us")
         self._parameters = parameters
         self._source = source
         self._streaming = streaming
