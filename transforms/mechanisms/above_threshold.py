@@ -90,10 +90,23 @@ class AboveThreshold:
             return count < self.k - self.total_bound
         return count + self.step_noise.A < self.k + instance.threshold_noise
 
-    def _draw(self, instance: AboveThresholdInstance, source: RandomSource, stream_key: tuple[Hashable, ...]) -> np.ndarray:
-        """nu and the block of step noises of ``instance``, drawn on first use."""
+    def reachable(
+        self, instance: AboveThresholdInstance, count: int, source: RandomSource, stream_key: tuple[Hashable, ...]
+    ) -> bool:
+        """Whether ``count`` can latch: draws nu on the instance's first count >= k - A, then applies the sharper
+        rule (ii) of ``cannot_reach``. Only a reachable count needs the step noises."""
+        if self.cannot_reach(instance, count):
+            return False
         if instance.threshold_noise is None:
-            instance.threshold_noise = self.threshold_noise.sample(source, key=(*stream_key, "threshold", instance.start_step))
+            key = (*stream_key, "threshold", instance.start_step)
+            instance.threshold_noise = self.threshold_noise.sample(source, key=key)
+            return not self.cannot_reach(instance, count)
+        return True
+
+    def _step_noises(
+        self, instance: AboveThresholdInstance, source: RandomSource, stream_key: tuple[Hashable, ...]
+    ) -> np.ndarray:
+        """The block of step noises of ``instance``, drawn on first use."""
         if instance.step_noises is None:
             instance.step_noises = self.step_noise.sample_keyed_array(
                 source, (*stream_key, "steps", instance.start_step), self.window_steps
@@ -118,9 +131,9 @@ class AboveThreshold:
         """
         if instance.latched:
             return 0
-        if self.cannot_reach(instance, int(counts.max())):  # then every smaller count cannot reach either
+        if not self.reachable(instance, int(counts.max()), source, stream_key):  # nor can any smaller count
             return None
-        noises = self._draw(instance, source, stream_key)[steps - instance.start_step]
+        noises = self._step_noises(instance, source, stream_key)[steps - instance.start_step]
         hits = np.flatnonzero(counts + noises >= self.k + instance.threshold_noise)
         if hits.size == 0:
             return None
@@ -138,9 +151,9 @@ class AboveThreshold:
         """One iteration of Alg. 2's loop: the output o_t for count c_t; updates ``instance``."""
         if instance.latched:
             return True
-        if self.cannot_reach(instance, count):
+        if not self.reachable(instance, count, source, stream_key):
             return False
-        nu_t = self._draw(instance, source, stream_key)[step - instance.start_step]
+        nu_t = self._step_noises(instance, source, stream_key)[step - instance.start_step]
         if count + nu_t >= self.k + instance.threshold_noise:
             instance.latched = True
             return True

@@ -12,11 +12,11 @@ the union of [j_i, j_i + w). The pieces [j_i, min(j_i + w, j_{i+1})) are
 disjoint and cover that union, so c_t is the prefix sum of +1 at every j_i
 and -1 at every min(j_i + w, j_{i+1}).
 
-AboveThreshold (Alg. 2). Instance s answers steps s .. s + w - 1. If every
-count of the instance is below k - A, it outputs false throughout and draws
-nothing (the exact skip of ``AboveThreshold.cannot_reach``). Otherwise nu
-and the block of step noises are drawn with the same keys as
-``AboveThreshold`` and o_t is true from the first t with
+AboveThreshold (Alg. 2). Instance s answers steps s .. s + w - 1. If no
+count of the instance can latch (the exact skip of
+``AboveThreshold.cannot_reach``), it outputs false throughout; otherwise
+``AboveThreshold.compare`` draws nu and the step noises with the same keys
+as the stateful path and o_t is true from the first t with
 c_t + nu_t >= k + nu to the end of the instance.
 """
 from __future__ import annotations
@@ -201,13 +201,12 @@ def batch_group_verdicts(group: str, joins: GroupJoins, parameters: KAnonParamet
     while start <= last:
         lo, hi = max(start, first) - first, min(start + w, last + 1) - first
         span = counts[lo:hi]
-        if span.max() >= floor:
-            nu = at.threshold_noise.sample(source, key=(group, "threshold", start))
-            noises = at.step_noise.sample_keyed_array(source, (group, "steps", start), w)
+        instance = at.start(start)
+        if at.reachable(instance, int(span.max()), source, (group,)):
             offset = lo + first - start
-            hits = np.flatnonzero(span + noises[offset : offset + len(span)] >= k + nu)
-            if hits.size:
-                verdicts[lo + hits[0] : hi] = True
+            hit = at.compare(instance, np.arange(offset, offset + len(span)) + start, span, source, (group,))
+            if hit is not None:
+                verdicts[lo + hit : hi] = True
         start += w
     if parameters.emit == "changes":
         indices = np.flatnonzero(verdicts != np.concatenate([[False], verdicts[:-1]]))
