@@ -27,11 +27,12 @@ class AboveThresholdInstance:
     """The state of one running instance ``AT_s`` of Alg. 2.
 
     ``threshold_noise`` is nu (k' = k + nu), ``latched`` is Alg. 2's
-    AlreadyAbove, ``step_noises[i]`` is nu_{s+i}. Both noises are drawn at
-    the instance's first comparison rather than at step s: they are
-    independent of everything before their first use, so the outputs have
-    the same distribution, and an instance whose counts never come near k
-    draws nothing. The step noises are drawn as one block of w values, each
+    AlreadyAbove, ``step_noises[i]`` is nu_{s+i}. nu is drawn at the
+    instance's first count that could latch (c >= k - A) and the step noises
+    at its first count that can reach k + nu (``reachable``), rather than at
+    step s: they are independent of everything before their first use, so
+    the outputs have the same distribution, and an instance whose counts
+    never come near k draws nothing. The step noises are drawn as one block of w values, each
     used at most once (Alg. 2 draws nu_t only at unlatched steps; the unused
     ones are discarded), so a stretch of steps can be compared at once.
     """
