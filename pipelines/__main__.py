@@ -1,0 +1,34 @@
+"""``pm-beam <command> [options]`` (or ``python -m pipelines <command>``): one entry point for every pipeline."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "kanon": ("pipelines.kanon", "differentially private k-anonymity verdicts (seed 004)"),
+    "kanon-privacy": ("pipelines.kanon_privacy", "privacy parameters of the k-anonymity server, both directions"),
+    "kanon-accuracy": ("pipelines.kanon_accuracy", "accuracy of the k-anonymity server by simulation (Sec. 5)"),
+    "generate": ("pipelines.generate", "synthetic input data"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: pm-beam <command> [options]   (each command has --help)", "", "commands:"]
+    lines += [f"  {name:16} {summary}" for name, (_, summary) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"pm-beam: unknown command {argv[0]!r}\n{usage()}", file=sys.stderr)
+        return 2
+    return importlib.import_module(command[0]).main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
