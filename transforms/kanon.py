@@ -6,10 +6,10 @@ dead letters for joins that arrive after their step was final).
 Batch recipe (the throughput path)::
 
     # joins:    JoinEvent
-    # partials: (group, GroupJoins)             distinct (step, user) pairs of a group, step = floor(t / 1 h),
-    #                                           folded in-process per bundle (or per file by ReadEvents' fold)
-    # grouped:  (group, [GroupJoins, ...])      GroupByKey: a group's partials from every bundle
-    # out:      KAnonVerdict                     GroupVerdicts replays the group in step order
+    # partials: (group, GroupJoins wire form)   distinct (step, user) pairs of a group, step = floor(t / 1 h),
+    #                                           folded in-process per file (ReadEvents' fold) or per bundle
+    # grouped:  (group, [partial, ...])         GroupByKey: a group's partials from every file or bundle
+    # out:      KAnonVerdict                    batch_group_verdicts: the group's whole history, vectorised
 
 Beam costs about a microsecond per element and a stateful DoFn far more, so
 the per-join work happens in plain Python inside one call and Beam moves one
