@@ -33,7 +33,7 @@ from pipelines.common import (
 )
 from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
-from schemas.codecs import FORMATS, JOIN_EVENT
+from schemas.codecs import FORMATS, JOIN_EVENT, format_of
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.kanon import METRICS_NAMESPACE as KANON_NAMESPACE
@@ -225,6 +225,11 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
 def run(job: KAnonJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
     files = require_input(job.input)
+    for path in files:
+        try:
+            format_of(path, job.input_format)
+        except ValueError as error:
+            raise CliError(str(error)) from None
     prepare_output(job.output, OUTPUT_PREFIXES)
     print(f"k-anonymity: {len(files)} input file(s), w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
     started = time.monotonic()

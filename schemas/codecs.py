@@ -8,7 +8,7 @@ sends the rest to the dead-letter sink, and ``read == parsed + dead_lettered``.
 Reasons (stable strings, counted per reason in every run's summary):
 ``malformed_json``, ``malformed_avro``, ``malformed_protobuf``,
 ``not_an_object``, ``missing_field:<name>``, ``empty_field:<name>``,
-``wrong_type:<name>``, ``negative_timestamp:<name>``,
+``invalid_text:<name>`` (not Unicode text, e.g. a lone surrogate), ``wrong_type:<name>``, ``negative_timestamp:<name>``,
 ``absurd_timestamp:<name>``.
 """
 from __future__ import annotations
@@ -64,8 +64,8 @@ class EventSpec:
 def _accept_join_event(record: dict) -> JoinEvent | None:
     group, user, time = record.get("interest_group"), record.get("user_id"), record.get("event_time_micros")
     if (
-        type(group) is str and group and not group.isspace()
-        and type(user) is str and user and not user.isspace()
+        type(group) is str and group.isascii() and group and not group.isspace()
+        and type(user) is str and user.isascii() and user and not user.isspace()
         and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
     ):
         return JoinEvent(group, user, time)
@@ -120,6 +120,11 @@ def _check_field(field: FieldSpec, value: Any) -> str | None:
             return f"wrong_type:{field.name}"
         if not value or value.isspace():
             return f"empty_field:{field.name}"
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800"): not Unicode text
+                return f"invalid_text:{field.name}"
         return None
     if field.kind == "timestamp_micros":
         if isinstance(value, bool) or not isinstance(value, int):
@@ -151,7 +156,7 @@ def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
     for field in spec.fields:
         value = record.get(field.name)
         if field.kind == "string":
-            valid = type(value) is str and value and not value.isspace()
+            valid = type(value) is str and value.isascii() and value and not value.isspace()
         else:
             valid = type(value) is int and 0 <= value < MAX_EVENT_TIME_MICROS
         if not valid:
@@ -177,7 +182,7 @@ def parse_json_line(spec: EventSpec, line: str, source: str) -> Parsed:
     """One JSON Lines record: a JSON object with the event's fields."""
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: pathologically nested input
         return DeadLetter(raw=line, reason="malformed_json", source=source)
     return _parsed(spec, record, lambda: line, source)
 
@@ -203,12 +208,14 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
     or codec data) ends the file with one ``malformed_avro`` dead letter
     naming the position, since Avro cannot resynchronise inside a block.
     """
+    index = 0
     try:
-        for index, record in enumerate(fastavro.reader(handle)):
+        for record in fastavro.reader(handle):
             row = validate(spec, record)
             yield DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}") if type(row) is str else row
+            index += 1
     except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt input
-        yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=source)
+        yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#{index}")
 
 
 def _proto_mapping(spec: EventSpec, message: Message) -> dict:

@@ -1,0 +1,423 @@
+"""Decoders of ``schemas/codecs.py``: every dead-letter reason of its docstring, round trips, ``format_of``."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import fastavro
+import pytest
+from google.protobuf.internal.encoder import _VarintBytes
+
+from schemas import events_pb2
+from schemas.codecs import (
+    FORMATS,
+    JOIN_EVENT,
+    MAX_EVENT_TIME_MICROS,
+    READERS,
+    encode_delimited,
+    event_spec,
+    format_of,
+    parse_json_line,
+    read_avro,
+    read_delimited_proto,
+    read_jsonl,
+    row_to_dict,
+    validate,
+)
+from schemas.formats import load_avro_schema
+from schemas.rows import DeadLetter, JoinEvent
+
+T = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
+GOOD = JoinEvent("https://dsp-1.example/ig/000001", "u0000001", T)
+FIELD = "event_time_micros"
+
+
+def record(**changes) -> dict:
+    """The good join as a dict, with fields replaced (a value of ``...`` deletes the field)."""
+    values = dict(GOOD._asdict(), **changes)
+    return {name: value for name, value in values.items() if value is not ...}
+
+
+def jsonl_bytes(lines: list[str | bytes]) -> bytes:
+    return b"".join((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n" for line in lines)
+
+
+def read(reader, data: bytes, source: str = "in.file") -> list:
+    return list(reader(JOIN_EVENT, io.BytesIO(data), source))
+
+
+# --------------------------------------------------------------------------- JSON Lines
+
+
+JSON_CASES = [
+    # (line, reason)
+    ('{"interest_group": "g", "user_id": ', "malformed_json"),
+    ("not json at all", "malformed_json"),
+    ('{"interest_group": "g",}', "malformed_json"),
+    ("[1, 2, 3]", "not_an_object"),
+    ('"a string"', "not_an_object"),
+    ("42", "not_an_object"),
+    ("null", "not_an_object"),
+    (json.dumps(record(interest_group=...)), "missing_field:interest_group"),
+    (json.dumps(record(user_id=...)), "missing_field:user_id"),
+    (json.dumps(record(event_time_micros=...)), f"missing_field:{FIELD}"),
+    (json.dumps(record(event_time_micros=None)), f"missing_field:{FIELD}"),
+    ("{}", "missing_field:interest_group"),
+    (json.dumps(record(interest_group="")), "empty_field:interest_group"),
+    (json.dumps(record(user_id="")), "empty_field:user_id"),
+    (json.dumps(record(user_id=" \t ")), "empty_field:user_id"),
+    (json.dumps(record(interest_group="\n")), "empty_field:interest_group"),
+    (json.dumps(record(user_id=1234567)), "wrong_type:user_id"),
+    (json.dumps(record(user_id=["u"])), "wrong_type:user_id"),
+    (json.dumps(record(interest_group={"id": "g"})), "wrong_type:interest_group"),
+    (json.dumps(record(event_time_micros=str(T))), f"wrong_type:{FIELD}"),
+    (json.dumps(record(event_time_micros=True)), f"wrong_type:{FIELD}"),
+    (json.dumps(record(event_time_micros=False)), f"wrong_type:{FIELD}"),
+    (json.dumps(record(event_time_micros=float(T))), f"wrong_type:{FIELD}"),
+    (json.dumps(record(event_time_micros=1.5)), f"wrong_type:{FIELD}"),
+    ('{"interest_group": "g", "user_id": "u", "event_time_micros": 1e6}', f"wrong_type:{FIELD}"),
+    ('{"interest_group": "g", "user_id": "u", "event_time_micros": NaN}', f"wrong_type:{FIELD}"),
+    (json.dumps(record(event_time_micros=-1)), f"negative_timestamp:{FIELD}"),
+    (json.dumps(record(event_time_micros=-T)), f"negative_timestamp:{FIELD}"),
+    (json.dumps(record(event_time_micros=MAX_EVENT_TIME_MICROS)), f"absurd_timestamp:{FIELD}"),
+    (json.dumps(record(event_time_micros=T * 1000)), f"absurd_timestamp:{FIELD}"),  # nanoseconds by mistake
+]
+
+
+@pytest.mark.parametrize("line, reason", JSON_CASES)
+def test_json_line_dead_letters(line, reason):
+    """Each bad JSON line is one dead letter with its reason, the line itself as raw text, and the source given."""
+    parsed = parse_json_line(JOIN_EVENT, line, "f.jsonl:7")
+    assert parsed == DeadLetter(raw=line, reason=reason, source="f.jsonl:7")
+
+
+def test_jsonl_file_reports_every_bad_line_with_its_line_number():
+    """In a file, a dead letter names the file and the 1-based line; blank lines are skipped; good lines decode."""
+    lines = [
+        json.dumps(record()),
+        "",
+        "   ",
+        "{broken",
+        b"\xff\xfe not utf-8",
+        json.dumps(record(user_id="")),
+        json.dumps(record(event_time_micros=T + 1)) + "\r",  # CRLF line ending
+    ]
+    out = read(read_jsonl, jsonl_bytes(lines), "dir/joins.jsonl")
+    assert out == [
+        GOOD,
+        DeadLetter(raw="{broken", reason="malformed_json", source="dir/joins.jsonl:4"),
+        DeadLetter(
+            raw=base64.b64encode(b"\xff\xfe not utf-8\n").decode(), reason="malformed_json", source="dir/joins.jsonl:5"
+        ),
+        DeadLetter(raw=json.dumps(record(user_id="")), reason="empty_field:user_id", source="dir/joins.jsonl:6"),
+        GOOD._replace(event_time_micros=T + 1),
+    ]
+
+
+def test_jsonl_last_line_without_newline_and_extra_fields():
+    """The last line needs no newline; fields the event does not have are ignored."""
+    data = (json.dumps(record()) + "\n" + json.dumps(record(extra="x", user_id="u2"))).encode()
+    assert read(read_jsonl, data) == [GOOD, GOOD._replace(user_id="u2")]
+
+
+def test_json_boundary_timestamps_are_valid():
+    """0 (the epoch) and the last microsecond before 2100 are valid; MAX is the first absurd one."""
+    for t in (0, MAX_EVENT_TIME_MICROS - 1):
+        assert parse_json_line(JOIN_EVENT, json.dumps(record(event_time_micros=t)), "s") == GOOD._replace(event_time_micros=t)
+
+
+def test_json_huge_integer_is_a_dead_letter_not_a_crash():
+    """An integer literal too long for Python's int parser is a dead letter (malformed_json)."""
+    line = '{"interest_group": "g", "user_id": "u", "event_time_micros": ' + "9" * 5000 + "}"
+    assert parse_json_line(JOIN_EVENT, line, "s").reason == "malformed_json"
+
+
+def test_deeply_nested_json_is_a_dead_letter():
+    """A pathologically nested line is one malformed_json dead letter, not an exception."""
+    line = "[" * 100_000 + "]" * 100_000
+    assert parse_json_line(JOIN_EVENT, line, "s") == DeadLetter(raw=line, reason="malformed_json", source="s")
+
+
+def test_lone_surrogate_in_a_json_string_is_a_dead_letter():
+    """A JSON string that is not valid Unicode text (an escaped lone surrogate) cannot become a row."""
+    line = '{"interest_group": "g\\ud800", "user_id": "u", "event_time_micros": 1}'
+    assert isinstance(parse_json_line(JOIN_EVENT, line, "s"), DeadLetter)
+
+
+# --------------------------------------------------------------------------- Avro
+
+LOOSE_SCHEMA = fastavro.parse_schema({
+    "type": "record",
+    "name": "LooseJoin",
+    "fields": [
+        {"name": "interest_group", "type": ["null", "string", "long"]},
+        {"name": "user_id", "type": ["null", "string", "long", "bytes"]},
+        {"name": "event_time_micros", "type": ["null", "string", "long", "double", "boolean"]},
+    ],
+})
+
+AVRO_CASES = [
+    # (record written with LOOSE_SCHEMA, reason or None for valid)
+    (record(), None),
+    (record(interest_group=None), "missing_field:interest_group"),
+    (record(user_id=None), "missing_field:user_id"),
+    (record(event_time_micros=None), f"missing_field:{FIELD}"),
+    (record(interest_group=""), "empty_field:interest_group"),
+    (record(user_id="  "), "empty_field:user_id"),
+    (record(interest_group=17), "wrong_type:interest_group"),
+    (record(user_id=1234567), "wrong_type:user_id"),
+    (record(user_id=b"u0000001"), "wrong_type:user_id"),
+    (record(event_time_micros=str(T)), f"wrong_type:{FIELD}"),
+    (record(event_time_micros=float(T)), f"wrong_type:{FIELD}"),
+    (record(event_time_micros=True), f"wrong_type:{FIELD}"),
+    (record(event_time_micros=-5), f"negative_timestamp:{FIELD}"),
+    (record(event_time_micros=MAX_EVENT_TIME_MICROS + 1), f"absurd_timestamp:{FIELD}"),
+]
+
+
+def avro_bytes(schema, records, **options) -> bytes:
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, schema, records, **options)
+    return buffer.getvalue()
+
+
+def test_avro_records_of_a_loose_writer_schema_give_each_reason():
+    """Fields are read by name whatever the writer schema: unions with null and wrong types give precise reasons."""
+    out = read(read_avro, avro_bytes(LOOSE_SCHEMA, [r for r, _ in AVRO_CASES]), "in/joins.avro")
+    assert len(out) == len(AVRO_CASES)
+    for index, ((written, reason), parsed) in enumerate(zip(AVRO_CASES, out)):
+        if reason is None:
+            assert parsed == JoinEvent(**written)
+            continue
+        assert type(parsed) is DeadLetter, written
+        assert parsed.reason == reason
+        assert parsed.source == f"in/joins.avro#{index}"
+        raw = json.loads(parsed.raw)  # raw text is the record as JSON (bytes as base64)
+        expected = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v) for k, v in written.items()}
+        assert raw == expected
+
+
+def test_avro_writer_schema_without_a_field():
+    """A writer schema lacking a field gives missing_field for it."""
+    schema = fastavro.parse_schema({
+        "type": "record", "name": "Partial",
+        "fields": [{"name": "interest_group", "type": "string"}, {"name": "event_time_micros", "type": "long"}],
+    })
+    out = read(read_avro, avro_bytes(schema, [{"interest_group": "g", "event_time_micros": T}]), "p.avro")
+    assert out == [DeadLetter(raw=json.dumps({"interest_group": "g", "event_time_micros": T}),
+                              reason="missing_field:user_id", source="p.avro#0")]
+
+
+def test_avro_non_record_schema_gives_not_an_object():
+    """A file of plain strings is read, and each value is not_an_object."""
+    out = read(read_avro, avro_bytes("string", ["a", "b"]), "s.avro")
+    assert [(d.reason, d.raw, d.source) for d in out] == [
+        ("not_an_object", '"a"', "s.avro#0"), ("not_an_object", '"b"', "s.avro#1")]
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate"])
+def test_avro_round_trip_with_the_shipped_schema(codec):
+    """Rows written with schemas/avro/join_event.avsc come back as the same JoinEvents."""
+    rows = [GOOD, GOOD._replace(user_id="u2", event_time_micros=0), GOOD._replace(interest_group="é/ü")]
+    data = avro_bytes(load_avro_schema("join_event"), [row_to_dict(r) for r in rows], codec=codec)
+    assert read(read_avro, data) == rows
+
+
+def _good_avro_file(records: int = 300) -> bytes:
+    rows = [row_to_dict(GOOD._replace(user_id=f"u{i:07d}")) for i in range(records)]
+    return avro_bytes(load_avro_schema("join_event"), rows, codec="deflate", sync_interval=200)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda data: data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0xFF]) + data[len(data) // 2 + 1:],
+                     id="flipped-byte"),
+        pytest.param(lambda data: b"Obj\x01garbage" + data[20:], id="bad-header"),
+        pytest.param(lambda data: b"", id="empty"),
+        pytest.param(lambda data: b"this is not avro", id="not-avro"),
+    ],
+)
+def test_corrupt_avro_ends_with_one_malformed_avro_dead_letter(corrupt):
+    """Good records before the damage decode; the damage is one final malformed_avro letter naming the file."""
+    data = corrupt(_good_avro_file())
+    out = read(read_avro, data, "bad.avro")
+    assert out, "a corrupt file is never silently empty"
+    *good, last = out
+    assert all(type(row) is JoinEvent for row in good)
+    assert len(good) < 300
+    assert type(last) is DeadLetter and last.reason == "malformed_avro"
+    assert last.raw  # the error text
+    assert last.source.startswith("bad.avro")
+    assert sum(1 for row in out if type(row) is DeadLetter) == 1
+
+
+def test_malformed_avro_dead_letter_names_the_position():
+    """Like every other dead letter, a corrupt-block letter says where in the file reading stopped."""
+    data = _good_avro_file()
+    out = read(read_avro, data[: len(data) // 2], "bad.avro")
+    letter = out[-1]
+    assert letter.reason == "malformed_avro"
+    assert letter.source.startswith("bad.avro") and letter.source != "bad.avro"
+
+
+# --------------------------------------------------------------------------- protobuf
+
+
+def delimited(**fields) -> bytes:
+    return encode_delimited(events_pb2.JoinEvent(**fields))
+
+
+def test_delimited_proto_dead_letters_and_positions():
+    """Each message is judged on its own; the source is file@byte-offset of its length prefix; raw is base64."""
+    parts = [
+        delimited(**record()),
+        delimited(interest_group=GOOD.interest_group, user_id=GOOD.user_id),  # unset optional timestamp
+        delimited(**record(interest_group="")),
+        delimited(**record(user_id="")),
+        delimited(**record(user_id=" ")),
+        delimited(**record(event_time_micros=-1)),
+        delimited(**record(event_time_micros=MAX_EVENT_TIME_MICROS)),
+        _VarintBytes(4) + b"\x0a\x64ab",  # field 1 claims 100 bytes: garbage, but length-prefixed
+        _VarintBytes(4) + b"\x0a\x02\xc3\x28",  # a string field that is not UTF-8
+        delimited(**record(event_time_micros=0)),
+        _VarintBytes(0),  # an empty message: proto3 cannot tell an empty string from a missing one
+    ]
+    data = b"".join(parts)
+    offsets = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+    out = read(read_delimited_proto, data, "j.pb")
+    payload = lambda i: base64.b64encode(parts[i][1:]).decode()  # every prefix here is one byte  # noqa: E731
+    assert out == [
+        GOOD,
+        DeadLetter(payload(1), f"missing_field:{FIELD}", f"j.pb@{offsets[1]}"),
+        DeadLetter(payload(2), "empty_field:interest_group", f"j.pb@{offsets[2]}"),
+        DeadLetter(payload(3), "empty_field:user_id", f"j.pb@{offsets[3]}"),
+        DeadLetter(payload(4), "empty_field:user_id", f"j.pb@{offsets[4]}"),
+        DeadLetter(payload(5), f"negative_timestamp:{FIELD}", f"j.pb@{offsets[5]}"),
+        DeadLetter(payload(6), f"absurd_timestamp:{FIELD}", f"j.pb@{offsets[6]}"),
+        DeadLetter(payload(7), "malformed_protobuf", f"j.pb@{offsets[7]}"),
+        DeadLetter(payload(8), "malformed_protobuf", f"j.pb@{offsets[8]}"),
+        GOOD._replace(event_time_micros=0),
+        DeadLetter("", "empty_field:interest_group", f"j.pb@{offsets[10]}"),
+    ]
+
+
+def test_delimited_proto_truncated_length_is_one_final_dead_letter():
+    """A length running past the end of the file is one malformed_protobuf letter with the rest of the file."""
+    good = delimited(**record())
+    tail = _VarintBytes(50) + b"only a few bytes"
+    out = read(read_delimited_proto, good + tail, "t.pb")
+    assert out == [GOOD, DeadLetter(base64.b64encode(tail).decode(), "malformed_protobuf", f"t.pb@{len(good)}")]
+
+
+def test_delimited_proto_garbage_and_unterminated_varint():
+    """Random garbage and a length prefix cut in the middle of its varint never raise."""
+    assert read(read_delimited_proto, b"\xff" * 12, "g.pb") == [
+        DeadLetter(base64.b64encode(b"\xff" * 12).decode(), "malformed_protobuf", "g.pb@0")]
+    good = delimited(**record())
+    out = read(read_delimited_proto, good + b"\x80", "g.pb")  # continuation bit set, no next byte
+    assert out == [GOOD, DeadLetter(base64.b64encode(b"\x80").decode(), "malformed_protobuf", f"g.pb@{len(good)}")]
+    assert read(read_delimited_proto, b"", "e.pb") == []
+
+
+def test_delimited_proto_round_trip():
+    """encode_delimited and read_delimited_proto are inverse on valid rows."""
+    rows = [GOOD, GOOD._replace(user_id="ü" * 200, event_time_micros=MAX_EVENT_TIME_MICROS - 1)]  # 2-byte prefix
+    data = b"".join(encode_delimited(events_pb2.JoinEvent(**row_to_dict(r))) for r in rows)
+    assert read(read_delimited_proto, data) == rows
+
+
+# --------------------------------------------------------------------------- all formats
+
+
+def test_every_documented_reason_is_produced():
+    """The reasons of the module docstring are exactly those the readers produce on the inputs above."""
+    import schemas.codecs as codecs
+
+    documented = {"malformed_json", "malformed_avro", "malformed_protobuf", "not_an_object"}
+    documented |= {f"{kind}:{name}" for kind in ("missing_field", "empty_field", "wrong_type")
+                   for name in JoinEvent._fields}
+    documented |= {f"{kind}:{FIELD}" for kind in ("negative_timestamp", "absurd_timestamp")}
+    for reason in ("malformed_json", "malformed_avro", "malformed_protobuf", "not_an_object", "missing_field:<name>",
+                   "empty_field:<name>", "wrong_type:<name>", "negative_timestamp:<name>", "absurd_timestamp:<name>"):
+        assert f"``{reason}``" in codecs.__doc__
+    produced = {reason for _, reason in JSON_CASES} | {reason for _, reason in AVRO_CASES if reason}
+    produced.add("malformed_avro")  # test_corrupt_avro_ends_with_one_malformed_avro_dead_letter
+    produced.add("malformed_protobuf")  # test_delimited_proto_dead_letters_and_positions
+    # wrong_type of a timestamp field only: event_time_micros cannot be empty
+    assert produced >= documented - {f"empty_field:{FIELD}"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_valid_rows_round_trip_in_every_format(fmt):
+    """Good rows written in each format decode to equal JoinEvents, through READERS[format]."""
+    rows = [GOOD, JoinEvent("g2", "u2", 0), JoinEvent("g3", "ü", MAX_EVENT_TIME_MICROS - 1)]
+    if fmt == "jsonl":
+        data = jsonl_bytes([json.dumps(row_to_dict(r)) for r in rows])
+    elif fmt == "avro":
+        data = avro_bytes(load_avro_schema("join_event"), [row_to_dict(r) for r in rows])
+    else:
+        data = b"".join(encode_delimited(events_pb2.JoinEvent(**row_to_dict(r))) for r in rows)
+    assert read(READERS[fmt], data) == rows
+
+
+def test_validate_accepts_any_mapping_and_builds_the_row():
+    """validate takes any Mapping, and the row has the fields in the spec's order."""
+    from types import MappingProxyType
+
+    assert validate(JOIN_EVENT, MappingProxyType(record())) == GOOD
+    assert validate(JOIN_EVENT, ["not", "a", "mapping"]) == "not_an_object"
+    assert event_spec("join_event") is JOIN_EVENT
+
+
+# --------------------------------------------------------------------------- format_of
+
+
+@pytest.mark.parametrize(
+    "path, fmt",
+    [
+        ("a.avro", "avro"), ("dir/x.AVRO", "avro"), ("gs://b/joins-00000-of-00002.avro", "avro"),
+        ("a.jsonl", "jsonl"), ("a.json", "jsonl"), ("a.ndjson", "jsonl"), ("a.JSONL", "jsonl"),
+        ("a.pb", "pb"), ("a.binpb", "pb"),
+        ("a.jsonl.gz", "jsonl"), ("a.json.bz2", "jsonl"), ("a.pb.deflate", "pb"), ("a.ndjson.zst", "jsonl"),
+        ("a.avro.gz", "avro"), ("a.PB.GZ", "pb"),
+    ],
+)
+def test_format_of_by_extension(path, fmt):
+    """The format follows the extension, case-insensitively, under one compression suffix."""
+    assert format_of(path) == fmt
+
+
+@pytest.mark.parametrize("override", FORMATS)
+def test_format_of_override_wins(override):
+    """An explicit format is used whatever the name says, even with no known extension."""
+    assert format_of("whatever.txt", override) == override
+    assert format_of("a.avro", override) == override
+
+
+@pytest.mark.parametrize("path", ["a.txt", "noextension", "a.gz", "a.csv.gz", "a.jsonl.txt", "avro", "a.avro.tar"])
+def test_format_of_unknown_extension_is_an_error_naming_the_formats(path):
+    """An unknown extension is a ValueError that names the path and tells to pass a format."""
+    with pytest.raises(ValueError) as error:
+        format_of(path)
+    assert repr(path) in str(error.value)
+    assert all(fmt in str(error.value) for fmt in FORMATS)
+
+
+def test_format_of_unknown_override_is_an_error():
+    """An override that is not a known format is a ValueError listing the known ones."""
+    with pytest.raises(ValueError, match="unknown format 'csv'.*avro, jsonl, pb"):
+        format_of("a.avro", "csv")
+
+
+def test_unrolled_fast_path_agrees_with_the_generic_checks():
+    """The spec's ``accept`` shortcut gives the same row or reason as the field-by-field loop on every case here."""
+    import dataclasses
+
+    generic = dataclasses.replace(JOIN_EVENT, accept=None)
+    records = [json.loads(line) for line, reason in JSON_CASES if reason != "malformed_json"]
+    records += [r for r, _ in AVRO_CASES] + [record(), record(event_time_micros=0), record(extra=1)]
+    for value in records:
+        assert validate(JOIN_EVENT, value) == validate(generic, value), value
