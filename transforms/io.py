@@ -67,9 +67,10 @@ class _ParseFileFn(beam.DoFn):
         path = readable.metadata.path
         reader = READERS[format_of(path, self._fmt)]
         parsed = 0
-        latest = None
+        latest = -1
         dead_by_reason: dict[str, int] = {}
         fold = self._fold() if self._fold else None
+        add = fold.add if fold is not None else None
         with readable.open() as handle:
             for item in reader(self._spec, handle, path):
                 if type(item) is DeadLetter:
@@ -77,17 +78,17 @@ class _ParseFileFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
                     continue
                 parsed += 1
-                if latest is None or item.event_time_micros > latest:
+                if item.event_time_micros > latest:
                     latest = item.event_time_micros
-                if fold is None:
+                if add is None:
                     yield item
                     continue
-                fold.add(item)
+                add(item)
                 if not parsed % _FOLD_CHECK_EVERY and fold.pending >= FOLD_FLUSH_ROWS:
                     yield from fold.drain()
         if fold is not None:
             yield from fold.drain()
-        if latest is not None:
+        if parsed:
             self._latest.update(latest)
         dead = sum(dead_by_reason.values())
         self._read.inc(parsed + dead)
