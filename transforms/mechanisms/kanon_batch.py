@@ -31,7 +31,7 @@ from schemas.rows import JoinEvent, KAnonVerdict
 from transforms.mechanisms.above_threshold import instance_start_step
 from transforms.mechanisms.kanon_group import KAnonParameters
 from transforms.mechanisms.noise import RandomSource
-from transforms.mechanisms.time_steps import MICROS_PER_HOUR
+from transforms.mechanisms.time_steps import MICROS_PER_HOUR, step_start_micros
 
 
 @dataclass
@@ -177,13 +177,15 @@ def window_counts(joins: GroupJoins, window_steps: int) -> tuple[int, np.ndarray
     ends = steps + window_steps
     same_user_next = np.flatnonzero(users[1:] == users[:-1])
     ends[same_user_next] = np.minimum(ends[same_user_next], steps[same_user_next + 1])
-    first = int(steps[0]) if len(steps) == 1 else int(steps.min())
+    first = int(steps.min())
     length = int(ends.max()) - first + 1
     delta = np.bincount(steps - first, minlength=length) - np.bincount(ends - first, minlength=length)
     return first, np.cumsum(delta)[:-1]
 
 
-def batch_group_verdicts(group: str, joins: GroupJoins, parameters: KAnonParameters, source: RandomSource) -> list[KAnonVerdict]:
+def batch_group_verdicts(
+    group: str, joins: GroupJoins, parameters: KAnonParameters, source: RandomSource
+) -> list[KAnonVerdict]:
     """The verdict records of one group (as ``GroupVerdicts.run`` would emit them until idle)."""
     if len(joins.steps) == 0:
         return []
@@ -203,8 +205,7 @@ def batch_group_verdicts(group: str, joins: GroupJoins, parameters: KAnonParamet
         span = counts[lo:hi]
         instance = at.start(start)
         if at.reachable(instance, int(span.max()), source, (group,)):
-            offset = lo + first - start
-            hit = at.compare(instance, np.arange(offset, offset + len(span)) + start, span, source, (group,))
+            hit = at.compare(instance, np.arange(lo, hi) + first, span, source, (group,))
             if hit is not None:
                 verdicts[lo + hit : hi] = True
         start += w
@@ -216,9 +217,9 @@ def batch_group_verdicts(group: str, joins: GroupJoins, parameters: KAnonParamet
         KAnonVerdict(
             interest_group=group,
             step=step,
-            step_start_micros=step * MICROS_PER_HOUR,
+            step_start_micros=step_start_micros(step),
             k_anonymous=bool(verdicts[step - first]),
-            instance_start_step=step - step % w,
+            instance_start_step=instance_start_step(step, w),
         )
         for step in (indices + first).tolist()
     ]
