@@ -15,8 +15,9 @@ Beam costs about a microsecond per element and a stateful DoFn far more, so
 the per-join work happens in plain Python inside one call and Beam moves one
 element per group and bundle.
 
-Streaming recipe: joins are keyed by group into a stateful DoFn that buffers
-the joins of steps that are not final yet; an event-time timer fires once the
+Streaming recipe: each bundle's joins are combined per (group, step), each
+user once, before any state; a stateful DoFn keyed by group buffers the users
+of steps that are not final yet; an event-time timer fires once the
 watermark passes the end of a step plus the allowed lateness, and the same
 ``GroupVerdicts`` object (kept in state) evaluates every final step in order.
 A join whose step is already final for its group is dead-lettered as
@@ -113,10 +114,32 @@ def _final_through(fire_micros: int, allowed_lateness_micros: int) -> int:
     return (fire_micros - allowed_lateness_micros + 1000) // MICROS_PER_HOUR - 1
 
 
-class _StreamingGroupFn(beam.DoFn):
-    """Streaming: buffers each group's joins until their step is final, then evaluates on an event-time timer."""
+class _StepUsersPerBundleFn(beam.DoFn):
+    """Streaming, before any state: a bundle's joins combined per (group, hour step), each user once.
 
-    PENDING = BagStateSpec("pending", TupleCoder((VarIntCoder(), StrUtf8Coder(), VarIntCoder())))
+    Emits ``(group, (step, ((user, (event times, ...)), ...)))`` at the end of the bundle, timestamped
+    with the step's earliest join, so the stateful DoFn gets one element per (group, step) and writes
+    one state entry per distinct user; the event times are kept only to dead-letter every late join.
+    """
+
+    def start_bundle(self) -> None:
+        self._steps: dict[tuple[str, int], dict[str, list[int]]] = {}
+
+    def process(self, join: JoinEvent):
+        users = self._steps.setdefault((join.interest_group, hour_step(join.event_time_micros)), {})
+        users.setdefault(join.user_id, []).append(join.event_time_micros)
+
+    def finish_bundle(self):
+        for (group, step), users in self._steps.items():
+            earliest = min(min(times) for times in users.values())
+            entries = tuple((user, tuple(times)) for user, times in users.items())
+            yield WindowedValue((group, (step, entries)), Timestamp(micros=earliest), [GlobalWindow()])
+
+
+class _StreamingGroupFn(beam.DoFn):
+    """Streaming: buffers each group's step users until the step is final, then evaluates on an event-time timer."""
+
+    PENDING = BagStateSpec("pending", TupleCoder((VarIntCoder(), StrUtf8Coder())))
     REPLAY = ReadModifyWriteStateSpec("replay", PickleCoder())
     FINAL_THROUGH = ReadModifyWriteStateSpec("final_through", VarIntCoder())
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", VarIntCoder())
@@ -143,15 +166,16 @@ class _StreamingGroupFn(beam.DoFn):
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         timer=beam.DoFn.TimerParam(STEP_FINAL),
     ):
-        group, join = element
-        step = hour_step(join.event_time_micros)
+        group, (step, entries) = element
         final = final_through.read()
         if final is not None and step <= final:
-            yield beam.pvalue.TaggedOutput(
-                LATE, DeadLetter(raw=_join_json(join), reason=LATE, source=DEAD_LETTER_SOURCE)
-            )
+            for user, times in entries:
+                for event_time_micros in times:
+                    late = JoinEvent(group, user, event_time_micros)
+                    yield beam.pvalue.TaggedOutput(LATE, DeadLetter(raw=_join_json(late), reason=LATE, source=DEAD_LETTER_SOURCE))
             return
-        pending.add((step, join.user_id, join.event_time_micros))
+        for user, _ in entries:
+            pending.add((step, user))
         self._arm(timer, timer_at, step)
 
     @on_timer(STEP_FINAL)
@@ -240,9 +264,9 @@ class KAnonymityVerdicts(beam.PTransform):
     def _expand_streaming(self, joins):
         outputs = (
             joins
-            | "EventTime" >> beam.Map(
-                lambda j: beam.window.TimestampedValue((j.interest_group, j), Timestamp(micros=j.event_time_micros))
-            )
+            # (group, (step, ((user, (event times...)), ...))), timestamped with the step's earliest join
+            | "DistinctUsersPerStep" >> beam.ParDo(_StepUsersPerBundleFn())
+            # KAnonVerdict, and DeadLetter for every join of a step that was already final
             | "EvaluateFinalSteps" >> beam.ParDo(_StreamingGroupFn(self._parameters, self._source, self._lateness))
             .with_outputs(LATE, main="verdicts")
         )
