@@ -21,6 +21,7 @@ class CliError(Exception):
 def configure_logging() -> None:
     """Importing Beam configures the root logger; take it back (DESIGN.md, Beam facts)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    logging.getLogger("pmbeam").setLevel(logging.INFO)  # the project's own progress lines
 
 
 def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOptions:

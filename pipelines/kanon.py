@@ -37,9 +37,10 @@ from schemas.codecs import FORMATS, JOIN_EVENT, format_of
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.kanon import METRICS_NAMESPACE as KANON_NAMESPACE
-from transforms.kanon import GroupJoinsByGroup, KAnonymityVerdicts, VerdictsFromGroupJoins
+from transforms.kanon import KAnonymityVerdicts, VerdictsFromGroupJoins
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
 from transforms.mechanisms.accounting import DrawParameters
+from transforms.mechanisms.kanon_batch import GroupJoinsByGroup
 from transforms.mechanisms.kanon_group import EMIT_MODES, KAnonParameters
 from transforms.mechanisms.noise import make_source
 from transforms.mechanisms.time_steps import MICROS_PER_SECOND, hour_step

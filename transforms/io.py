@@ -12,6 +12,7 @@ distribution ``event_time_micros`` records each file's latest event time.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 import apache_beam as beam
@@ -47,6 +48,9 @@ class RowFold(Protocol):
 # Drain a fold after this many rows, so that memory stays bounded whatever the file size.
 FOLD_FLUSH_ROWS = 2_000_000
 _FOLD_CHECK_EVERY = 1 << 16
+# Log progress every this many records of one file (logger "pmbeam.io", level INFO).
+PROGRESS_EVERY = 1 << 20
+_log = logging.getLogger("pmbeam.io")
 
 
 class _ParseFileFn(beam.DoFn):
@@ -80,6 +84,8 @@ class _ParseFileFn(beam.DoFn):
                 parsed += 1
                 if item.event_time_micros > latest:
                     latest = item.event_time_micros
+                if not parsed % PROGRESS_EVERY:
+                    _log.info("%s: %d valid records read", path, parsed)
                 if add is None:
                     yield item
                     continue
