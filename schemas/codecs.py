@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import IO, Any, Callable, Iterator, Mapping, NamedTuple, Union
 
 import fastavro
@@ -160,11 +161,22 @@ def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
         else:
             valid = type(value) is int and 0 <= value < MAX_EVENT_TIME_MICROS
         if not valid:
+            if field.kind == "timestamp_micros" and isinstance(value, datetime) and value.tzinfo is not None:
+                value = _datetime_micros(value)
             reason = _check_field(field, value)
             if reason:
                 return reason
         values.append(value)
     return spec.row_type._make(values)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _datetime_micros(value: datetime) -> int:
+    """An aware datetime (Avro's ``timestamp-micros`` / ``timestamp-millis`` logical types decode to these) as
+    integer microseconds since the Unix epoch, exactly. A naive datetime is ambiguous and stays ``wrong_type``."""
+    return (value - _EPOCH) // timedelta(microseconds=1)
 
 
 def _parsed(spec: EventSpec, record: Any, raw: Callable[[], str], source: str) -> Parsed:
@@ -191,7 +203,8 @@ def read_jsonl(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Pars
     """Every non-blank line of a JSON Lines file; undecodable bytes are a ``malformed_json`` dead letter."""
     for number, line_bytes in enumerate(handle, start=1):
         try:
-            line = line_bytes.decode("utf-8").rstrip("\r\n")
+            # utf-8-sig on the first line: a byte-order mark some editors write is not part of the record
+            line = line_bytes.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
         except UnicodeDecodeError:
             yield DeadLetter(raw=base64.b64encode(line_bytes).decode(), reason="malformed_json", source=f"{source}:{number}")
             continue

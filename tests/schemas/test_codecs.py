@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from datetime import datetime
 
 import fastavro
 import pytest
@@ -421,3 +422,35 @@ def test_unrolled_fast_path_agrees_with_the_generic_checks():
     records += [r for r, _ in AVRO_CASES] + [record(), record(event_time_micros=0), record(extra=1)]
     for value in records:
         assert validate(JOIN_EVENT, value) == validate(generic, value), value
+
+
+def test_avro_timestamp_logical_types_are_read_as_exact_microseconds():
+    """Avro files whose time field is a ``timestamp-micros`` or ``timestamp-millis`` logical type (decoded by
+    fastavro to aware datetimes) give the same integer microseconds as a plain long."""
+    for logical, stored in (("timestamp-micros", 1_767_571_200_123_456), ("timestamp-millis", 1_767_571_200_123)):
+        schema = fastavro.parse_schema({
+            "type": "record",
+            "name": "J",
+            "fields": [
+                {"name": "interest_group", "type": "string"},
+                {"name": "user_id", "type": "string"},
+                {"name": "event_time_micros", "type": {"type": "long", "logicalType": logical}},
+            ],
+        })
+        buffer = io.BytesIO()
+        fastavro.writer(buffer, schema, [{"interest_group": "g", "user_id": "u", "event_time_micros": stored}])
+        buffer.seek(0)
+        (row,) = list(read_avro(JOIN_EVENT, buffer, "t.avro"))
+        expected = stored if logical == "timestamp-micros" else stored * 1000
+        assert row == JoinEvent("g", "u", expected)
+
+
+def test_a_byte_order_mark_before_the_first_json_line_is_ignored():
+    line = '{"interest_group": "g", "user_id": "u", "event_time_micros": 5}\n'
+    rows = list(read_jsonl(JOIN_EVENT, io.BytesIO(b"\xef\xbb\xbf" + line.encode() * 2), "bom.jsonl"))
+    assert rows == [JoinEvent("g", "u", 5), JoinEvent("g", "u", 5)]
+
+
+def test_a_naive_datetime_timestamp_is_the_wrong_type():
+    record = {"interest_group": "g", "user_id": "u", "event_time_micros": datetime(2026, 1, 1)}
+    assert validate(JOIN_EVENT, record) == "wrong_type:event_time_micros"
