@@ -141,10 +141,10 @@ def _check_field(field: FieldSpec, value: Any) -> str | None:
 def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
     """The typed row for a decoded ``record`` (a mapping), or the reason it is invalid.
 
-    The common case goes through the spec's unrolled ``accept`` (or, without
-    one, inline tests of exact ``str`` and ``int`` values), since this runs
-    once per input record; anything else goes through ``_check_field`` for
-    its precise reason.
+    The common case goes through the spec's unrolled ``accept``, since this
+    runs once per input record; anything it does not accept (or every record
+    of a spec without one) goes through ``_check_field`` field by field, which
+    gives the precise reason.
     """
     if type(record) is not dict:
         if not isinstance(record, Mapping):
@@ -156,16 +156,11 @@ def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
     values = []
     for field in spec.fields:
         value = record.get(field.name)
-        if field.kind == "string":
-            valid = type(value) is str and value.isascii() and value and not value.isspace()
-        else:
-            valid = type(value) is int and 0 <= value < MAX_EVENT_TIME_MICROS
-        if not valid:
-            if field.kind == "timestamp_micros" and isinstance(value, datetime) and value.tzinfo is not None:
-                value = _datetime_micros(value)
-            reason = _check_field(field, value)
-            if reason:
-                return reason
+        if field.kind == "timestamp_micros" and isinstance(value, datetime) and value.tzinfo is not None:
+            value = _datetime_micros(value)
+        reason = _check_field(field, value)
+        if reason:
+            return reason
         values.append(value)
     return spec.row_type._make(values)
 

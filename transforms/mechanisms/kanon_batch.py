@@ -47,23 +47,12 @@ class GroupJoins:
     codes: np.ndarray
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[int, Hashable]]) -> "GroupJoins":
-        """From distinct (step, user) pairs."""
-        codes: dict[Hashable, int] = {}
-        steps: list[int] = []
-        users: list[int] = []
-        for step, user in pairs:
-            code = codes.get(user)
-            if code is None:
-                code = codes[user] = len(codes)
-            steps.append(step)
-            users.append(code)
-        return cls(users=list(codes), steps=np.asarray(steps, dtype=np.int64), codes=np.asarray(users, dtype=np.int64))
-
-    @classmethod
     def from_step_users(cls, step_users: Iterable[tuple[int, Iterable[Hashable]]]) -> "GroupJoins":
-        """From (step, users) pairs, duplicates removed."""
-        return cls.from_pairs({(step, user) for step, users in step_users for user in users})
+        """From (step, users) pairs, duplicates removed (the form the tests and small inputs use)."""
+        codes: dict[Hashable, int] = {}
+        pairs = {(step, codes.setdefault(user, len(codes))) for step, users in step_users for user in users}
+        steps, users = zip(*sorted(pairs)) if pairs else ((), ())
+        return cls(users=list(codes), steps=np.asarray(steps, dtype=np.int64), codes=np.asarray(users, dtype=np.int64))
 
     @property
     def distinct_users(self) -> int:

@@ -99,8 +99,18 @@ class GroupVerdicts:
         count = self.window.advance(step, users)
         instance = self.parameters.mechanism.instance_for(self.restart, step)
         verdict = at.step(instance, step, count, self.source, self._key)
-        self._reachable = not instance.latched and not at.cannot_reach(instance, count)
+        self._note_reachable(count)
         yield from self._record(step, verdict, count)
+
+    def _note_reachable(self, count: int) -> None:
+        """Remember whether the running instance could still latch at ``count`` (else nothing changes until it ends)."""
+        instance = self.restart.instance
+        self._reachable = not instance.latched and not self.parameters.above_threshold.cannot_reach(instance, count)
+
+    def _restart_step(self) -> int:
+        """The start of the instance after the one that answered the last evaluated step."""
+        w = self.parameters.window_steps
+        return instance_start_step(self.last_step, w) + w
 
     def _record(self, step: int, verdict: bool, count: int) -> Iterator[KAnonVerdict]:
         """Remember o_step and yield its record if the emit mode asks for it."""
@@ -140,8 +150,7 @@ class GroupVerdicts:
         else:
             stop = first + hit
             yield from self._record(stop, True, int(counts[hit]))
-        self.window.advance(stop)
-        self._reachable = not instance.latched and not at.cannot_reach(instance, self.window.count)
+        self._note_reachable(self.window.advance(stop))
 
     def next_step(self) -> int | None:
         """The next step that must be evaluated even if no user joins before it; None when the group is idle."""
@@ -150,7 +159,7 @@ class GroupVerdicts:
         following = self.last_step + 1
         if self.window.has_users_at(following) and (self.parameters.emit == "all" or self._reachable):
             return following
-        restart = instance_start_step(self.last_step, self.parameters.window_steps) + self.parameters.window_steps
+        restart = self._restart_step()
         if self.last_verdict or self.window.has_users_at(restart):
             return restart
         return None
@@ -165,7 +174,7 @@ class GroupVerdicts:
         """
         if self.next_step() is not None or self.last_step is None:
             return None
-        return instance_start_step(self.last_step, self.parameters.window_steps) + self.parameters.window_steps
+        return self._restart_step()
 
     def run(self, join_steps: Iterable[tuple[int, Collection[Hashable]]], through: int | None = None) -> Iterator[KAnonVerdict]:
         """Process ``(step, distinct users)`` in increasing step order and every step that needs it in between.
