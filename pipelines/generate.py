@@ -189,6 +189,17 @@ def _draw_pool(rng: np.random.Generator, users: int, size: int) -> np.ndarray:
     return chosen
 
 
+def _scaled_to_total(shape: np.ndarray, target: float, cap: float) -> np.ndarray:
+    """``min(shape * scale, cap)`` with the scale that makes it sum to ``target`` (as far as the cap allows)."""
+    scale = target / shape.sum() if shape.sum() > 0 else 0.0
+    for _ in range(20):  # the cut makes the scale a fixed point; a few rounds settle it
+        got = np.minimum(shape * scale, cap).sum()
+        if got <= 0 or abs(got - target) <= 1e-9 * target or np.all(shape * scale >= cap):
+            break
+        scale *= target / got
+    return np.minimum(shape * scale, cap)
+
+
 def _build_groups(rng: np.random.Generator, *, groups: int, users: int, joins: int, days: int, k: int) -> _Groups:
     weeks = math.ceil(days / 7)
     week_fracs = np.array([min(7, days - 7 * w) / 7 for w in range(weeks)])
@@ -226,25 +237,13 @@ def _build_groups(rng: np.random.Generator, *, groups: int, users: int, joins: i
     if small_ids.size:
         shape = np.exp(SMALL_SIGMA * rng.standard_normal(small_ids.size))
         target = small_share * remaining / total_weeks
-        scale = target / shape.sum() if shape.sum() > 0 else 0.0
-        for _ in range(20):  # the cut makes the scale a fixed point; a few rounds settle it
-            got = np.minimum(shape * scale, cap).sum()
-            if got <= 0 or abs(got - target) <= 1e-9 * target or np.all(shape * scale >= cap):
-                break
-            scale *= target / got
-        level[small_ids] = np.minimum(shape * scale, cap)
+        level[small_ids] = _scaled_to_total(shape, target, cap)
     small_uw = float(level[small_ids].sum()) * total_weeks
     if large_ids.size:
         shape = np.exp(rng.uniform(math.log(lo), math.log(hi), size=large_ids.size))
         target = max(0.0, budget - band_uw - small_uw) / total_weeks
         large_cap = users / POOL_FACTOR_RANGE[0]
-        scale = target / shape.sum()
-        for _ in range(20):
-            got = np.minimum(shape * scale, large_cap).sum()
-            if got <= 0 or abs(got - target) <= 1e-9 * target or np.all(shape * scale >= large_cap):
-                break
-            scale *= target / got
-        level[large_ids] = np.minimum(shape * scale, large_cap)
+        level[large_ids] = _scaled_to_total(shape, target, large_cap)
     level = np.minimum(level, users)
 
     factors = rng.uniform(*POOL_FACTOR_RANGE, size=groups)
