@@ -9,12 +9,16 @@ Reasons (stable strings, counted per reason in every run's summary):
 ``malformed_json``, ``malformed_avro``, ``malformed_protobuf``,
 ``not_an_object``, ``missing_field:<name>``, ``empty_field:<name>``,
 ``invalid_text:<name>`` (not Unicode text, e.g. a lone surrogate), ``wrong_type:<name>``, ``negative_timestamp:<name>``,
-``absurd_timestamp:<name>``.
+``absurd_timestamp:<name>``; for conversions and their attribution requests also ``negative_value:<name>``,
+``non_finite:<name>``, ``nonpositive:<name>`` (epsilon, sensitivities, window, n), ``report_sensitivity_above_query``,
+``unknown_logic``, ``unknown_norm``, ``dimension_out_of_range``, ``incomplete_epochs`` (one of first/last epoch),
+``reversed_epochs``.
 """
 from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any, Callable, Iterator, Mapping, NamedTuple, Union
@@ -25,7 +29,16 @@ from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
 from schemas import events_pb2
-from schemas.rows import DeadLetter, JoinEvent
+from schemas.rows import (
+    ATTRIBUTION_LOGICS,
+    MAX_DIMENSION,
+    NORMS,
+    AttributionRequest,
+    Conversion,
+    DeadLetter,
+    Impression,
+    JoinEvent,
+)
 
 # Timestamps are UTC microseconds since the Unix epoch. Anything at or after
 # 2100-01-01T00:00:00Z is taken for a unit mistake (nanoseconds, or a
@@ -38,7 +51,12 @@ _EXTENSIONS = {".avro": "avro", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One field of an event: its name and kind (``string`` or ``timestamp_micros``)."""
+    """One field of an event: its name and kind.
+
+    Kinds: ``string`` (required, not blank), ``text`` (a string, missing = ""),
+    ``strings`` (a list of non-blank strings, missing = ()), ``timestamp_micros``,
+    ``amount`` (a finite number >= 0), ``request`` (a nested attribution request).
+    """
 
     name: str
     kind: str
@@ -86,7 +104,66 @@ JOIN_EVENT = EventSpec(
     accept=_accept_join_event,
 )
 
-EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT,)}
+def _name(value: Any) -> bool:
+    """The fast path's test for a required identifier: non-blank ASCII text."""
+    return type(value) is str and value.isascii() and bool(value) and not value.isspace()
+
+
+def _accept_impression(record: dict) -> Impression | None:
+    device, time, impression, advertiser = (
+        record.get("device_id"), record.get("event_time_micros"), record.get("impression_id"), record.get("advertiser_site")
+    )
+    publisher = record.get("publisher_site") or ""
+    campaign, product = record.get("campaign_id") or "", record.get("product_id") or ""
+    keys = record.get("filter_keys") or ()
+    if (
+        _name(device) and _name(impression) and _name(advertiser)
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+        and type(publisher) is str and publisher.isascii()
+        and type(campaign) is str and campaign.isascii()
+        and type(product) is str and product.isascii()
+        and (not keys or (type(keys) is list and all(_name(key) for key in keys)))
+    ):
+        return Impression(device, time, impression, publisher, advertiser, campaign, product, tuple(keys))
+    return None
+
+
+IMPRESSION = EventSpec(
+    name="impression",
+    row_type=Impression,
+    proto_type=events_pb2.Impression,
+    avro_schema="impression",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("impression_id", "string"),
+        FieldSpec("publisher_site", "text"),
+        FieldSpec("advertiser_site", "string"),
+        FieldSpec("campaign_id", "text"),
+        FieldSpec("product_id", "text"),
+        FieldSpec("filter_keys", "strings"),
+    ),
+    accept=_accept_impression,
+)
+
+CONVERSION = EventSpec(
+    name="conversion",
+    row_type=Conversion,
+    proto_type=events_pb2.Conversion,
+    avro_schema="conversion",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("conversion_id", "string"),
+        FieldSpec("advertiser_site", "string"),
+        FieldSpec("querier_site", "string"),
+        FieldSpec("value", "amount"),
+        FieldSpec("product_id", "text"),
+        FieldSpec("attribution_request", "request"),
+    ),
+)
+
+EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT, IMPRESSION, CONVERSION)}
 
 
 def event_spec(name: str) -> EventSpec:
@@ -112,30 +189,158 @@ def format_of(path: str, override: str | None = None) -> str:
     raise ValueError(f"cannot tell the format of {path!r} from its extension; pass it explicitly ({', '.join(FORMATS)})")
 
 
-def _check_field(field: FieldSpec, value: Any) -> str | None:
-    """The reason ``value`` is not a valid ``field``, or None when it is."""
+class _Invalid(Exception):
+    """A field that cannot be used; ``args[0]`` is the dead-letter reason."""
+
+
+def _string(name: str, value: Any) -> str:
+    """``value`` as a required, non-blank Unicode string."""
     if value is None:
-        return f"missing_field:{field.name}"
-    if field.kind == "string":
-        if not isinstance(value, str):
-            return f"wrong_type:{field.name}"
-        if not value or value.isspace():
-            return f"empty_field:{field.name}"
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800"): not Unicode text
-                return f"invalid_text:{field.name}"
+        raise _Invalid(f"missing_field:{name}")
+    return _text(name, value, blank_reason=f"empty_field:{name}")
+
+
+def _text(name: str, value: Any, blank_reason: str | None = None) -> str:
+    """``value`` as Unicode text (missing = ""); with ``blank_reason``, blank text is refused with it."""
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise _Invalid(f"wrong_type:{name}")
+    if blank_reason is not None and (not value or value.isspace()):
+        raise _Invalid(blank_reason)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800"): not Unicode text
+            raise _Invalid(f"invalid_text:{name}") from None
+    return value
+
+
+def _strings(name: str, value: Any) -> tuple:
+    """A list of non-blank strings (missing = ())."""
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise _Invalid(f"wrong_type:{name}")
+    return tuple(_text(name, item, blank_reason=f"empty_field:{name}") for item in value)
+
+
+def _timestamp(name: str, value: Any) -> int:
+    if value is None:
+        raise _Invalid(f"missing_field:{name}")
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        value = _datetime_micros(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"wrong_type:{name}")
+    if value < 0:
+        raise _Invalid(f"negative_timestamp:{name}")
+    if value >= MAX_EVENT_TIME_MICROS:
+        raise _Invalid(f"absurd_timestamp:{name}")
+    return value
+
+
+def _number(name: str, value: Any, optional: bool = False) -> float | None:
+    """A finite number as a float (ints accepted, bools not)."""
+    if value is None:
+        if optional:
+            return None
+        raise _Invalid(f"missing_field:{name}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(f"wrong_type:{name}")
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond the double range
+        raise _Invalid(f"non_finite:{name}") from None
+    if not math.isfinite(value):
+        raise _Invalid(f"non_finite:{name}")
+    return value
+
+
+def _amount(name: str, value: Any) -> float:
+    """A finite number >= 0 (a conversion value)."""
+    value = _number(name, value)
+    if value < 0:
+        raise _Invalid(f"negative_value:{name}")
+    return value
+
+
+def _positive(name: str, value: Any, optional: bool = False) -> float | None:
+    """A finite number > 0 (an epsilon, a sensitivity)."""
+    value = _number(name, value, optional)
+    if value is not None and value <= 0:
+        raise _Invalid(f"nonpositive:{name}")
+    return value
+
+
+def _integer(name: str, value: Any, minimum: int | None = None) -> int | None:
+    """An optional integer (missing = None), at least ``minimum`` when given."""
+    if value is None:
         return None
-    if field.kind == "timestamp_micros":
-        if isinstance(value, bool) or not isinstance(value, int):
-            return f"wrong_type:{field.name}"
-        if value < 0:
-            return f"negative_timestamp:{field.name}"
-        if value >= MAX_EVENT_TIME_MICROS:
-            return f"absurd_timestamp:{field.name}"
-        return None
-    raise ValueError(f"unknown field kind {field.kind!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"wrong_type:{name}")
+    if minimum is not None and value < minimum:
+        raise _Invalid(f"nonpositive:{name}")
+    return value
+
+
+def _request(value: Any, conversion_product_id: str) -> AttributionRequest:
+    """An attribution request (seed 003 Code Listing 1) with its defaults: window = the job's, logic
+    ``last_touch``, m = 1, norm L1, selecting by the conversion's product when no campaign is listed, query key
+    ``product=<product>``."""
+    if value is None:
+        raise _Invalid("missing_field:attribution_request")
+    if not isinstance(value, Mapping):
+        raise _Invalid("wrong_type:attribution_request")
+    window_days = _integer("window_days", value.get("window_days"), minimum=1)
+    first_epoch, last_epoch = _integer("first_epoch", value.get("first_epoch")), _integer("last_epoch", value.get("last_epoch"))
+    if (first_epoch is None) != (last_epoch is None):
+        raise _Invalid("incomplete_epochs")
+    if first_epoch is not None and last_epoch < first_epoch:
+        raise _Invalid("reversed_epochs")
+    campaign_ids = _strings("campaign_ids", value.get("campaign_ids"))
+    product_id = _text("product_id", value.get("product_id")) or conversion_product_id
+    logic = _text("logic", value.get("logic")) or "last_touch"
+    if logic not in ATTRIBUTION_LOGICS:
+        raise _Invalid("unknown_logic")
+    last_n = _integer("last_n", value.get("last_n"), minimum=1)
+    if logic == "last_n" and last_n is None:
+        raise _Invalid("missing_field:last_n")
+    dimension = _integer("dimension", value.get("dimension"))
+    dimension = 1 if dimension is None else dimension
+    if not max(1, len(campaign_ids)) <= dimension <= MAX_DIMENSION:
+        raise _Invalid("dimension_out_of_range")
+    report_sensitivity = _positive("report_global_sensitivity", value.get("report_global_sensitivity"))
+    query_sensitivity = _positive("query_global_sensitivity", value.get("query_global_sensitivity"))
+    if report_sensitivity > query_sensitivity:
+        raise _Invalid("report_sensitivity_above_query")
+    norm = _text("norm", value.get("norm")) or "L1"
+    if norm not in NORMS:
+        raise _Invalid("unknown_norm")
+    return AttributionRequest(
+        window_days=window_days,
+        first_epoch=first_epoch,
+        last_epoch=last_epoch,
+        campaign_ids=campaign_ids,
+        product_id=product_id,
+        filter_keys=_strings("filter_keys", value.get("filter_keys")),
+        logic=logic,
+        last_n=last_n or 1,
+        dimension=dimension,
+        requested_epsilon=_positive("requested_epsilon", value.get("requested_epsilon"), optional=True),
+        report_global_sensitivity=report_sensitivity,
+        query_global_sensitivity=query_sensitivity,
+        norm=norm,
+        query_key=_text("query_key", value.get("query_key")) or f"product={product_id}",
+    )
+
+
+_CONVERTERS: dict[str, Callable[[str, Any], Any]] = {
+    "string": _string,
+    "text": _text,
+    "strings": _strings,
+    "timestamp_micros": _timestamp,
+    "amount": _amount,
+}
 
 
 def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
@@ -143,8 +348,8 @@ def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
 
     The common case goes through the spec's unrolled ``accept``, since this
     runs once per input record; anything it does not accept (or every record
-    of a spec without one) goes through ``_check_field`` field by field, which
-    gives the precise reason.
+    of a spec without one) is converted field by field, which gives the
+    precise reason of the first bad field.
     """
     if type(record) is not dict:
         if not isinstance(record, Mapping):
@@ -153,16 +358,17 @@ def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
         row = spec.accept(record)
         if row is not None:
             return row
-    values = []
-    for field in spec.fields:
-        value = record.get(field.name)
-        if field.kind == "timestamp_micros" and isinstance(value, datetime) and value.tzinfo is not None:
-            value = _datetime_micros(value)
-        reason = _check_field(field, value)
-        if reason:
-            return reason
-        values.append(value)
-    return spec.row_type._make(values)
+    values: dict[str, Any] = {}
+    try:
+        for field in spec.fields:
+            raw = record.get(field.name)
+            if field.kind == "request":
+                values[field.name] = _request(raw, values.get("product_id", ""))
+            else:
+                values[field.name] = _CONVERTERS[field.kind](field.name, raw)
+    except _Invalid as invalid:
+        return invalid.args[0]
+    return spec.row_type(**values)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -226,14 +432,25 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
         yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#{index}")
 
 
+def _message_mapping(message: Message) -> dict:
+    """The set fields of a nested message (unset optional fields are missing; repeated fields are lists)."""
+    return {
+        descriptor.name: list(value) if descriptor.label == descriptor.LABEL_REPEATED else value
+        for descriptor, value in message.ListFields()
+    }
+
+
 def _proto_mapping(spec: EventSpec, message: Message) -> dict:
     """The message's fields as a mapping; an unset optional field or an empty string counts as missing/empty."""
     record = {}
     for field in spec.fields:
-        if field.kind == "string":
+        if field.kind in ("string", "text"):
             record[field.name] = getattr(message, field.name)
+        elif field.kind == "strings":
+            record[field.name] = list(getattr(message, field.name))
         elif message.HasField(field.name):
-            record[field.name] = getattr(message, field.name)
+            value = getattr(message, field.name)
+            record[field.name] = _message_mapping(value) if field.kind == "request" else value
     return record
 
 

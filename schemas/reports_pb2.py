@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rreports.proto\x12\x0epmbeam.reports\"\x81\x01\n\x0cKAnonVerdict\x12\x16\n\x0einterest_group\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12\x19\n\x11step_start_micros\x18\x03 \x01(\x03\x12\x13\n\x0bk_anonymous\x18\x04 \x01(\x08\x12\x1b\n\x13instance_start_step\x18\x05 \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rreports.proto\x12\x0epmbeam.reports\"\x81\x01\n\x0cKAnonVerdict\x12\x16\n\x0einterest_group\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12\x19\n\x11step_start_micros\x18\x03 \x01(\x03\x12\x13\n\x0bk_anonymous\x18\x04 \x01(\x08\x12\x1b\n\x13instance_start_step\x18\x05 \x01(\x03\"\x9f\x01\n\x11\x41ttributionReport\x12\x11\n\treport_id\x18\x01 \x01(\t\x12\x14\n\x0cquerier_site\x18\x02 \x01(\t\x12\x11\n\tquery_key\x18\x03 \x01(\t\x12\x11\n\thistogram\x18\x04 \x03(\x01\x12\x19\n\x11requested_epsilon\x18\x05 \x01(\x01\x12 \n\x18query_global_sensitivity\x18\x06 \x01(\x01\"\xac\x01\n\x0bQueryResult\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\x11\n\tquery_key\x18\x02 \x01(\t\x12\x13\n\x0b\x62\x61tch_index\x18\x03 \x01(\x03\x12\x14\n\x0creport_count\x18\x04 \x01(\x03\x12\x13\n\x0bnoisy_value\x18\x05 \x03(\x01\x12\x0f\n\x07\x65psilon\x18\x06 \x01(\x01\x12\x13\n\x0bnoise_scale\x18\x07 \x01(\x01\x12\x0e\n\x06status\x18\x08 \x01(\t\"\x7f\n\x11\x44\x65viceEpochBudget\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\x11\n\tdevice_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x18\n\x10\x63onsumed_epsilon\x18\x04 \x01(\x01\x12\x18\n\x10\x63\x61pacity_epsilon\x18\x05 \x01(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,4 +33,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_KANONVERDICT']._serialized_start=34
   _globals['_KANONVERDICT']._serialized_end=163
+  _globals['_ATTRIBUTIONREPORT']._serialized_start=166
+  _globals['_ATTRIBUTIONREPORT']._serialized_end=325
+  _globals['_QUERYRESULT']._serialized_start=328
+  _globals['_QUERYRESULT']._serialized_end=500
+  _globals['_DEVICEEPOCHBUDGET']._serialized_start=502
+  _globals['_DEVICEEPOCHBUDGET']._serialized_end=629
 # @@protoc_insertion_point(module_scope)

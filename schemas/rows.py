@@ -34,3 +34,92 @@ class DeadLetter(NamedTuple):
     raw: str
     reason: str
     source: str
+
+
+class Impression(NamedTuple):
+    """An ad impression on a device (seed 003 Sec. 4.1: an element of I in the device-epoch database D_d^e)."""
+
+    device_id: str
+    event_time_micros: int
+    impression_id: str
+    publisher_site: str
+    advertiser_site: str
+    campaign_id: str
+    product_id: str
+    filter_keys: tuple
+
+
+ATTRIBUTION_LOGICS = ("last_touch", "first_touch", "equal_credit", "last_n")
+NORMS = ("L1", "L2")
+MAX_DIMENSION = 4096
+
+
+class AttributionRequest(NamedTuple):
+    """The querier's parameters for one report (seed 003 Code Listing 1, ``attribution_request``).
+
+    ``window_days`` None means the job's default window, unless ``first_epoch``
+    and ``last_epoch`` name the epochs explicitly; ``requested_epsilon`` None
+    means the job's accuracy target decides (seed 003 Sec. 8.1).
+    """
+
+    window_days: int | None
+    first_epoch: int | None
+    last_epoch: int | None
+    campaign_ids: tuple
+    product_id: str
+    filter_keys: tuple
+    logic: str
+    last_n: int
+    dimension: int
+    requested_epsilon: float | None
+    report_global_sensitivity: float
+    query_global_sensitivity: float
+    norm: str
+    query_key: str
+
+
+class Conversion(NamedTuple):
+    """A conversion on a device with the attribution request its querier attached (seed 003 Sec. 3.3)."""
+
+    device_id: str
+    event_time_micros: int
+    conversion_id: str
+    advertiser_site: str
+    querier_site: str
+    value: float
+    product_id: str
+    attribution_request: AttributionRequest
+
+
+class AttributionReport(NamedTuple):
+    """A fixed-shape report as the querier receives it (seed 003 Code Listing 1, Step 4)."""
+
+    report_id: str
+    querier_site: str
+    query_key: str
+    histogram: tuple
+    requested_epsilon: float
+    query_global_sensitivity: float
+
+
+class QueryResult(NamedTuple):
+    """A batch of reports summed with Laplace noise, or rejected by a central budget (seed 003 Alg. 1)."""
+
+    querier_site: str
+    query_key: str
+    batch_index: int
+    report_count: int
+    noisy_value: tuple
+    epsilon: float
+    noise_scale: float
+    status: str
+
+
+class DeviceEpochBudget(NamedTuple):
+    """SENSITIVE (evaluation only): the budget one querier consumed from one device-epoch (seed 003 Eq. 3)."""
+
+    querier_site: str
+    device_id: str
+    epoch: int
+    consumed_epsilon: float
+    capacity_epsilon: float

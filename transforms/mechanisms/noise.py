@@ -17,6 +17,8 @@ Samplers:
 * ``DiscreteLaplace`` and ``TruncatedDiscreteLaplace``: exact integer samplers
   (Canonne, Kamath and Steinke 2020, "The Discrete Gaussian for Differential
   Privacy", Alg. 1 and 2) for released integer counts.
+* ``GridLaplace``: Laplace noise for released real-valued sums (the query
+  results of seed 003 Alg. 1 AnswerQuery), exact on a fine grid.
 
 Every uniform double lies on the grid {m / 2**53 : 1 <= m < 2**53}: 53 random
 bits, strictly inside (0, 1), and symmetric (u and 1 - u are equally likely),
@@ -92,6 +94,16 @@ class RandomSource(ABC):
     def randbelow(self, n: int) -> int:
         """An exactly uniform integer in [0, n) for any positive Python int n (no floating point)."""
 
+    @abstractmethod
+    def keyed_token(self, key: tuple) -> str:
+        """A 128-bit identifier as 32 hex digits (a report identifier r, seed 003 Sec. 4.2): seeded, a function
+        of (seed, key), so batch and streaming runs name the same report alike; secure, fresh and unpredictable."""
+
+    @abstractmethod
+    def keyed_child(self, key: tuple) -> RandomSource:
+        """A source for everything drawn about ``key`` (one query's noise): seeded, a fresh ``SeededSource`` whose
+        seed is a function of (seed, key), so the draws do not depend on processing order; secure, itself."""
+
 
 def _check_randbelow(n: int) -> int:
     """``n`` as a Python int (numpy integers accepted); a ValueError unless it is >= 1."""
@@ -129,6 +141,12 @@ class SecureSource(RandomSource):
 
     def randbelow(self, n: int) -> int:
         return secrets.randbelow(_check_randbelow(n))
+
+    def keyed_token(self, key: tuple) -> str:
+        return secrets.token_hex(16)
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        return self
 
 
 def _encode_item(value: str | int) -> bytes:
@@ -197,6 +215,14 @@ class SeededSource(RandomSource):
             words = words.copy()
             words[zeros] = np.frombuffer(fresh, dtype=">u8") >> np.uint64(64 - _GRID_BITS)
         return words.astype(np.float64) / _GRID
+
+    def keyed_token(self, key: tuple) -> str:
+        digest = hashlib.blake2b(self._key_prefix(key), digest_size=16, person=b"keyed_token_v1")
+        return digest.hexdigest()
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        digest = hashlib.blake2b(self._key_prefix(key), digest_size=16, person=b"keyed_child_v1")
+        return SeededSource(int.from_bytes(digest.digest(), "big"))
 
     def randbelow(self, n: int) -> int:
         """Rejection on n.bit_length() raw generator bits: exact for any n, fewer than 2 tries on average."""
@@ -452,6 +478,44 @@ class DiscreteLaplace:
             p = -math.expm1(-float(1 / self.scale))
             return source.generator.geometric(p, size) - source.generator.geometric(p, size)
         return np.fromiter((self.sample(source) for _ in range(size)), dtype=np.int64, count=size)
+
+
+DEFAULT_GRANULARITY = Fraction(1, 2**20)
+
+
+@dataclass(frozen=True)
+class GridLaplace:
+    """Laplace noise of scale ``scale`` for a real-valued sum, released on the grid g·Z (g = ``granularity``).
+
+    The true value is rounded to the nearest grid point, then ``g`` times a
+    ``DiscreteLaplace(scale / g)`` draw is added: the result's distribution
+    is the Laplace distribution of scale ``scale`` discretised to g·Z, and
+    the draw is exact (CKS 2020), so it has none of the floating-point
+    weaknesses of inverse-CDF Laplace samples (Mironov 2012). Rounding moves
+    a sum by at most g/2, so two neighbouring sums at distance Delta are at
+    most Delta + g apart after rounding: a caller wanting epsilon-DP passes
+    ``scale = (Delta + g) / epsilon`` (``laplace_scale_for``).
+    """
+
+    scale: Fraction
+    granularity: Fraction = DEFAULT_GRANULARITY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", as_fraction(self.scale))
+        object.__setattr__(self, "granularity", as_fraction(self.granularity))
+        _check_scale(self.scale)
+        _check_scale(self.granularity)
+
+    def release(self, value: float, source: RandomSource) -> float:
+        """``value`` rounded to the grid plus discretised Laplace noise, as the nearest double."""
+        grid_value = round(Fraction(value) / self.granularity)
+        noise = DiscreteLaplace(self.scale / self.granularity).sample(source)
+        return float((grid_value + noise) * self.granularity)
+
+
+def laplace_scale_for(sensitivity: Fraction, epsilon: Fraction, granularity: Fraction = DEFAULT_GRANULARITY) -> Fraction:
+    """The ``GridLaplace`` scale (Delta + g) / epsilon giving epsilon-DP for a sum of L1 sensitivity Delta."""
+    return (as_fraction(sensitivity) + as_fraction(granularity)) / as_fraction(epsilon)
 
 
 @dataclass(frozen=True)

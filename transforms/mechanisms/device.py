@@ -1,0 +1,189 @@
+"""One device's on-device logic, replayed in event-time order (seed 003 Appendix A Alg. 1, per device).
+
+``MeasurementConfig`` is the job's side of every request: the epoch clock,
+the per-epoch capacity eps_G, the default and longest attribution windows,
+and the accuracy target that may set the requested epsilon (Sec. 8.1).
+``resolve_request`` applies it to one conversion (or names why the request
+is unusable, for the dead-letter sink). ``DeviceState`` holds what a device
+keeps between events: its impressions by epoch and its privacy filters.
+``replay`` feeds it events in order and yields one ``ReportRecord`` per
+conversion. The batch path replays a device's whole history in one call; the
+streaming path calls ``replay`` from a timer with the events that became
+final and keeps the state in Beam state; both give the same reports.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterable, Iterator, NamedTuple
+
+from schemas.rows import AttributionRequest, Conversion, Impression
+from transforms.mechanisms.attribution import is_relevant
+from transforms.mechanisms.budgeting import BudgetPolicy, make_policy
+from transforms.mechanisms.epochs import MICROS_PER_DAY, EpochClock
+from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units
+from transforms.mechanisms.query import AccuracyTarget
+
+DEFAULT_WINDOW_DAYS = 30
+DEFAULT_MAX_WINDOW_DAYS = 90
+
+
+@dataclass(frozen=True)
+class MeasurementConfig:
+    """Job parameters of on-device budgeting (defaults: seed 003 Sec. 8.1)."""
+
+    policy: str = "cookie_monster"
+    clock: EpochClock = field(default_factory=EpochClock)
+    capacity_epsilon: Fraction = Fraction(1)
+    default_window_days: int = DEFAULT_WINDOW_DAYS
+    max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
+    accuracy: AccuracyTarget | None = None
+
+    def __post_init__(self) -> None:
+        make_policy(self.policy)
+        if self.capacity_epsilon <= 0:
+            raise ValueError(f"the per-epoch capacity eps_G must be > 0, got {self.capacity_epsilon}")
+        if not 1 <= self.default_window_days <= self.max_window_days:
+            raise ValueError(
+                f"the default attribution window ({self.default_window_days} days) must be between 1 day and the "
+                f"longest allowed window ({self.max_window_days} days)"
+            )
+
+    @property
+    def capacity_units(self) -> int:
+        return epsilon_units(self.capacity_epsilon, "down")
+
+    @property
+    def max_window_epochs(self) -> int:
+        """The most epochs a window of ``max_window_days`` days can touch: ceil(days / epoch length) + 1."""
+        return -(-self.max_window_days * MICROS_PER_DAY // self.clock.length_micros) + 1
+
+    @property
+    def max_window_micros(self) -> int:
+        return self.max_window_days * MICROS_PER_DAY
+
+
+def resolve_request(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range] | str:
+    """The request with the job's defaults applied and its window as a range of epochs, or the reason
+    (a dead-letter reason) it cannot be served: ``window_too_long``, ``window_in_future`` or
+    ``missing_field:requested_epsilon`` (no epsilon and no accuracy target)."""
+    request = conversion.attribution_request
+    conversion_epoch = config.clock.epoch_of(conversion.event_time_micros)
+    if request.first_epoch is not None:
+        first, last = request.first_epoch, request.last_epoch
+        if last > conversion_epoch:
+            return "window_in_future"
+        if last - first + 1 > config.max_window_epochs:
+            return "window_too_long"
+    else:
+        days = config.default_window_days if request.window_days is None else request.window_days
+        if days > config.max_window_days:
+            return "window_too_long"
+        first, last = config.clock.window_epochs(conversion.event_time_micros, days)
+    if config.accuracy is not None:
+        epsilon = config.accuracy.epsilon(request.query_global_sensitivity)
+    elif request.requested_epsilon is None:
+        return "missing_field:requested_epsilon"
+    else:
+        epsilon = request.requested_epsilon
+    if epsilon != request.requested_epsilon:
+        request = request._replace(requested_epsilon=epsilon)
+    return request, range(first, last + 1)
+
+
+class ReportRecord(NamedTuple):
+    """A generated report with what the query stage needs besides the public fields: its order key
+    (conversion time, device, conversion id) and the epochs it read (for IPA-like central budgets)."""
+
+    querier_site: str
+    query_key: str
+    conversion_time_micros: int
+    device_id: str
+    conversion_id: str
+    report_id: str
+    histogram: tuple
+    requested_epsilon: float
+    query_global_sensitivity: float
+    first_epoch: int
+    last_epoch: int
+
+
+class DeviceState:
+    """What a device keeps: impressions per epoch (time ordered) and its filters, keyed (querier, epoch)."""
+
+    __slots__ = ("impressions", "filters")
+
+    def __init__(self, capacity_units: int, impressions: dict | None = None, consumed: dict | None = None) -> None:
+        self.impressions: dict[int, list[Impression]] = {} if impressions is None else impressions
+        self.filters = FilterTable(capacity_units, consumed)
+
+    def forget_before(self, epoch: int) -> None:
+        """Drop impressions of epochs before ``epoch`` (no window can reach them any more)."""
+        for old in [e for e in self.impressions if e < epoch]:
+            del self.impressions[old]
+
+
+def _relevant_by_epoch(state: DeviceState, conversion: Conversion, request: AttributionRequest, epochs: range) -> dict:
+    """Step 1 of Code Listing 1 over the window: relevant impressions at or before the conversion, per epoch."""
+    found = {}
+    advertiser, time = conversion.advertiser_site, conversion.event_time_micros
+    for epoch in epochs:
+        impressions = state.impressions.get(epoch)
+        if impressions:
+            relevant = [i for i in impressions if i.event_time_micros <= time and is_relevant(i, advertiser, request)]
+            if relevant:
+                found[epoch] = relevant
+    return found
+
+
+def event_order(event: Impression | Conversion) -> tuple:
+    """The replay order: event time, impressions before conversions at the same time, then the id."""
+    if type(event) is Impression:
+        return (event.event_time_micros, 0, event.impression_id)
+    return (event.event_time_micros, 1, event.conversion_id)
+
+
+def replay(
+    device_id: str,
+    events: Iterable[Impression | Conversion],
+    state: DeviceState,
+    config: MeasurementConfig,
+    policy: BudgetPolicy,
+    source: RandomSource,
+) -> Iterator[ReportRecord]:
+    """Feed ``events`` (already in ``event_order``) to the device; one report per servable conversion.
+
+    A conversion whose request ``resolve_request`` refuses produces no report
+    (the reading stage dead-letters it with the same check).
+    """
+    epoch_of = config.clock.epoch_of
+    for event in events:
+        if type(event) is Impression:
+            state.impressions.setdefault(epoch_of(event.event_time_micros), []).append(event)
+            continue
+        resolved = resolve_request(event, config)
+        if isinstance(resolved, str):
+            continue
+        request, epochs = resolved
+        relevant = _relevant_by_epoch(state, event, request, epochs)
+        histogram = policy.generate_report(state.filters, event.querier_site, epochs, relevant, request, event.value)
+        yield ReportRecord(
+            querier_site=event.querier_site,
+            query_key=request.query_key,
+            conversion_time_micros=event.event_time_micros,
+            device_id=device_id,
+            conversion_id=event.conversion_id,
+            report_id=source.keyed_token(("report", device_id, event.conversion_id)),
+            histogram=histogram,
+            requested_epsilon=request.requested_epsilon,
+            query_global_sensitivity=request.query_global_sensitivity,
+            first_epoch=epochs.start,
+            last_epoch=epochs.stop - 1,
+        )
+
+
+def sort_events(events: Iterable[Impression | Conversion]) -> list:
+    """``events`` in replay order."""
+    return sorted(events, key=event_order)
+
