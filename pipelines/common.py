@@ -1,6 +1,7 @@
 """What every pipeline entry point shares: errors, Beam options, input checks, counters and summary.json."""
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import logging
@@ -16,6 +17,13 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 class CliError(Exception):
     """A bad option or unreadable input: reported as one line, exit status 2."""
+
+
+class CliParser(argparse.ArgumentParser):
+    """Option errors become a CliError, so ``main`` reports them in one line and returns 2."""
+
+    def error(self, message: str):
+        raise CliError(message)
 
 
 def configure_logging() -> None:

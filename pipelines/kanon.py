@@ -19,6 +19,7 @@ import apache_beam as beam
 
 from pipelines.common import (
     CliError,
+    CliParser,
     configure_logging,
     counters,
     distribution_max,
@@ -31,7 +32,7 @@ from pipelines.common import (
     require_input,
     write_summary,
 )
-from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args
+from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from schemas.codecs import FORMATS, JOIN_EVENT, format_of
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
@@ -72,15 +73,8 @@ class KAnonJob:
         return KAnonParameters(mechanism=AboveThresholdWithPeriodicRestart(at), emit=self.emit)
 
 
-class _Parser(OneLineErrorParser):
-    """Option errors become a CliError, so ``main`` reports them in one line and returns 2."""
-
-    def error(self, message: str):
-        raise CliError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CliParser(
         prog="python -m pipelines.kanon",
         description="Differentially private k-anonymity verdicts per interest group and hour "
         "(AboveThresholdWithPeriodicRestart, seed 004). Unknown options are passed to Beam.",

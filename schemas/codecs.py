@@ -499,5 +499,5 @@ def encode_delimited(message: Message) -> bytes:
 
 
 def row_to_dict(row: NamedTuple) -> dict:
-    """A row as a plain dict (for JSON Lines and Avro writers)."""
-    return row._asdict()
+    """A row as a plain dict (for JSON Lines and Avro writers); nested rows become nested dicts."""
+    return {name: row_to_dict(value) if hasattr(value, "_asdict") else value for name, value in row._asdict().items()}

@@ -123,3 +123,11 @@ class DeviceEpochBudget(NamedTuple):
     epoch: int
     consumed_epsilon: float
     capacity_epsilon: float
+
+
+class IncompleteBatch(NamedTuple):
+    """Reports of one (querier site, query key) still waiting for a full batch of B when the input ended."""
+
+    querier_site: str
+    query_key: str
+    waiting_reports: int

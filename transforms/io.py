@@ -56,10 +56,17 @@ _log = logging.getLogger("pmbeam.io")
 class _ParseFileFn(beam.DoFn):
     """Decodes one matched file into rows (or folded aggregates) and dead letters, counting both."""
 
-    def __init__(self, spec: EventSpec, fmt: str | None, fold: Callable[[], RowFold] | None = None) -> None:
+    def __init__(
+        self,
+        spec: EventSpec,
+        fmt: str | None,
+        fold: Callable[[], RowFold] | None = None,
+        check: Callable[[Any], str | None] | None = None,
+    ) -> None:
         self._spec = spec
         self._fmt = fmt
         self._fold = fold
+        self._check = check
 
     def setup(self) -> None:
         self._read = Metrics.counter(METRICS_NAMESPACE, "read")
@@ -75,8 +82,13 @@ class _ParseFileFn(beam.DoFn):
         dead_by_reason: dict[str, int] = {}
         fold = self._fold() if self._fold else None
         add = fold.add if fold is not None else None
+        check = self._check
         with readable.open() as handle:
-            for item in reader(self._spec, handle, path):
+            for index, item in enumerate(reader(self._spec, handle, path)):
+                if check is not None and type(item) is not DeadLetter:
+                    reason = check(item)
+                    if reason is not None:
+                        item = DeadLetter(raw=_json_line(item), reason=reason, source=f"{path}#{index}")
                 if type(item) is DeadLetter:
                     dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
@@ -108,17 +120,25 @@ class ReadEvents(beam.PTransform):
     """Rows of ``spec`` from the files matching ``file_pattern``; outputs ``events`` and ``dead_letters``.
 
     With ``fold`` (a factory of ``RowFold``), ``events`` carries the fold's
-    aggregates instead of the rows.
+    aggregates instead of the rows. With ``check`` (a row to a dead-letter
+    reason, or None), rows valid for the schema but not for the job (an
+    attribution window longer than allowed) become dead letters too.
     """
 
     def __init__(
-        self, file_pattern: str, spec: EventSpec, fmt: str | None = None, fold: Callable[[], RowFold] | None = None
+        self,
+        file_pattern: str,
+        spec: EventSpec,
+        fmt: str | None = None,
+        fold: Callable[[], RowFold] | None = None,
+        check: Callable[[Any], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._pattern = file_pattern
         self._spec = spec
         self._fmt = fmt
         self._fold = fold
+        self._check = check
 
     def expand(self, pbegin):
         return (
@@ -126,7 +146,8 @@ class ReadEvents(beam.PTransform):
             | "Match" >> fileio.MatchFiles(self._pattern, empty_match_treatment="DISALLOW")
             | "SpreadFiles" >> beam.Reshuffle()
             | "Open" >> fileio.ReadMatches()
-            | "Parse" >> beam.ParDo(_ParseFileFn(self._spec, self._fmt, self._fold)).with_outputs(DEAD_LETTERS, main="events")
+            | "Parse"
+            >> beam.ParDo(_ParseFileFn(self._spec, self._fmt, self._fold, self._check)).with_outputs(DEAD_LETTERS, main="events")
         )
 
 

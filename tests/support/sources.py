@@ -1,6 +1,8 @@
 """Test doubles for random sources."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from transforms.mechanisms.noise import RandomSource
@@ -41,3 +43,11 @@ class ConstantSource(RandomSource):
 
     def randbelow(self, n: int) -> int:
         raise NotImplementedError("ConstantSource serves continuous noise only")
+
+    def keyed_token(self, key: tuple) -> str:
+        """A deterministic 32-hex-digit token of ``key`` (not a draw: not recorded)."""
+        return hashlib.blake2b(repr(key).encode("utf-8"), digest_size=16).hexdigest()
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        """Itself: every draw, keyed or not, is ``u`` anyway."""
+        return self

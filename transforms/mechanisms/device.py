@@ -55,26 +55,26 @@ class MeasurementConfig:
         return epsilon_units(self.capacity_epsilon, "down")
 
     @property
-    def max_window_epochs(self) -> int:
-        """The most epochs a window of ``max_window_days`` days can touch: ceil(days / epoch length) + 1."""
-        return -(-self.max_window_days * MICROS_PER_DAY // self.clock.length_micros) + 1
-
-    @property
     def max_window_micros(self) -> int:
         return self.max_window_days * MICROS_PER_DAY
+
+    def oldest_reachable_epoch(self, time_micros: int) -> int:
+        """The oldest epoch a conversion at ``time_micros`` may read: the epoch of t minus the longest window.
+        Filters and impressions of older epochs can never be used again by conversions at or after t."""
+        return self.clock.epoch_of(time_micros - self.max_window_micros)
 
 
 def resolve_request(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range] | str:
     """The request with the job's defaults applied and its window as a range of epochs, or the reason
-    (a dead-letter reason) it cannot be served: ``window_too_long``, ``window_in_future`` or
-    ``missing_field:requested_epsilon`` (no epsilon and no accuracy target)."""
+    (a dead-letter reason) it cannot be served: ``window_too_long`` (more days than allowed, or explicit epochs
+    reaching further back than the longest allowed window), ``window_in_future`` (epochs after the
+    conversion's) or ``missing_field:requested_epsilon`` (no epsilon and no accuracy target)."""
     request = conversion.attribution_request
-    conversion_epoch = config.clock.epoch_of(conversion.event_time_micros)
     if request.first_epoch is not None:
         first, last = request.first_epoch, request.last_epoch
-        if last > conversion_epoch:
+        if last > config.clock.epoch_of(conversion.event_time_micros):
             return "window_in_future"
-        if last - first + 1 > config.max_window_epochs:
+        if first < config.oldest_reachable_epoch(conversion.event_time_micros):
             return "window_too_long"
     else:
         days = config.default_window_days if request.window_days is None else request.window_days

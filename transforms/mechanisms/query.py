@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
-from schemas.rows import QueryResult
+from schemas.rows import IncompleteBatch, QueryResult
 from transforms.mechanisms.noise import DEFAULT_GRANULARITY, GridLaplace, RandomSource, as_fraction, laplace_scale_for
 from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units
 
@@ -112,6 +112,10 @@ class BatchCutter:
                 self.next_index += 1
                 self.pending = []
         return full
+
+    def incomplete(self) -> IncompleteBatch | None:
+        """The reports still waiting for a full batch, if any."""
+        return IncompleteBatch(self.querier_site, self.query_key, len(self.pending)) if self.pending else None
 
 
 def batch_order(batch: QueryBatch) -> tuple:

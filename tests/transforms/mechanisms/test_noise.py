@@ -18,13 +18,16 @@ import pytest
 
 from tests.support.sources import ConstantSource
 from transforms.mechanisms.noise import (
+    DEFAULT_GRANULARITY,
     DiscreteLaplace,
+    GridLaplace,
     Laplace,
     SecureSource,
     SeededSource,
     TruncatedDiscreteLaplace,
     TruncatedLaplace,
     as_fraction,
+    laplace_scale_for,
     make_source,
 )
 
@@ -411,3 +414,155 @@ def test_truncated_discrete_laplace_samplers_match_pmf():
     assert discrete_ks_statistic(vectorised, noise.pmf, support) <= dkw_threshold(m)
     secure = noise.sample_array(SecureSource(), 100)
     assert secure.shape == (100,) and np.all(np.abs(secure) <= 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keyed tokens and keyed children (report identifiers, per-query noise)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_seeded_keyed_token_is_a_function_of_seed_and_key():
+    token = SeededSource(3).keyed_token(("report", "ann", "c1"))
+    assert len(token) == 32 and int(token, 16) >= 0 and token == token.lower()
+    assert SeededSource(3).keyed_token(("report", "ann", "c1")) == token
+    assert SeededSource(4).keyed_token(("report", "ann", "c1")) != token
+    assert SeededSource(3).keyed_token(("report", "ann", "c2")) != token
+    assert SeededSource(3).keyed_token(("report", "ann", "c", "1")) != SeededSource(3).keyed_token(("report", "ann", "c1"))
+    assert SeededSource(3).keyed_token((1,)) != SeededSource(3).keyed_token(("1",))  # typed key elements
+    # a token is not a draw: the generator does not move, and the token does not depend on its state
+    source, fresh = SeededSource(3), SeededSource(3)
+    source.uniforms(5)
+    assert source.keyed_token(("report", "ann", "c1")) == token
+    source = SeededSource(3)
+    source.keyed_token(("x",))
+    assert source.uniform() == fresh.uniform()
+
+
+def test_secure_keyed_token_is_fresh():
+    source = SecureSource()
+    tokens = {source.keyed_token(("report", "ann", "c1")) for _ in range(20)}
+    assert len(tokens) == 20 and all(len(t) == 32 and int(t, 16) >= 0 for t in tokens)
+
+
+def test_seeded_keyed_child_is_a_function_of_seed_and_key():
+    key = ("query", "nike.com", "product=shoe", 0)
+    child = SeededSource(5).keyed_child(key)
+    assert isinstance(child, SeededSource) and child.kind == "seeded"
+    expected = child.uniforms(8)
+    parent = SeededSource(5)
+    parent.uniforms(100)  # the parent's state does not matter
+    assert np.array_equal(parent.keyed_child(key).uniforms(8), expected)
+    assert not np.array_equal(SeededSource(5).keyed_child(key[:3] + (1,)).uniforms(8), expected)
+    assert not np.array_equal(SeededSource(6).keyed_child(key).uniforms(8), expected)
+    # deriving a child is not a draw on the parent
+    parent, fresh = SeededSource(5), SeededSource(5)
+    parent.keyed_child(key)
+    assert parent.uniform() == fresh.uniform()
+
+
+def test_secure_keyed_child_is_itself():
+    source = SecureSource()
+    assert source.keyed_child(("query", "q", 1)) is source
+
+
+# ---------------------------------------------------------------------------------------------
+# GridLaplace (the query noise of seed 003 Alg. 1 AnswerQuery)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_grid_laplace_validation_and_exact_parameters():
+    mechanism = GridLaplace(0.5, "0.25")
+    assert mechanism.scale == Fraction(1, 2) and mechanism.granularity == Fraction(1, 4)
+    assert GridLaplace(1).granularity == DEFAULT_GRANULARITY == Fraction(1, 2**20)
+    for bad in ({"scale": 0}, {"scale": -1}, {"scale": 1, "granularity": 0}, {"scale": 1, "granularity": -0.5}):
+        with pytest.raises(ValueError):
+            GridLaplace(**bad)
+
+
+def test_laplace_scale_for_adds_the_grid_step():
+    assert laplace_scale_for(Fraction(100), Fraction(1, 2)) == (100 + Fraction(1, 2**20)) * 2
+    assert laplace_scale_for(5, "0.1", Fraction(1, 4)) == Fraction(21, 4) * 10
+    assert laplace_scale_for(5.0, 0.1, 0.25) == Fraction(105, 2)  # floats read as their decimal repr
+
+
+@pytest.mark.parametrize("value", [10.3, 0.125, -7.9, 1e6 + 0.2, 0.0])
+def test_grid_laplace_rounds_the_value_to_the_grid_then_adds_the_same_noise(value):
+    """Same seed, same noise: release(v) - release(0) is v rounded to the grid (within g / 2 of v)."""
+    g = Fraction(1, 4)
+    mechanism = GridLaplace(3, g)
+    shifted, centred = mechanism.release(value, SeededSource(21)), mechanism.release(0.0, SeededSource(21))
+    rounded = Fraction(shifted) - Fraction(centred)
+    assert (rounded / g).denominator == 1
+    assert abs(rounded - Fraction(value)) <= g / 2
+
+
+def _discrete_laplace_log_mgfs(t: float):
+    """ln E[e^{lam Y}] and ln E[e^{lam |Y|}] of the discrete Laplace P(y) ∝ q^|y|, q = e^{-1/t}, as functions of
+    u = lam t (|u| < 1 for the first, u < 1 for the second), and E|Y| = 2q / (1 - q^2) = 1 / sinh(1/t).
+
+    E[e^{lam Y}] = (1 - q)^2 / ((1 - q e^lam)(1 - q e^-lam)) and E[e^{lam |Y|}] = (1 - q)(1 + q e^lam) /
+    ((1 + q)(1 - q e^lam)) (geometric series); 1 - q e^lam = -expm1(-(1 - u) / t) keeps the precision.
+    """
+    log_one_minus_q = math.log(-math.expm1(-1 / t))
+
+    def log_one_minus_q_e(u: float) -> float:  # ln(1 - q e^{u/t})
+        return math.log(-math.expm1(-(1 - u) / t))
+
+    def signed(u: float) -> float:
+        return 2 * log_one_minus_q - log_one_minus_q_e(u) - log_one_minus_q_e(-u)
+
+    def absolute(u: float) -> float:
+        return (log_one_minus_q + math.log1p(math.exp(-(1 - u) / t)) - math.log1p(math.exp(-1 / t))
+                - log_one_minus_q_e(u))
+
+    return signed, absolute, 1 / math.sinh(1 / t)
+
+
+def _chernoff_tolerance(rates, n: int, alpha: float) -> float:
+    """The least s (found by bisection, rounded up) with exp(-n rate(s)) <= alpha for every one-sided rate in
+    ``rates``: rate(s) = max over a grid of lam > 0 of (lam s - ln E[e^{lam Z}]) for the centred variable Z, a
+    valid Chernoff exponent for any lam (the grid only makes the bound looser)."""
+    target = math.log(1 / alpha) / n
+    low, high = 0.0, 1.0
+    while min(rate(high) for rate in rates) < target:
+        high *= 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (low, middle) if min(rate(middle) for rate in rates) >= target else (middle, high)
+    return high
+
+
+@pytest.mark.parametrize("scale, granularity", [(Fraction(5, 2), DEFAULT_GRANULARITY), (Fraction(3), Fraction(1, 4))])
+def test_grid_laplace_noise_has_mean_zero_and_mean_absolute_value_b(scale, granularity):
+    """n releases of 0.0 with scale b: g times discrete Laplace draws of scale t = b / g.
+
+    Tolerances come from Chernoff bounds on the exact discrete distribution (``_discrete_laplace_log_mgfs``),
+    each tail given ALPHA / 2, so each of the two assertions fails by chance with probability at most 1e-6.
+    E|X| = g / sinh(g / b), within g^2 / (6 b) of b (exactly b in the continuous limit). Values lie on g Z.
+    """
+    n, g = 20_000, granularity
+    t = float(scale / g)
+    signed, absolute, mean_abs_y = _discrete_laplace_log_mgfs(t)
+    us = [k / 400 for k in range(1, 400)]  # lam t in (0, 1)
+
+    def rate_signed(s_over_t: float) -> float:  # symmetric: both tails have this rate
+        return max(u * s_over_t - signed(u) for u in us)
+
+    def rate_abs_upper(s_over_t: float) -> float:  # Z = |Y| - E|Y|, lam > 0
+        return max(u * s_over_t - (absolute(u) - u * mean_abs_y / t) for u in us)
+
+    def rate_abs_lower(s_over_t: float) -> float:  # -Z, lam > 0 (any lam > 0 is allowed here)
+        return max(u * s_over_t - (absolute(-u) + u * mean_abs_y / t) for u in [k / 100 for k in range(1, 400)])
+
+    tolerance_mean = _chernoff_tolerance([rate_signed], n, ALPHA / 2) * float(scale)
+    tolerance_abs = _chernoff_tolerance([rate_abs_upper, rate_abs_lower], n, ALPHA / 2) * float(scale)
+    assert tolerance_mean < 0.06 * float(scale) and tolerance_abs < 0.045 * float(scale)  # ~ 5.4 and 5.4 std errors
+
+    mechanism = GridLaplace(scale, g)
+    source = SeededSource(2024)
+    draws = [mechanism.release(0.0, source) for _ in range(n)]
+    assert all((Fraction(x) / g).denominator == 1 for x in draws)
+    expected_abs = float(g) * mean_abs_y
+    assert abs(expected_abs - float(scale)) <= float(g) ** 2 / (6 * float(scale)) * 1.01
+    assert abs(math.fsum(draws) / n) <= tolerance_mean
+    assert abs(math.fsum(abs(x) for x in draws) / n - expected_abs) <= tolerance_abs

@@ -1,0 +1,596 @@
+"""Beam wiring of on-device budgeting and the querier's queries (seed 003 Appendix A Alg. 1, Sec. 8.1).
+
+The mechanisms (``transforms/mechanisms/device.py``, ``query.py``) do the
+work; this module only moves events to them:
+
+Batch (the fast path):
+    files ─ ReadEvents, folded per file into device shards ─► (shard, [(kind, pickled rows)])
+          ─ GroupByKey ─► ReplayShards: every device with a conversion replays its whole history in one
+          call ─► ReportRecord ─ GroupByKey (querier, query key) ─► batches of B in conversion-time order
+          ─ GroupByKey (one key) ─► RunQueries in batch order (IPA-like: central budget) ─► QueryResult
+Streaming:
+    rows, timestamped at event time ─ keyed by device ─► DeviceFn (state: buffered events, impressions,
+    filters; event-time timers) ─► ReportRecord ─ keyed (querier, query key) ─► BatchFn (state: the open
+    batch) ─► QueryBatch ─ keyed by querier ─► QueryFn (state: central budget) ─► QueryResult
+
+Each stateful stage buffers what arrives and handles it only once the
+watermark has passed it, in the same order the batch path uses (events by
+``event_order``, reports by ``report_order``, batches by ``batch_order``), so
+arrival order never changes a result and both paths agree for the same input
+and seed. Events later than the allowed lateness are dead-lettered as
+``late``. Budget rows (SENSITIVE, evaluation only) are emitted per
+(querier, device, epoch): in streaming once no future conversion can reach
+the epoch, and at the end of the input.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+import zlib
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.coders import PickleCoder, VarIntCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.window import GlobalWindow, TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+
+from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.rows import AttributionReport, Conversion, DeadLetter, DeviceEpochBudget, Impression
+from transforms.io import DEAD_LETTERS, ReadEvents
+from transforms.mechanisms.budgeting import make_policy
+from transforms.mechanisms.device import DeviceState, MeasurementConfig, ReportRecord, event_order, replay, resolve_request
+from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.privacy_filter import units_epsilon
+from transforms.mechanisms.query import BatchCutter, CentralBudget, QueryBatch, batch_order, execute, rejected, report_order
+
+METRICS_NAMESPACE = "pmbeam.measurement"
+REPORTS, BUDGETS, RESULTS, INCOMPLETE = "reports", "budgets", "results", "incomplete"
+CENTRAL = "central"
+DEFAULT_SHARDS = 64
+_IMPRESSION, _CONVERSION = 0, 1
+_MICROS_PER_MILLI = 1000
+
+
+def device_shard(device_id: str, shards: int) -> int:
+    """A device's shard: CRC-32 of its id (stable across processes, unlike ``hash``)."""
+    return zlib.crc32(device_id.encode("utf-8")) % shards
+
+
+class DeviceShardFold:
+    """Folds one file's rows into per-shard pickled lists of plain tuples (a ``RowFold``).
+
+    Beam pays per element and per encoded object; a pickled list per shard
+    moves thousands of events as one bytes element, and repeated site,
+    campaign and product strings are shared so the pickle stays small.
+    """
+
+    def __init__(self, kind: int, shards: int) -> None:
+        self._kind, self._shards = kind, shards
+        self._rows: dict[int, list] = {}
+        self._strings: dict[str, str] = {}
+        self.pending = 0
+
+    def add(self, row: Impression | Conversion) -> None:
+        shared = self._strings.setdefault
+        if self._kind == _IMPRESSION:
+            packed = (
+                row.device_id, row.event_time_micros, row.impression_id, shared(row.publisher_site, row.publisher_site),
+                shared(row.advertiser_site, row.advertiser_site), shared(row.campaign_id, row.campaign_id),
+                shared(row.product_id, row.product_id), row.filter_keys,
+            )
+        else:
+            packed = tuple(row)
+        self._rows.setdefault(device_shard(row.device_id, self._shards), []).append(packed)
+        self.pending += 1
+
+    def drain(self) -> Iterator[tuple[int, tuple[int, bytes]]]:
+        rows, self._rows, self.pending = self._rows, {}, 0
+        for shard, packed in rows.items():
+            yield shard, (self._kind, pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _unpack(chunks: Iterable[tuple[int, bytes]]) -> dict[str, list]:
+    """A shard's chunks as rows per device."""
+    devices: dict[str, list] = {}
+    for kind, payload in chunks:
+        make = Impression._make if kind == _IMPRESSION else Conversion._make
+        for packed in pickle.loads(payload):
+            devices.setdefault(packed[0], []).append(make(packed))
+    return devices
+
+
+def budget_rows(device_id: str, state: DeviceState, config: MeasurementConfig, keys=None) -> Iterator[DeviceEpochBudget]:
+    """SENSITIVE: the device's consumption per (querier, epoch) it was asked about (all, or ``keys``)."""
+    capacity = float(config.capacity_epsilon)
+    for key in state.filters.consumed if keys is None else keys:
+        querier, epoch = key
+        yield DeviceEpochBudget(querier, device_id, epoch, float(units_epsilon(state.filters.consumed[key])), capacity)
+
+
+def public_report(report: ReportRecord) -> AttributionReport:
+    """What the querier receives: no time, device, epochs or budget state."""
+    return AttributionReport(
+        report.report_id, report.querier_site, report.query_key, report.histogram,
+        report.requested_epsilon, report.query_global_sensitivity,
+    )
+
+
+class ConversionCheck:
+    """Job-level validation of a conversion (``resolve_request``): the dead-letter reason, or None."""
+
+    def __init__(self, config: MeasurementConfig) -> None:
+        self._config = config
+
+    def __call__(self, conversion: Conversion) -> str | None:
+        resolved = resolve_request(conversion, self._config)
+        return resolved if isinstance(resolved, str) else None
+
+
+class _ReplayShardsFn(beam.DoFn):
+    """Batch: every device of a shard that has a conversion replays its whole history in one call."""
+
+    def __init__(self, config: MeasurementConfig, source: RandomSource, emit_budgets: bool) -> None:
+        self._config, self._source, self._emit_budgets = config, source, emit_budgets
+
+    def setup(self) -> None:
+        self._policy = make_policy(self._config.policy)
+        self._devices = Metrics.counter(METRICS_NAMESPACE, "devices")
+        self._replayed = Metrics.counter(METRICS_NAMESPACE, "devices_with_conversions")
+        self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
+
+    def process(self, element):
+        _, chunks = element  # (shard, [(kind, pickled rows)])
+        devices = _unpack(chunks)
+        self._devices.inc(len(devices))
+        replayed = reports = 0
+        for device_id in sorted(devices):
+            events = devices[device_id]
+            if all(type(event) is Impression for event in events):
+                continue  # no conversion: nothing reads this device, nothing is paid
+            replayed += 1
+            events.sort(key=event_order)
+            state = DeviceState(self._config.capacity_units)
+            for report in replay(device_id, events, state, self._config, self._policy, self._source):
+                reports += 1
+                yield report
+            if self._emit_budgets:
+                for row in budget_rows(device_id, state, self._config):
+                    yield beam.pvalue.TaggedOutput(BUDGETS, row)
+        self._replayed.inc(replayed)
+        self._reports.inc(reports)
+
+
+def _cut_batches(element, batch_size: int):
+    """Batch: the reports of one (querier, query key) in report order, cut into batches of B."""
+    (querier, query_key), reports = element
+    cutter = BatchCutter(querier, query_key, batch_size)
+    yield from cutter.add(sorted(reports, key=report_order))
+    if cutter.incomplete():
+        yield beam.pvalue.TaggedOutput(INCOMPLETE, cutter.incomplete())
+
+
+def run_queries(batches: Iterable[QueryBatch], central: CentralBudget | None, source: RandomSource):
+    """Queries in batch order: executed with noise, or (IPA-like, ``central`` given) rejected when the
+    central budget cannot pay."""
+    for batch in sorted(batches, key=batch_order):
+        if central is None or central.admit(batch):
+            yield execute(batch, source)
+        else:
+            yield rejected(batch)
+
+
+class _RunQueriesFn(beam.DoFn):
+    """Batch: every batch of the job in batch order through one central budget (IPA-like) or none."""
+
+    def __init__(self, config: MeasurementConfig, source: RandomSource) -> None:
+        self._config, self._source = config, source
+
+    def process(self, element):
+        _, batches = element
+        central = CentralBudget(self._config.capacity_units) if self._config.policy == "ipa_like" else None
+        yield from run_queries(batches, central, self._source)
+        if central is not None:
+            for key, units in central.filters.items():
+                yield beam.pvalue.TaggedOutput(CENTRAL, (key, units))
+
+
+def _with_central(row: DeviceEpochBudget, central: dict) -> DeviceEpochBudget:
+    """IPA-like: a device-epoch pays what the central filter of its (querier, epoch) paid."""
+    units = central.get((row.querier_site, row.epoch), 0)
+    return row._replace(consumed_epsilon=float(units_epsilon(units)))
+
+
+class _CountOutputs(beam.DoFn):
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def setup(self) -> None:
+        self._counter = Metrics.counter(METRICS_NAMESPACE, self._name)
+
+    def process(self, element):
+        self._counter.inc()
+        yield element
+
+
+class MeasureBatch(beam.PTransform):
+    """Batch path: impressions and conversions files in; outputs ``reports`` (AttributionReport),
+    ``results`` (QueryResult), ``incomplete`` (IncompleteBatch), ``budgets``
+    (DeviceEpochBudget, SENSITIVE; empty unless ``emit_budgets``) and ``dead_letters``."""
+
+    def __init__(
+        self,
+        impressions: str,
+        conversions: str,
+        config: MeasurementConfig,
+        source: RandomSource,
+        batch_size: int,
+        input_format: str | None = None,
+        emit_budgets: bool = False,
+        shards: int = DEFAULT_SHARDS,
+    ) -> None:
+        super().__init__()
+        self._impressions, self._conversions, self._format = impressions, conversions, input_format
+        self._config, self._source, self._batch_size = config, source, batch_size
+        self._emit_budgets, self._shards = emit_budgets, shards
+
+    def expand(self, pbegin):
+        config, source = self._config, self._source
+        # (shard, (kind, pickled rows)), one per shard per file
+        impressions = pbegin | "ReadImpressions" >> ReadEvents(
+            self._impressions, IMPRESSION, self._format, fold=functools.partial(DeviceShardFold, _IMPRESSION, self._shards)
+        )
+        conversions = pbegin | "ReadConversions" >> ReadEvents(
+            self._conversions, CONVERSION, self._format,
+            fold=functools.partial(DeviceShardFold, _CONVERSION, self._shards), check=ConversionCheck(config),
+        )
+        # ReportRecord; budgets: DeviceEpochBudget
+        replayed = (
+            (impressions.events, conversions.events)
+            | "FlattenEvents" >> beam.Flatten()
+            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, pickled rows)])
+            | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(config, source, self._emit_budgets)).with_outputs(
+                BUDGETS, main=REPORTS
+            )
+        )
+        # QueryBatch; incomplete: IncompleteBatch
+        cut = (
+            replayed[REPORTS]
+            | "KeyByQuery" >> beam.Map(lambda report: ((report.querier_site, report.query_key), report))
+            | "GroupByQuery" >> beam.GroupByKey()
+            | "CutBatches" >> beam.FlatMap(_cut_batches, self._batch_size).with_outputs(INCOMPLETE, main="batches")
+        )
+        # QueryResult; central: ((querier, epoch), units) for IPA-like
+        queried = (
+            cut["batches"]
+            | "OneQueue" >> beam.Map(lambda batch: (None, batch))
+            | "GatherBatches" >> beam.GroupByKey()
+            | "RunQueries" >> beam.ParDo(_RunQueriesFn(config, source)).with_outputs(CENTRAL, main=RESULTS)
+        )
+        budgets = replayed[BUDGETS]
+        if config.policy == "ipa_like":
+            budgets = budgets | "CentralBudgets" >> beam.Map(_with_central, central=beam.pvalue.AsDict(queried[CENTRAL]))
+        return {
+            REPORTS: replayed[REPORTS] | "PublicReports" >> beam.Map(public_report),
+            RESULTS: queried[RESULTS] | "CountResults" >> beam.ParDo(_CountOutputs("query_results")),
+            INCOMPLETE: cut[INCOMPLETE],
+            BUDGETS: budgets,
+            DEAD_LETTERS: (impressions.dead_letters, conversions.dead_letters) | "FlattenDeadLetters" >> beam.Flatten(),
+        }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Streaming
+#
+# Each stateful stage buffers (timestamp, item) pairs and has one flush timer, set a millisecond after its
+# earliest buffered item (runners keep timers to the millisecond). When it fires, every item before the
+# timer's time has arrived (upstream stages hold the watermark while they have pending timers), so those items
+# are handled, in the batch path's order, and each output is stamped with the flush time of the item that
+# produced it: the same time whichever callback produced it, so downstream order never depends on it. A
+# timer at the end of the global window handles what is left and emits end-of-input outputs; runners may
+# fire it before earlier flush timers, which then find nothing left to do.
+# --------------------------------------------------------------------------------------------------------
+
+_END_OF_INPUT = GlobalWindow().max_timestamp()
+
+
+def _after_milli(micros: int) -> int:
+    """The first millisecond boundary strictly after ``micros``."""
+    return (micros // _MICROS_PER_MILLI + 1) * _MICROS_PER_MILLI
+
+
+def _stamped(item, micros: int) -> TimestampedValue:
+    return TimestampedValue(item, Timestamp(micros=micros))
+
+
+def _set_flush(timer, target, time_micros: int) -> None:
+    """Move the flush timer earlier to ``time_micros`` if it is not already due by then."""
+    current = target.read()
+    if current is None or time_micros < current:
+        target.write(time_micros)
+        timer.set(Timestamp(micros=time_micros))
+
+
+def _take_due(buffer, cut_micros: int | None) -> list:
+    """Remove and return the buffered (time, item) pairs before ``cut_micros`` (all when None); keep the rest."""
+    buffered = list(buffer.read())
+    due = [entry for entry in buffered if cut_micros is None or entry[0] < cut_micros]
+    if due:
+        buffer.clear()
+        for entry in buffered:
+            if cut_micros is not None and entry[0] >= cut_micros:
+                buffer.add(entry)
+    return due
+
+
+def _rearm(buffer, flush, target, delay_micros: int = 0) -> None:
+    """After a flush: the timer for the earliest item still buffered, if any."""
+    target.clear()
+    times = [entry[0] for entry in buffer.read()]
+    if times:
+        _set_flush(flush, target, _after_milli(min(times)) + delay_micros)
+
+
+class _DeviceFn(beam.DoFn):
+    """Streaming: one device's on-device logic over state; events are replayed once the watermark passed them
+    (plus the allowed lateness). Budget rows of an epoch are emitted once no later conversion can reach it."""
+
+    BUFFER = BagStateSpec("buffer", PickleCoder())
+    DEVICE = ReadModifyWriteStateSpec("device", PickleCoder())
+    CUT = ReadModifyWriteStateSpec("cut", VarIntCoder())
+    TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+    END = TimerSpec("end", TimeDomain.WATERMARK)
+
+    def __init__(self, config: MeasurementConfig, source: RandomSource, emit_budgets: bool, lateness_micros: int) -> None:
+        self._config, self._source = config, source
+        self._emit_budgets, self._lateness = emit_budgets, lateness_micros
+
+    def setup(self) -> None:
+        self._policy = make_policy(self._config.policy)
+
+    def process(
+        self,
+        element,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        cut=beam.DoFn.StateParam(CUT),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+        end=beam.DoFn.TimerParam(END),
+    ):
+        _, event = element  # (device_id, Impression | Conversion)
+        time = event.event_time_micros
+        if time < (cut.read() or 0):
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTERS, DeadLetter(raw=repr(tuple(event)), reason="late", source=f"device {event.device_id}")
+            )
+            return
+        buffer.add((time, event))
+        _set_flush(flush, target, _after_milli(time) + self._lateness)
+        end.set(_END_OF_INPUT)
+
+    def _advance(self, key: str, buffer, device, cut, until: int | None):
+        """Replay the buffered events before ``until`` (all when None) and expire unreachable epochs."""
+        due = _take_due(buffer, until)
+        if until is not None:
+            cut.write(until)
+        state = device.read() or DeviceState(self._config.capacity_units)
+        for report in replay(key, sorted((e for _, e in due), key=event_order), state, self._config, self._policy, self._source):
+            yield _stamped(report, _after_milli(report.conversion_time_micros) + self._lateness)
+        if until is not None:
+            oldest = self._config.oldest_reachable_epoch(until)
+            expired = [filter_key for filter_key in state.filters.consumed if filter_key[1] < oldest]
+            if self._emit_budgets:
+                for row in budget_rows(key, state, self._config, expired):
+                    yield beam.pvalue.TaggedOutput(BUDGETS, row)
+            for filter_key in expired:
+                del state.filters.consumed[filter_key]
+            state.forget_before(oldest)
+        device.write(state)
+
+    @on_timer(FLUSH)
+    def on_flush(
+        self,
+        key=beam.DoFn.KeyParam,
+        fired=beam.DoFn.TimestampParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        device=beam.DoFn.StateParam(DEVICE),
+        cut=beam.DoFn.StateParam(CUT),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+    ):
+        yield from self._advance(key, buffer, device, cut, fired.micros - self._lateness)
+        _rearm(buffer, flush, target, self._lateness)
+
+    @on_timer(END)
+    def on_end(
+        self,
+        key=beam.DoFn.KeyParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        device=beam.DoFn.StateParam(DEVICE),
+        cut=beam.DoFn.StateParam(CUT),
+    ):
+        yield from self._advance(key, buffer, device, cut, None)
+        if self._emit_budgets:
+            for row in budget_rows(key, device.read(), self._config):
+                yield beam.pvalue.TaggedOutput(BUDGETS, row)
+
+
+class _BatchFn(beam.DoFn):
+    """Streaming: the reports of one (querier, query key) cut into batches of B in report order. The key is
+    the JSON text of [querier, query key]: a tuple key's coder is not deterministic enough for timers."""
+
+    BUFFER = BagStateSpec("buffer", PickleCoder())
+    CUTTER = ReadModifyWriteStateSpec("cutter", PickleCoder())
+    TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+    END = TimerSpec("end", TimeDomain.WATERMARK)
+
+    def __init__(self, batch_size: int) -> None:
+        self._batch_size = batch_size
+
+    def process(
+        self,
+        element,
+        timestamp=beam.DoFn.TimestampParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+        end=beam.DoFn.TimerParam(END),
+    ):
+        _, report = element
+        buffer.add((timestamp.micros, report))
+        _set_flush(flush, target, _after_milli(timestamp.micros))
+        end.set(_END_OF_INPUT)
+
+    def _advance(self, key: str, buffer, cutter_state, until: int | None):
+        cutter = cutter_state.read() or BatchCutter(*json.loads(key), self._batch_size)
+        for time, report in sorted(_take_due(buffer, until), key=lambda entry: report_order(entry[1])):
+            for batch in cutter.add([report]):
+                yield _stamped(batch, _after_milli(time))
+        cutter_state.write(cutter)
+
+    @on_timer(FLUSH)
+    def on_flush(
+        self,
+        key=beam.DoFn.KeyParam,
+        fired=beam.DoFn.TimestampParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        cutter_state=beam.DoFn.StateParam(CUTTER),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+    ):
+        yield from self._advance(key, buffer, cutter_state, fired.micros)
+        _rearm(buffer, flush, target)
+
+    @on_timer(END)
+    def on_end(self, key=beam.DoFn.KeyParam, buffer=beam.DoFn.StateParam(BUFFER), cutter_state=beam.DoFn.StateParam(CUTTER)):
+        yield from self._advance(key, buffer, cutter_state, None)
+        incomplete = cutter_state.read().incomplete()
+        if incomplete:
+            yield beam.pvalue.TaggedOutput(INCOMPLETE, incomplete)
+
+
+class _QueryFn(beam.DoFn):
+    """Streaming: one querier's batches run in batch order; IPA-like through the querier's central budget.
+    IPA-like device budget rows wait here for the end of the input, when the central consumption is final."""
+
+    BUFFER = BagStateSpec("buffer", PickleCoder())
+    ROWS = BagStateSpec("rows", PickleCoder())
+    CENTRAL = ReadModifyWriteStateSpec("central", PickleCoder())
+    TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+    END = TimerSpec("end", TimeDomain.WATERMARK)
+
+    def __init__(self, config: MeasurementConfig, source: RandomSource) -> None:
+        self._config, self._source = config, source
+
+    def process(
+        self,
+        element,
+        timestamp=beam.DoFn.TimestampParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        rows=beam.DoFn.StateParam(ROWS),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+        end=beam.DoFn.TimerParam(END),
+    ):
+        _, item = element
+        end.set(_END_OF_INPUT)
+        if type(item) is DeviceEpochBudget:
+            rows.add(item)
+            return
+        buffer.add((timestamp.micros, item))
+        _set_flush(flush, target, _after_milli(timestamp.micros))
+
+    def _advance(self, buffer, central_state, until: int | None):
+        central = CentralBudget(self._config.capacity_units, central_state.read()) if self._config.policy == "ipa_like" else None
+        due = sorted(_take_due(buffer, until), key=lambda entry: batch_order(entry[1]))
+        for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source)):
+            yield _stamped(result, _after_milli(time))
+        if central is not None:
+            central_state.write(central.filters.consumed)
+
+    @on_timer(FLUSH)
+    def on_flush(
+        self,
+        fired=beam.DoFn.TimestampParam,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        central_state=beam.DoFn.StateParam(CENTRAL),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+    ):
+        yield from self._advance(buffer, central_state, fired.micros)
+        _rearm(buffer, flush, target)
+
+    @on_timer(END)
+    def on_end(
+        self,
+        buffer=beam.DoFn.StateParam(BUFFER),
+        rows=beam.DoFn.StateParam(ROWS),
+        central_state=beam.DoFn.StateParam(CENTRAL),
+    ):
+        yield from self._advance(buffer, central_state, None)
+        central = central_state.read() or {}
+        for row in rows.read():
+            yield beam.pvalue.TaggedOutput(BUDGETS, _with_central(row, central))
+
+
+# _STAGE_BOUNDARY: a Reshuffle before each stateful stage after the first. The local portable runner fuses
+# consecutive stateful DoFns into one stage and then hands one DoFn's timers the other's keys; the shuffle
+# keeps them apart (on Dataflow and Flink it is one more keyed exchange, which those runners do anyway).
+
+
+def _timestamped(row):
+    return TimestampedValue((row.device_id, row), Timestamp(micros=row.event_time_micros))
+
+
+class MeasureStreaming(beam.PTransform):
+    """Streaming path over a PCollection of Impression and Conversion rows (already validated, including
+    ``ConversionCheck``); the same outputs as ``MeasureBatch`` except ``dead_letters`` holds only ``late``
+    events (parse dead letters come from the reader)."""
+
+    def __init__(
+        self, config: MeasurementConfig, source: RandomSource, batch_size: int, emit_budgets: bool = False,
+        allowed_lateness_micros: int = 0,
+    ) -> None:
+        super().__init__()
+        self._config, self._source, self._batch_size = config, source, batch_size
+        self._emit_budgets, self._lateness = emit_budgets, allowed_lateness_micros
+
+    def expand(self, rows):
+        config, source = self._config, self._source
+        ipa = config.policy == "ipa_like"
+        # ReportRecord, timestamped when the device's timer fired; budgets: DeviceEpochBudget; dead_letters: late
+        devices = (
+            rows
+            | "AtEventTime" >> beam.Map(_timestamped)  # (device_id, row)
+            | "Devices" >> beam.ParDo(_DeviceFn(config, source, self._emit_budgets, self._lateness)).with_outputs(
+                BUDGETS, DEAD_LETTERS, main=REPORTS
+            )
+        )
+        batched = (
+            devices[REPORTS]
+            | "KeyByQuery" >> beam.Map(lambda report: (json.dumps([report.querier_site, report.query_key]), report))
+            | "ShuffleReports" >> beam.Reshuffle()  # see _STAGE_BOUNDARY
+            | "Batches" >> beam.ParDo(_BatchFn(self._batch_size)).with_outputs(INCOMPLETE, main="batches")
+        )
+        to_queries = [batched["batches"] | "KeyByQuerier" >> beam.Map(lambda batch: (batch.querier_site, batch))]
+        if ipa:
+            to_queries.append(devices[BUDGETS] | "BudgetsByQuerier" >> beam.Map(lambda row: (row.querier_site, row)))
+        queried = (
+            to_queries
+            | "ToQueries" >> beam.Flatten()
+            | "ShuffleBatches" >> beam.Reshuffle()  # see _STAGE_BOUNDARY
+            | "Queries" >> beam.ParDo(_QueryFn(config, source)).with_outputs(BUDGETS, main=RESULTS)
+        )
+        return {
+            REPORTS: devices[REPORTS] | "PublicReports" >> beam.Map(public_report),
+            RESULTS: queried[RESULTS],
+            INCOMPLETE: batched[INCOMPLETE],
+            BUDGETS: queried[BUDGETS] if ipa else devices[BUDGETS],
+            DEAD_LETTERS: devices[DEAD_LETTERS],
+        }
