@@ -113,16 +113,15 @@ def _accept_impression(record: dict) -> Impression | None:
     device, time, impression, advertiser = (
         record.get("device_id"), record.get("event_time_micros"), record.get("impression_id"), record.get("advertiser_site")
     )
-    publisher = record.get("publisher_site") or ""
-    campaign, product = record.get("campaign_id") or "", record.get("product_id") or ""
-    keys = record.get("filter_keys") or ()
+    publisher, campaign, product = record.get("publisher_site", ""), record.get("campaign_id", ""), record.get("product_id", "")
+    keys = record.get("filter_keys", ())
     if (
         _name(device) and _name(impression) and _name(advertiser)
         and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
         and type(publisher) is str and publisher.isascii()
         and type(campaign) is str and campaign.isascii()
         and type(product) is str and product.isascii()
-        and (not keys or (type(keys) is list and all(_name(key) for key in keys)))
+        and (keys == () or (type(keys) is list and all(_name(key) for key in keys)))
     ):
         return Impression(device, time, impression, publisher, advertiser, campaign, product, tuple(keys))
     return None
@@ -435,7 +434,7 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
 def _message_mapping(message: Message) -> dict:
     """The set fields of a nested message (unset optional fields are missing; repeated fields are lists)."""
     return {
-        descriptor.name: list(value) if descriptor.label == descriptor.LABEL_REPEATED else value
+        descriptor.name: list(value) if descriptor.is_repeated else value
         for descriptor, value in message.ListFields()
     }
 

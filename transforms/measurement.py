@@ -42,10 +42,18 @@ from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.rows import AttributionReport, Conversion, DeadLetter, DeviceEpochBudget, Impression
 from transforms.io import DEAD_LETTERS, ReadEvents
 from transforms.mechanisms.budgeting import make_policy
-from transforms.mechanisms.device import DeviceState, MeasurementConfig, ReportRecord, event_order, replay, resolve_request
+from transforms.mechanisms.device import (
+    DeviceState,
+    MeasurementConfig,
+    ReportRecord,
+    budget_rows,
+    event_order,
+    replay,
+    resolve_request,
+    with_central,
+)
 from transforms.mechanisms.noise import RandomSource
-from transforms.mechanisms.privacy_filter import units_epsilon
-from transforms.mechanisms.query import BatchCutter, CentralBudget, QueryBatch, batch_order, execute, rejected, report_order
+from transforms.mechanisms.query import BatchCutter, CentralBudget, batch_order, report_order, run_queries
 
 METRICS_NAMESPACE = "pmbeam.measurement"
 REPORTS, BUDGETS, RESULTS, INCOMPLETE = "reports", "budgets", "results", "incomplete"
@@ -103,14 +111,6 @@ def _unpack(chunks: Iterable[tuple[int, bytes]]) -> dict[str, list]:
     return devices
 
 
-def budget_rows(device_id: str, state: DeviceState, config: MeasurementConfig, keys=None) -> Iterator[DeviceEpochBudget]:
-    """SENSITIVE: the device's consumption per (querier, epoch) it was asked about (all, or ``keys``)."""
-    capacity = float(config.capacity_epsilon)
-    for key in state.filters.consumed if keys is None else keys:
-        querier, epoch = key
-        yield DeviceEpochBudget(querier, device_id, epoch, float(units_epsilon(state.filters.consumed[key])), capacity)
-
-
 def public_report(report: ReportRecord) -> AttributionReport:
     """What the querier receives: no time, device, epochs or budget state."""
     return AttributionReport(
@@ -158,7 +158,7 @@ class _ReplayShardsFn(beam.DoFn):
                 reports += 1
                 yield report
             if self._emit_budgets:
-                for row in budget_rows(device_id, state, self._config):
+                for row in budget_rows(device_id, state.filters.consumed, self._config):
                     yield beam.pvalue.TaggedOutput(BUDGETS, row)
         self._replayed.inc(replayed)
         self._reports.inc(reports)
@@ -171,16 +171,6 @@ def _cut_batches(element, batch_size: int):
     yield from cutter.add(sorted(reports, key=report_order))
     if cutter.incomplete():
         yield beam.pvalue.TaggedOutput(INCOMPLETE, cutter.incomplete())
-
-
-def run_queries(batches: Iterable[QueryBatch], central: CentralBudget | None, source: RandomSource):
-    """Queries in batch order: executed with noise, or (IPA-like, ``central`` given) rejected when the
-    central budget cannot pay."""
-    for batch in sorted(batches, key=batch_order):
-        if central is None or central.admit(batch):
-            yield execute(batch, source)
-        else:
-            yield rejected(batch)
 
 
 class _RunQueriesFn(beam.DoFn):
@@ -196,12 +186,6 @@ class _RunQueriesFn(beam.DoFn):
         if central is not None:
             for key, units in central.filters.items():
                 yield beam.pvalue.TaggedOutput(CENTRAL, (key, units))
-
-
-def _with_central(row: DeviceEpochBudget, central: dict) -> DeviceEpochBudget:
-    """IPA-like: a device-epoch pays what the central filter of its (querier, epoch) paid."""
-    units = central.get((row.querier_site, row.epoch), 0)
-    return row._replace(consumed_epsilon=float(units_epsilon(units)))
 
 
 class _CountOutputs(beam.DoFn):
@@ -272,7 +256,7 @@ class MeasureBatch(beam.PTransform):
         )
         budgets = replayed[BUDGETS]
         if config.policy == "ipa_like":
-            budgets = budgets | "CentralBudgets" >> beam.Map(_with_central, central=beam.pvalue.AsDict(queried[CENTRAL]))
+            budgets = budgets | "CentralBudgets" >> beam.Map(with_central, central_consumed=beam.pvalue.AsDict(queried[CENTRAL]))
         return {
             REPORTS: replayed[REPORTS] | "PublicReports" >> beam.Map(public_report),
             RESULTS: queried[RESULTS] | "CountResults" >> beam.ParDo(_CountOutputs("query_results")),
@@ -294,7 +278,9 @@ class MeasureBatch(beam.PTransform):
 # fire it before earlier flush timers, which then find nothing left to do.
 # --------------------------------------------------------------------------------------------------------
 
-_END_OF_INPUT = GlobalWindow().max_timestamp()
+# The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
+# millisecond; a test stream advances its watermark here before infinity so their outputs are observed).
+END_OF_INPUT = Timestamp(micros=GlobalWindow().max_timestamp().micros // _MICROS_PER_MILLI * _MICROS_PER_MILLI)
 
 
 def _after_milli(micros: int) -> int:
@@ -336,14 +322,15 @@ def _rearm(buffer, flush, target, delay_micros: int = 0) -> None:
 
 class _DeviceFn(beam.DoFn):
     """Streaming: one device's on-device logic over state; events are replayed once the watermark passed them
-    (plus the allowed lateness). Budget rows of an epoch are emitted once no later conversion can reach it."""
+    (plus the allowed lateness). An epoch's filters are dropped, and their budget rows emitted, once no later
+    conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``), on the EXPIRE timer."""
 
     BUFFER = BagStateSpec("buffer", PickleCoder())
     DEVICE = ReadModifyWriteStateSpec("device", PickleCoder())
     CUT = ReadModifyWriteStateSpec("cut", VarIntCoder())
     TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
-    END = TimerSpec("end", TimeDomain.WATERMARK)
+    EXPIRE = TimerSpec("expire", TimeDomain.WATERMARK)
 
     def __init__(self, config: MeasurementConfig, source: RandomSource, emit_budgets: bool, lateness_micros: int) -> None:
         self._config, self._source = config, source
@@ -359,7 +346,6 @@ class _DeviceFn(beam.DoFn):
         cut=beam.DoFn.StateParam(CUT),
         target=beam.DoFn.StateParam(TARGET),
         flush=beam.DoFn.TimerParam(FLUSH),
-        end=beam.DoFn.TimerParam(END),
     ):
         _, event = element  # (device_id, Impression | Conversion)
         time = event.event_time_micros
@@ -370,26 +356,29 @@ class _DeviceFn(beam.DoFn):
             return
         buffer.add((time, event))
         _set_flush(flush, target, _after_milli(time) + self._lateness)
-        end.set(_END_OF_INPUT)
 
-    def _advance(self, key: str, buffer, device, cut, until: int | None):
-        """Replay the buffered events before ``until`` (all when None) and expire unreachable epochs."""
-        due = _take_due(buffer, until)
-        if until is not None:
-            cut.write(until)
+    def _advance(self, key: str, buffer, device, cut, expire, until: int):
+        """Replay the buffered events before ``until``, expire the epochs no conversion from then on can reach,
+        and set the EXPIRE timer for the oldest epoch still kept."""
+        cut.write(max(until, cut.read() or 0))
         state = device.read() or DeviceState(self._config.capacity_units)
-        for report in replay(key, sorted((e for _, e in due), key=event_order), state, self._config, self._policy, self._source):
+        events = sorted((event for _, event in _take_due(buffer, until)), key=event_order)
+        for report in replay(key, events, state, self._config, self._policy, self._source):
             yield _stamped(report, _after_milli(report.conversion_time_micros) + self._lateness)
-        if until is not None:
-            oldest = self._config.oldest_reachable_epoch(until)
-            expired = [filter_key for filter_key in state.filters.consumed if filter_key[1] < oldest]
-            if self._emit_budgets:
-                for row in budget_rows(key, state, self._config, expired):
-                    yield beam.pvalue.TaggedOutput(BUDGETS, row)
-            for filter_key in expired:
-                del state.filters.consumed[filter_key]
-            state.forget_before(oldest)
+        oldest = self._config.oldest_reachable_epoch(until)
+        expired = [filter_key for filter_key in state.filters.consumed if filter_key[1] < oldest]
+        if self._emit_budgets:
+            for row in budget_rows(key, state.filters.consumed, self._config, expired):
+                yield beam.pvalue.TaggedOutput(BUDGETS, row)
+        for filter_key in expired:
+            del state.filters.consumed[filter_key]
+        state.forget_before(oldest)
         device.write(state)
+        kept = [epoch for _, epoch in state.filters.consumed] + list(state.impressions)
+        if kept:
+            # the first time at which min(kept) is out of every window: the start of the next epoch plus the window
+            unreachable = self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros
+            expire.set(Timestamp(micros=_after_milli(unreachable - 1) + self._lateness))
 
     @on_timer(FLUSH)
     def on_flush(
@@ -401,22 +390,25 @@ class _DeviceFn(beam.DoFn):
         cut=beam.DoFn.StateParam(CUT),
         target=beam.DoFn.StateParam(TARGET),
         flush=beam.DoFn.TimerParam(FLUSH),
+        expire=beam.DoFn.TimerParam(EXPIRE),
     ):
-        yield from self._advance(key, buffer, device, cut, fired.micros - self._lateness)
+        yield from self._advance(key, buffer, device, cut, expire, fired.micros - self._lateness)
         _rearm(buffer, flush, target, self._lateness)
 
-    @on_timer(END)
-    def on_end(
+    @on_timer(EXPIRE)
+    def on_expire(
         self,
         key=beam.DoFn.KeyParam,
+        fired=beam.DoFn.TimestampParam,
         buffer=beam.DoFn.StateParam(BUFFER),
         device=beam.DoFn.StateParam(DEVICE),
         cut=beam.DoFn.StateParam(CUT),
+        target=beam.DoFn.StateParam(TARGET),
+        flush=beam.DoFn.TimerParam(FLUSH),
+        expire=beam.DoFn.TimerParam(EXPIRE),
     ):
-        yield from self._advance(key, buffer, device, cut, None)
-        if self._emit_budgets:
-            for row in budget_rows(key, device.read(), self._config):
-                yield beam.pvalue.TaggedOutput(BUDGETS, row)
+        yield from self._advance(key, buffer, device, cut, expire, fired.micros - self._lateness)
+        _rearm(buffer, flush, target, self._lateness)
 
 
 class _BatchFn(beam.DoFn):
@@ -444,7 +436,7 @@ class _BatchFn(beam.DoFn):
         _, report = element
         buffer.add((timestamp.micros, report))
         _set_flush(flush, target, _after_milli(timestamp.micros))
-        end.set(_END_OF_INPUT)
+        end.set(END_OF_INPUT)
 
     def _advance(self, key: str, buffer, cutter_state, until: int | None):
         cutter = cutter_state.read() or BatchCutter(*json.loads(key), self._batch_size)
@@ -499,7 +491,7 @@ class _QueryFn(beam.DoFn):
         end=beam.DoFn.TimerParam(END),
     ):
         _, item = element
-        end.set(_END_OF_INPUT)
+        end.set(END_OF_INPUT)
         if type(item) is DeviceEpochBudget:
             rows.add(item)
             return
@@ -536,7 +528,7 @@ class _QueryFn(beam.DoFn):
         yield from self._advance(buffer, central_state, None)
         central = central_state.read() or {}
         for row in rows.read():
-            yield beam.pvalue.TaggedOutput(BUDGETS, _with_central(row, central))
+            yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, central))
 
 
 # _STAGE_BOUNDARY: a Reshuffle before each stateful stage after the first. The local portable runner fuses

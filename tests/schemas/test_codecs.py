@@ -754,11 +754,6 @@ def test_impression_fast_path_agrees_with_the_generic_checks_on_valid_and_invali
         assert validate(IMPRESSION, value) == validate(generic, value), value
 
 
-@pytest.mark.xfail(
-    reason="_accept_impression reads optional fields with `or` defaults, so falsy values of the wrong type "
-    "(0, False, [], {}, '' for filter_keys) are accepted as empty instead of wrong_type as on the generic path",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "field, value",
     [("publisher_site", 0), ("campaign_id", False), ("product_id", []), ("filter_keys", ""), ("filter_keys", 0),

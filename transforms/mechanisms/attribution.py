@@ -53,6 +53,8 @@ def credited(impressions: Sequence[Impression], logic: str, last_n: int) -> Sequ
     if logic == "equal_credit":
         return impressions
     if logic == "last_n":
+        if last_n < 1:
+            raise ValueError(f"last_n needs n >= 1, got {last_n}")
         return impressions[-last_n:]
     raise ValueError(f"unknown attribution logic {logic!r}; expected one of {', '.join(LOGICS)}")
 
@@ -67,7 +69,7 @@ def norm(histogram: Sequence[float], which: str) -> float:
     if which == "L1":
         return math.fsum(abs(value) for value in histogram)
     if which == "L2":
-        return math.sqrt(math.fsum(value * value for value in histogram))
+        return math.hypot(*histogram)  # no overflow for huge entries, unlike sqrt of a sum of squares
     raise ValueError(f"unknown norm {which!r}; expected one of {', '.join(NORMS)}")
 
 

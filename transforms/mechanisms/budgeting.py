@@ -74,9 +74,12 @@ def individual_loss_units(
     """
     if not epoch_events:
         return 0
+    case_3 = scaled_loss_units(request.requested_epsilon, request.report_global_sensitivity, request.query_global_sensitivity)
     if single_epoch:
-        return _histogram_loss_units(attribution_histogram(epoch_events, request, value), request)
-    return scaled_loss_units(request.requested_epsilon, request.report_global_sensitivity, request.query_global_sensitivity)
+        # Thm. 4 bounds the individual sensitivity by the report's global one too: the clipped histogram's norm is
+        # at most the cap as a double, which can exceed its decimal reading (used by case 3) in the last place.
+        return min(case_3, _histogram_loss_units(attribution_histogram(epoch_events, request, value), request))
+    return case_3
 
 
 class BudgetPolicy(ABC):

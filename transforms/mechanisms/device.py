@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Iterator, NamedTuple
 
-from schemas.rows import AttributionRequest, Conversion, Impression
+from schemas.rows import AttributionRequest, Conversion, DeviceEpochBudget, Impression
 from transforms.mechanisms.attribution import is_relevant
 from transforms.mechanisms.budgeting import BudgetPolicy, make_policy
 from transforms.mechanisms.epochs import MICROS_PER_DAY, EpochClock
 from transforms.mechanisms.noise import RandomSource
-from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units
+from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units, units_epsilon
 from transforms.mechanisms.query import AccuracyTarget
 
 DEFAULT_WINDOW_DAYS = 30
@@ -187,3 +187,19 @@ def sort_events(events: Iterable[Impression | Conversion]) -> list:
     """``events`` in replay order."""
     return sorted(events, key=event_order)
 
+
+
+def budget_rows(
+    device_id: str, consumed: dict, config: MeasurementConfig, keys: Iterable | None = None
+) -> list[DeviceEpochBudget]:
+    """SENSITIVE: a device's consumption per (querier, epoch) it was asked about (all of ``consumed``, or ``keys``)."""
+    capacity = float(config.capacity_epsilon)
+    return [
+        DeviceEpochBudget(key[0], device_id, key[1], float(units_epsilon(consumed[key])), capacity)
+        for key in (consumed if keys is None else keys)
+    ]
+
+
+def with_central(row: DeviceEpochBudget, central_consumed: dict) -> DeviceEpochBudget:
+    """IPA-like: a device-epoch pays what the central filter of its (querier, epoch) paid."""
+    return row._replace(consumed_epsilon=float(units_epsilon(central_consumed.get((row.querier_site, row.epoch), 0))))

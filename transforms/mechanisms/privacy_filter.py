@@ -77,7 +77,9 @@ class FilterTable:
     def try_consume_all(self, charges: Iterable[tuple[Hashable, int]]) -> bool:
         """All of ``charges`` or none of them (the all-or-nothing rule of ARA-like and IPA-like)."""
         charges = list(charges)
-        for key, _ in charges:
+        for key, units in charges:
+            if units < 0:
+                raise ValueError(f"a charge cannot be negative, got {units}")
             self.touch(key)
         totals: dict[Hashable, int] = {}
         for key, units in charges:

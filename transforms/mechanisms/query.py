@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Sequence
 
 from schemas.rows import IncompleteBatch, QueryResult
 from transforms.mechanisms.noise import DEFAULT_GRANULARITY, GridLaplace, RandomSource, as_fraction, laplace_scale_for
@@ -161,3 +161,10 @@ def execute(batch: QueryBatch, source: RandomSource, granularity: Fraction = DEF
 def rejected(batch: QueryBatch) -> QueryResult:
     """The result of a batch a central budget refused: no value."""
     return _result(batch, (), laplace_scale_for(as_fraction(batch.sensitivity), as_fraction(batch.epsilon)), REJECTED)
+
+
+def run_queries(batches: Iterable[QueryBatch], central: CentralBudget | None, source: RandomSource) -> Iterator[QueryResult]:
+    """Queries in batch order: executed with noise, or (IPA-like, ``central`` given) rejected when the central
+    budget cannot pay."""
+    for batch in sorted(batches, key=batch_order):
+        yield execute(batch, source) if central is None or central.admit(batch) else rejected(batch)

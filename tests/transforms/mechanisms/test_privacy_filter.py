@@ -172,10 +172,6 @@ def test_try_consume_all_takes_a_generator():
     assert table.consumed == {("q", epoch): 3 for epoch in range(4)}
 
 
-@pytest.mark.xfail(
-    reason="try_consume_all does not refuse a negative charge (try_consume does): a negative total refunds budget",
-    strict=True,
-)
 def test_try_consume_all_refuses_negative_charges_like_try_consume():
     table = FilterTable(10, {"a": 10})
     with pytest.raises(ValueError, match="negative"):

@@ -1,0 +1,189 @@
+"""The measurement PTransforms: batch on hand-built data, streaming (TestStream) against batch, the portable runner."""
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.utils.timestamp import Timestamp
+
+from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
+from tests.support.measurement_data import nike_example, random_population, write_jsonl
+from transforms.io import DEAD_LETTERS
+from transforms.measurement import (
+    BUDGETS,
+    END_OF_INPUT,
+    INCOMPLETE,
+    REPORTS,
+    RESULTS,
+    MeasureBatch,
+    MeasureStreaming,
+    public_report,
+)
+from transforms.mechanisms.device import MeasurementConfig
+from transforms.mechanisms.epochs import MICROS_PER_DAY
+from transforms.mechanisms.noise import SeededSource
+from transforms.mechanisms.query import QueryBatch, execute
+from transforms.mechanisms.simulation import simulate
+
+SEED = 7
+
+
+def budget(device: str, epoch: int, consumed: float) -> DeviceEpochBudget:
+    return DeviceEpochBudget("nike.example", device, epoch, consumed, 1.0)
+
+
+def report_shapes(reports):
+    """(query key, histogram) of each report: the report id is random."""
+    return sorted((r.query_key, r.histogram) for r in reports)
+
+
+@pytest.fixture()
+def nike_files(tmp_path):
+    impressions, conversions = nike_example()
+    return write_jsonl(tmp_path / "imps.jsonl", impressions), write_jsonl(tmp_path / "convs.jsonl", conversions)
+
+
+# (histograms of c0, c1, c2; budget rows) per policy, computed by hand (see tests/support/measurement_data.py).
+NIKE_EXPECTED = {
+    "cookie_monster": (
+        [(100.0, 0.0), (0.0, 70.0), (0.0, 0.0)],
+        [budget("ann", 0, 1.0), budget("ann", 1, 0.35), budget("ann", 2, 0.0), budget("ann", 3, 0.0)]
+        + [budget("bob", e, 0.0) for e in range(-1, 4)],
+    ),
+    # Every epoch of c1's window must pay 0.5; epoch 0 cannot, so nothing is paid and c1 carries zeros.
+    "ara_like": (
+        [(100.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
+        [budget("ann", 0, 1.0)] + [budget("ann", e, 0.0) for e in range(1, 4)]
+        + [budget("bob", e, 0.5) for e in range(-1, 4)],
+    ),
+    # No device budget: c1 sees both impressions (35 each). The one full batch (c0, c1; B = 2) pays
+    # min(1, 0.5) = 0.5 centrally on epochs 0..3; bob's report waits for a second report.
+    "ipa_like": (
+        [(100.0, 0.0), (35.0, 35.0), (0.0, 0.0)],
+        [budget("ann", e, 0.5) for e in range(4)] + [budget("bob", -1, 0.0)] + [budget("bob", e, 0.5) for e in range(4)],
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(NIKE_EXPECTED))
+def test_batch_gives_the_hand_computed_reports_budgets_and_queries(policy, nike_files):
+    histograms, budgets = NIKE_EXPECTED[policy]
+    config = MeasurementConfig(policy=policy)
+    source = SeededSource(SEED)
+    # The one full batch: ann's two reports, in conversion-time order.
+    batch = QueryBatch(
+        "nike.example", "q", 0, (22 * MICROS_PER_DAY, "ann", "c1"), 2,
+        (histograms[0][0] + histograms[1][0], histograms[0][1] + histograms[1][1]), 0.5, 100.0, (0, 1, 2, 3),
+    )
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*nike_files, config, source, batch_size=2, emit_budgets=True)
+        assert_that(out[REPORTS] | beam.Map(lambda r: (r.query_key, r.histogram)),
+                    equal_to([("q", h) for h in histograms]), label="reports")
+        assert_that(out[BUDGETS], equal_to(budgets), label="budgets")
+        assert_that(out[RESULTS], equal_to([execute(batch, SeededSource(SEED))]), label="results")
+        assert_that(out[INCOMPLETE], equal_to([IncompleteBatch("nike.example", "q", 1)]), label="incomplete")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="no_dead_letters")
+
+
+def test_reports_have_a_fixed_shape_and_carry_nothing_about_budgets(nike_files):
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*nike_files, MeasurementConfig(), SeededSource(SEED), batch_size=2)
+        shapes = out[REPORTS] | beam.Map(lambda r: (type(r) is AttributionReport, len(r.histogram), r.requested_epsilon))
+        assert_that(shapes, equal_to([(True, 2, 1.0), (True, 2, 0.5), (True, 2, 0.5)]))
+
+
+def test_invalid_conversions_become_dead_letters_and_the_rest_goes_on(tmp_path):
+    impressions, conversions = nike_example()
+    too_long = conversions[2]._replace(
+        conversion_id="long", attribution_request=conversions[2].attribution_request._replace(window_days=120)
+    )
+    paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", [*conversions, too_long])
+    with open(paths[1], "a") as handle:
+        handle.write('{"device_id": "x"\n')
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*paths, MeasurementConfig(), SeededSource(SEED), batch_size=2)
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(["window_too_long", "malformed_json"]),
+                    label="reasons")
+        assert_that(out[REPORTS] | beam.combiners.Count.Globally(), equal_to([3]), label="reports")
+
+
+def _milli(micros: int) -> Timestamp:
+    """TestStream watermarks are whole milliseconds."""
+    return Timestamp(micros=micros // 1000 * 1000)
+
+
+def _stream(rows, seed: int, late=()):
+    """A TestStream of ``rows`` in shuffled order within chunks of time; the watermark only passes a chunk
+    once it is all in (so nothing is late), then ``late`` rows arrive behind the watermark."""
+    rng = random.Random(seed)
+    rows = sorted(rows, key=lambda r: r.event_time_micros)
+    stream = TestStream()
+    chunk = max(1, len(rows) // 5)
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        rng.shuffle(part)
+        stream = stream.add_elements(part)
+        following = rows[start + chunk:start + chunk + 1]
+        if following:
+            stream = stream.advance_watermark_to(_milli(following[0].event_time_micros - MICROS_PER_DAY))
+    stream = stream.advance_watermark_to(_milli(rows[-1].event_time_micros + 400 * MICROS_PER_DAY))
+    if late:
+        stream = stream.add_elements(list(late))
+    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+
+
+@pytest.mark.parametrize("policy", ["cookie_monster", "ara_like", "ipa_like"])
+def test_batch_equals_the_in_memory_reference(policy, tmp_path):
+    impressions, conversions = random_population(seed=4)
+    config = MeasurementConfig(policy=policy)
+    expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
+    assert expected.reports and expected.results and expected.budgets
+    paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*paths, config, SeededSource(SEED), 3, emit_budgets=True, shards=4)
+        assert_that(out[REPORTS], equal_to([public_report(r) for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
+
+
+@pytest.mark.parametrize("policy", ["cookie_monster", "ara_like", "ipa_like"])
+def test_streaming_with_out_of_order_events_equals_batch(policy):
+    """Batch equals the reference (above), so streaming equal to the reference is streaming equal to batch."""
+    impressions, conversions = random_population(seed=3)
+    config = MeasurementConfig(policy=policy)
+    expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
+    assert expected.reports and expected.results and expected.budgets
+    late = [impressions[0]._replace(impression_id="late-one")]
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with TestPipeline(options=options) as p:
+        out = p | _stream(impressions + conversions, seed=5, late=late) | MeasureStreaming(
+            config, SeededSource(SEED), 3, emit_budgets=True
+        )
+        assert_that(out[REPORTS], equal_to([public_report(r) for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(["late"]), label="late")
+
+
+def test_portable_runner_loopback(nike_files):
+    histograms, budgets = NIKE_EXPECTED["cookie_monster"]
+    options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"])
+    with beam.Pipeline(options=options) as p:
+        out = p | MeasureBatch(*nike_files, MeasurementConfig(), SeededSource(SEED), batch_size=2, emit_budgets=True)
+        assert_that(out[REPORTS] | beam.Map(lambda r: r.histogram), equal_to(histograms), label="reports")
+        assert_that(out[BUDGETS], equal_to(budgets), label="budgets")
+
+
+def test_budget_rows_sum_to_the_exact_charges(nike_files):
+    # 0.35 is 0.5 * 70 / 100 in exact units: the float row is the nearest double to the exact Fraction.
+    _, budgets = NIKE_EXPECTED["cookie_monster"]
+    assert budgets[1].consumed_epsilon == float(Fraction(1, 2) * Fraction(70, 100))

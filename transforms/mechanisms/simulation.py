@@ -1,0 +1,64 @@
+"""The whole measurement job as one in-memory loop: the reference the Beam paths are checked against.
+
+``simulate`` does, without Beam, what ``transforms/measurement.py`` does with
+it: replay every device that has a conversion in event order (Appendix A
+Alg. 1 GenerateReport under the chosen policy), cut each query's reports into
+batches of B in report order, run the queries in batch order (IPA-like
+through its central budget) and list the per device-epoch consumption. The
+tests compare both Beam paths with it and the throughput benchmark uses it as
+its plain-Python reference.
+"""
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+from schemas.rows import Conversion, DeviceEpochBudget, Impression, IncompleteBatch, QueryResult
+from transforms.mechanisms.budgeting import make_policy
+from transforms.mechanisms.device import (
+    DeviceState,
+    MeasurementConfig,
+    ReportRecord,
+    budget_rows,
+    event_order,
+    replay,
+    with_central,
+)
+from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.query import BatchCutter, CentralBudget, report_order, run_queries
+
+
+class Simulation(NamedTuple):
+    reports: list[ReportRecord]
+    results: list[QueryResult]
+    incomplete: list[IncompleteBatch]
+    budgets: list[DeviceEpochBudget]
+
+
+def simulate(
+    events: Iterable[Impression | Conversion], config: MeasurementConfig, source: RandomSource, batch_size: int
+) -> Simulation:
+    """Reports, query results, incomplete batches and device-epoch budgets for ``events``."""
+    policy = make_policy(config.policy)
+    by_device: dict[str, list] = {}
+    for event in events:
+        by_device.setdefault(event.device_id, []).append(event)
+    reports, budgets = [], []
+    for device_id in sorted(by_device):
+        device_events = by_device[device_id]
+        if all(type(event) is Impression for event in device_events):
+            continue
+        state = DeviceState(config.capacity_units)
+        reports += replay(device_id, sorted(device_events, key=event_order), state, config, policy, source)
+        budgets += budget_rows(device_id, state.filters.consumed, config)
+    cutters: dict[tuple, BatchCutter] = {}
+    batches = []
+    for report in sorted(reports, key=report_order):
+        key = (report.querier_site, report.query_key)
+        cutter = cutters.setdefault(key, BatchCutter(*key, batch_size))
+        batches += cutter.add([report])
+    central = CentralBudget(config.capacity_units) if config.policy == "ipa_like" else None
+    results = list(run_queries(batches, central, source))
+    if central is not None:
+        budgets = [with_central(row, central.filters.consumed) for row in budgets]
+    incomplete = [cutter.incomplete() for cutter in cutters.values() if cutter.incomplete()]
+    return Simulation(reports, results, incomplete, budgets)
