@@ -296,7 +296,6 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
             "parsed": io_counts.get("parsed", 0),
             "dead_lettered": sum(dead_by_reason.values()),
             "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
-            "devices": measurement_counts.get("devices"),
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             "reports": sum(1 for _ in _records(job.output, OUTPUTS[REPORTS][0])),
             "queries_executed": statuses[EXECUTED],

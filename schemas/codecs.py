@@ -104,27 +104,75 @@ JOIN_EVENT = EventSpec(
     accept=_accept_join_event,
 )
 
+
 def _name(value: Any) -> bool:
     """The fast path's test for a required identifier: non-blank ASCII text."""
     return type(value) is str and value.isascii() and bool(value) and not value.isspace()
 
 
 def _accept_impression(record: dict) -> Impression | None:
-    device, time, impression, advertiser = (
-        record.get("device_id"), record.get("event_time_micros"), record.get("impression_id"), record.get("advertiser_site")
-    )
-    publisher, campaign, product = record.get("publisher_site", ""), record.get("campaign_id", ""), record.get("product_id", "")
-    keys = record.get("filter_keys", ())
+    get = record.get
+    device, time, impression = get("device_id"), get("event_time_micros"), get("impression_id")
+    advertiser, publisher, campaign = get("advertiser_site"), get("publisher_site", ""), get("campaign_id", "")
+    product, keys = get("product_id", ""), get("filter_keys", ())
     if (
-        _name(device) and _name(impression) and _name(advertiser)
+        type(device) is str and device.isascii() and device and not device.isspace()
+        and type(impression) is str and impression.isascii() and impression and not impression.isspace()
+        and type(advertiser) is str and advertiser.isascii() and advertiser and not advertiser.isspace()
         and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
         and type(publisher) is str and publisher.isascii()
         and type(campaign) is str and campaign.isascii()
         and type(product) is str and product.isascii()
-        and (keys == () or (type(keys) is list and all(_name(key) for key in keys)))
+        and (keys == () or (type(keys) is list and (not keys or all(_name(key) for key in keys))))
     ):
         return Impression(device, time, impression, publisher, advertiser, campaign, product, tuple(keys))
     return None
+
+
+def _accept_conversion(record: dict) -> Conversion | None:
+    """The common case of a conversion: every identifier ASCII text, the request's numbers of the right types
+    and in range, its choices known; anything else goes through the field-by-field path for its reason."""
+    get = record.get
+    device, time, conversion = get("device_id"), get("event_time_micros"), get("conversion_id")
+    advertiser, querier, value = get("advertiser_site"), get("querier_site"), get("value")
+    product, request = get("product_id", ""), get("attribution_request")
+    if not (
+        _name(device) and _name(conversion) and _name(advertiser) and _name(querier)
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+        and type(value) is float and 0 <= value < math.inf
+        and type(product) is str and product.isascii()
+        and type(request) is dict
+    ):
+        return None
+    get = request.get
+    window, first, last, n, dimension = get("window_days"), get("first_epoch"), get("last_epoch"), get("last_n"), get("dimension")
+    epsilon, report, query = get("requested_epsilon"), get("report_global_sensitivity"), get("query_global_sensitivity")
+    campaigns, keys = get("campaign_ids", ()), get("filter_keys", ())
+    selected, logic, norm, key = get("product_id", ""), get("logic", ""), get("norm", ""), get("query_key", "")
+    if not (type(selected) is str and type(logic) is str and type(norm) is str and type(key) is str):
+        return None
+    selected, logic, norm = selected or product, logic or "last_touch", norm or "L1"
+    dimension = 1 if dimension is None else dimension
+    if not (
+        (window is None or (type(window) is int and window >= 1))
+        and first is None and last is None
+        and (campaigns == () or (type(campaigns) is list and all(_name(c) for c in campaigns)))
+        and (keys == () or (type(keys) is list and all(_name(k) for k in keys)))
+        and selected.isascii() and key.isascii()
+        and logic in ATTRIBUTION_LOGICS and norm in NORMS
+        and (n is None if logic != "last_n" else type(n) is int and n >= 1)
+        and type(dimension) is int and max(1, len(campaigns)) <= dimension <= MAX_DIMENSION
+        and (epsilon is None or (type(epsilon) is float and 0 < epsilon < math.inf))
+        and type(report) is float and type(query) is float and 0 < report <= query < math.inf
+    ):
+        return None
+    return Conversion(
+        device, time, conversion, advertiser, querier, value, product,
+        AttributionRequest(
+            window, None, None, tuple(campaigns), selected, tuple(keys), logic, n or 1, dimension, epsilon, report, query,
+            norm, key or f"product={selected}",
+        ),
+    )
 
 
 IMPRESSION = EventSpec(
@@ -160,6 +208,7 @@ CONVERSION = EventSpec(
         FieldSpec("product_id", "text"),
         FieldSpec("attribution_request", "request"),
     ),
+    accept=_accept_conversion,
 )
 
 EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT, IMPRESSION, CONVERSION)}
@@ -421,14 +470,29 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
     or codec data) ends the file with one ``malformed_avro`` dead letter
     naming the position, since Avro cannot resynchronise inside a block.
     """
+    accept = spec.accept or (lambda record: None)
     index = 0
     try:
-        for record in fastavro.reader(handle):
+        records = fastavro.reader(handle)
+    except Exception as error:  # noqa: BLE001 - fastavro raises many types for a corrupt header
+        yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#0")
+        return
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt blocks
+            yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#{index}")
+            return
+        # the unrolled fast path first (this loop runs once per record), ``validate`` for the rest
+        row = accept(record) if type(record) is dict else None
+        if row is None:
             row = validate(spec, record)
-            yield DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}") if type(row) is str else row
-            index += 1
-    except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt input
-        yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#{index}")
+            if type(row) is str:
+                row = DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}")
+        yield row
+        index += 1
 
 
 def _message_mapping(message: Message) -> dict:

@@ -38,6 +38,7 @@ class RowFold(Protocol):
     """
 
     pending: int  # rows added since the last drain
+    flush_rows: int  # drain when this many rows are pending (bounds the memory a file can take)
 
     def add(self, row: Any) -> None: ...
 
@@ -45,11 +46,9 @@ class RowFold(Protocol):
         """The aggregates of the rows added since the last drain; empties the fold."""
 
 
-# Drain a fold after this many rows, so that memory stays bounded whatever the file size.
-FOLD_FLUSH_ROWS = 2_000_000
-_FOLD_CHECK_EVERY = 1 << 16
-# Log progress every this many records of one file (logger "pmbeam.io", level INFO).
-PROGRESS_EVERY = 1 << 20
+_CHECK_MASK = (1 << 16) - 1
+# Log progress every 2^20 valid records of one file (logger "pmbeam.io", level INFO).
+_PROGRESS_MASK = (1 << 20) - 1
 _log = logging.getLogger("pmbeam.io")
 
 
@@ -84,26 +83,28 @@ class _ParseFileFn(beam.DoFn):
         add = fold.add if fold is not None else None
         check = self._check
         with readable.open() as handle:
-            for index, item in enumerate(reader(self._spec, handle, path)):
-                if check is not None and type(item) is not DeadLetter:
+            for item in reader(self._spec, handle, path):
+                if type(item) is not DeadLetter and check is not None:
                     reason = check(item)
                     if reason is not None:
-                        item = DeadLetter(raw=_json_line(item), reason=reason, source=f"{path}#{index}")
+                        position = parsed + sum(dead_by_reason.values())
+                        item = DeadLetter(raw=_json_line(item), reason=reason, source=f"{path}#{position}")
                 if type(item) is DeadLetter:
                     dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
                     continue
-                parsed += 1
                 if item.event_time_micros > latest:
                     latest = item.event_time_micros
-                if not parsed % PROGRESS_EVERY:
-                    _log.info("%s: %d valid records read", path, parsed)
                 if add is None:
                     yield item
-                    continue
-                add(item)
-                if not parsed % _FOLD_CHECK_EVERY and fold.pending >= FOLD_FLUSH_ROWS:
-                    yield from fold.drain()
+                else:
+                    add(item)
+                parsed += 1
+                if not parsed & _CHECK_MASK:  # every 65,536 rows: progress and the fold's memory bound
+                    if not parsed & _PROGRESS_MASK:
+                        _log.info("%s: %d valid records read", path, parsed)
+                    if fold is not None and fold.pending >= fold.flush_rows:
+                        yield from fold.drain()
         if fold is not None:
             yield from fold.drain()
         if parsed:

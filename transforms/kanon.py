@@ -38,7 +38,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
-from transforms.io import FOLD_FLUSH_ROWS
 from transforms.mechanisms.kanon_batch import GroupJoins, GroupJoinsByGroup, batch_group_verdicts, merge_group_joins
 from transforms.mechanisms.kanon_group import GroupVerdicts, KAnonParameters
 from transforms.mechanisms.noise import RandomSource
@@ -57,7 +56,7 @@ class _AggregateJoinsFn(beam.DoFn):
 
     def process(self, join: JoinEvent):
         self._fold.add(join)
-        if self._fold.pending >= FOLD_FLUSH_ROWS:
+        if self._fold.pending >= self._fold.flush_rows:
             yield from self._fold.drain()
 
     def finish_bundle(self):

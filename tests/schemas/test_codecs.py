@@ -763,3 +763,27 @@ def test_impression_fast_path_refuses_falsy_values_of_the_wrong_type(field, valu
     record = dict(row_to_dict(IMPRESSION_ROW), filter_keys=["mobile", "eu"])  # a list, as JSON decodes it
     record[field] = value
     assert validate(IMPRESSION, record) == f"wrong_type:{field}"
+
+
+def test_conversion_fast_path_agrees_with_the_generic_checks():
+    """The unrolled ``accept`` of conversions gives the same row or reason as the field-by-field path, on valid
+    records and on each case crafted to fail, also with the request's values varied one at a time."""
+    import dataclasses
+
+    from tests.support.measurement_data import random_population
+
+    generic = dataclasses.replace(CONVERSION, accept=None)
+    records = [row_to_dict(row) for row in random_population(seed=9, devices=30)[1]]
+    variants = []
+    for record in records[:5]:
+        request = record["attribution_request"]
+        request = dict(request, campaign_ids=list(request["campaign_ids"]), filter_keys=list(request["filter_keys"]))
+        for field, bad in [("logic", 0), ("logic", "other"), ("norm", "L3"), ("product_id", []), ("query_key", 5),
+                           ("dimension", 0), ("last_n", 0), ("requested_epsilon", 0.0), ("requested_epsilon", 1),
+                           ("report_global_sensitivity", 1e9), ("campaign_ids", ["", "a"]), ("filter_keys", [3]),
+                           ("window_days", 0), ("first_epoch", 3), ("query_key", ""), ("product_id", "")]:
+            variants.append(dict(record, attribution_request=dict(request, **{field: bad})))
+        variants += [dict(record, value=-1.0), dict(record, value=float("nan")), dict(record, value=3),
+                     dict(record, device_id=" "), dict(record, attribution_request=[])]
+    for record in records + variants:
+        assert validate(CONVERSION, record) == validate(generic, record), record

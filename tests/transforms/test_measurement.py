@@ -23,7 +23,6 @@ from transforms.measurement import (
     RESULTS,
     MeasureBatch,
     MeasureStreaming,
-    public_report,
 )
 from transforms.mechanisms.device import MeasurementConfig
 from transforms.mechanisms.epochs import MICROS_PER_DAY
@@ -147,7 +146,7 @@ def test_batch_equals_the_in_memory_reference(policy, tmp_path):
     paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
     with TestPipeline(runner="FnApiRunner") as p:
         out = p | MeasureBatch(*paths, config, SeededSource(SEED), 3, emit_budgets=True, shards=4)
-        assert_that(out[REPORTS], equal_to([public_report(r) for r in expected.reports]), label="reports")
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
         assert_that(out[RESULTS], equal_to(expected.results), label="results")
         assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
         assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
@@ -167,7 +166,7 @@ def test_streaming_with_out_of_order_events_equals_batch(policy):
         out = p | _stream(impressions + conversions, seed=5, late=late) | MeasureStreaming(
             config, SeededSource(SEED), 3, emit_budgets=True
         )
-        assert_that(out[REPORTS], equal_to([public_report(r) for r in expected.reports]), label="reports")
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
         assert_that(out[RESULTS], equal_to(expected.results), label="results")
         assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
         assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")

@@ -42,6 +42,29 @@ def is_relevant(impression: Impression, advertiser_site: str, request: Attributi
     return all(key in impression.filter_keys for key in request.filter_keys)
 
 
+def select_relevant(
+    impressions: Sequence[Impression], advertiser_site: str, request: AttributionRequest, until_micros: int
+) -> list[Impression]:
+    """``is_relevant`` over ``impressions``, keeping those at or before ``until_micros`` (one list comprehension per
+    case: this runs for every epoch of every conversion's window)."""
+    keys = request.filter_keys
+    if request.campaign_ids:
+        campaigns = request.campaign_ids
+        found = [
+            i for i in impressions
+            if i.event_time_micros <= until_micros and i.advertiser_site == advertiser_site and i.campaign_id in campaigns
+        ]
+    else:
+        product = request.product_id
+        found = [
+            i for i in impressions
+            if i.event_time_micros <= until_micros and i.advertiser_site == advertiser_site and i.product_id == product
+        ]
+    if keys:
+        found = [i for i in found if all(key in i.filter_keys for key in keys)]
+    return found
+
+
 def credited(impressions: Sequence[Impression], logic: str, last_n: int) -> Sequence[Impression]:
     """The impressions (in time order) that share the conversion's value under ``logic``."""
     if not impressions:
@@ -74,7 +97,22 @@ def norm(histogram: Sequence[float], which: str) -> float:
 
 
 def exact_norm_at_most(histogram: Sequence[float], which: str, cap: float) -> bool:
-    """Whether the exact (real-number) norm of the doubles in ``histogram`` is <= ``cap``."""
+    """Whether the exact (real-number) norm of the doubles in ``histogram`` is <= ``cap``.
+
+    Decided in floating point when that is certain: ``fsum`` is correctly rounded and rounding is monotone, so
+    an L1 sum that rounds below (above) the cap is below (above) it, and a sum of one nonzero entry is exact;
+    ``hypot`` is within an ulp or so, so an L2 norm 1e-12 away from the cap is on that side. Only the close
+    cases are settled with exact rationals."""
+    if which == "L1":
+        rounded = math.fsum(abs(value) for value in histogram)
+        if rounded != cap:
+            return rounded < cap
+        if sum(1 for value in histogram if value) <= 1:
+            return True
+    else:
+        rounded = math.hypot(*histogram)
+        if abs(rounded - cap) > 1e-12 * cap:
+            return rounded < cap
     if which == "L1":
         return sum(abs(Fraction(value)) for value in histogram) <= Fraction(cap)
     return sum(Fraction(value) ** 2 for value in histogram) <= Fraction(cap) ** 2

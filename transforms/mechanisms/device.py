@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Iterable, Iterator, NamedTuple
 
-from schemas.rows import AttributionRequest, Conversion, DeviceEpochBudget, Impression
-from transforms.mechanisms.attribution import is_relevant
+from schemas.rows import AttributionReport, AttributionRequest, Conversion, DeviceEpochBudget, Impression
+from transforms.mechanisms.attribution import select_relevant
 from transforms.mechanisms.budgeting import BudgetPolicy, make_policy
 from transforms.mechanisms.epochs import MICROS_PER_DAY, EpochClock
 from transforms.mechanisms.noise import RandomSource
-from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units, units_epsilon
+from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units, units_float
 from transforms.mechanisms.query import AccuracyTarget
 
 DEFAULT_WINDOW_DAYS = 30
@@ -50,9 +51,13 @@ class MeasurementConfig:
                 f"longest allowed window ({self.max_window_days} days)"
             )
 
-    @property
+    @cached_property
     def capacity_units(self) -> int:
         return epsilon_units(self.capacity_epsilon, "down")
+
+    @cached_property
+    def capacity_float(self) -> float:
+        return float(self.capacity_epsilon)
 
     @property
     def max_window_micros(self) -> int:
@@ -108,6 +113,13 @@ class ReportRecord(NamedTuple):
     first_epoch: int
     last_epoch: int
 
+    def public(self) -> AttributionReport:
+        """What the querier receives: no time, device, epochs or budget state."""
+        return AttributionReport(
+            self.report_id, self.querier_site, self.query_key, self.histogram, self.requested_epsilon,
+            self.query_global_sensitivity,
+        )
+
 
 class DeviceState:
     """What a device keeps: impressions per epoch (time ordered) and its filters, keyed (querier, epoch)."""
@@ -127,11 +139,10 @@ class DeviceState:
 def _relevant_by_epoch(state: DeviceState, conversion: Conversion, request: AttributionRequest, epochs: range) -> dict:
     """Step 1 of Code Listing 1 over the window: relevant impressions at or before the conversion, per epoch."""
     found = {}
-    advertiser, time = conversion.advertiser_site, conversion.event_time_micros
     for epoch in epochs:
         impressions = state.impressions.get(epoch)
         if impressions:
-            relevant = [i for i in impressions if i.event_time_micros <= time and is_relevant(i, advertiser, request)]
+            relevant = select_relevant(impressions, conversion.advertiser_site, request, conversion.event_time_micros)
             if relevant:
                 found[epoch] = relevant
     return found
@@ -193,13 +204,13 @@ def budget_rows(
     device_id: str, consumed: dict, config: MeasurementConfig, keys: Iterable | None = None
 ) -> list[DeviceEpochBudget]:
     """SENSITIVE: a device's consumption per (querier, epoch) it was asked about (all of ``consumed``, or ``keys``)."""
-    capacity = float(config.capacity_epsilon)
+    capacity = config.capacity_float
     return [
-        DeviceEpochBudget(key[0], device_id, key[1], float(units_epsilon(consumed[key])), capacity)
+        DeviceEpochBudget(key[0], device_id, key[1], units_float(consumed[key]), capacity)
         for key in (consumed if keys is None else keys)
     ]
 
 
 def with_central(row: DeviceEpochBudget, central_consumed: dict) -> DeviceEpochBudget:
     """IPA-like: a device-epoch pays what the central filter of its (querier, epoch) paid."""
-    return row._replace(consumed_epsilon=float(units_epsilon(central_consumed.get((row.querier_site, row.epoch), 0))))
+    return row._replace(consumed_epsilon=units_float(central_consumed.get((row.querier_site, row.epoch), 0)))

@@ -83,6 +83,8 @@ class GroupJoinsByGroup:
     and set updates, which is what makes the batch path fast.
     """
 
+    flush_rows = 2_000_000  # a drain's columns take about 100 bytes a join
+
     def __init__(self) -> None:
         self._groups: list[str] = []
         self._users: list[str] = []

@@ -151,6 +151,9 @@ class SecureSource(RandomSource):
 
 def _encode_item(value: str | int) -> bytes:
     """Self-delimiting, typed encoding of one key element: b"i<len>:<decimal>" or b"s<len>:<utf-8>"."""
+    if type(value) is str:  # the common case first: this runs for every report id and keyed draw
+        body = value.encode("utf-8")
+        return b"s" + str(len(body)).encode("ascii") + b":" + body
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         body, tag = str(int(value)).encode("ascii"), b"i"
     elif isinstance(value, str):
@@ -179,13 +182,14 @@ class SeededSource(RandomSource):
         if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = int(seed)
+        self._seed_prefix = _encode_item(self.seed)
         self.generator = np.random.Generator(np.random.PCG64(self.seed))
 
     def uniform(self) -> float:
         return int(self.generator.integers(1, _GRID, dtype=np.int64)) / _GRID
 
     def _key_prefix(self, key: tuple) -> bytes:
-        return _encode_item(self.seed) + _encode_item(len(key)) + b"".join(_encode_item(item) for item in key)
+        return self._seed_prefix + _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
 
     def keyed_uniform(self, key: tuple) -> float:
         prefix = self._key_prefix(key)

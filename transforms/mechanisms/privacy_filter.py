@@ -42,6 +42,11 @@ def units_epsilon(units: int) -> Fraction:
     return Fraction(units, UNITS_PER_EPSILON)
 
 
+def units_float(units: int) -> float:
+    """Budget units as the nearest double to the exact epsilon (int / int division is correctly rounded)."""
+    return units / UNITS_PER_EPSILON
+
+
 class FilterTable:
     """Pure-DP filters of capacity ``capacity_units``, one per key, created empty on first use (Alg. 1,
     "if F_x is not defined then initialise F_x with capacity eps_x^G")."""
