@@ -22,6 +22,9 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m pipelines.generate kanon --out $(DEMO_DIR)/joins --groups 2000 --joins 200000 --days 30 --seed 7 --bad-fraction 0.001
 	$(BIN)/python -m pipelines.kanon --input '$(DEMO_DIR)/joins/joins-*' --output $(DEMO_DIR)/kanon --runner=FnApiRunner
+	$(BIN)/python -m pipelines.generate microbenchmark --knob1 0.1 --knob2 0.1 --batch-size 200 --out $(DEMO_DIR)/microbenchmark --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.compare_policies --impressions '$(DEMO_DIR)/microbenchmark/impressions-*' \
+		--conversions '$(DEMO_DIR)/microbenchmark/conversions-*' --batch-size 200 --output $(DEMO_DIR)/measurement --runner=FnApiRunner
 
 # Regenerate schemas/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
 protos: $(STAMP)

@@ -297,7 +297,10 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
             "dead_lettered": sum(dead_by_reason.values()),
             "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
-            "reports": sum(1 for _ in _records(job.output, OUTPUTS[REPORTS][0])),
+            # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
+            "reports": sum(1 for _ in _records(job.output, OUTPUTS[REPORTS][0]))
+            if job.streaming
+            else measurement_counts.get("reports", 0),
             "queries_executed": statuses[EXECUTED],
             "queries_rejected": statuses[REJECTED],
             "reports_waiting_for_a_full_batch": waiting,

@@ -1,0 +1,117 @@
+"""``python -m pipelines.measurement`` and ``pipelines.compare_policies`` end to end on small files."""
+from __future__ import annotations
+
+import glob
+import json
+import math
+
+import pytest
+
+from pipelines import compare_policies, measurement
+from tests.support.measurement_data import nike_example, random_population, write_jsonl
+
+
+@pytest.fixture()
+def nike(tmp_path):
+    impressions, conversions = nike_example()
+    return write_jsonl(tmp_path / "imps.jsonl", impressions), write_jsonl(tmp_path / "convs.jsonl", conversions)
+
+
+def _run(capsys, impressions, conversions, output, *extra) -> tuple[int, dict, str]:
+    status = measurement.main(["--impressions", impressions, "--conversions", conversions, "--output", str(output), *extra])
+    printed = capsys.readouterr()
+    summary = json.loads((output / "summary.json").read_text()) if status == 0 else {}
+    return status, summary, printed.out + printed.err
+
+
+def _lines(output, prefix) -> list[str]:
+    return sorted(line for path in glob.glob(str(output / f"{prefix}-*")) for line in open(path) if line.strip())
+
+
+def test_a_run_writes_its_outputs_and_a_summary(nike, tmp_path, capsys):
+    with open(nike[1], "a") as handle:
+        handle.write('{"device_id": "x", "value": -1}\n')
+    status, summary, printed = _run(capsys, *nike, tmp_path / "out", "--batch-size", "2", "--seed", "3", "--emit-budgets")
+    assert status == 0
+    counts = summary["counts"]
+    assert (counts["read"], counts["parsed"], counts["dead_lettered"]) == (6, 5, 1)
+    assert counts["dead_lettered_by_reason"] == {"missing_field:event_time_micros": 1}
+    assert (counts["reports"], counts["queries_executed"], counts["queries_rejected"]) == (3, 1, 0)
+    assert counts["reports_waiting_for_a_full_batch"] == 1
+    assert summary["parameters"]["noise_source"] == "seeded" and summary["parameters"]["policy"] == "cookie_monster"
+    # ann's epochs 0..3 (1, 0.35, 0, 0) and bob's five empty epochs: nine requested device-epochs
+    assert summary["SENSITIVE_budget_statistics"] == {
+        "device_epochs": 9, "average_epsilon": pytest.approx(1.35 / 9), "maximum_epsilon": 1.0
+    }
+    reports = [json.loads(line) for line in _lines(tmp_path / "out", "reports")]
+    assert sorted(r["histogram"] for r in reports) == [[0.0, 0.0], [0.0, 70.0], [100.0, 0.0]]
+    assert len({r["report_id"] for r in reports}) == 3
+    (result,) = [json.loads(line) for line in _lines(tmp_path / "out", "query_results")]
+    assert result["status"] == "executed" and result["report_count"] == 2 and result["epsilon"] == 0.5
+    for paths in summary["outputs"].values():
+        for path in [paths] if isinstance(paths, str) else paths:
+            assert path in printed
+    assert "dead letters 1 (missing_field:event_time_micros 1)" in printed
+
+
+def test_streaming_writes_the_same_outputs_as_batch(tmp_path, capsys):
+    impressions, conversions = random_population(seed=11)
+    paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
+    options = ("--policy", "ipa_like", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+    assert _run(capsys, *paths, tmp_path / "batch", *options)[0] == 0
+    assert _run(capsys, *paths, tmp_path / "stream", *options, "--streaming")[0] == 0
+    for prefix in ("reports", "query_results", "incomplete_batches", "SENSITIVE_device_epoch_budgets"):
+        assert _lines(tmp_path / "batch", prefix) == _lines(tmp_path / "stream", prefix), prefix
+    assert _lines(tmp_path / "batch", "query_results")
+
+
+def test_the_accuracy_target_sets_every_requested_epsilon(nike, tmp_path, capsys):
+    status, summary, _ = _run(capsys, *nike, tmp_path / "out", "--alpha", "0.05", "--beta", "0.01", "--batch-size", "2")
+    assert status == 0 and summary["parameters"]["accuracy_target"]["alpha"] == 0.05
+    expected = 100 * math.log(100) / (0.05 * 2 * 100)  # Delta ln(1/beta) / (alpha B c~), c~ = Delta
+    assert {json.loads(line)["requested_epsilon"] for line in _lines(tmp_path / "out", "reports")} == {expected}
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--alpha", "0.05"), "--alpha and --beta go together"),
+        (("--expected-value", "3"), "--expected-value needs --alpha and --beta"),
+        (("--epoch-days", "0"), "--epoch-days must be >= 1"),
+        (("--batch-size", "0"), "--batch-size must be >= 1"),
+        (("--epsilon-g", "0"), "--epsilon-g must be > 0"),
+        (("--epsilon-g", "x"), "--epsilon-g must be a number"),
+        (("--epoch-origin", "yesterday"), "--epoch-origin must be an ISO date"),
+        (("--policy", "bogus"), "invalid choice"),
+        (("--attribution-window-days", "100"), "between 1 day and the longest allowed window"),
+    ],
+)
+def test_bad_options_are_one_line_errors(nike, tmp_path, capsys, extra, message):
+    status, _, printed = _run(capsys, *nike, tmp_path / "out", *extra)
+    assert status == 2
+    assert message in printed and len(printed.strip().splitlines()) == 1
+
+
+def test_missing_input_is_a_one_line_error(nike, tmp_path, capsys):
+    status, _, printed = _run(capsys, str(tmp_path / "none-*.jsonl"), nike[1], tmp_path / "out")
+    assert status == 2 and "no input file matches" in printed
+
+
+def test_compare_policies_prints_and_writes_the_table(nike, tmp_path, capsys):
+    output = tmp_path / "cmp"
+    argv = ["--impressions", nike[0], "--conversions", nike[1], "--output", str(output), "--batch-size", "2", "--seed", "1"]
+    assert compare_policies.main(argv) == 0
+    printed = capsys.readouterr().out
+    rows = {row["policy"]: row for row in json.loads((output / "results.json").read_text())["comparison"]}
+    assert set(rows) == {"cookie_monster", "ara_like", "ipa_like"}
+    assert rows["cookie_monster"]["average_epsilon"] == pytest.approx(1.35 / 9)
+    assert rows["ara_like"]["average_epsilon"] == pytest.approx((1.0 + 5 * 0.5) / 9)  # see test_measurement.py
+    assert rows["ipa_like"]["maximum_epsilon"] == 0.5
+    assert "cookie_monster" in printed and (output / "comparison.csv").exists()
+    assert all((output / policy / "summary.json").exists() for policy in rows)
+
+
+def test_compare_policies_rejects_an_unknown_policy(nike, tmp_path, capsys):
+    argv = ["--impressions", nike[0], "--conversions", nike[1], "--output", str(tmp_path), "--policies", "cm"]
+    assert compare_policies.main(argv) == 2
+    assert "--policies must list some of" in capsys.readouterr().err
