@@ -20,20 +20,12 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from harness import ROOT, pipeline_child, run_child, write_json
+
 FULL = {"joins": 1_000_000, "groups": 20_000, "users": 200_000, "days": 30}
 QUICK = {"joins": 200_000, "groups": 4_000, "users": 40_000, "days": 30}
 
-_PIPELINE_CHILD = """
-import json, resource, sys, time
-from pipelines.kanon import parse_job, run
-job, beam_args = parse_job(sys.argv[1:])
-started = time.perf_counter()
-summary = run(job, beam_args)
-elapsed = time.perf_counter() - started
-print(json.dumps({"seconds": elapsed, "joins": summary["counts"]["parsed"],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
+_PIPELINE_CHILD = pipeline_child("pipelines.kanon", {"joins": 'summary["counts"]["parsed"]'})
 
 _REFERENCE_CHILD = """
 import glob, json, resource, sys, time
@@ -59,14 +51,6 @@ elapsed = time.perf_counter() - started
 print(json.dumps({"seconds": elapsed, "joins": joins, "verdicts": verdicts,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
-
-
-def _child(code: str, args: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
-    if done.returncode != 0:
-        raise SystemExit(f"benchmark child failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _dataset(data_dir: str, scale: dict) -> str:
@@ -100,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     job_args = ["--input", pattern, "--output", out_dir, "--runner=FnApiRunner"]
     pipeline_runs, reference_runs = [], []
     for index in range(runs):
-        pipeline_runs.append(_child(_PIPELINE_CHILD, job_args))
-        reference_runs.append(_child(_REFERENCE_CHILD, job_args))
+        pipeline_runs.append(run_child(_PIPELINE_CHILD, job_args))
+        reference_runs.append(run_child(_REFERENCE_CHILD, job_args))
         print(f"run {index + 1}/{runs}: pipeline {pipeline_runs[-1]['seconds']:.2f} s, "
               f"reference {reference_runs[-1]['seconds']:.2f} s", flush=True)
     joins = pipeline_runs[0]["joins"]
@@ -126,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'plain Python/numpy':24}{result['reference_events_per_second']:>18,}"
           f"{max(r['peak_rss_mb'] for r in reference_runs):>14,.0f}")
     print(f"ratio pipeline / reference: {result['ratio']:.2f}  (target: >= 150,000 joins/s, peak RSS <= 2048 MB)")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
-            handle.write("\n")
+    write_json(args.json, result)
     return 0
 
 

@@ -8,6 +8,8 @@ COMMANDS = {
     "kanon": ("pipelines.kanon", "differentially private k-anonymity verdicts (seed 004)"),
     "kanon-privacy": ("pipelines.kanon_privacy", "privacy parameters of the k-anonymity server, both directions"),
     "kanon-accuracy": ("pipelines.kanon_accuracy", "accuracy of the k-anonymity server by simulation (Sec. 5)"),
+    "measurement": ("pipelines.measurement", "on-device budgeting: attribution reports and noisy queries (seed 003)"),
+    "compare-policies": ("pipelines.compare_policies", "Cookie Monster, ARA-like and IPA-like side by side (seed 003)"),
     "generate": ("pipelines.generate", "synthetic input data"),
 }
 
