@@ -32,6 +32,7 @@ protos: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/kanon_throughput.py
+	$(BIN)/python benchmarks/measurement_throughput.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache build *.egg-info

@@ -4,7 +4,7 @@ The mechanisms (``transforms/mechanisms/device.py``, ``query.py``) do the
 work; this module only moves events to them:
 
 Batch (the fast path):
-    files ─ ReadEvents, folded per file into device shards ─► (shard, [(kind, pickled rows)])
+    files ─ ReadEvents, folded per file into device shards ─► (shard, (kind, deflated pickled columns or rows))
           ─ GroupByKey ─► ReplayShards: every device with a conversion replays its whole history in one
           call ─► ReportRecord ─ GroupByKey (querier, query key) ─► batches of B in conversion-time order
           ─ GroupByKey (one key) ─► RunQueries in batch order (IPA-like: central budget) ─► QueryResult
@@ -185,7 +185,7 @@ class _ReplayShardsFn(beam.DoFn):
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
 
     def process(self, element):
-        _, chunks = element  # (shard, [(kind, pickled rows)])
+        _, chunks = element  # (shard, [(kind, deflated pickle)])
         devices = _unpack(chunks)  # only devices with a conversion: nothing reads the others, nothing is paid
         reports = 0
         for device_id in sorted(devices):
@@ -226,18 +226,6 @@ class _RunQueriesFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(CENTRAL, (key, units))
 
 
-class _CountOutputs(beam.DoFn):
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def setup(self) -> None:
-        self._counter = Metrics.counter(METRICS_NAMESPACE, self._name)
-
-    def process(self, element):
-        self._counter.inc()
-        yield element
-
-
 class MeasureBatch(beam.PTransform):
     """Batch path: impressions and conversions files in; outputs ``reports`` (AttributionReport),
     ``results`` (QueryResult), ``incomplete`` (IncompleteBatch), ``budgets``
@@ -261,7 +249,7 @@ class MeasureBatch(beam.PTransform):
 
     def expand(self, pbegin):
         config, source = self._config, self._source
-        # (shard, (kind, pickled rows)), one per shard per file
+        # (shard, (kind, deflated pickle)), one per shard per file and drain
         impressions = pbegin | "ReadImpressions" >> ReadEvents(
             self._impressions, IMPRESSION, self._format, fold=functools.partial(ImpressionShards, self._shards)
         )
@@ -273,7 +261,7 @@ class MeasureBatch(beam.PTransform):
         replayed = (
             (impressions.events, conversions.events)
             | "FlattenEvents" >> beam.Flatten()
-            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, pickled rows)])
+            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, deflated pickle)])
             | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(config, source, self._emit_budgets)).with_outputs(
                 BUDGETS, main=REPORTS
             )
@@ -297,7 +285,7 @@ class MeasureBatch(beam.PTransform):
             budgets = budgets | "CentralBudgets" >> beam.Map(with_central, central_consumed=beam.pvalue.AsDict(queried[CENTRAL]))
         return {
             REPORTS: replayed[REPORTS] | "PublicReports" >> beam.Map(ReportRecord.public),
-            RESULTS: queried[RESULTS] | "CountResults" >> beam.ParDo(_CountOutputs("query_results")),
+            RESULTS: queried[RESULTS],
             INCOMPLETE: cut[INCOMPLETE],
             BUDGETS: budgets,
             DEAD_LETTERS: (impressions.dead_letters, conversions.dead_letters) | "FlattenDeadLetters" >> beam.Flatten(),
