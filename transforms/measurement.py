@@ -31,10 +31,10 @@ import zlib
 from typing import Iterable, Iterator
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder, VarIntCoder
+from apache_beam.coders import PickleCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
@@ -302,6 +302,10 @@ class MeasureBatch(beam.PTransform):
 # produced it: the same time whichever callback produced it, so downstream order never depends on it. A
 # timer at the end of the global window handles what is left and emits end-of-input outputs; runners may
 # fire it before earlier flush timers, which then find nothing left to do.
+#
+# Each stage keeps everything of a key in one ReadModifyWrite record, read and written once per element and
+# per timer: Beam's SDK state cache measures every value it stores by walking the loaded modules (about a
+# millisecond a write here), so the number of state writes, not their size, sets the speed.
 # --------------------------------------------------------------------------------------------------------
 
 # The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
@@ -318,32 +322,45 @@ def _stamped(item, micros: int) -> TimestampedValue:
     return TimestampedValue(item, Timestamp(micros=micros))
 
 
-def _set_flush(timer, target, time_micros: int) -> None:
-    """Move the flush timer earlier to ``time_micros`` if it is not already due by then."""
-    current = target.read()
-    if current is None or time_micros < current:
-        target.write(time_micros)
-        timer.set(Timestamp(micros=time_micros))
+class _Pending:
+    """A key's buffered (time, item) pairs and the time its flush timer is set for (None: not set)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, object]] = []
+        self.target: int | None = None
+
+    def add(self, time_micros: int, item, flush, delay_micros: int = 0) -> None:
+        """Buffer ``item``; move the flush timer earlier if the item is due before it."""
+        self.items.append((time_micros, item))
+        due = _after_milli(time_micros) + delay_micros
+        if self.target is None or due < self.target:
+            self.target = due
+            flush.set(Timestamp(micros=due))
+
+    def take(self, until_micros: int | None) -> list:
+        """Remove and return the pairs before ``until_micros`` (all when None)."""
+        if until_micros is None:
+            due, self.items = self.items, []
+        else:
+            due = [entry for entry in self.items if entry[0] < until_micros]
+            self.items = [entry for entry in self.items if entry[0] >= until_micros]
+        return due
+
+    def rearm(self, flush, delay_micros: int = 0) -> None:
+        """After a flush: the timer for the earliest item still buffered, if any."""
+        self.target = None
+        if self.items:
+            self.target = _after_milli(min(time for time, _ in self.items)) + delay_micros
+            flush.set(Timestamp(micros=self.target))
 
 
-def _take_due(buffer, cut_micros: int | None) -> list:
-    """Remove and return the buffered (time, item) pairs before ``cut_micros`` (all when None); keep the rest."""
-    buffered = list(buffer.read())
-    due = [entry for entry in buffered if cut_micros is None or entry[0] < cut_micros]
-    if due:
-        buffer.clear()
-        for entry in buffered:
-            if cut_micros is not None and entry[0] >= cut_micros:
-                buffer.add(entry)
-    return due
+class _DeviceRecord(_Pending):
+    """A device's Beam state: its buffered events, how far it has replayed (``cut``) and its ``DeviceState``."""
 
-
-def _rearm(buffer, flush, target, delay_micros: int = 0) -> None:
-    """After a flush: the timer for the earliest item still buffered, if any."""
-    target.clear()
-    times = [entry[0] for entry in buffer.read()]
-    if times:
-        _set_flush(flush, target, _after_milli(min(times)) + delay_micros)
+    def __init__(self, capacity_units: int) -> None:
+        super().__init__()
+        self.cut = 0
+        self.device = DeviceState(capacity_units)
 
 
 class _DeviceFn(beam.DoFn):
@@ -351,10 +368,7 @@ class _DeviceFn(beam.DoFn):
     (plus the allowed lateness). An epoch's filters are dropped, and their budget rows emitted, once no later
     conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``), on the EXPIRE timer."""
 
-    BUFFER = BagStateSpec("buffer", PickleCoder())
-    DEVICE = ReadModifyWriteStateSpec("device", PickleCoder())
-    CUT = ReadModifyWriteStateSpec("cut", VarIntCoder())
-    TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
+    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     EXPIRE = TimerSpec("expire", TimeDomain.WATERMARK)
 
@@ -365,141 +379,147 @@ class _DeviceFn(beam.DoFn):
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)
 
-    def process(
-        self,
-        element,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        cut=beam.DoFn.StateParam(CUT),
-        target=beam.DoFn.StateParam(TARGET),
-        flush=beam.DoFn.TimerParam(FLUSH),
-    ):
+    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         _, event = element  # (device_id, Impression | Conversion)
-        time = event.event_time_micros
-        if time < (cut.read() or 0):
+        record = state.read() or _DeviceRecord(self._config.capacity_units)
+        if event.event_time_micros < record.cut:
             yield beam.pvalue.TaggedOutput(
                 DEAD_LETTERS, DeadLetter(raw=repr(tuple(event)), reason="late", source=f"device {event.device_id}")
             )
             return
-        buffer.add((time, event))
-        _set_flush(flush, target, _after_milli(time) + self._lateness)
+        record.add(event.event_time_micros, event, flush, self._lateness)
+        state.write(record)
 
-    def _advance(self, key: str, buffer, device, cut, expire, until: int):
+    def _advance(self, key: str, record: _DeviceRecord, flush, expire, until: int):
         """Replay the buffered events before ``until``, expire the epochs no conversion from then on can reach,
-        and set the EXPIRE timer for the oldest epoch still kept."""
-        cut.write(max(until, cut.read() or 0))
-        state = device.read() or DeviceState(self._config.capacity_units)
-        events = sorted((event for _, event in _take_due(buffer, until)), key=event_order)
-        for report in replay(key, events, state, self._config, self._policy, self._source):
+        and set the timers for what is left."""
+        record.cut = max(until, record.cut)
+        device = record.device
+        events = sorted((event for _, event in record.take(until)), key=event_order)
+        for report in replay(key, events, device, self._config, self._policy, self._source):
             yield _stamped(report, _after_milli(report.conversion_time_micros) + self._lateness)
         oldest = self._config.oldest_reachable_epoch(until)
-        expired = [filter_key for filter_key in state.filters.consumed if filter_key[1] < oldest]
+        expired = [filter_key for filter_key in device.filters.consumed if filter_key[1] < oldest]
         if self._emit_budgets:
-            for row in budget_rows(key, state.filters.consumed, self._config, expired):
+            for row in budget_rows(key, device.filters.consumed, self._config, expired):
                 yield beam.pvalue.TaggedOutput(BUDGETS, row)
         for filter_key in expired:
-            del state.filters.consumed[filter_key]
-        state.forget_before(oldest)
-        device.write(state)
-        kept = [epoch for _, epoch in state.filters.consumed] + list(state.impressions)
+            del device.filters.consumed[filter_key]
+        device.forget_before(oldest)
+        kept = [epoch for _, epoch in device.filters.consumed] + list(device.impressions)
         if kept:
             # the first time at which min(kept) is out of every window: the start of the next epoch plus the window
             unreachable = self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros
             expire.set(Timestamp(micros=_after_milli(unreachable - 1) + self._lateness))
+        record.rearm(flush, self._lateness)
+
+    def _fire(self, key: str, fired: Timestamp, state, flush, expire):
+        record = state.read() or _DeviceRecord(self._config.capacity_units)
+        yield from self._advance(key, record, flush, expire, fired.micros - self._lateness)
+        state.write(record)
 
     @on_timer(FLUSH)
     def on_flush(
         self,
         key=beam.DoFn.KeyParam,
         fired=beam.DoFn.TimestampParam,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        device=beam.DoFn.StateParam(DEVICE),
-        cut=beam.DoFn.StateParam(CUT),
-        target=beam.DoFn.StateParam(TARGET),
+        state=beam.DoFn.StateParam(RECORD),
         flush=beam.DoFn.TimerParam(FLUSH),
         expire=beam.DoFn.TimerParam(EXPIRE),
     ):
-        yield from self._advance(key, buffer, device, cut, expire, fired.micros - self._lateness)
-        _rearm(buffer, flush, target, self._lateness)
+        yield from self._fire(key, fired, state, flush, expire)
 
     @on_timer(EXPIRE)
     def on_expire(
         self,
         key=beam.DoFn.KeyParam,
         fired=beam.DoFn.TimestampParam,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        device=beam.DoFn.StateParam(DEVICE),
-        cut=beam.DoFn.StateParam(CUT),
-        target=beam.DoFn.StateParam(TARGET),
+        state=beam.DoFn.StateParam(RECORD),
         flush=beam.DoFn.TimerParam(FLUSH),
         expire=beam.DoFn.TimerParam(EXPIRE),
     ):
-        yield from self._advance(key, buffer, device, cut, expire, fired.micros - self._lateness)
-        _rearm(buffer, flush, target, self._lateness)
+        yield from self._fire(key, fired, state, flush, expire)
+
+
+class _BatchRecord(_Pending):
+    """One query's Beam state: its buffered reports and the batch being filled."""
+
+    def __init__(self, cutter: BatchCutter) -> None:
+        super().__init__()
+        self.cutter = cutter
 
 
 class _BatchFn(beam.DoFn):
     """Streaming: the reports of one (querier, query key) cut into batches of B in report order. The key is
     the JSON text of [querier, query key]: a tuple key's coder is not deterministic enough for timers."""
 
-    BUFFER = BagStateSpec("buffer", PickleCoder())
-    CUTTER = ReadModifyWriteStateSpec("cutter", PickleCoder())
-    TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
+    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
     def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
 
+    def _record(self, key: str, state) -> _BatchRecord:
+        return state.read() or _BatchRecord(BatchCutter(*json.loads(key), self._batch_size))
+
     def process(
         self,
         element,
+        key=beam.DoFn.KeyParam,
         timestamp=beam.DoFn.TimestampParam,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        target=beam.DoFn.StateParam(TARGET),
+        state=beam.DoFn.StateParam(RECORD),
         flush=beam.DoFn.TimerParam(FLUSH),
         end=beam.DoFn.TimerParam(END),
     ):
-        _, report = element
-        buffer.add((timestamp.micros, report))
-        _set_flush(flush, target, _after_milli(timestamp.micros))
+        record = self._record(key, state)  # element: (key, ReportRecord), stamped by the device stage
         end.set(END_OF_INPUT)
+        record.add(timestamp.micros, element[1], flush)
+        state.write(record)
 
-    def _advance(self, key: str, buffer, cutter_state, until: int | None):
-        cutter = cutter_state.read() or BatchCutter(*json.loads(key), self._batch_size)
-        for time, report in sorted(_take_due(buffer, until), key=lambda entry: report_order(entry[1])):
-            for batch in cutter.add([report]):
+    def _advance(self, record: _BatchRecord, until: int | None):
+        for time, report in sorted(record.take(until), key=lambda entry: report_order(entry[1])):
+            for batch in record.cutter.add([report]):
                 yield _stamped(batch, _after_milli(time))
-        cutter_state.write(cutter)
 
     @on_timer(FLUSH)
     def on_flush(
         self,
         key=beam.DoFn.KeyParam,
         fired=beam.DoFn.TimestampParam,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        cutter_state=beam.DoFn.StateParam(CUTTER),
-        target=beam.DoFn.StateParam(TARGET),
+        state=beam.DoFn.StateParam(RECORD),
         flush=beam.DoFn.TimerParam(FLUSH),
     ):
-        yield from self._advance(key, buffer, cutter_state, fired.micros)
-        _rearm(buffer, flush, target)
+        record = self._record(key, state)
+        yield from self._advance(record, fired.micros)
+        record.rearm(flush)
+        state.write(record)
 
     @on_timer(END)
-    def on_end(self, key=beam.DoFn.KeyParam, buffer=beam.DoFn.StateParam(BUFFER), cutter_state=beam.DoFn.StateParam(CUTTER)):
-        yield from self._advance(key, buffer, cutter_state, None)
-        incomplete = cutter_state.read().incomplete()
+    def on_end(self, key=beam.DoFn.KeyParam, state=beam.DoFn.StateParam(RECORD)):
+        record = self._record(key, state)
+        yield from self._advance(record, None)
+        state.write(record)
+        incomplete = record.cutter.incomplete()
         if incomplete:
             yield beam.pvalue.TaggedOutput(INCOMPLETE, incomplete)
+
+
+class _QueryRecord(_Pending):
+    """One querier's Beam state: buffered batches, its central filters (IPA-like) and the IPA-like device budget
+    rows waiting for the end of the input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.central: dict = {}
+        self.rows: list[DeviceEpochBudget] = []
 
 
 class _QueryFn(beam.DoFn):
     """Streaming: one querier's batches run in batch order; IPA-like through the querier's central budget.
     IPA-like device budget rows wait here for the end of the input, when the central consumption is final."""
 
-    BUFFER = BagStateSpec("buffer", PickleCoder())
-    ROWS = BagStateSpec("rows", PickleCoder())
-    CENTRAL = ReadModifyWriteStateSpec("central", PickleCoder())
-    TARGET = ReadModifyWriteStateSpec("target", VarIntCoder())
+    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
@@ -510,51 +530,39 @@ class _QueryFn(beam.DoFn):
         self,
         element,
         timestamp=beam.DoFn.TimestampParam,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        rows=beam.DoFn.StateParam(ROWS),
-        target=beam.DoFn.StateParam(TARGET),
+        state=beam.DoFn.StateParam(RECORD),
         flush=beam.DoFn.TimerParam(FLUSH),
         end=beam.DoFn.TimerParam(END),
     ):
         _, item = element
+        record = state.read() or _QueryRecord()
         end.set(END_OF_INPUT)
         if type(item) is DeviceEpochBudget:
-            rows.add(item)
-            return
-        buffer.add((timestamp.micros, item))
-        _set_flush(flush, target, _after_milli(timestamp.micros))
+            record.rows.append(item)
+        else:
+            record.add(timestamp.micros, item, flush)
+        state.write(record)
 
-    def _advance(self, buffer, central_state, until: int | None):
-        central = CentralBudget(self._config.capacity_units, central_state.read()) if self._config.policy == "ipa_like" else None
-        due = sorted(_take_due(buffer, until), key=lambda entry: batch_order(entry[1]))
+    def _advance(self, record: _QueryRecord, until: int | None):
+        central = CentralBudget(self._config.capacity_units, record.central) if self._config.policy == "ipa_like" else None
+        due = sorted(record.take(until), key=lambda entry: batch_order(entry[1]))
         for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source)):
             yield _stamped(result, _after_milli(time))
-        if central is not None:
-            central_state.write(central.filters.consumed)
 
     @on_timer(FLUSH)
-    def on_flush(
-        self,
-        fired=beam.DoFn.TimestampParam,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        central_state=beam.DoFn.StateParam(CENTRAL),
-        target=beam.DoFn.StateParam(TARGET),
-        flush=beam.DoFn.TimerParam(FLUSH),
-    ):
-        yield from self._advance(buffer, central_state, fired.micros)
-        _rearm(buffer, flush, target)
+    def on_flush(self, fired=beam.DoFn.TimestampParam, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
+        record = state.read() or _QueryRecord()
+        yield from self._advance(record, fired.micros)
+        record.rearm(flush)
+        state.write(record)
 
     @on_timer(END)
-    def on_end(
-        self,
-        buffer=beam.DoFn.StateParam(BUFFER),
-        rows=beam.DoFn.StateParam(ROWS),
-        central_state=beam.DoFn.StateParam(CENTRAL),
-    ):
-        yield from self._advance(buffer, central_state, None)
-        central = central_state.read() or {}
-        for row in rows.read():
-            yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, central))
+    def on_end(self, state=beam.DoFn.StateParam(RECORD)):
+        record = state.read() or _QueryRecord()
+        yield from self._advance(record, None)
+        state.write(record)
+        for row in record.rows:
+            yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, record.central))
 
 
 # _STAGE_BOUNDARY: a Reshuffle before each stateful stage after the first. The local portable runner fuses
