@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import itertools
 import json
 import math
@@ -1005,18 +1006,24 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
 # --------------------------------------------------------------------------- CLI
 
 
+def _fail(dataset: str, message: str, code: int = 2) -> SystemExit:
+    """A one-line error on stderr and the SystemExit (status 2, like argparse's) to raise."""
+    print(f"generate {dataset}: error: {message}", file=sys.stderr)
+    return SystemExit(code)
+
+
 def _kanon_main(args: argparse.Namespace) -> int:
     try:
         start_micros = midnight_utc_micros(args.start)
     except ValueError:
-        raise SystemExit(f"generate kanon: error: --start must be a date YYYY-MM-DD, got {args.start!r}")
+        raise _fail("kanon", f"--start must be a date YYYY-MM-DD, got {args.start!r}") from None
     began = time.monotonic()
     try:
         stats = generate_kanon(args.out, groups=args.groups, users=args.users, joins=args.joins, days=args.days,
                                start_micros=start_micros, seed=args.seed, bad_fraction=args.bad_fraction,
                                fmt=args.format, shards=args.shards, k=args.k, progress=not args.quiet)
     except (ValueError, OSError) as error:
-        raise SystemExit(f"generate kanon: error: {error}")
+        raise _fail("kanon", str(error)) from None
     elapsed = time.monotonic() - began
     classes = ", ".join(f"{n} {name}" for name, n in stats.groups_by_class.items())
     print(f"generate kanon: wrote {stats.joins_written:,} joins and {stats.bad_written:,} bad records "
@@ -1028,10 +1035,7 @@ def _kanon_main(args: argparse.Namespace) -> int:
 
 
 def _micro_main(args: argparse.Namespace) -> int:
-    def fail(message: str, code: int = 2) -> SystemExit:
-        print(f"generate microbenchmark: error: {message}", file=sys.stderr)
-        return SystemExit(code)
-
+    fail = functools.partial(_fail, "microbenchmark")
     try:
         start_micros = parse_start(args.start_date)
     except ValueError:

@@ -158,9 +158,10 @@ def execute(batch: QueryBatch, source: RandomSource, granularity: Fraction = DEF
     return _result(batch, tuple(mechanism.release(value, child) for value in batch.sums), scale, EXECUTED)
 
 
-def rejected(batch: QueryBatch) -> QueryResult:
-    """The result of a batch a central budget refused: no value."""
-    return _result(batch, (), laplace_scale_for(as_fraction(batch.sensitivity), as_fraction(batch.epsilon)), REJECTED)
+def rejected(batch: QueryBatch, granularity: Fraction = DEFAULT_GRANULARITY) -> QueryResult:
+    """The result of a batch a central budget refused: no value (the scale is the one ``execute`` would use)."""
+    scale = laplace_scale_for(as_fraction(batch.sensitivity), as_fraction(batch.epsilon), granularity)
+    return _result(batch, (), scale, REJECTED)
 
 
 def run_queries(batches: Iterable[QueryBatch], central: CentralBudget | None, source: RandomSource) -> Iterator[QueryResult]:
