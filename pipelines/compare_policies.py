@@ -23,7 +23,7 @@ from transforms.mechanisms.budgeting import POLICIES
 
 COLUMNS = (
     "policy", "reports", "queries_executed", "queries_rejected", "requested_device_epochs",
-    "average_epsilon", "maximum_epsilon",
+    "average_epsilon", "maximum_epsilon", "read", "dead_lettered",
 )
 
 
@@ -70,6 +70,8 @@ def compare(argv: list[str]) -> list[dict]:
             "requested_device_epochs": stats.get("device_epochs", 0),
             "average_epsilon": stats.get("average_epsilon", 0.0),
             "maximum_epsilon": stats.get("maximum_epsilon", 0.0),
+            "read": counts["read"],
+            "dead_lettered": counts["dead_lettered"],
         })
     with open(os.path.join(output, "comparison.csv"), "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(error)
     print()
     print("\n".join(table_lines(rows)))
+    print(f"input: {rows[0]['read']} records read, {rows[0]['dead_lettered']} dead letters (reasons in each summary.json)")
     print(f"each policy's outputs (reports, query results, budgets, dead letters, summary.json): {output}/<policy>/")
     print(f"table: {os.path.join(output, 'comparison.csv')}, {os.path.join(output, 'results.json')}")
     return 0
