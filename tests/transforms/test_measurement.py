@@ -13,7 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.utils.timestamp import Timestamp
 
 from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
-from tests.support.measurement_data import nike_example, random_population, write_jsonl
+from tests.support.measurement_data import impression, nike_example, random_population, write_jsonl
 from transforms.io import DEAD_LETTERS
 from transforms.measurement import (
     BUDGETS,
@@ -186,3 +186,37 @@ def test_budget_rows_sum_to_the_exact_charges(nike_files):
     # 0.35 is 0.5 * 70 / 100 in exact units: the float row is the nearest double to the exact Fraction.
     _, budgets = NIKE_EXPECTED["cookie_monster"]
     assert budgets[1].consumed_epsilon == float(Fraction(1, 2) * Fraction(70, 100))
+
+
+@pytest.mark.parametrize("lateness_days", [1, 0])
+def test_streaming_allowed_lateness(lateness_days):
+    """ann also has an unrelated impression at day 8.2; the watermark passes day 8.5 before I2 (day 8) arrives.
+    With a day of allowed lateness ann has not replayed past day 8 yet and I2 counts; without, her day-8.2
+    impression was replayed when the watermark passed it, so I2 is a dead letter ``late``."""
+    impressions, conversions = nike_example()
+    other = impression("ann", 8.2, "I3", "zz")
+    config = MeasurementConfig()
+    straggler = impressions[1]  # I2, the impression ann's c1 is attributed to
+    rows = sorted([impressions[0], other, *conversions], key=lambda row: row.event_time_micros)
+    stream = (
+        TestStream()
+        .add_elements(rows[:3])  # I1 (day 1), c0 (day 2), I3 (day 8.2)
+        .advance_watermark_to(_milli(int(8.5 * MICROS_PER_DAY)))
+        .add_elements([straggler])
+        .add_elements(rows[3:])
+        .advance_watermark_to(_milli(400 * MICROS_PER_DAY))
+        .advance_watermark_to(END_OF_INPUT)
+        .advance_watermark_to_infinity()
+    )
+    kept = [*rows, straggler] if lateness_days else rows
+    expected = simulate(kept, config, SeededSource(SEED), 2)
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with TestPipeline(options=options) as p:
+        out = p | stream | MeasureStreaming(
+            config, SeededSource(SEED), 2, allowed_lateness_micros=lateness_days * MICROS_PER_DAY
+        )
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        late = [] if lateness_days else ["late"]
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(late), label="late")
