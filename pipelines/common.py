@@ -7,12 +7,16 @@ import json
 import logging
 import os
 import sys
-from typing import Iterable, Iterator
+import time
+from typing import Any, Callable, Iterable, Iterator
 
+import apache_beam as beam
 import fastavro
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from schemas.codecs import format_of
 
 
 class CliError(Exception):
@@ -126,3 +130,39 @@ def fail(error: Exception) -> int:
 def print_lines(lines: Iterable[str]) -> None:
     for line in lines:
         print(line)
+
+
+def input_files(patterns: Iterable[str], input_format: str | None) -> list[str]:
+    """Every file the patterns match, each with a format we can tell; a CliError otherwise."""
+    files = [path for pattern in patterns for path in require_input(pattern)]
+    for path in files:
+        try:
+            format_of(path, input_format)
+        except ValueError as error:
+            raise CliError(str(error)) from None
+    return files
+
+
+def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, streaming: bool) -> dict:
+    """Build the job's pipeline, run it to completion, and write and return its summary (``summarise(job,
+    result, elapsed seconds)``, with the summary file's path added under ``outputs``)."""
+    started = time.monotonic()
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args, streaming=streaming))
+    build(pipeline, job)
+    result = pipeline.run()
+    result.wait_until_finish()
+    summary = summarise(job, result, time.monotonic() - started)
+    summary["outputs"]["summary"] = write_summary(job.output, summary)
+    return summary
+
+
+def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_lines: Callable) -> int:
+    """A pipeline's ``main``: parse, run, print the report; a CliError is one line and exit status 2."""
+    configure_logging()
+    try:
+        job, beam_args = parse_job(argv)
+        summary = run(job, beam_args)
+    except CliError as error:
+        return fail(error)
+    print_lines(report_lines(job, summary))
+    return 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -20,21 +19,18 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
-    configure_logging,
+    cli_main,
     counters,
     distribution_max,
-    fail,
+    execute,
+    input_files,
     output_files,
-    pipeline_options,
     prepare_output,
-    print_lines,
     read_records,
-    require_input,
-    write_summary,
 )
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
-from schemas.codecs import FORMATS, JOIN_EVENT, format_of
+from schemas.codecs import FORMATS, JOIN_EVENT
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.kanon import METRICS_NAMESPACE as KANON_NAMESPACE
@@ -219,22 +215,10 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
 
 def run(job: KAnonJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = require_input(job.input)
-    for path in files:
-        try:
-            format_of(path, job.input_format)
-        except ValueError as error:
-            raise CliError(str(error)) from None
+    files = input_files([job.input], job.input_format)
     prepare_output(job.output, OUTPUT_PREFIXES)
     print(f"k-anonymity: {len(files)} input file(s), w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
-    started = time.monotonic()
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args, streaming=job.streaming))
-    build(pipeline, job)
-    result = pipeline.run()
-    result.wait_until_finish()
-    summary = summarise(job, result, time.monotonic() - started)
-    summary["outputs"]["summary"] = write_summary(job.output, summary)
-    return summary
+    return execute(job, beam_args, build, summarise, streaming=job.streaming)
 
 
 def report_lines(job: KAnonJob, summary: dict) -> list[str]:
@@ -255,14 +239,7 @@ def report_lines(job: KAnonJob, summary: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging()
-    try:
-        job, beam_args = parse_job(argv)
-        summary = run(job, beam_args)
-    except CliError as error:
-        return fail(error)
-    print_lines(report_lines(job, summary))
-    return 0
+    return cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ and ``DIR/summary.json``; prints counts and paths.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -28,18 +27,15 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
-    configure_logging,
+    cli_main,
     counters,
-    fail,
+    execute,
+    input_files,
     output_files,
-    pipeline_options,
     prepare_output,
-    print_lines,
     read_records,
-    require_input,
-    write_summary,
 )
-from schemas.codecs import CONVERSION, FORMATS, IMPRESSION, format_of
+from schemas.codecs import CONVERSION, FORMATS, IMPRESSION
 from transforms.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.measurement import (
@@ -323,12 +319,7 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
 
 def run(job: MeasurementJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = require_input(job.impressions) + require_input(job.conversions)
-    for path in files:
-        try:
-            format_of(path, job.input_format)
-        except ValueError as error:
-            raise CliError(str(error)) from None
+    files = input_files([job.impressions, job.conversions], job.input_format)
     prepare_output(job.output, OUTPUT_PREFIXES)
     config = job.config
     print(
@@ -336,17 +327,10 @@ def run(job: MeasurementJob, beam_args: list[str]) -> dict:
         f"epochs of {config.clock.length_micros // MICROS_PER_DAY} days, B = {job.batch_size}",
         flush=True,
     )
-    started = time.monotonic()
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args, streaming=job.streaming))
-    build(pipeline, job)
-    result = pipeline.run()
-    result.wait_until_finish()
-    summary = summarise(job, result, time.monotonic() - started)
-    summary["outputs"]["summary"] = write_summary(job.output, summary)
-    return summary
+    return execute(job, beam_args, build, summarise, streaming=job.streaming)
 
 
-def report_lines(summary: dict) -> list[str]:
+def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
     counts = summary["counts"]
     reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     lines = [
@@ -369,14 +353,7 @@ def report_lines(summary: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging()
-    try:
-        job, beam_args = parse_job(argv)
-        summary = run(job, beam_args)
-    except CliError as error:
-        return fail(error)
-    print_lines(report_lines(summary))
-    return 0
+    return cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":
