@@ -50,6 +50,7 @@ from transforms.mechanisms.device import (
     event_order,
     replay,
     resolve_request,
+    sort_events,
     with_central,
 )
 from transforms.mechanisms.noise import RandomSource
@@ -395,7 +396,7 @@ class _DeviceFn(beam.DoFn):
         and set the timers for what is left."""
         record.cut = max(until, record.cut)
         device = record.device
-        events = sorted((event for _, event in record.take(until)), key=event_order)
+        events = sort_events(event for _, event in record.take(until))
         for report in replay(key, events, device, self._config, self._policy, self._source):
             yield _stamped(report, _after_milli(report.conversion_time_micros) + self._lateness)
         oldest = self._config.oldest_reachable_epoch(until)

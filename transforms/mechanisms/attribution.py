@@ -31,22 +31,16 @@ from schemas.rows import NORMS, AttributionRequest, Impression
 
 
 def is_relevant(impression: Impression, advertiser_site: str, request: AttributionRequest) -> bool:
-    """Step 1 of Code Listing 1 for one impression."""
-    if impression.advertiser_site != advertiser_site:
-        return False
-    if request.campaign_ids:
-        if impression.campaign_id not in request.campaign_ids:
-            return False
-    elif impression.product_id != request.product_id:
-        return False
-    return all(key in impression.filter_keys for key in request.filter_keys)
+    """Step 1 of Code Listing 1 for one impression (whatever its time; ``select_relevant`` is the rule)."""
+    return bool(select_relevant((impression,), advertiser_site, request, impression.event_time_micros))
 
 
 def select_relevant(
     impressions: Sequence[Impression], advertiser_site: str, request: AttributionRequest, until_micros: int
 ) -> list[Impression]:
-    """``is_relevant`` over ``impressions``, keeping those at or before ``until_micros`` (one list comprehension per
-    case: this runs for every epoch of every conversion's window)."""
+    """Step 1 of Code Listing 1: the impressions at or before ``until_micros`` for ``advertiser_site``, of one of
+    the request's campaigns (or, with none listed, of its product), carrying every requested filter key. One list
+    comprehension per case: this runs for every epoch of every conversion's window."""
     keys = request.filter_keys
     if request.campaign_ids:
         campaigns = request.campaign_ids

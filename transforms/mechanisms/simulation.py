@@ -19,8 +19,8 @@ from transforms.mechanisms.device import (
     MeasurementConfig,
     ReportRecord,
     budget_rows,
-    event_order,
     replay,
+    sort_events,
     with_central,
 )
 from transforms.mechanisms.noise import RandomSource
@@ -48,7 +48,7 @@ def simulate(
         if all(type(event) is Impression for event in device_events):
             continue
         state = DeviceState(config.capacity_units)
-        reports += replay(device_id, sorted(device_events, key=event_order), state, config, policy, source)
+        reports += replay(device_id, sort_events(device_events), state, config, policy, source)
         budgets += budget_rows(device_id, state.filters.consumed, config)
     cutters: dict[tuple, BatchCutter] = {}
     batches = []
