@@ -4,6 +4,7 @@
         [--policy cookie_monster|ara_like|ipa_like] [--epoch-days 7] [--epoch-origin 1970-01-01]
         [--attribution-window-days 30] [--max-attribution-window-days 90] [--epsilon-g 1]
         [--batch-size 2000] [--alpha 0.05 --beta 0.01 [--expected-value C]] [--seed N]
+        [--bias-kappa K [--bias-count epochs|reports] [--bias-beta 0.01] [--heartbeats]]
         [--emit-budgets] [--streaming [--allowed-lateness-seconds S]] [Beam options]
 
 Simulates every device's on-device budgeting (seed 003: Cookie Monster's
@@ -13,7 +14,9 @@ querier's summation queries over batches of B reports. Writes
 (reports still waiting for a full batch), with ``--emit-budgets``
 ``DIR/SENSITIVE_device_epoch_budgets-*`` (per device-epoch consumption, for
 evaluation only: never part of what a querier sees), ``DIR/dead_letters-*``
-and ``DIR/summary.json``; prints counts and paths.
+and ``DIR/summary.json``; prints counts and paths. With ``--bias-kappa``, every
+report carries the counting coordinate of seed 003 Appendix D and every query
+result the noisy count of empty epochs and a bound on its bias (Thm. 15/16).
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ from transforms.measurement import (
     MeasureBatch,
     MeasureStreaming,
 )
+from transforms.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
 from transforms.mechanisms.budgeting import POLICIES
 from transforms.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
 from transforms.mechanisms.epochs import DEFAULT_EPOCH_DAYS, MICROS_PER_DAY, EpochClock
@@ -149,6 +153,24 @@ def build_parser() -> CliParser:
         help="c~, the querier's guess of the average conversion value (default: the query global sensitivity)",
     )
     query.add_argument("--seed", type=int, help="seeded randomness for simulation and tests (default: secure OS randomness)")
+    bias = parser.add_argument_group("bias detection (seed 003 Appendix D; on-device policies)")
+    bias.add_argument(
+        "--bias-kappa",
+        help="turn bias detection on: each report gets a coordinate kappa x its empty-epoch count, every requested "
+        "device-epoch holding data pays epsilon kappa / Delta more (Thm. 17), results carry a bias bound",
+    )
+    bias.add_argument(
+        "--bias-count", choices=BIAS_COUNTS, default="epochs",
+        help="count empty epochs (Thm. 15) or reports with one (Thm. 16) (default epochs)",
+    )
+    bias.add_argument(
+        "--bias-beta", type=float, default=DEFAULT_BIAS_BETA,
+        help=f"failure probability of the bias bound (default {DEFAULT_BIAS_BETA})",
+    )
+    bias.add_argument(
+        "--heartbeats", action="store_true",
+        help="a heartbeat event in every device-epoch: the count is then exactly the out-of-budget epochs",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("--emit-budgets", action="store_true", help="also write per device-epoch consumption (SENSITIVE)")
     run.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
@@ -171,7 +193,13 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
                                ("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0)):
         if value < low:
             raise CliError(f"{option} must be >= {low}, got {value}")
+    if args.bias_kappa is None and (args.heartbeats or args.bias_count != "epochs" or args.bias_beta != DEFAULT_BIAS_BETA):
+        raise CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
     try:
+        bias = None
+        if args.bias_kappa is not None:
+            kappa = _positive_fraction(args.bias_kappa, "--bias-kappa")
+            bias = BiasDetection(kappa, args.bias_count, args.bias_beta, args.heartbeats)
         accuracy = None
         if args.alpha is not None:
             accuracy = AccuracyTarget(args.alpha, args.beta, args.batch_size, args.expected_value)
@@ -182,6 +210,7 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
             default_window_days=args.attribution_window_days,
             max_window_days=args.max_attribution_window_days,
             accuracy=accuracy,
+            bias=bias,
         )
     except ValueError as error:
         raise CliError(str(error)) from None
@@ -279,6 +308,10 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
             "accuracy_target": None if config.accuracy is None else {
                 "alpha": config.accuracy.alpha, "beta": config.accuracy.beta,
                 "expected_value": config.accuracy.expected_value,
+            },
+            "bias_detection": None if config.bias is None else {
+                "kappa": str(config.bias.kappa), "count": config.bias.count, "beta": config.bias.beta,
+                "heartbeats": config.bias.heartbeats,
             },
             "noise": "laplace (exact discrete Laplace on a 2^-20 grid)",
             "noise_source": "seeded" if job.seed is not None else "secure",

@@ -103,7 +103,11 @@ class AttributionReport(NamedTuple):
 
 
 class QueryResult(NamedTuple):
-    """A batch of reports summed with Laplace noise, or rejected by a central budget (seed 003 Alg. 1)."""
+    """A batch of reports summed with Laplace noise, or rejected by a central budget (seed 003 Alg. 1).
+
+    With bias detection (seed 003 Appendix D), ``empty_count_estimate`` is the noisy count of empty epochs
+    (Thm. 15) or of reports with one (Thm. 16) and ``bias_bound`` the bound on the L1 bias that holds with
+    probability 1 - beta; both None otherwise."""
 
     querier_site: str
     query_key: str
@@ -113,6 +117,8 @@ class QueryResult(NamedTuple):
     epsilon: float
     noise_scale: float
     status: str
+    empty_count_estimate: float | None = None
+    bias_bound: float | None = None
 
 
 class DeviceEpochBudget(NamedTuple):

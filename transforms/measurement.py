@@ -221,7 +221,7 @@ class _RunQueriesFn(beam.DoFn):
     def process(self, element):
         _, batches = element
         central = CentralBudget(self._config.capacity_units) if self._config.policy == "ipa_like" else None
-        yield from run_queries(batches, central, self._source)
+        yield from run_queries(batches, central, self._source, self._config.bias)
         if central is not None:
             for key, units in central.filters.items():
                 yield beam.pvalue.TaggedOutput(CENTRAL, (key, units))
@@ -547,7 +547,7 @@ class _QueryFn(beam.DoFn):
     def _advance(self, record: _QueryRecord, until: int | None):
         central = CentralBudget(self._config.capacity_units, record.central) if self._config.policy == "ipa_like" else None
         due = sorted(record.take(until), key=lambda entry: batch_order(entry[1]))
-        for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source)):
+        for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source, self._config.bias)):
             yield _stamped(result, _after_milli(time))
 
     @on_timer(FLUSH)

@@ -24,6 +24,7 @@ from transforms.measurement import (
     MeasureBatch,
     MeasureStreaming,
 )
+from transforms.mechanisms.bias import BiasDetection
 from transforms.mechanisms.device import MeasurementConfig
 from transforms.mechanisms.epochs import MICROS_PER_DAY
 from transforms.mechanisms.noise import SeededSource
@@ -137,12 +138,23 @@ def _stream(rows, seed: int, late=()):
     return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
 
 
-@pytest.mark.parametrize("policy", ["cookie_monster", "ara_like", "ipa_like"])
-def test_batch_equals_the_in_memory_reference(policy, tmp_path):
+# Policies, and Appendix D bias detection on the on-device ones (Thm. 15 with heartbeats, Thm. 16 without).
+CONFIGS = {
+    "cookie_monster": MeasurementConfig(policy="cookie_monster"),
+    "ara_like": MeasurementConfig(policy="ara_like"),
+    "ipa_like": MeasurementConfig(policy="ipa_like"),
+    "cookie_monster+bias": MeasurementConfig(bias=BiasDetection(Fraction(1, 2), heartbeats=True)),
+    "ara_like+bias": MeasurementConfig(policy="ara_like", bias=BiasDetection(Fraction(2), count="reports")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_batch_equals_the_in_memory_reference(name, tmp_path):
     impressions, conversions = random_population(seed=4)
-    config = MeasurementConfig(policy=policy)
+    config = CONFIGS[name]
     expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
     assert expected.reports and expected.results and expected.budgets
+    assert all((r.bias_bound is not None) == (config.bias is not None) for r in expected.results)
     paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
     with TestPipeline(runner="FnApiRunner") as p:
         out = p | MeasureBatch(*paths, config, SeededSource(SEED), 3, emit_budgets=True, shards=4)
@@ -152,11 +164,11 @@ def test_batch_equals_the_in_memory_reference(policy, tmp_path):
         assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
 
 
-@pytest.mark.parametrize("policy", ["cookie_monster", "ara_like", "ipa_like"])
-def test_streaming_with_out_of_order_events_equals_batch(policy):
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_streaming_with_out_of_order_events_equals_batch(name):
     """Batch equals the reference (above), so streaming equal to the reference is streaming equal to batch."""
     impressions, conversions = random_population(seed=3)
-    config = MeasurementConfig(policy=policy)
+    config = CONFIGS[name]
     expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
     assert expected.reports and expected.results and expected.budgets
     late = [impressions[0]._replace(impression_id="late-one")]

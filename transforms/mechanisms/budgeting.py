@@ -17,8 +17,9 @@ each epoch of its window into a fixed-shape histogram, paying budget from a
   the query runs (``query.CentralBudget``). The device only records which
   epochs the report read, for budget statistics.
 
-The shape of a report (m entries) never depends on budget state: a report
-that cannot pay is all zeros, not absent (no budget side channel). Beam-free.
+The shape of a report (m entries, m + 1 with Appendix D bias detection) never
+depends on budget state: a report that cannot pay is all zeros, not absent (no
+budget side channel). Beam-free.
 """
 from __future__ import annotations
 
@@ -26,12 +27,15 @@ import math
 from abc import ABC, abstractmethod
 from fractions import Fraction
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Container, Mapping, NamedTuple, Sequence
 
 from schemas.rows import AttributionRequest, Impression
 from transforms.mechanisms.attribution import attribution_histogram
 from transforms.mechanisms.noise import as_fraction
 from transforms.mechanisms.privacy_filter import UNITS_PER_EPSILON, FilterTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transforms.mechanisms.bias import BiasDetection
 
 
 @lru_cache(maxsize=4096)
@@ -82,10 +86,24 @@ def individual_loss_units(
     return case_3
 
 
+class ReportOutcome(NamedTuple):
+    """What generating one report did: its histogram (what the querier gets), and, SENSITIVE (evaluation
+    only), the budget units it charged on the device and how many epochs of its window could not pay."""
+
+    histogram: tuple
+    charged_units: int
+    dropped_epochs: int
+
+
 class BudgetPolicy(ABC):
-    """Generates one report's histogram from the relevant events of each epoch of its window, paying budget."""
+    """Generates one report's histogram from the relevant events of each epoch of its window, paying budget.
+
+    With ``bias`` (Appendix D, ``bias.py``), the histogram gets coordinate 0, kappa times the count of epochs
+    whose data was empty for the report (out of budget, or not in ``occupied``, the epochs in which the device
+    holds data), and every occupied epoch pays the extra loss of Thm. 17."""
 
     name: str
+    supports_bias_detection = True
 
     @abstractmethod
     def generate_report(
@@ -96,8 +114,15 @@ class BudgetPolicy(ABC):
         relevant_by_epoch: Mapping[int, Sequence[Impression]],
         request: AttributionRequest,
         value: float,
-    ) -> tuple:
-        """The report's m-entry histogram; ``request.requested_epsilon`` is already resolved."""
+        occupied: Container[int] = (),
+        bias: BiasDetection | None = None,
+    ) -> ReportOutcome:
+        """The report; ``request.requested_epsilon`` is already resolved."""
+
+
+def _with_count(histogram: tuple, bias: BiasDetection | None, empty_epochs: int) -> tuple:
+    """``histogram`` with the Appendix D counting coordinate prepended when bias detection is on."""
+    return histogram if bias is None else (bias.coordinate(empty_epochs), *histogram)
 
 
 class CookieMonster(BudgetPolicy):
@@ -105,15 +130,26 @@ class CookieMonster(BudgetPolicy):
 
     name = "cookie_monster"
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
         single_epoch = len(epochs) == 1
+        extra = 0 if bias is None else bias.extra_loss_units(request)
         kept: list[Impression] = []
+        charged = dropped = empty = 0
         for epoch in epochs:
             events = relevant_by_epoch.get(epoch, ())  # Step 1
             loss = individual_loss_units(events, request, value, single_epoch)  # Step 2
+            holds_data = bias is not None and epoch in occupied
+            if holds_data:
+                loss += extra  # Thm. 17: the counting coordinate's sensitivity
             if filters.try_consume((querier_site, epoch), loss):  # Step 3: out of budget drops the epoch's events
                 kept.extend(events)
-        return attribution_histogram(kept, request, value)  # Step 4
+                charged += loss
+                empty += not holds_data
+            else:
+                dropped += 1
+                empty += 1
+        histogram = attribution_histogram(kept, request, value)  # Step 4
+        return ReportOutcome(_with_count(histogram, bias, empty), charged, dropped)
 
 
 class AraLike(BudgetPolicy):
@@ -121,24 +157,32 @@ class AraLike(BudgetPolicy):
 
     name = "ara_like"
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
         full = scaled_loss_units(request.requested_epsilon, request.query_global_sensitivity, request.query_global_sensitivity)
+        if bias is not None:
+            full += bias.extra_loss_units(request)  # Thm. 17, charged like the rest: on every epoch
         if not filters.try_consume_all(((querier_site, epoch), full) for epoch in epochs):
-            return (0.0,) * request.dimension
+            return ReportOutcome(_with_count((0.0,) * request.dimension, bias, len(epochs)), 0, len(epochs))
         events = [event for epoch in epochs for event in relevant_by_epoch.get(epoch, ())]
-        return attribution_histogram(events, request, value)
+        empty = 0 if bias is None else sum(1 for epoch in epochs if epoch not in occupied)
+        histogram = attribution_histogram(events, request, value)
+        return ReportOutcome(_with_count(histogram, bias, empty), full * len(epochs), 0)
 
 
 class IpaLike(BudgetPolicy):
-    """Seed 003 Sec. 8.1: no on-device budget; the query pays centrally (``query.CentralBudget``)."""
+    """Seed 003 Sec. 8.1: no on-device budget; the query pays centrally (``query.CentralBudget``). Nothing is
+    ever dropped, so there is no bias to detect."""
 
     name = "ipa_like"
+    supports_bias_detection = False
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+        if bias is not None:
+            raise ValueError("ipa_like drops no data: bias detection applies to on-device policies only")
         for epoch in epochs:
             filters.touch((querier_site, epoch))
         events = [event for epoch in epochs for event in relevant_by_epoch.get(epoch, ())]
-        return attribution_histogram(events, request, value)
+        return ReportOutcome(attribution_histogram(events, request, value), 0, 0)
 
 
 POLICIES: dict[str, BudgetPolicy] = {policy.name: policy for policy in (CookieMonster(), AraLike(), IpaLike())}

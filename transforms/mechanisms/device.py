@@ -20,6 +20,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from schemas.rows import AttributionReport, AttributionRequest, Conversion, DeviceEpochBudget, Impression
 from transforms.mechanisms.attribution import select_relevant
+from transforms.mechanisms.bias import BiasDetection, bias_weight
 from transforms.mechanisms.budgeting import BudgetPolicy, make_policy
 from transforms.mechanisms.epochs import MICROS_PER_DAY, EpochClock
 from transforms.mechanisms.noise import RandomSource
@@ -40,9 +41,12 @@ class MeasurementConfig:
     default_window_days: int = DEFAULT_WINDOW_DAYS
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
     accuracy: AccuracyTarget | None = None
+    bias: BiasDetection | None = None
 
     def __post_init__(self) -> None:
-        make_policy(self.policy)
+        policy = make_policy(self.policy)
+        if self.bias is not None and not policy.supports_bias_detection:
+            raise ValueError(f"bias detection (Appendix D) needs an on-device policy; {self.policy} drops no data")
         if self.capacity_epsilon <= 0:
             raise ValueError(f"the per-epoch capacity eps_G must be > 0, got {self.capacity_epsilon}")
         if not 1 <= self.default_window_days <= self.max_window_days:
@@ -112,6 +116,9 @@ class ReportRecord(NamedTuple):
     query_global_sensitivity: float
     first_epoch: int
     last_epoch: int
+    charged_units: int = 0  # SENSITIVE (evaluation only), like the two below: budget units charged on the device
+    dropped_epochs: int = 0  # epochs of the window that could not pay
+    bias_weight: float = 0.0  # Thm. 18's Delta of the report when bias detection is on, else 0
 
     def public(self) -> AttributionReport:
         """What the querier receives: no time, device, epochs or budget state."""
@@ -122,18 +129,31 @@ class ReportRecord(NamedTuple):
 
 
 class DeviceState:
-    """What a device keeps: impressions per epoch (time ordered) and its filters, keyed (querier, epoch)."""
+    """What a device keeps: impressions per epoch (time ordered), its filters, keyed (querier, epoch), and
+    the epochs in which it holds any event (``occupied``, for Appendix D bias detection)."""
 
-    __slots__ = ("impressions", "filters")
+    __slots__ = ("impressions", "filters", "occupied")
 
     def __init__(self, capacity_units: int, impressions: dict | None = None, consumed: dict | None = None) -> None:
         self.impressions: dict[int, list[Impression]] = {} if impressions is None else impressions
         self.filters = FilterTable(capacity_units, consumed)
+        self.occupied: set[int] = set()
 
     def forget_before(self, epoch: int) -> None:
-        """Drop impressions of epochs before ``epoch`` (no window can reach them any more)."""
+        """Drop impressions and occupancy of epochs before ``epoch`` (no window can reach them any more)."""
         for old in [e for e in self.impressions if e < epoch]:
             del self.impressions[old]
+        self.occupied.difference_update([e for e in self.occupied if e < epoch])
+
+
+class _EveryEpoch:
+    """Heartbeats (Appendix D): an event in every device-epoch, so every epoch holds data."""
+
+    def __contains__(self, epoch: object) -> bool:
+        return True
+
+
+EVERY_EPOCH = _EveryEpoch()
 
 
 def _relevant_by_epoch(state: DeviceState, conversion: Conversion, request: AttributionRequest, epochs: range) -> dict:
@@ -169,16 +189,23 @@ def replay(
     (the reading stage dead-letters it with the same check).
     """
     epoch_of = config.clock.epoch_of
+    bias = config.bias
+    occupied = EVERY_EPOCH if bias is not None and bias.heartbeats else state.occupied
     for event in events:
+        epoch = epoch_of(event.event_time_micros)
+        if bias is not None:
+            state.occupied.add(epoch)
         if type(event) is Impression:
-            state.impressions.setdefault(epoch_of(event.event_time_micros), []).append(event)
+            state.impressions.setdefault(epoch, []).append(event)
             continue
         resolved = resolve_request(event, config)
         if isinstance(resolved, str):
             continue
         request, epochs = resolved
         relevant = _relevant_by_epoch(state, event, request, epochs)
-        histogram = policy.generate_report(state.filters, event.querier_site, epochs, relevant, request, event.value)
+        outcome = policy.generate_report(
+            state.filters, event.querier_site, epochs, relevant, request, event.value, occupied, bias
+        )
         yield ReportRecord(
             querier_site=event.querier_site,
             query_key=request.query_key,
@@ -186,11 +213,14 @@ def replay(
             device_id=device_id,
             conversion_id=event.conversion_id,
             report_id=source.keyed_token(("report", device_id, event.conversion_id)),
-            histogram=histogram,
+            histogram=outcome.histogram,
             requested_epsilon=request.requested_epsilon,
             query_global_sensitivity=request.query_global_sensitivity,
             first_epoch=epochs.start,
             last_epoch=epochs.stop - 1,
+            charged_units=outcome.charged_units,
+            dropped_epochs=outcome.dropped_epochs,
+            bias_weight=0.0 if bias is None else bias_weight(request, len(epochs)),
         )
 
 

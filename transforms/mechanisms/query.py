@@ -21,6 +21,7 @@ from transforms.mechanisms.noise import DEFAULT_GRANULARITY, GridLaplace, Random
 from transforms.mechanisms.privacy_filter import FilterTable, epsilon_units
 
 if TYPE_CHECKING:  # pragma: no cover
+    from transforms.mechanisms.bias import BiasDetection
     from transforms.mechanisms.device import ReportRecord
 
 EXECUTED = "executed"
@@ -72,6 +73,7 @@ class QueryBatch(NamedTuple):
     epsilon: float
     sensitivity: float
     epochs: tuple
+    bias_weight: float = 0.0  # the largest Thm. 18 Delta of its reports when bias detection is on
 
 
 def make_batch(querier_site: str, query_key: str, batch_index: int, reports: Sequence[ReportRecord]) -> QueryBatch:
@@ -90,6 +92,7 @@ def make_batch(querier_site: str, query_key: str, batch_index: int, reports: Seq
         epsilon=min(r.requested_epsilon for r in reports),
         sensitivity=max(r.query_global_sensitivity for r in reports),
         epochs=tuple(epochs),
+        bias_weight=max(r.bias_weight for r in reports),
     )
 
 
@@ -135,7 +138,16 @@ class CentralBudget:
         return self.filters.try_consume_all(((batch.querier_site, epoch), units) for epoch in batch.epochs)
 
 
-def _result(batch: QueryBatch, noisy_value: tuple, scale: Fraction, status: str) -> QueryResult:
+def _result(
+    batch: QueryBatch, noisy_value: tuple, scale: Fraction, status: str, bias: BiasDetection | None = None
+) -> QueryResult:
+    """The result; with bias detection, coordinate 0 of ``noisy_value`` (M_0) becomes the noisy count of empty
+    epochs (or reports) M_0 / kappa and the Thm. 15/16 bound on the bias, and the other m are the value."""
+    estimate = bound = None
+    if bias is not None and noisy_value:
+        counted, noisy_value = noisy_value[0], noisy_value[1:]
+        estimate = counted / float(bias.kappa)
+        bound = bias.bound(counted, float(scale), batch.bias_weight)
     return QueryResult(
         querier_site=batch.querier_site,
         query_key=batch.query_key,
@@ -145,17 +157,28 @@ def _result(batch: QueryBatch, noisy_value: tuple, scale: Fraction, status: str)
         epsilon=batch.epsilon,
         noise_scale=float(scale),
         status=status,
+        empty_count_estimate=estimate,
+        bias_bound=bound,
     )
 
 
-def execute(batch: QueryBatch, source: RandomSource, granularity: Fraction = DEFAULT_GRANULARITY) -> QueryResult:
+def execute(
+    batch: QueryBatch,
+    source: RandomSource,
+    granularity: Fraction = DEFAULT_GRANULARITY,
+    bias: BiasDetection | None = None,
+) -> QueryResult:
     """Alg. 1 AnswerQuery: each entry of the batch sum plus Laplace noise of scale query global sensitivity /
     epsilon (``GridLaplace``, exact on a 2^-20 grid, scale inflated by the grid step). The noise is drawn from
-    ``source.keyed_child`` of the batch, so a seeded run is reproducible whatever the processing order."""
+    ``source.keyed_child`` of the batch, so a seeded run is reproducible whatever the processing order. With
+    ``bias`` (Appendix D), the counting coordinate gets the same noise and the result carries the bias bound.
+
+    The discretised Laplace keeps the tail the bound needs: with q = e^{-g/b}, P(X <= -K g) = q^K / (1 + q),
+    at most e^{-a/b} for a <= K g, so P(X < -b ln(1/beta)) <= beta."""
     scale = laplace_scale_for(as_fraction(batch.sensitivity), as_fraction(batch.epsilon), granularity)
     mechanism = GridLaplace(scale, granularity)
     child = source.keyed_child(("query", batch.querier_site, batch.query_key, batch.batch_index))
-    return _result(batch, tuple(mechanism.release(value, child) for value in batch.sums), scale, EXECUTED)
+    return _result(batch, tuple(mechanism.release(value, child) for value in batch.sums), scale, EXECUTED, bias)
 
 
 def rejected(batch: QueryBatch, granularity: Fraction = DEFAULT_GRANULARITY) -> QueryResult:
@@ -164,8 +187,16 @@ def rejected(batch: QueryBatch, granularity: Fraction = DEFAULT_GRANULARITY) -> 
     return _result(batch, (), scale, REJECTED)
 
 
-def run_queries(batches: Iterable[QueryBatch], central: CentralBudget | None, source: RandomSource) -> Iterator[QueryResult]:
+def run_queries(
+    batches: Iterable[QueryBatch],
+    central: CentralBudget | None,
+    source: RandomSource,
+    bias: BiasDetection | None = None,
+) -> Iterator[QueryResult]:
     """Queries in batch order: executed with noise, or (IPA-like, ``central`` given) rejected when the central
     budget cannot pay."""
     for batch in sorted(batches, key=batch_order):
-        yield execute(batch, source) if central is None or central.admit(batch) else rejected(batch)
+        if central is None or central.admit(batch):
+            yield execute(batch, source, bias=bias)
+        else:
+            yield rejected(batch)

@@ -19,6 +19,7 @@ from transforms.mechanisms.budgeting import (
     AraLike,
     CookieMonster,
     IpaLike,
+    ReportOutcome,
     individual_loss_units,
     make_policy,
     scaled_loss_units,
@@ -187,48 +188,48 @@ FULL = 5 * 10**11  # eps = 0.5
 
 def test_cookie_monster_pays_zero_on_empty_epochs_and_report_over_query_on_the_others():
     table = FilterTable(UNIT)
-    histogram = CookieMonster().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    outcome = CookieMonster().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
     assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): 35 * 10**10, (NIKE, 3): 35 * 10**10, (NIKE, 4): 0}
-    assert histogram == (50.0, 0.0)  # last touch: I3 of campaign a1
+    assert outcome == ReportOutcome((50.0, 0.0), 70 * 10**10, 0)  # last touch: I3 of campaign a1
 
 
 def test_cookie_monster_drops_only_the_epochs_that_cannot_pay():
     table = FilterTable(UNIT, {(NIKE, 3): UNIT - 35 * 10**10 + 1})  # one unit short for epoch 3
-    histogram = CookieMonster().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    outcome = CookieMonster().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
     assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): 35 * 10**10, (NIKE, 3): UNIT - 35 * 10**10 + 1, (NIKE, 4): 0}
-    assert histogram == (0.0, 50.0)  # I3 dropped: last touch falls back on I2 (a2)
+    assert outcome == ReportOutcome((0.0, 50.0), 35 * 10**10, 1)  # I3 dropped: last touch falls back on I2 (a2)
 
 
 def test_cookie_monster_single_epoch_window_pays_the_individual_sensitivity():
     table = FilterTable(UNIT)
-    histogram = CookieMonster().generate_report(table, NIKE, range(3, 4), RELEVANT, MULTI, 20.0)
+    outcome = CookieMonster().generate_report(table, NIKE, range(3, 4), RELEVANT, MULTI, 20.0)
     assert table.consumed == {(NIKE, 3): 10**11}  # 0.5 * 20 / 100
-    assert histogram == (20.0, 0.0)
+    assert outcome == ReportOutcome((20.0, 0.0), 10**11, 0)
 
 
 def test_ara_like_pays_full_epsilon_on_every_epoch_of_the_window():
     table = FilterTable(UNIT)
-    histogram = AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    outcome = AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
     assert table.consumed == {(NIKE, e): FULL for e in WINDOW}  # empty epochs 1 and 4 included
-    assert histogram == (50.0, 0.0)
+    assert outcome == ReportOutcome((50.0, 0.0), 4 * FULL, 0)
 
 
 def test_ara_like_is_all_or_nothing():
     table = FilterTable(UNIT, {(NIKE, 4): FULL + 1})  # the empty epoch 4 cannot pay 0.5 more
-    histogram = AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
-    assert histogram == (0.0, 0.0)
+    outcome = AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert outcome == ReportOutcome((0.0, 0.0), 0, 4)
     assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): 0, (NIKE, 3): 0, (NIKE, 4): FULL + 1}
     # exactly at the boundary it pays
     table = FilterTable(UNIT, {(NIKE, 4): FULL})
-    assert AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0) == (50.0, 0.0)
+    assert AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0).histogram == (50.0, 0.0)
     assert table.consumed[(NIKE, 4)] == UNIT
 
 
 def test_ipa_like_consumes_nothing_on_device_but_touches_the_window():
     table = FilterTable(UNIT, {(NIKE, 2): UNIT})  # even an exhausted device filter is ignored
-    histogram = IpaLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    outcome = IpaLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
     assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): UNIT, (NIKE, 3): 0, (NIKE, 4): 0}
-    assert histogram == (50.0, 0.0)
+    assert outcome == ReportOutcome((50.0, 0.0), 0, 0)
 
 
 def test_policy_registry():
@@ -307,8 +308,8 @@ def test_report_shape_does_not_depend_on_the_budget(policy, impressions, wanted,
     epochs = range(wanted.first_epoch, wanted.last_epoch + 1)
     fresh = FilterTable(UNIT)
     exhausted = FilterTable(UNIT, {(NIKE, e): UNIT for e in epochs})
-    with_budget = make_policy(policy).generate_report(fresh, NIKE, epochs, relevant, wanted, value)
-    without = make_policy(policy).generate_report(exhausted, NIKE, epochs, relevant, wanted, value)
+    with_budget = make_policy(policy).generate_report(fresh, NIKE, epochs, relevant, wanted, value).histogram
+    without = make_policy(policy).generate_report(exhausted, NIKE, epochs, relevant, wanted, value).histogram
     assert len(with_budget) == len(without) == wanted.dimension
     assert all(type(v) is float for v in with_budget + without)
     if policy == "ipa_like":
