@@ -22,7 +22,6 @@ Writes Figure 1 (``figure1_error_cdfs.png``), the error rates against x
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sys
@@ -34,6 +33,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from pipelines.evaluation.output import write_csv
 from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args, report_lines
 from transforms.mechanisms.accounting import DrawParameters
 from transforms.mechanisms.noise import SeededSource, TruncatedLaplace
@@ -93,13 +93,6 @@ def error_rates(max_window: np.ndarray, one_step: np.ndarray, k: int, max_x: int
         }
         for x, fp, fn in zip(xs, false_positive, false_negative)
     ]
-
-
-def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence]) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
 
 
 def plot_figure1(
@@ -176,9 +169,9 @@ def run(draw: DrawParameters, window_steps: int, k: int, out_dir: Path, repetiti
     }
     plot_figure1(paths["figure1"], max_cdf, one_cdf, p99, p01, window_steps)
     plot_error_rates(paths["error_rates_plot"], rates, k)
-    _write_csv(paths["max_window_error_cdf"], ["max_window_error", "cdf"], zip(*max_cdf))
-    _write_csv(paths["one_step_error_cdf"], ["one_step_error", "cdf"], zip(*one_cdf))
-    _write_csv(paths["error_rates"], list(rates[0]), [list(row.values()) for row in rates])
+    write_csv(paths["max_window_error_cdf"], ["max_window_error", "cdf"], list(zip(*max_cdf)))
+    write_csv(paths["one_step_error_cdf"], ["one_step_error", "cdf"], list(zip(*one_cdf)))
+    write_csv(paths["error_rates"], list(rates[0]), [list(row.values()) for row in rates])
 
     results = {
         "p99_max_window_error": p99,

@@ -1,0 +1,104 @@
+"""Loading an evaluation dataset once, for many runs: the converting devices' events and the population counts.
+
+The replay only needs the devices that converted (the others are never asked
+for a report, so they pay nothing on device). The budget metrics also need the
+population: for each querier, which devices had any event for it (an
+impression of an advertiser it queries for, or a conversion it asked a report
+of) and which converted, and the time span of the data (its epochs). So the
+conversions are read first, then the impressions are streamed: an impression
+is kept only when its device converted, otherwise it is only counted.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.common import require_input
+from schemas.codecs import CONVERSION, IMPRESSION, READERS, EventSpec, format_of
+from schemas.rows import Conversion, DeadLetter, Impression
+from transforms.mechanisms.simulation import devices_in_order
+
+PROGRESS_EVERY = 1_000_000
+
+
+@dataclass
+class Population:
+    """Per querier: devices with any event for it and devices that converted for it; the data's time span."""
+
+    any_event: dict[str, set] = field(default_factory=dict)
+    converted: dict[str, set] = field(default_factory=dict)
+    first_micros: int | None = None
+    last_micros: int | None = None
+
+    def see(self, time_micros: int) -> None:
+        if self.first_micros is None or time_micros < self.first_micros:
+            self.first_micros = time_micros
+        if self.last_micros is None or time_micros > self.last_micros:
+            self.last_micros = time_micros
+
+
+@dataclass
+class Dataset:
+    """Everything the runs share: the converting devices' events in replay order, the population, counts."""
+
+    name: str
+    devices: dict[str, list]
+    population: Population
+    read: int = 0
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    impressions: int = 0
+    conversions: int = 0
+
+
+def _parsed(pattern: str, spec: EventSpec, input_format: str | None):
+    for path in require_input(pattern):
+        reader = READERS[format_of(path, input_format)]
+        with FileSystems.open(path) as handle:
+            yield from reader(spec, handle, path)
+
+
+def load_dataset(
+    name: str, impressions: str, conversions: str, input_format: str | None = None, progress: bool = True
+) -> Dataset:
+    """Reads ``conversions`` then ``impressions`` (file patterns) into a ``Dataset``; bad records are counted
+    by reason (the measurement job writes them out; here only their number matters)."""
+    began = time.monotonic()
+    population = Population()
+    dataset = Dataset(name, {}, population)
+    advertisers_of: dict[str, set] = {}  # advertiser site -> the queriers asking about it
+    kept: list = []
+
+    def dead(letter: DeadLetter) -> None:
+        dataset.dead_letters[letter.reason] = dataset.dead_letters.get(letter.reason, 0) + 1
+
+    for row in _parsed(conversions, CONVERSION, input_format):
+        dataset.read += 1
+        if type(row) is not Conversion:
+            dead(row)
+            continue
+        dataset.conversions += 1
+        kept.append(row)
+        population.see(row.event_time_micros)
+        population.converted.setdefault(row.querier_site, set()).add(row.device_id)
+        population.any_event.setdefault(row.querier_site, set()).add(row.device_id)
+        advertisers_of.setdefault(row.advertiser_site, set()).add(row.querier_site)
+    converting = {row.device_id for row in kept}
+    for row in _parsed(impressions, IMPRESSION, input_format):
+        dataset.read += 1
+        if type(row) is not Impression:
+            dead(row)
+            continue
+        dataset.impressions += 1
+        population.see(row.event_time_micros)
+        for querier in advertisers_of.get(row.advertiser_site, ()):
+            population.any_event[querier].add(row.device_id)
+        if row.device_id in converting:
+            kept.append(row)
+        if progress and dataset.impressions % PROGRESS_EVERY == 0:
+            print(f"  {name}: {dataset.impressions:,} impressions read ({time.monotonic() - began:.0f} s)",
+                  file=sys.stderr, flush=True)
+    dataset.devices = devices_in_order(kept)
+    return dataset

@@ -1,0 +1,126 @@
+"""The PNG figures of the evaluation (seed 003 Fig. 4, 5, 6, and the Appendix D bias-detection figure).
+
+Each function draws one panel on a matplotlib ``Axes`` from plain rows (the
+dicts of ``results.json``) or arrays, so the figures can be redrawn from the
+JSON alone; ``save`` lays panels out and writes the PNG.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+COLORS = {"ipa_like": "tab:red", "ara_like": "tab:blue", "cookie_monster": "tab:green"}
+LABELS = {"ipa_like": "IPA-like", "ara_like": "ARA-like", "cookie_monster": "Cookie Monster"}
+
+
+def save(path: Path, panels: Sequence[Callable[[Axes], None]], columns: int | None = None) -> Path:
+    """One PNG with a panel per callable, left to right (``columns`` per row)."""
+    columns = columns or len(panels)
+    rows = -(-len(panels) // columns)
+    figure = Figure(figsize=(4.6 * columns, 3.8 * rows))
+    FigureCanvasAgg(figure)
+    for index, draw in enumerate(panels):
+        draw(figure.add_subplot(rows, columns, index + 1))
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def _finish(axes: Axes, title: str, xlabel: str, ylabel: str) -> None:
+    axes.set_title(title, fontsize=9)
+    axes.set_xlabel(xlabel, fontsize=8)
+    axes.set_ylabel(ylabel, fontsize=8)
+    axes.tick_params(labelsize=7)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7)
+
+
+def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log_x: bool = True,
+                dashed: str | None = None) -> Callable[[Axes], None]:
+    """``y`` (and ``dashed``, dotted) against ``x`` per policy (Fig. 4)."""
+    def draw(axes: Axes) -> None:
+        for policy, color in COLORS.items():
+            mine = sorted((p for p in points if p["policy"] == policy), key=lambda p: p[x])
+            if not mine:
+                continue
+            axes.plot([p[x] for p in mine], [p[y] for p in mine], marker="o", color=color, label=LABELS[policy])
+            if dashed:
+                axes.plot([p[x] for p in mine], [p[dashed] for p in mine], linestyle=":", color=color)
+        if log_x:
+            axes.set_xscale("log")
+        _finish(axes, title, x, ylabel)
+    return draw
+
+
+def curve_panel(curves: dict[str, Sequence[float]], title: str, xlabel: str, ylabel: str,
+                markers: dict[str, Sequence[bool]] | None = None) -> Callable[[Axes], None]:
+    """One line per policy against 1, 2, ... (Fig. 5a); ``markers`` dots the executed points."""
+    def draw(axes: Axes) -> None:
+        for policy, values in curves.items():
+            xs = np.arange(1, len(values) + 1)
+            axes.plot(xs, values, color=COLORS.get(policy), label=LABELS.get(policy, policy))
+            if markers and policy in markers:
+                shown = np.asarray(markers[policy], dtype=bool)
+                axes.plot(xs[shown], np.asarray(values)[shown], ".", color=COLORS.get(policy), markersize=4)
+        _finish(axes, title, xlabel, ylabel)
+    return draw
+
+
+def cdf_panel(samples: dict[str, Sequence[float]], title: str, xlabel: str, total: dict[str, int] | None = None,
+              log_x: bool = False) -> Callable[[Axes], None]:
+    """Empirical CDFs (Fig. 5b, 6a, 6b, 6d). With ``total``, a CDF over ``total[name]`` items of which only
+    ``samples[name]`` have a value (IPA-like's line stops at its executed share)."""
+    def draw(axes: Axes) -> None:
+        for name, values in samples.items():
+            ordered = np.sort(np.asarray(values, dtype=float))
+            if ordered.size == 0:
+                continue
+            denominator = total[name] if total else ordered.size
+            fractions = np.arange(1, ordered.size + 1) / denominator
+            policy = name.split(" ")[0]
+            axes.step(ordered, fractions, where="post", color=COLORS.get(policy), label=LABELS.get(policy, name)
+                      if name == policy else name)
+        if log_x:
+            axes.set_xscale("symlog", linthresh=1e-3)
+        axes.set_ylim(0, 1.02)
+        _finish(axes, title, xlabel, "CDF")
+    return draw
+
+
+def spread_panel(points: list[dict], x: str, title: str, ylabel: str, executed_share: bool = True
+                 ) -> Callable[[Axes], None]:
+    """Fig. 5c / 6c: per policy and ``x`` value, the mean RMSRE (bar), +- one standard deviation (box) and
+    the min-max range (whiskers); IPA-like's executed share is written above its bars."""
+    def draw(axes: Axes) -> None:
+        values = sorted({p[x] for p in points})
+        width = 0.8 / len(COLORS)
+        for offset, (policy, color) in enumerate(COLORS.items()):
+            for position, value in enumerate(values):
+                point = next((p for p in points if p["policy"] == policy and p[x] == value), None)
+                if point is None or point.get("rmsre_mean") is None:
+                    continue
+                center = position + (offset - 1) * width
+                mean, std = point["rmsre_mean"], point.get("rmsre_std") or 0.0
+                axes.add_patch(_box(center, width, max(mean - std, 0.0), mean + std, color))
+                axes.plot([center - width / 2, center + width / 2], [mean, mean], color="black", linewidth=1)
+                axes.plot([center, center], [point["rmsre_min"], point["rmsre_max"]], color=color, linewidth=0.8)
+                if executed_share and policy == "ipa_like":
+                    share = point["queries_executed"] / max(point["queries_total"], 1)
+                    axes.annotate(f"{100 * share:.1f}%", (center, point["rmsre_max"]), fontsize=6, ha="center",
+                                  va="bottom")
+        axes.set_xticks(range(len(values)), [str(v) for v in values])
+        axes.set_yscale("log")
+        for policy, color in COLORS.items():
+            axes.plot([], [], color=color, linewidth=6, alpha=0.5, label=LABELS[policy])
+        _finish(axes, title, x, ylabel)
+    return draw
+
+
+def _box(center: float, width: float, low: float, high: float, color: str) -> Rectangle:
+    return Rectangle((center - width / 2, low), width, max(high - low, 1e-12), color=color, alpha=0.5)
