@@ -10,6 +10,7 @@ COMMANDS = {
     "kanon-accuracy": ("pipelines.kanon_accuracy", "accuracy of the k-anonymity server by simulation (Sec. 5)"),
     "measurement": ("pipelines.measurement", "on-device budgeting: attribution reports and noisy queries (seed 003)"),
     "compare-policies": ("pipelines.compare_policies", "Cookie Monster, ARA-like and IPA-like side by side (seed 003)"),
+    "evaluate": ("pipelines.evaluate", "reproduce the Cookie Monster evaluation and Appendix D bias detection"),
     "generate": ("pipelines.generate", "synthetic input data"),
 }
 

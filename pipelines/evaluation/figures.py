@@ -42,7 +42,7 @@ def _finish(axes: Axes, title: str, xlabel: str, ylabel: str) -> None:
 
 
 def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log_x: bool = True,
-                dashed: str | None = None) -> Callable[[Axes], None]:
+                dashed: str | None = None, log_y: bool = False) -> Callable[[Axes], None]:
     """``y`` (and ``dashed``, dotted) against ``x`` per policy (Fig. 4)."""
     def draw(axes: Axes) -> None:
         for policy, color in COLORS.items():
@@ -54,6 +54,8 @@ def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log
                 axes.plot([p[x] for p in mine], [p[dashed] for p in mine], linestyle=":", color=color)
         if log_x:
             axes.set_xscale("log")
+        if log_y:
+            axes.set_yscale("log")
         _finish(axes, title, x, ylabel)
     return draw
 

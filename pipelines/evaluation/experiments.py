@@ -1,0 +1,313 @@
+"""The experiments of ``python -m pipelines.evaluate``: seed 003 Sec. 8 (Fig. 4, 5, 6) and Appendix D.
+
+Each experiment generates (or reuses) its datasets under ``DIR/data``, loads
+each once, runs its points (``runs.Runner``) and writes its CSVs and PNG into
+``DIR``; it returns an ``ExperimentOutput`` whose points and headline numbers
+``pipelines.evaluate`` merges into ``DIR/results.json`` and ``DIR/report.md``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from pipelines.evaluation import figures
+from pipelines.evaluation.data import Dataset, load_dataset
+from pipelines.evaluation.output import Progress, write_csv, write_dict_csv
+from pipelines.evaluation.runs import POLICY_ORDER, Runner, RunResult, RunSpec
+from pipelines.generate import MICRO_BATCH_SIZE, MICRO_VALUE, generate_microbenchmark
+from transforms.mechanisms.bias import BiasDetection
+from transforms.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource
+
+BUDGET_COLUMNS = ("avg_budget_requested", "avg_budget_converted", "avg_budget_all", "max_budget")
+QUERY_COLUMNS = ("policy", "epoch_days", "querier_site", "query_key", "batch_index", "executed", "true_value",
+                 "biased_value", "noise_scale", "rmsre", "rmsre_empirical")
+EPOCH_SWEEP = (1, 7, 14, 30, 60)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of one run mode: ``tiny`` (tests and smoke runs, seconds), ``quick`` (the default, minutes here)
+    or ``full`` (the paper's sweeps; larger datasets)."""
+
+    micro_batch: int  # B of the microbenchmark (the paper's 2,000)
+    micro_products: int  # products, each queried twice
+    knob1: tuple
+    knob2: tuple
+    bias_batch: int
+    bias_kappas: tuple
+    epoch_sweep: tuple
+    patcg_scale: float  # of the paper's 24M conversions
+    criteo_scale: float  # of the paper's 12M impressions
+    criteo_augment: tuple
+
+
+SIZES = {
+    "tiny": Sizes(50, 2, (0.1, 1.0), (0.1, 1.0), 50, (1.0, 10.0), (7, 30), 0.0002, 0.002, (0, 3)),
+    "quick": Sizes(2000, 10, (0.01, 0.1, 0.5, 1.0), (0.01, 0.1, 0.5, 1.0), 200, (0.5, 1.0, 2.0, 5.0, 10.0, 20.0),
+                   EPOCH_SWEEP, 0.005, 0.05, (0, 3, 6, 9)),
+    "full": Sizes(2000, 10, (0.001, 0.01, 0.1, 0.5, 1.0), (0.001, 0.01, 0.1, 0.5, 1.0), 200,
+                  (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0), EPOCH_SWEEP, 0.1, 0.5, (0, 3, 6, 9)),
+}
+
+
+@dataclass
+class Settings:
+    """What every experiment is run with (``pipelines.evaluate`` options)."""
+
+    out: Path
+    size: str = "quick"
+    seed: int = 0
+    repetitions: int = 200
+    quiet: bool = False
+    scale: float | None = None  # None: the size's default for patcg and criteo
+    data_dir: Path | None = None
+
+    @property
+    def data(self) -> Path:
+        return self.data_dir or self.out / "data"
+
+    @property
+    def sizes(self) -> Sizes:
+        return SIZES[self.size]
+
+
+@dataclass
+class ExperimentOutput:
+    name: str
+    points: list[dict]
+    files: list[str]
+    headline: dict
+    settings: dict
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def generated_dataset(path: Path, parameters: dict, write: Callable[[], object]) -> Path:
+    """``path`` holding the dataset of ``parameters``: reused when its ``generation.json`` records the same
+    parameters, else (re)written by ``write``."""
+    summary = path / "generation.json"
+    if summary.exists():
+        recorded = json.loads(summary.read_text(encoding="utf-8")).get("parameters", {})
+        if all(recorded.get(name) == value for name, value in parameters.items()):
+            return path
+    write()
+    return path
+
+
+def microbenchmark_data(settings: Settings, knob1: float, knob2: float, batch_size: int = MICRO_BATCH_SIZE,
+                        products: int = 10) -> Dataset:
+    """The Sec. 8.1 microbenchmark for (knob1, knob2), generated once under ``DIR/data`` and loaded."""
+    path = settings.data / f"microbenchmark-b{batch_size}-p{products}-k1-{knob1}-k2-{knob2}-s{settings.seed}"
+    parameters = {"knob1": knob1, "knob2": knob2, "batch_size": batch_size, "products": products,
+                  "seed": settings.seed}
+    generated_dataset(path, parameters, lambda: generate_microbenchmark(
+        path, knob1=knob1, knob2=knob2, batch_size=batch_size, products=products, seed=settings.seed,
+        progress=not settings.quiet))
+    return load_dataset(path.name, str(path / "impressions-*"), str(path / "conversions-*"), progress=not settings.quiet)
+
+
+def describe_run(result: RunResult) -> str:
+    row = result.row()
+    params = ", ".join(f"{name}={value}" for name, value in result.spec.params)
+    return (f"{params + ', ' if params else ''}{result.spec.policy}, {result.spec.epoch_days}-day epochs: average "
+            f"{row['avg_budget_requested']:.4f} (requested) {row['avg_budget_all']:.4f} (all devices), maximum "
+            f"{row['max_budget']:.4f}, {row['queries_executed']}/{row['queries_total']} queries executed "
+            f"({row['seconds']:.1f} s)")
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+# --------------------------------------------------------------------------- Fig. 4: microbenchmark knobs
+
+KNOB_DEFAULT = 0.1  # the other knob's value (seed 003 Sec. 8.2)
+
+
+def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:
+    """Fig. 4 a-b (``knob1``) or c-d (``knob2``): average and maximum budget per policy as the knob varies."""
+    name = f"microbenchmark-{knob}"
+    progress = Progress(name, settings.quiet)
+    points, results = [], []
+    sizes = settings.sizes
+    values = getattr(sizes, knob)
+    for value in values:
+        knob1, knob2 = (value, KNOB_DEFAULT) if knob == "knob1" else (KNOB_DEFAULT, value)
+        dataset = microbenchmark_data(settings, knob1, knob2, sizes.micro_batch, sizes.micro_products)
+        runner = Runner(dataset, sizes.micro_batch, seed=settings.seed, repetitions=settings.repetitions)
+        for policy in POLICY_ORDER:
+            result = runner.run(RunSpec(policy, params=(("knob1", knob1), ("knob2", knob2))))
+            progress(describe_run(result))
+            results.append(result)
+            points.append(result.row())
+    out = settings.out
+    csv_path = write_dict_csv(out / f"{name}_budget.csv", points, ("policy", "knob1", "knob2", *BUDGET_COLUMNS))
+    letters = "ab" if knob == "knob1" else "cd"
+    png = figures.save(out / f"fig4{letters}_{name}.png", [
+        figures.sweep_panel(points, knob, "avg_budget_requested", f"({letters[0]}) average budget vs {knob} "
+                            "(dotted: over all devices)", "epsilon consumed", dashed="avg_budget_all"),
+        figures.sweep_panel(points, knob, "max_budget", f"({letters[1]}) maximum budget vs {knob}", "epsilon consumed"),
+    ])
+    default = [p for p in points if p["knob1"] == KNOB_DEFAULT and p["knob2"] == KNOB_DEFAULT]
+    by_policy = {p["policy"]: p for p in default}
+    headline = {
+        "at_default_knobs": {p["policy"]: {c: p[c] for c in BUDGET_COLUMNS} for p in default},
+        "ipa_over_cookie_monster_average": ratio(by_policy.get("ipa_like", {}).get("avg_budget_requested"),
+                                                  by_policy.get("cookie_monster", {}).get("avg_budget_requested")),
+        "ara_over_cookie_monster_average": ratio(by_policy.get("ara_like", {}).get("avg_budget_requested"),
+                                                  by_policy.get("cookie_monster", {}).get("avg_budget_requested")),
+        "cookie_monster_lowest_everywhere": _lowest_everywhere(points, knob),
+    }
+    return ExperimentOutput(name, points, [csv_path.name, png.name], headline,
+                            {"batch_size": sizes.micro_batch, "products": sizes.micro_products, "values": list(values),
+                             "other_knob": KNOB_DEFAULT}, progress.elapsed())
+
+
+def _lowest_everywhere(points: list[dict], knob: str) -> bool:
+    """Whether Cookie Monster's average is the lowest of the three policies at every value of ``knob``."""
+    for value in {p[knob] for p in points}:
+        here = {p["policy"]: p["avg_budget_requested"] for p in points if p[knob] == value}
+        if here.get("cookie_monster", 0.0) > min(here.values()):
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- Appendix D: bias detection
+
+BIAS_VARIANTS = (("epochs", True), ("reports", True), ("epochs", False))  # (count, heartbeats)
+BIAS_BETA = 0.05
+BIAS_KNOBS = {"knob1": 0.5, "knob2": 0.1}  # with small batches (large epsilon): devices run out of budget
+BIAS_VALUE = MICRO_VALUE  # the microbenchmark's query global sensitivity Delta
+
+
+def _request_epsilon(result: RunResult) -> float:
+    """The epsilon the run's reports requested (one value in the microbenchmark)."""
+    return result.simulation.reports[0].requested_epsilon if result.simulation.reports else 0.0
+
+
+def _bound_draws(result: RunResult, bias: BiasDetection, repetitions: int, seed: int) -> list[dict]:
+    """Per executed query: the true L1 bias, the noise-free count, and the bound over ``repetitions`` draws of
+    the counting coordinate's noise (discrete Laplace on the release grid, the query's own scale)."""
+    source = SeededSource(seed)
+    batches = {(b.querier_site, b.query_key, b.batch_index): b for b in result.simulation.batches}
+    rows = []
+    for query in result.queries:
+        if not query.executed:
+            continue
+        batch = batches[(query.querier_site, query.query_key, query.batch_index)]
+        scale = query.noise_scale
+        grid = DiscreteLaplace(Fraction(scale) / DEFAULT_GRANULARITY)
+        noise = grid.sample_array(source, repetitions) * float(DEFAULT_GRANULARITY)
+        counted = batch.sums[0]
+        bounds = np.maximum(0.0, (counted + noise + scale * math.log(1 / bias.beta)) / float(bias.kappa)
+                            * batch.bias_weight)
+        true_bias = float(np.abs(np.array(query.true_value) - np.array(query.biased_value)).sum())
+        rows.append({
+            "count_covered": float(np.mean(noise >= -scale * math.log(1 / bias.beta))),
+            "true_bias": true_bias,
+            "true_value": float(np.abs(np.array(query.true_value)).sum()),
+            "count": counted / float(bias.kappa),
+            "covered": float(np.mean(bounds >= true_bias - 1e-9)),
+            "bound_median": float(np.median(bounds)),
+        })
+    return rows
+
+
+def bias_detection(settings: Settings) -> ExperimentOutput:
+    """Appendix D evaluated: for each kappa and variant, coverage of the bound (over noise repetitions),
+    tightness (bound / true bias) and the extra budget the counting query costs."""
+    name = "bias-detection"
+    progress = Progress(name, settings.quiet)
+    sizes = settings.sizes
+    dataset = microbenchmark_data(settings, BIAS_KNOBS["knob1"], BIAS_KNOBS["knob2"], sizes.bias_batch,
+                                  sizes.micro_products)
+    runner = Runner(dataset, sizes.bias_batch, seed=settings.seed)
+    baseline = runner.run(RunSpec("cookie_monster"))
+    progress(describe_run(baseline))
+    base_budget = baseline.row()["avg_budget_converted"]
+    repetitions = max(settings.repetitions, 100)
+    points = []
+    for count, heartbeats in BIAS_VARIANTS:
+        for kappa in sizes.bias_kappas:
+            bias = BiasDetection(Fraction(kappa), count, BIAS_BETA, heartbeats)
+            result = runner.run(RunSpec("cookie_monster", bias=bias, params=(("kappa", kappa), ("count", count),
+                                                                            ("heartbeats", heartbeats))))
+            queries = _bound_draws(result, bias, repetitions, settings.seed)
+            biased = [q for q in queries if q["true_bias"] > 0]
+            row = result.row()
+            point = {
+                **row,
+                "coverage": float(np.mean([q["covered"] for q in queries])) if queries else None,
+                "count_coverage": float(np.mean([q["count_covered"] for q in queries])) if queries else None,
+                "target_coverage": 1 - BIAS_BETA,
+                "nominal_extra_loss": float(bias.kappa) * _request_epsilon(result) / BIAS_VALUE,
+                "tightness_median": float(np.median([q["bound_median"] / q["true_bias"] for q in biased])) if biased else None,
+                "queries_with_bias": len(biased),
+                "bound_relative_median": float(np.median([q["bound_median"] / q["true_value"] for q in queries
+                                                          if q["true_value"]])) if queries else None,
+                "mean_relative_bias": float(np.mean([q["true_bias"] / q["true_value"] for q in queries if q["true_value"]]))
+                if queries else None,
+                "extra_budget_converted": row["avg_budget_converted"] - base_budget,
+            }
+            points.append(point)
+            progress(f"kappa={kappa} count={count} heartbeats={heartbeats}: coverage {point['coverage']:.4f}, "
+                     f"tightness {point['tightness_median'] or float('nan'):.2f}, extra budget "
+                     f"{point['extra_budget_converted']:.4f}")
+    out = settings.out
+    columns = ("kappa", "count", "heartbeats", "coverage", "count_coverage", "target_coverage", "nominal_extra_loss",
+               "tightness_median", "bound_relative_median", "queries_with_bias", "queries_executed", "mean_relative_bias",
+               "avg_budget_converted", "extra_budget_converted")
+    csv_path = write_dict_csv(out / f"{name}.csv", points, columns)
+    png = figures.save(out / "bias_detection.png", [
+        _variant_panel(points, "coverage", "(a) coverage of the bound (target 1 - beta dashed)", 1 - BIAS_BETA),
+        _variant_panel(points, "tightness_median", "(b) tightness: median bound / true bias", None, log=True),
+        _variant_panel(points, "extra_budget_converted", "(c) extra average budget (devices that converted)", None),
+    ])
+    headline = {
+        "beta": BIAS_BETA,
+        "baseline_avg_budget_converted": base_budget,
+        "baseline_mean_relative_bias": float(np.mean([
+            abs(sum(q.true_value) - sum(q.biased_value)) / sum(q.true_value)
+            for q in baseline.queries if q.executed and sum(q.true_value)])),
+        "min_coverage": min(p["coverage"] for p in points if p["coverage"] is not None),
+    }
+    return ExperimentOutput(name, points, [csv_path.name, png.name], headline,
+                            {**BIAS_KNOBS, "batch_size": sizes.bias_batch, "products": sizes.micro_products,
+                             "beta": BIAS_BETA, "repetitions": repetitions, "kappas": list(sizes.bias_kappas)},
+                            progress.elapsed())
+
+
+def _variant_panel(points: list[dict], y: str, title: str, reference: float | None, log: bool = False):
+    def draw(axes) -> None:
+        for count, heartbeats in BIAS_VARIANTS:
+            mine = [p for p in points if p["count"] == count and p["heartbeats"] == heartbeats and p[y] is not None]
+            label = f"Thm. {15 if count == 'epochs' else 16}, {'heartbeats' if heartbeats else 'no heartbeats'}"
+            axes.plot([p["kappa"] for p in mine], [p[y] for p in mine], marker="o", label=label)
+        if reference is not None:
+            axes.axhline(reference, color="gray", linestyle="--", linewidth=0.8)
+        axes.set_xscale("log")
+        if log:
+            axes.set_yscale("log")
+        axes.set_title(title, fontsize=9)
+        axes.set_xlabel("kappa", fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    return draw
+
+
+def query_rows(result: RunResult) -> list[list]:
+    """The per-query CSV rows of one run (``QUERY_COLUMNS``)."""
+    return [[result.spec.policy, result.spec.epoch_days, q.querier_site, q.query_key, q.batch_index, q.executed,
+             ";".join(f"{v:g}" for v in q.true_value), ";".join(f"{v:g}" for v in q.biased_value), q.noise_scale,
+             q.rmsre, q.rmsre_empirical] for q in result.queries]
+
+
+def write_query_csv(path: Path, results: list[RunResult]) -> Path:
+    return write_csv(path, QUERY_COLUMNS, [row for result in results for row in query_rows(result)])
