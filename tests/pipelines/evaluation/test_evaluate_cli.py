@@ -1,0 +1,98 @@
+"""``python -m pipelines.evaluate`` end to end at the tiny size: CSVs, PNGs, results.json and report.md."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from pipelines.evaluate import main
+from pipelines.generate import generate_microbenchmark
+
+REQUIRED = ("policy", "avg_budget_converted", "avg_budget_all", "max_budget", "queries_total", "queries_executed",
+            "rmsre_median", "rmsre_max")
+
+
+def _results(out) -> dict:
+    return json.loads((out / "results.json").read_text())["experiments"]
+
+
+def _rows(path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_microbenchmark_experiments(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["microbenchmark-knob1", "microbenchmark-knob2", "--tiny", "--out", str(out), "--quiet"]) == 0
+    results = _results(out)
+    for knob, letters in (("knob1", "ab"), ("knob2", "cd")):
+        entry = results[f"microbenchmark-{knob}"]
+        assert (out / f"fig4{letters}_microbenchmark-{knob}.png").stat().st_size > 10_000
+        points = entry["points"]
+        assert len(points) == 2 * 3  # two knob values x three policies
+        assert all(all(key in p for key in (*REQUIRED, "knob1", "knob2", "epoch_days")) for p in points)
+        for p in points:  # IPA-like pays centrally, the same on every knob value; on-device never above it
+            ipa = next(q for q in points if q["policy"] == "ipa_like" and q[knob] == p[knob])
+            assert p["avg_budget_requested"] <= ipa["avg_budget_requested"] + 1e-12
+            assert 0 <= p["max_budget"] <= 1.0
+        table = _rows(out / f"microbenchmark-{knob}_budget.csv")
+        assert {row["policy"] for row in table} == {"ipa_like", "ara_like", "cookie_monster"}
+    report = (out / "report.md").read_text()
+    assert "## Microbenchmark, knob1 (Fig. 4a-b)" in report and "## Microbenchmark, knob2 (Fig. 4c-d)" in report
+    assert "fig4ab_microbenchmark-knob1.png" in report
+    printed = capsys.readouterr().out
+    assert "2 experiment(s)" in printed and "report.md" in printed
+
+
+def test_bias_detection_experiment(tmp_path):
+    out = tmp_path / "out"
+    assert main(["bias-detection", "--tiny", "--out", str(out), "--quiet", "--repetitions", "50"]) == 0
+    entry = _results(out)["bias-detection"]
+    assert (out / "bias_detection.png").exists() and (out / "bias-detection.csv").exists()
+    assert len(entry["points"]) == 2 * 3  # two kappas x three variants
+    for point in entry["points"]:
+        assert point["coverage"] >= 1 - entry["headline"]["beta"]  # the bound holds on every query but rarely
+        assert point["nominal_extra_loss"] > 0
+    assert "## Bias detection (Appendix D)" in (out / "report.md").read_text()
+
+
+def test_experiments_accumulate_in_one_directory(tmp_path):
+    out = tmp_path / "out"
+    assert main(["bias-detection", "--tiny", "--out", str(out), "--quiet", "--repetitions", "10"]) == 0
+    assert main(["microbenchmark-knob1", "--tiny", "--out", str(out), "--quiet"]) == 0
+    assert set(_results(out)) == {"bias-detection", "microbenchmark-knob1"}
+    # running an experiment again reuses the datasets it generated (same parameters): no file is rewritten
+    before = {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.avro")}
+    assert main(["microbenchmark-knob1", "--tiny", "--out", str(out), "--quiet"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.avro")} == before
+
+
+def test_custom_data(tmp_path):
+    data = tmp_path / "data"
+    generate_microbenchmark(data, knob1=0.5, knob2=0.1, batch_size=40, products=2, progress=False)
+    out = tmp_path / "out"
+    assert main(["custom", "--impressions", str(data / "impressions-*"), "--conversions", str(data / "conversions-*"),
+                 "--batch-size", "40", "--epochs", "7,30", "--out", str(out), "--quiet", "--repetitions", "20"]) == 0
+    entry = _results(out)["custom"]
+    assert {(p["policy"], p["epoch_days"]) for p in entry["points"]} == {
+        (policy, days) for policy in ("ipa_like", "ara_like", "cookie_monster") for days in (7, 30)}
+    for name in ("custom_budget.csv", "custom_queries.csv", "custom_rmsre_by_epoch.csv", "custom_cumulative_budget.csv",
+                 "custom_device_budget_cdf.csv", "custom.png"):
+        assert (out / name).exists(), name
+    queries = _rows(out / "custom_queries.csv")
+    assert len(queries) == 6 * 4  # 2 products x 2 batches per run
+    assert all(float(q["rmsre"]) > 0 for q in queries if q["executed"] == "True" and q["rmsre"])
+    assert "## Your data" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["nope", "--out", "x"], "unknown experiment 'nope'"),
+    (["custom", "--out", "x"], "custom needs --impressions"),
+    (["patcg", "--out", "x", "--scale", "2"], "--scale must be in (0, 1]"),
+    (["patcg", "--out", "x", "--repetitions", "0"], "--repetitions must be >= 1"),
+])
+def test_bad_options(argv, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
