@@ -369,6 +369,14 @@ def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
     lines = [
         f"policy {summary['parameters']['policy']}: {summary['privacy']}",
         f"noise source: {summary['parameters']['noise_source']}",
+    ]
+    bias = summary["parameters"].get("bias_detection")
+    if bias:
+        lines.append(
+            f"bias detection (Appendix D): kappa {bias['kappa']}, counting {bias['count']}, beta {bias['beta']}, "
+            f"heartbeats {'on' if bias['heartbeats'] else 'off'}; each query result carries a bias bound"
+        )
+    lines += [
         f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
         f"reports {counts['reports']}; queries executed {counts['queries_executed']}, rejected {counts['queries_rejected']}; "
         f"reports waiting for a full batch {counts['reports_waiting_for_a_full_batch']}",

@@ -72,9 +72,26 @@ def test_the_accuracy_target_sets_every_requested_epsilon(nike, tmp_path, capsys
     assert {json.loads(line)["requested_epsilon"] for line in _lines(tmp_path / "out", "reports")} == {expected}
 
 
+def test_bias_detection_adds_the_count_and_the_bound(nike, tmp_path, capsys):
+    status, summary, _ = _run(capsys, *nike, tmp_path / "out", "--batch-size", "2", "--seed", "3", "--bias-kappa",
+                              "10", "--bias-count", "reports", "--bias-beta", "0.05", "--heartbeats")
+    assert status == 0
+    assert summary["parameters"]["bias_detection"] == {"kappa": "10", "count": "reports", "beta": 0.05,
+                                                       "heartbeats": True}
+    reports = [json.loads(line) for line in _lines(tmp_path / "out", "reports")]
+    assert all(len(r["histogram"]) == 3 for r in reports)  # the counting coordinate and m = 2
+    assert {r["histogram"][0] for r in reports} <= {0.0, 10.0}  # kappa x 1[some epoch empty] (Thm. 16)
+    (result,) = [json.loads(line) for line in _lines(tmp_path / "out", "query_results")]
+    assert len(result["noisy_value"]) == 2
+    assert result["bias_bound"] >= 0 and result["empty_count_estimate"] is not None
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
+        (("--bias-count", "reports"), "need --bias-kappa"),
+        (("--bias-kappa", "0"), "--bias-kappa must be > 0"),
+        (("--bias-kappa", "1", "--policy", "ipa_like"), "needs an on-device policy"),
         (("--alpha", "0.05"), "--alpha and --beta go together"),
         (("--expected-value", "3"), "--expected-value needs --alpha and --beta"),
         (("--epoch-days", "0"), "--epoch-days must be >= 1"),
