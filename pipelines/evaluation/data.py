@@ -18,7 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.common import require_input
 from schemas.codecs import CONVERSION, IMPRESSION, READERS, EventSpec, format_of
-from schemas.rows import Conversion, DeadLetter, Impression
+from schemas.rows import Conversion, Impression
 from transforms.mechanisms.simulation import devices_in_order
 
 PROGRESS_EVERY = 1_000_000
@@ -71,28 +71,25 @@ def load_dataset(
     advertisers_of: dict[str, set] = {}  # advertiser site -> the queriers asking about it
     kept: list = []
 
-    def dead(letter: DeadLetter) -> None:
-        dataset.dead_letters[letter.reason] = dataset.dead_letters.get(letter.reason, 0) + 1
+    def valid(pattern: str, spec: EventSpec, row_type: type):
+        """The valid rows of ``pattern``; every record read and every dead letter (by reason) counted."""
+        for row in _parsed(pattern, spec, input_format):
+            dataset.read += 1
+            if type(row) is row_type:
+                population.see(row.event_time_micros)
+                yield row
+            else:
+                dataset.dead_letters[row.reason] = dataset.dead_letters.get(row.reason, 0) + 1
 
-    for row in _parsed(conversions, CONVERSION, input_format):
-        dataset.read += 1
-        if type(row) is not Conversion:
-            dead(row)
-            continue
+    for row in valid(conversions, CONVERSION, Conversion):
         dataset.conversions += 1
         kept.append(row)
-        population.see(row.event_time_micros)
         population.converted.setdefault(row.querier_site, set()).add(row.device_id)
         population.any_event.setdefault(row.querier_site, set()).add(row.device_id)
         advertisers_of.setdefault(row.advertiser_site, set()).add(row.querier_site)
     converting = {row.device_id for row in kept}
-    for row in _parsed(impressions, IMPRESSION, input_format):
-        dataset.read += 1
-        if type(row) is not Impression:
-            dead(row)
-            continue
+    for row in valid(impressions, IMPRESSION, Impression):
         dataset.impressions += 1
-        population.see(row.event_time_micros)
         for querier in advertisers_of.get(row.advertiser_site, ()):
             population.any_event[querier].add(row.device_id)
         if row.device_id in converting:

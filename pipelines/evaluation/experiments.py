@@ -118,7 +118,7 @@ def describe_run(result: RunResult) -> str:
     return (f"{params + ', ' if params else ''}{result.spec.policy}, {result.spec.epoch_days}-day epochs: average "
             f"{row['avg_budget_requested']:.4f} (requested) {row['avg_budget_all']:.4f} (all devices), maximum "
             f"{row['max_budget']:.4f}, {row['queries_executed']}/{row['queries_total']} queries executed "
-            f"({row['seconds']:.1f} s)")
+            f"in {row['seconds']:.1f} s")
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:

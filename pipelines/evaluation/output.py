@@ -32,7 +32,7 @@ def merge_results(path: Path, experiment: str, entry: dict) -> dict:
 
 
 class Progress:
-    """Prints ``name: message (elapsed)`` lines on stderr, unless quiet."""
+    """Prints ``name [elapsed s] message`` lines on stderr, unless quiet."""
 
     def __init__(self, name: str, quiet: bool = False) -> None:
         self.name, self.quiet, self.began = name, quiet, time.monotonic()
@@ -42,4 +42,4 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         if not self.quiet:
-            print(f"{self.name}: {message} ({self.elapsed():.0f} s)", file=sys.stderr, flush=True)
+            print(f"{self.name} [{self.elapsed():4.0f} s] {message}", file=sys.stderr, flush=True)
