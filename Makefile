@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 
-.PHONY: test lint demo protos benchmark clean
+.PHONY: test lint demo protos benchmark results clean
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ demo: $(STAMP)
 # Regenerate schemas/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
 protos: $(STAMP)
 	cd schemas && ../$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. proto/events.proto proto/reports.proto
+
+# The committed evaluation (docs/results/report.md): every experiment at the quick size; datasets outside docs/.
+results: $(STAMP)
+	$(BIN)/python -m pipelines.evaluate all --out docs/results --data-dir .eval-data
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/kanon_throughput.py
