@@ -38,7 +38,8 @@ def _finish(axes: Axes, title: str, xlabel: str, ylabel: str) -> None:
     axes.set_ylabel(ylabel, fontsize=8)
     axes.tick_params(labelsize=7)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=7)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=7)
 
 
 def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log_x: bool = True,
@@ -97,8 +98,9 @@ def cdf_panel(samples: dict[str, Sequence[float]], title: str, xlabel: str, tota
 
 def spread_panel(points: list[dict], x: str, title: str, ylabel: str, executed_share: bool = True
                  ) -> Callable[[Axes], None]:
-    """Fig. 5c / 6c: per policy and ``x`` value, the mean RMSRE (bar), +- one standard deviation (box) and
-    the min-max range (whiskers); IPA-like's executed share is written above its bars."""
+    """Fig. 5c / 6c: per policy and ``x`` value, the mean RMSRE (bar), +- one standard deviation (box, kept
+    inside the range so that the log scale can show it) and the min-max range (whiskers); IPA-like's executed
+    share is written above its bars."""
     def draw(axes: Axes) -> None:
         values = sorted({p[x] for p in points})
         width = 0.8 / len(COLORS)
@@ -109,7 +111,8 @@ def spread_panel(points: list[dict], x: str, title: str, ylabel: str, executed_s
                     continue
                 center = position + (offset - 1) * width
                 mean, std = point["rmsre_mean"], point.get("rmsre_std") or 0.0
-                axes.add_patch(_box(center, width, max(mean - std, 0.0), mean + std, color))
+                low, high = max(mean - std, point["rmsre_min"]), min(mean + std, point["rmsre_max"])
+                axes.add_patch(_box(center, width, low, high, color))
                 axes.plot([center - width / 2, center + width / 2], [mean, mean], color="black", linewidth=1)
                 axes.plot([center, center], [point["rmsre_min"], point["rmsre_max"]], color=color, linewidth=0.8)
                 if executed_share and policy == "ipa_like":
