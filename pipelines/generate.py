@@ -12,6 +12,13 @@ impressions and conversions with their attribution requests,
 ``DIR/impressions-SSSSS-of-NNNNN.<ext>`` and ``DIR/conversions-SSSSS-of-NNNNN.<ext>``
 plus ``DIR/generation.json`` (model below, after the ``kanon`` one).
 
+``python -m pipelines.generate patcg-like --out DIR [--scale S]`` and
+``python -m pipelines.generate criteo-like --out DIR [--scale S] [--augment X]``
+write the realistic datasets of seed 003 Sec. 8.3 and 8.4 in the same formats;
+their models are documented in ``pipelines/datasets/patcg.py`` and
+``pipelines/datasets/criteo.py`` (the file helpers all generators share are in
+``pipelines/datasets/files.py``).
+
 The ``kanon`` model
 -------------------
 The time range is ``--days`` whole days from ``--start`` (midnight UTC), cut
@@ -120,7 +127,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import functools
-import itertools
 import json
 import math
 import os
@@ -128,19 +134,28 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
-import fastavro
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes
 
+from pipelines.datasets import criteo, patcg
+from pipelines.datasets.files import (  # shared with the dataset generators of pipelines.datasets
+    EXTENSIONS,
+    MICROS_PER_DAY,
+    MICROS_PER_HOUR,
+    MICROS_PER_SECOND,
+    PROGRESS_SECONDS,
+    parse_start,
+)
+from pipelines.datasets.files import encode_record as _encode_record
+from pipelines.datasets.files import iso_micros as _iso_micros
+from pipelines.datasets.files import stream as _stream
+from pipelines.datasets.files import without_none as _without_none
+from pipelines.datasets.files import write_file as _write_file
 from schemas import events_pb2
 from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS, encode_delimited
 from schemas.formats import load_avro_schema
-
-MICROS_PER_SECOND = 1_000_000
-MICROS_PER_HOUR = 3600 * MICROS_PER_SECOND
-MICROS_PER_DAY = 24 * MICROS_PER_HOUR
 
 # Model constants (recorded in generation.json).
 JOIN_GEOMETRIC_P = 0.65  # joins per active user per week ~ Geometric(p) on {1, 2, ...}
@@ -158,10 +173,8 @@ DAILY_PEAK_HOUR = 20
 DAILY_AMPLITUDE = 0.75
 NUM_DSPS = 8
 CHUNK_JOINS = 100_000  # expected joins generated and written at once
-PROGRESS_SECONDS = 3.0
 
 YEAR_2200_MICROS = 7_258_118_400 * MICROS_PER_SECOND  # 2200-01-01T00:00:00Z
-EXTENSIONS = {"avro": "avro", "jsonl": "jsonl", "pb": "pb"}
 
 # Bad-record kinds each format can express (see the module docstring).
 BAD_KINDS = {
@@ -676,11 +689,6 @@ def micro_epsilon(batch_size: int) -> float:
     return MICRO_VALUE * math.log(1 / MICRO_BETA) / (MICRO_ALPHA * batch_size * MICRO_VALUE)
 
 
-def _stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
-    """An independent PCG64 stream for the child ``key`` of ``seq`` (what ``seq.spawn`` would give, without state)."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, *key))))
-
-
 def micro_conversions(rng: np.random.Generator, *, users: int, batch_size: int, products: int, days: int,
                       start_micros: int) -> MicroConversions:
     """The conversions of the model: per product, two schedules of ``batch_size`` distinct users each, matched in
@@ -726,21 +734,6 @@ def _micro_impression_record(device: str, time_micros: int, impression_id: str) 
         "publisher_site": MICRO_PUBLISHER, "advertiser_site": MICRO_ADVERTISER, "campaign_id": MICRO_CAMPAIGN,
         "product_id": "", "filter_keys": [],
     }
-
-
-def _without_none(record: dict) -> dict:
-    """The record without its unset (None) fields, nested requests included (for JSON Lines and protobuf)."""
-    return {key: _without_none(value) if isinstance(value, dict) else value
-            for key, value in record.items() if value is not None}
-
-
-def _encode_record(fmt: str, message: type, record: dict) -> Any:
-    """One record (a dict of the Avro form) in ``fmt``: a dict for Avro, a line for jsonl, delimited bytes for pb."""
-    if fmt == "avro":
-        return record
-    if fmt == "jsonl":
-        return json.dumps(_without_none(record)) + "\n"
-    return encode_delimited(message(**_without_none(record)))
 
 
 def _micro_bad(fmt: str, kind: str, record: dict, message: type, rng: np.random.Generator) -> Any:
@@ -835,33 +828,6 @@ def _encode_impressions(fmt: str, devices: list[str], times: list[int], ids: lis
     return [encode_delimited(message(device_id=d, event_time_micros=t, impression_id=i, publisher_site=MICRO_PUBLISHER,
                                      advertiser_site=MICRO_ADVERTISER, campaign_id=MICRO_CAMPAIGN))
             for d, t, i in zip(devices, times, ids)]
-
-
-def _write_file(path: Path, fmt: str, schema: dict | None, sync_marker: bytes, chunks: Iterable[list]) -> None:
-    """Write encoded records, chunk by chunk, to one file of ``fmt`` (for Avro, with one ``fastavro.writer`` call
-    that pulls the chunks)."""
-    with open(path, "wb") as handle:
-        if fmt == "avro":
-            fastavro.writer(handle, schema, itertools.chain.from_iterable(chunks), sync_marker=sync_marker)
-        elif fmt == "jsonl":
-            for chunk in chunks:
-                handle.write("".join(chunk).encode("utf-8"))
-        else:
-            for chunk in chunks:
-                handle.write(b"".join(chunk))
-
-
-def parse_start(text: str) -> int:
-    """``YYYY-MM-DD`` (00:00 UTC) or an ISO 8601 date-time (UTC when no offset is given) as epoch microseconds."""
-    moment = dt.datetime.fromisoformat(text.strip())
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return (moment - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
-
-
-def _iso_micros(micros: int) -> str:
-    moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-    return moment.isoformat(timespec="microseconds" if micros % MICROS_PER_SECOND else "seconds").replace("+00:00", "Z")
 
 
 def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: float,
@@ -1061,6 +1027,17 @@ def _micro_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dataset_main(dataset: str, run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a ``pipelines.datasets`` generator's CLI: a bad option (``ValueError``) is a one-line error with
+    status 2, an unwritable output (``OSError``) one with status 1."""
+    try:
+        return run(args)
+    except ValueError as error:
+        raise _fail(dataset, str(error)) from None
+    except OSError as error:
+        raise _fail(dataset, str(error), code=1) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipelines.generate", description="Generate synthetic input data.")
     sub = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
@@ -1109,6 +1086,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fraction of written records that are malformed, in [0, 1) (default 0)")
     micro.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     micro.set_defaults(run=_micro_main)
+
+    patcg_like = sub.add_parser("patcg-like", help="impressions and conversions like PATCG's (Cookie Monster Sec. 8.3)",
+                                description="A PATCG-like dataset of seed 003 Sec. 8.3 at --scale times the paper's "
+                                            "size (model: see the docstring of pipelines/datasets/patcg.py).")
+    patcg.add_arguments(patcg_like)
+    patcg_like.set_defaults(run=functools.partial(_dataset_main, patcg.DATASET, patcg.run_cli))
+    criteo_like = sub.add_parser("criteo-like",
+                                 help="impressions and conversions like Criteo's, optionally augmented "
+                                      "(Cookie Monster Sec. 8.4)",
+                                 description="A Criteo-like dataset of seed 003 Sec. 8.4 at --scale times the paper's "
+                                             "size, with --augment synthetic impressions per conversion (Criteo++) "
+                                             "(model: see the docstring of pipelines/datasets/criteo.py).")
+    criteo.add_arguments(criteo_like)
+    criteo_like.set_defaults(run=functools.partial(_dataset_main, criteo.DATASET, criteo.run_cli))
     return parser
 
 

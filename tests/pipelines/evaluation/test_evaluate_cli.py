@@ -57,6 +57,26 @@ def test_bias_detection_experiment(tmp_path):
     assert "## Bias detection (Appendix D)" in (out / "report.md").read_text()
 
 
+def test_patcg_and_criteo_experiments(tmp_path):
+    out = tmp_path / "out"
+    assert main(["patcg", "criteo", "--tiny", "--out", str(out), "--quiet", "--repetitions", "20"]) == 0
+    results = _results(out)
+    patcg, criteo = results["patcg"], results["criteo"]
+    assert {(p["policy"], p["epoch_days"]) for p in patcg["points"]} == {
+        (policy, days) for policy in ("ipa_like", "ara_like", "cookie_monster") for days in (7, 30)}
+    assert patcg["settings"]["noise_factor"] == patcg["settings"]["scale"]  # full-size relative noise
+    assert [p["augment"] for p in criteo["points"] if p["augment"]] == [3]  # Cookie Monster on Criteo++ +3
+    for name in ("fig5_patcg.png", "fig6_criteo.png", "fig6d_criteo_augmented.png", "patcg_queries.csv",
+                 "criteo_device_budget_cdf.csv", "criteo_augmented_device_budget_cdf.csv"):
+        assert (out / name).stat().st_size > 0, name
+    for entry in (patcg, criteo):
+        for point in entry["points"]:
+            assert all(key in point for key in REQUIRED)
+            assert point["policy"] == "ipa_like" or point["queries_executed"] == point["queries_total"]
+    report = (out / "report.md").read_text()
+    assert "## PATCG-like (Fig. 5)" in report and "## Criteo-like (Fig. 6)" in report and "209x" in report
+
+
 def test_experiments_accumulate_in_one_directory(tmp_path):
     out = tmp_path / "out"
     assert main(["bias-detection", "--tiny", "--out", str(out), "--quiet", "--repetitions", "10"]) == 0

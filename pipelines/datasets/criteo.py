@@ -1,0 +1,535 @@
+"""The Criteo-like dataset and Criteo++ (seed 003 Sec. 8.1, 8.4): ``python -m pipelines.generate criteo-like``.
+
+Seed 003 Sec. 8.4 evaluates on a 90-day sample of Criteo's logs: 292
+advertisers of very different sizes (1 to 2.6M impressions, 0 to 478k
+conversions each), 12M impressions, 1.3M conversions and 10M users. The paper's
+artifact treats every click as an impression and every sale as a conversion at
+the click's time plus the sale delay, with value the purchase count capped at
+5; a query is an (advertiser, ``product-category-3``) pair, batches of 350
+reports, an expected average value of 2. Criteo++ adds ``X`` synthetic
+impressions per conversion inside its attribution window. This module writes
+a dataset with those features at ``--scale`` times the paper's size, in the
+formats of the ``microbenchmark`` generator (``pipelines/generate.py``):
+``DIR/impressions-SSSSS-of-NNNNN.<ext>``, ``DIR/conversions-SSSSS-of-NNNNN.<ext>``
+and ``DIR/generation.json`` (parameters, model constants, stats).
+
+The model
+---------
+Times are UTC microseconds in the 90 days ``[start, start + 90 d)``, ``start``
+2024-01-01T00:00:00Z by default; ``s`` is ``--scale``.
+
+* **Advertisers.** ``A = 292`` advertisers ``advertiser-NNN.example`` (also the
+  queriers). Their impression shares come from weights ``w_a ~ lognormal(0, 2.2)``:
+  the advertiser of the largest weight gets exactly ``2.6M / 12M = 21.67 %``
+  of the impressions (the paper's largest advertiser), the others share the
+  remaining 78.33 % in proportion to their weights, capped at the same 21.67 %
+  (an advertiser over the cap is set to it and its excess is spread over the
+  uncapped ones in proportion to their weights, until none is over; rarely
+  needed). Advertiser ``a`` has ``I_a = max(1, round(12,000,000 * s * share_a))``
+  impressions (a few to 2.6M at full scale, as in the paper).
+* **Conversion rates.** 10 % of the advertisers (each independently) have no
+  sales, ``r_a = 0``; the others draw ``r_a ~ Beta(1.2, 10)`` (mean 0.107, about
+  1.3 / 12). Then all rates are multiplied by one factor so that the expected
+  number of conversions is exactly ``1.3M * s`` given the ``I_a`` (the share of
+  the advertisers' impressions is so uneven that otherwise the total would swing
+  by tens of percent with the seed; rates are capped at 1). The factor
+  (``rate_calibration`` in the stats) was between 0.6 and 1.9, median 1.2, over
+  seeds 0 to 19.
+* **Product categories.** Advertiser ``a`` has ``K_a = 1 + Poisson(8)``
+  categories ``category-0`` ... ``category-{K_a - 1}`` (the artifact's
+  ``product-category-3``); each impression's category is drawn with weights
+  ``1 / k^1.1``, ``k = 1 .. K_a``.
+* **Users.** A population of ``N_pop = round(12M * s / rho)`` devices
+  ``device-NNN`` (zero padded to the digits of ``N_pop``); each impression's
+  device is ``floor(N_pop * u^1.3)`` for ``u`` uniform (a mild skew toward low
+  ids: some devices click often). ``rho = CRITEO_POPULATION_RHO = 0.350029``
+  (``criteo_population_rho`` solves for it) is the impressions per population
+  member at which the expected number of *distinct* devices among ``12M * s``
+  skewed draws is ``10M * s``: ``N_pop`` is 34.3M at full scale, and there are
+  1.2 impressions per distinct device, as in the paper (``users`` in the stats
+  counts them).
+* **Impressions (clicks).** Each impression is at a uniform microsecond of the
+  90 days, on ``publisher.example``, of its advertiser and category (product
+  ``category-K``, no campaign, no filter key).
+* **Conversions (sales).** Each impression converts with probability ``r_a``,
+  at the click's time plus a delay ``~ Exponential(mean 3 days)`` truncated to
+  less than 30 days (inverse CDF of the truncated law); a conversion after the
+  90 days is dropped (about 3.3 %). Same device, advertiser and category; value
+  the purchase count ``min(5, 1 + Poisson(0.35))`` (mean 1.35; the artifact caps
+  purchase counts at 5). Its request: querier = advertiser, no campaigns, so
+  that the product ``category-K`` selects the relevant impressions (the request's
+  ``product_id`` equals the impressions'), query key ``category=category-K``,
+  window 30 days, last touch, dimension 1, L1, report and query global
+  sensitivity 5, and ``requested_epsilon = Delta ln(1/beta) / (alpha B c~)``
+  with ``Delta = 5``, ``B = 350``, ``c~ = 2``, ``alpha = 0.05``, ``beta = 0.01``:
+  0.657881 (seed 003 Sec. 8.1's formula with the artifact's Criteo values).
+* **Queries.** Batches of ``B = 350`` reports per (advertiser, category):
+  ``floor(conversions / 350)`` queries for each pair; an advertiser "has a query"
+  when one of its pairs has at least 350 conversions (the paper: 109
+  advertisers, 898 queries).
+* **Augmentation (Criteo++).** With ``--augment X``, every conversion at ``t``
+  gets ``X`` extra impressions of its device, advertiser and category at
+  uniform microseconds of ``[max(start, t - 30 days), t)``, ids ``aug-N``. They
+  come from their own random streams, so the rest of the dataset (every
+  ``imp-N`` impression and every conversion) is the same for every ``X``.
+
+Files and memory
+----------------
+Advertisers are generated in order, each in chunks of at most
+``CRITEO_CHUNK_IMPRESSIONS`` impressions, each chunk from its own random
+streams (``files.stream`` keyed by advertiser and chunk: one for the impressions
+and their sales, one for the augmentation). A chunk's impressions are written
+as soon as they are generated, in time order, ids ``imp-N`` in file order,
+followed by its augmented impressions; impression files are ranges of chunks
+of about a million base impressions each. Conversions (about a tenth of the
+impressions) are kept as numpy columns (about 30 bytes each, 40 MB at full
+scale), sorted by time at the end (stable: ties keep generation order) and
+written in files of about a million, ids ``conv-N`` in time order. A bitmap of
+the population counts the distinct devices (``N_pop`` bytes, 34 MB at full
+scale). The same seed gives the same files byte for byte (Avro sync marker
+from the seed).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from pipelines.datasets.files import (
+    MICROS_PER_DAY,
+    Progress,
+    RequestEncoder,
+    encode_impressions,
+    iso_micros,
+    prepare_output,
+    shard_paths,
+    start_micros_of,
+    stream,
+    write_file,
+    write_generation_json,
+)
+from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS
+from schemas.formats import load_avro_schema
+
+DATASET = "criteo-like"
+
+# Model constants (seed 003 Sec. 8.4 and the paper's artifact; recorded in generation.json).
+CRITEO_ADVERTISERS = 292
+CRITEO_IMPRESSIONS = 12_000_000  # at scale 1
+CRITEO_CONVERSIONS = 1_300_000  # expected at scale 1 (rates calibrated to it)
+CRITEO_USERS = 10_000_000  # expected distinct devices at scale 1
+CRITEO_DAYS = 90
+CRITEO_SHARE_SIGMA = 2.2  # advertiser weights ~ lognormal(0, 2.2)
+CRITEO_LARGEST_SHARE = 2.6 / 12.0  # the largest advertiser's share of the impressions
+CRITEO_NO_SALES_FRACTION = 0.10  # advertisers with conversion rate 0
+CRITEO_RATE_BETA = (1.2, 10.0)  # other advertisers' rates ~ Beta(1.2, 10) before calibration
+CRITEO_EXTRA_CATEGORIES = 8.0  # categories per advertiser = 1 + Poisson(8)
+CRITEO_CATEGORY_EXPONENT = 1.1  # category k (1-based) drawn with weight 1 / k^1.1
+CRITEO_USER_SKEW = 1.3  # device = floor(N_pop * u^1.3)
+CRITEO_POPULATION_RHO = 0.350029  # impressions per population member (criteo_population_rho(), 6 decimals)
+CRITEO_DELAY_MEAN_DAYS = 3.0  # sale delay ~ Exponential(mean 3 days) ...
+CRITEO_DELAY_MAX_DAYS = 30  # ... truncated to < 30 days
+CRITEO_EXTRA_PURCHASES = 0.35  # value = min(5, 1 + Poisson(0.35))
+CRITEO_VALUE_CAP = 5.0  # Delta
+CRITEO_EXPECTED_VALUE = 2.0  # c~ of the artifact's accuracy target
+CRITEO_BATCH_SIZE = 350
+CRITEO_ALPHA, CRITEO_BETA = 0.05, 0.01
+CRITEO_EPSILON = CRITEO_VALUE_CAP * math.log(1 / CRITEO_BETA) / (
+    CRITEO_ALPHA * CRITEO_BATCH_SIZE * CRITEO_EXPECTED_VALUE)  # 0.657881
+CRITEO_WINDOW_DAYS = 30
+CRITEO_AUGMENT_WINDOW_DAYS = 30  # augmented impressions in [t - 30 d, t)
+CRITEO_MAX_AUGMENT = 100
+CRITEO_LOGIC = "last_touch"
+CRITEO_PUBLISHER = "publisher.example"
+CRITEO_START = "2024-01-01T00:00:00Z"
+CRITEO_CHUNK_IMPRESSIONS = 250_000  # impressions generated at once (a chunk of one advertiser)
+CRITEO_RECORDS_PER_SHARD = 1_000_000  # about this many (base) records per file
+
+
+@dataclass(frozen=True)
+class CriteoStats:
+    """What ``generate_criteo`` wrote (seed 003 Sec. 8.4): ``impressions`` clicks (plus ``augmented_impressions``
+    synthetic ones, ``augment`` per conversion) of ``advertisers`` advertisers by ``users`` distinct devices out of
+    ``population``, ``conversions`` sales; ``queries`` batches of ``batch_size`` reports over
+    ``query_pairs`` (advertiser, category) pairs of ``advertisers_with_a_query`` advertisers, each report
+    requesting ``epsilon``."""
+
+    advertisers: int
+    population: int
+    users: int
+    impressions: int
+    augmented_impressions: int
+    augment: int
+    conversions: int
+    batch_size: int
+    epsilon: float
+    queries: int
+    query_pairs: int
+    advertisers_with_a_query: int
+    advertisers_with_conversions: int
+    impressions_per_user: float
+    conversion_rate: float
+    mean_value: float
+    max_value: float
+    largest_advertiser: str
+    largest_advertiser_impression_share: float
+    largest_advertiser_conversions: int
+    max_advertiser_conversions: int
+    min_advertiser_impressions: int
+    max_advertiser_impressions: int
+    rate_calibration: float
+    impression_files: list[str] = field(default_factory=list)
+    conversion_files: list[str] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=None)
+def criteo_population_rho(skew: float = CRITEO_USER_SKEW, ratio: float = CRITEO_USERS / CRITEO_IMPRESSIONS,
+                          grid: int = 200_000) -> float:
+    """The impressions per population member ``rho`` at which ``N`` draws ``floor(N_pop u^skew)``,
+    ``N_pop = N / rho``, give ``ratio * N`` distinct devices in expectation (seed 003 Sec. 8.4: 10M users for 12M
+    impressions). In the limit of a large population the expected distinct share of the population is
+    ``g(rho) = int_0^1 (1 - exp(-rho f(x))) dx`` with the draw density ``f(x) = x^(1/skew - 1) / skew``; with
+    ``x = v^skew`` that is ``int_0^1 (1 - exp(-rho v^(1 - skew) / skew)) skew v^(skew - 1) dv`` (midpoint rule),
+    and ``g(rho) / rho`` falls from 1 as ``rho`` grows: bisection for ``g(rho) / rho = ratio``."""
+    v = (np.arange(grid) + 0.5) / grid
+    density = v ** (1.0 - skew) / skew
+    weight = skew * v ** (skew - 1.0)
+
+    def distinct_per_draw(rho: float) -> float:
+        return float(np.mean((1.0 - np.exp(-rho * density)) * weight)) / rho
+
+    lo, hi = 1e-9, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if distinct_per_draw(mid) > ratio:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def criteo_shares(weights: np.ndarray, largest: float = CRITEO_LARGEST_SHARE) -> np.ndarray:
+    """Advertiser impression shares from positive weights (seed 003 Sec. 8.4's heavy tail): the largest weight
+    gets ``largest``; the others split ``1 - largest`` in proportion to their weights, capped at ``largest``
+    (water-filling: capped shares are fixed and the excess is spread over the rest in proportion)."""
+    shares = np.zeros(weights.size)
+    top = int(np.argmax(weights))
+    shares[top] = largest if weights.size > 1 else 1.0
+    rest = np.ones(weights.size, dtype=bool)
+    rest[top] = False
+    capped = np.zeros(weights.size, dtype=bool)
+    while rest.any():
+        free = rest & ~capped
+        budget = 1.0 - shares[top] - largest * np.count_nonzero(capped)
+        shares[free] = budget * weights[free] / weights[free].sum()
+        over = free & (shares > largest)
+        if not over.any():
+            break
+        capped |= over
+        shares[capped] = largest
+    return shares
+
+
+def criteo_keep_probability() -> float:
+    """The probability that a sale falls inside the 90 days: ``1 - E[delay] / 90 days`` (a click is uniform in
+    the 90 days and the delay is under 30 days), with the truncated exponential's mean
+    ``mu - L e^(-L/mu) / (1 - e^(-L/mu))``, ``mu = 3``, ``L = 30``."""
+    mu, cap = CRITEO_DELAY_MEAN_DAYS, float(CRITEO_DELAY_MAX_DAYS)
+    mean = mu - cap * math.exp(-cap / mu) / (1.0 - math.exp(-cap / mu))
+    return 1.0 - mean / CRITEO_DAYS
+
+
+@dataclass(frozen=True)
+class Advertisers:
+    """The per-advertiser state of the model (seed 003 Sec. 8.4): impressions, calibrated conversion rates,
+    category weights (row ``a`` has ``categories[a]`` leading non-zero entries)."""
+
+    impressions: np.ndarray
+    rates: np.ndarray
+    categories: np.ndarray
+    category_weights: list
+    calibration: float
+
+
+def criteo_advertisers(rng: np.random.Generator, scale: float) -> Advertisers:
+    """Draw the advertisers of the model of the module docstring (seed 003 Sec. 8.4) at ``scale``."""
+    weights = rng.lognormal(0.0, CRITEO_SHARE_SIGMA, size=CRITEO_ADVERTISERS)
+    shares = criteo_shares(weights)
+    impressions = np.maximum(1, np.rint(CRITEO_IMPRESSIONS * scale * shares)).astype(np.int64)
+    no_sales = rng.random(CRITEO_ADVERTISERS) < CRITEO_NO_SALES_FRACTION
+    rates = np.where(no_sales, 0.0, rng.beta(*CRITEO_RATE_BETA, size=CRITEO_ADVERTISERS))
+    expected = float(np.sum(impressions * rates)) * criteo_keep_probability()
+    calibration = CRITEO_CONVERSIONS * scale / expected if expected > 0 else 0.0
+    rates = np.minimum(1.0, rates * calibration)
+    categories = 1 + rng.poisson(CRITEO_EXTRA_CATEGORIES, size=CRITEO_ADVERTISERS)
+    category_weights = []
+    for k in categories.tolist():
+        w = np.arange(1, k + 1, dtype=float) ** -CRITEO_CATEGORY_EXPONENT
+        category_weights.append(w / w.sum())
+    return Advertisers(impressions, rates, categories, category_weights, calibration)
+
+
+def criteo_request(category: int) -> dict:
+    """The attribution request of a sale of ``category-<category>`` (Avro form; seed 003 Sec. 8.1's scenario with
+    the artifact's Criteo parameters): no campaign, so the product selects the impressions."""
+    return {
+        "window_days": CRITEO_WINDOW_DAYS, "first_epoch": None, "last_epoch": None, "campaign_ids": [],
+        "product_id": f"category-{category}", "filter_keys": [], "logic": CRITEO_LOGIC, "last_n": None,
+        "dimension": 1, "requested_epsilon": CRITEO_EPSILON, "report_global_sensitivity": CRITEO_VALUE_CAP,
+        "query_global_sensitivity": CRITEO_VALUE_CAP, "norm": "L1", "query_key": f"category=category-{category}",
+    }
+
+
+def _truncated_exponential_micros(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Sale delays: Exponential(mean 3 days) conditioned on < 30 days (inverse CDF), in whole microseconds."""
+    mu, cap = CRITEO_DELAY_MEAN_DAYS, float(CRITEO_DELAY_MAX_DAYS)
+    days = -mu * np.log1p(-rng.random(n) * -np.expm1(-cap / mu))
+    return np.minimum(np.floor(days * MICROS_PER_DAY).astype(np.int64), CRITEO_DELAY_MAX_DAYS * MICROS_PER_DAY - 1)
+
+
+def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment: int = 0, seed: int = 0,
+                    fmt: str = "avro", start: str | int = CRITEO_START, progress: bool = True) -> CriteoStats:
+    """Write the Criteo-like dataset of seed 003 Sec. 8.4 (model: the module docstring) at ``scale`` times the
+    paper's size to ``out_dir``, with ``augment`` synthetic impressions per conversion (Criteo++, Sec. 8.4, Fig.
+    6d); return what was written. ``start`` is an ISO 8601 date(-time) or epoch microseconds. Raises
+    ``ValueError`` for a bad option (the message names it)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"--scale must be a positive number, got {scale}")
+    if isinstance(augment, bool) or not isinstance(augment, (int, np.integer)) or \
+            not 0 <= augment <= CRITEO_MAX_AUGMENT:
+        raise ValueError(f"--augment must be an integer in [0, {CRITEO_MAX_AUGMENT}], got {augment}")
+    augment = int(augment)
+    population = int(round(CRITEO_IMPRESSIONS * scale / CRITEO_POPULATION_RHO))
+    if population < 1 or CRITEO_IMPRESSIONS * scale < CRITEO_ADVERTISERS:
+        raise ValueError(f"--scale {scale} is too small: at least {CRITEO_ADVERTISERS / CRITEO_IMPRESSIONS:g} "
+                         f"(one impression per advertiser)")
+    if population >= 2 ** 40:
+        raise ValueError(f"--scale {scale} is too large")
+    start_micros = start_micros_of(start)
+    end_micros = start_micros + CRITEO_DAYS * MICROS_PER_DAY
+    if start_micros < 0 or end_micros > MAX_EVENT_TIME_MICROS:
+        raise ValueError("the data's 90 days must lie between 1970-01-01 and 2100-01-01 (UTC)")
+    augment_micros = CRITEO_AUGMENT_WINDOW_DAYS * MICROS_PER_DAY
+
+    out = prepare_output(out_dir)
+    adv_seq, imp_seq, aug_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
+    sync_marker = np.random.default_rng(marker_seq).bytes(16)
+    log = Progress(DATASET, progress)
+    adv = criteo_advertisers(np.random.Generator(np.random.PCG64(adv_seq)), scale)
+    names = [f"advertiser-{a:03d}.example" for a in range(CRITEO_ADVERTISERS)]
+    total_impressions = int(adv.impressions.sum())
+
+    # The work: (advertiser, chunk, first impression, impressions), in order; files are ranges of it.
+    work = []
+    offset = 0
+    for a, n in enumerate(adv.impressions.tolist()):
+        for j, lo in enumerate(range(0, n, CRITEO_CHUNK_IMPRESSIONS)):
+            size = min(CRITEO_CHUNK_IMPRESSIONS, n - lo)
+            work.append((a, j, offset, size))
+            offset += size
+    imp_shards = max(1, -(-total_impressions // CRITEO_RECORDS_PER_SHARD))
+    log(f"{CRITEO_ADVERTISERS} advertisers, {total_impressions:,} impressions in {len(work)} chunks, "
+        f"{population:,} devices; generating", force=True)
+
+    device_width, imp_width = len(str(population)), len(str(total_impressions))
+    seen = np.zeros(population, dtype=bool)
+    columns: dict[str, list] = {"time": [], "user": [], "advertiser": [], "category": [], "value": []}
+    counts = {"impressions": 0, "augmented": 0, "conversions": 0}
+
+    def generate_chunk(a: int, j: int, first: int, n: int) -> list:
+        """Chunk ``j`` of advertiser ``a``: its impressions and augmented impressions encoded (returned), its
+        conversions kept in ``columns``."""
+        rng = stream(imp_seq, a, j)
+        times = np.sort(rng.integers(start_micros, end_micros, size=n, dtype=np.int64))
+        users = np.minimum((population * rng.random(n) ** CRITEO_USER_SKEW).astype(np.int64), population - 1)
+        categories = rng.choice(adv.categories[a], size=n, p=adv.category_weights[a])
+        clicked = np.flatnonzero(rng.random(n) < adv.rates[a])
+        delays = _truncated_exponential_micros(rng, clicked.size)
+        values = np.minimum(1 + rng.poisson(CRITEO_EXTRA_PURCHASES, size=clicked.size), int(CRITEO_VALUE_CAP))
+        conv_time = times[clicked] + delays
+        kept = conv_time < end_micros
+        conv_time, conv_user, conv_category = conv_time[kept], users[clicked][kept], categories[clicked][kept]
+        columns["time"].append(conv_time)
+        columns["user"].append(conv_user)
+        columns["advertiser"].append(np.full(conv_time.size, a, dtype=np.int16))
+        columns["category"].append(conv_category.astype(np.int16))
+        columns["value"].append(values[kept].astype(np.int8))
+        seen[users] = True
+
+        advertiser = names[a]
+        records = encode_impressions(
+            fmt, [f"device-{u:0{device_width}d}" for u in users.tolist()], times.tolist(),
+            [f"imp-{i:0{imp_width}d}" for i in range(first, first + n)], publisher=CRITEO_PUBLISHER,
+            advertiser=advertiser, campaign="", product=[f"category-{k}" for k in categories.tolist()])
+        if augment and conv_time.size:
+            aug = stream(aug_seq, a, j)
+            hi = np.repeat(conv_time, augment)
+            lo = np.maximum(start_micros, hi - augment_micros)
+            aug_times = aug.integers(lo, np.maximum(hi, lo + 1), dtype=np.int64)
+            aug_users = np.repeat(conv_user, augment)
+            aug_categories = np.repeat(conv_category, augment)
+            first_aug = counts["augmented"]
+            records += encode_impressions(
+                fmt, [f"device-{u:0{device_width}d}" for u in aug_users.tolist()], aug_times.tolist(),
+                [f"aug-{i}" for i in range(first_aug, first_aug + aug_times.size)], publisher=CRITEO_PUBLISHER,
+                advertiser=advertiser, campaign="", product=[f"category-{k}" for k in aug_categories.tolist()])
+            counts["augmented"] += int(aug_times.size)
+        counts["impressions"] += n
+        counts["conversions"] += int(conv_time.size)
+        log(f"{counts['impressions']:,} / {total_impressions:,} impressions "
+            f"({100 * counts['impressions'] / total_impressions:.0f}%, advertiser {a + 1} / {CRITEO_ADVERTISERS}), "
+            f"{counts['conversions']:,} conversions, {counts['augmented']:,} augmented impressions")
+        return records
+
+    def shard_chunks(s: int) -> Iterator[list]:
+        for a, j, first, n in work:
+            if first * imp_shards // total_impressions == s:
+                yield generate_chunk(a, j, first, n)
+
+    imp_schema = load_avro_schema("impression") if fmt == "avro" else None
+    impression_paths = shard_paths(out, "impressions", imp_shards, fmt)
+    for s, path in enumerate(impression_paths):
+        write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s))
+
+    # Conversions: sorted by time (stable: ties keep the generation order), ids in that order.
+    conv = {name: np.concatenate(parts) for name, parts in columns.items()}
+    columns.clear()
+    order = np.argsort(conv["time"], kind="stable")
+    conv = {name: values[order] for name, values in conv.items()}
+    total_conversions = int(conv["time"].size)
+    conv_shards = max(1, -(-total_conversions // CRITEO_RECORDS_PER_SHARD))
+    conv_width = len(str(total_conversions))
+    encoder = RequestEncoder([criteo_request(k) for k in range(int(adv.categories.max()))])
+    conv_schema = load_avro_schema("conversion") if fmt == "avro" else None
+    conversion_paths = shard_paths(out, "conversions", conv_shards, fmt)
+
+    def conversion_chunks(lo: int, hi: int) -> Iterator[list]:
+        for i in range(lo, hi, 100_000):
+            j = min(hi, i + 100_000)
+            categories = conv["category"][i:j].tolist()
+            yield encoder.encode(
+                fmt, [f"device-{u:0{device_width}d}" for u in conv["user"][i:j].tolist()], conv["time"][i:j].tolist(),
+                [f"conv-{n:0{conv_width}d}" for n in range(i, j)], [names[a] for a in conv["advertiser"][i:j].tolist()],
+                conv["value"][i:j].astype(np.float64).tolist(), [f"category-{k}" for k in categories], categories)
+
+    for s, path in enumerate(conversion_paths):
+        write_file(path, fmt, conv_schema, sync_marker, conversion_chunks(s * total_conversions // conv_shards,
+                                                                          (s + 1) * total_conversions // conv_shards))
+    log(f"{total_conversions:,} conversions written to {conv_shards} file(s)")
+
+    # Stats.
+    per_advertiser = np.bincount(conv["advertiser"], minlength=CRITEO_ADVERTISERS)
+    stride = int(adv.categories.max())
+    pairs, pair_counts = np.unique(conv["advertiser"].astype(np.int64) * stride + conv["category"], return_counts=True)
+    queryable = pair_counts >= CRITEO_BATCH_SIZE
+    advertisers_with_a_query = int(np.unique(pairs[queryable] // stride).size)
+    largest = int(np.argmax(adv.impressions))
+    users_seen = int(np.count_nonzero(seen))
+    stats = CriteoStats(
+        advertisers=CRITEO_ADVERTISERS, population=population, users=users_seen, impressions=total_impressions,
+        augmented_impressions=counts["augmented"], augment=augment, conversions=total_conversions,
+        batch_size=CRITEO_BATCH_SIZE, epsilon=CRITEO_EPSILON,
+        queries=int(np.sum(pair_counts // CRITEO_BATCH_SIZE)), query_pairs=int(np.count_nonzero(queryable)),
+        advertisers_with_a_query=advertisers_with_a_query,
+        advertisers_with_conversions=int(np.count_nonzero(per_advertiser)),
+        impressions_per_user=total_impressions / max(users_seen, 1),
+        conversion_rate=total_conversions / total_impressions,
+        mean_value=float(conv["value"].mean()) if total_conversions else 0.0,
+        max_value=float(conv["value"].max()) if total_conversions else 0.0,
+        largest_advertiser=names[largest],
+        largest_advertiser_impression_share=float(adv.impressions[largest]) / total_impressions,
+        largest_advertiser_conversions=int(per_advertiser[largest]),
+        max_advertiser_conversions=int(per_advertiser.max()),
+        min_advertiser_impressions=int(adv.impressions.min()), max_advertiser_impressions=int(adv.impressions.max()),
+        rate_calibration=adv.calibration,
+        impression_files=[str(path) for path in impression_paths],
+        conversion_files=[str(path) for path in conversion_paths],
+    )
+    write_generation_json(out, {
+        "dataset": DATASET,
+        "parameters": {"scale": scale, "augment": augment, "seed": seed, "format": fmt,
+                       "start": iso_micros(start_micros), "start_micros": start_micros},
+        "model": criteo_model(),
+        "stats": {**asdict(stats), "impression_files": [path.name for path in impression_paths],
+                  "conversion_files": [path.name for path in conversion_paths]},
+    })
+    return stats
+
+
+def criteo_model() -> dict:
+    """The model constants (for ``generation.json``; seed 003 Sec. 8.1, 8.4)."""
+    return {
+        "advertisers": CRITEO_ADVERTISERS, "advertiser_site": "advertiser-NNN.example (also the querier)",
+        "impressions_at_scale_1": CRITEO_IMPRESSIONS, "conversions_at_scale_1": CRITEO_CONVERSIONS,
+        "users_at_scale_1": CRITEO_USERS, "days": CRITEO_DAYS,
+        "advertiser_weights": f"lognormal(0, {CRITEO_SHARE_SIGMA})", "largest_share": CRITEO_LARGEST_SHARE,
+        "share_rule": "largest weight gets largest_share; the others split the rest in proportion to their "
+                      "weights, capped at largest_share (water-filling)",
+        "advertiser_impressions": "max(1, round(impressions_at_scale_1 * scale * share))",
+        "no_sales_fraction": CRITEO_NO_SALES_FRACTION, "rate": f"Beta{CRITEO_RATE_BETA}",
+        "rate_calibration": "rates times one factor so that expected conversions = conversions_at_scale_1 * scale "
+                            "(capped at 1)",
+        "keep_probability": criteo_keep_probability(),
+        "categories_per_advertiser": f"1 + Poisson({CRITEO_EXTRA_CATEGORIES})",
+        "category_weight": f"1 / k^{CRITEO_CATEGORY_EXPONENT}",
+        "population": "round(impressions_at_scale_1 * scale / population_rho)",
+        "population_rho": CRITEO_POPULATION_RHO, "device": f"floor(population * u^{CRITEO_USER_SKEW})",
+        "delay": f"Exponential(mean {CRITEO_DELAY_MEAN_DAYS} days) truncated to < {CRITEO_DELAY_MAX_DAYS} days",
+        "value": f"min({CRITEO_VALUE_CAP:g}, 1 + Poisson({CRITEO_EXTRA_PURCHASES}))",
+        "publisher_site": CRITEO_PUBLISHER, "campaign_ids": [], "product": "category-K",
+        "query_key": "category=category-K", "window_days": CRITEO_WINDOW_DAYS, "logic": CRITEO_LOGIC,
+        "dimension": 1, "report_global_sensitivity": CRITEO_VALUE_CAP, "query_global_sensitivity": CRITEO_VALUE_CAP,
+        "norm": "L1", "alpha": CRITEO_ALPHA, "beta": CRITEO_BETA, "batch_size": CRITEO_BATCH_SIZE,
+        "expected_value": CRITEO_EXPECTED_VALUE,
+        "epsilon": "sensitivity * ln(1 / beta) / (alpha * batch_size * expected_value)", "epsilon_value": CRITEO_EPSILON,
+        "augment_window_days": CRITEO_AUGMENT_WINDOW_DAYS,
+        "chunk_impressions": CRITEO_CHUNK_IMPRESSIONS, "records_per_file": CRITEO_RECORDS_PER_SHARD,
+    }
+
+
+# --------------------------------------------------------------------------- CLI (registered by pipelines.generate)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m pipelines.generate criteo-like`` (seed 003 Sec. 8.4)."""
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--scale", type=float, default=0.05,
+                        help="fraction of the paper's size: about 12M * scale impressions, 1.3M * scale conversions "
+                             "and 10M * scale users (default 0.05)")
+    parser.add_argument("--augment", type=int, default=0,
+                        help=f"synthetic impressions per conversion in its {CRITEO_AUGMENT_WINDOW_DAYS}-day window "
+                             f"(Criteo++; the paper uses 0, 3, 6, 9), 0 to {CRITEO_MAX_AUGMENT} (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
+    parser.add_argument("--start-date", default=CRITEO_START,
+                        help=f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601 "
+                             f"(default {CRITEO_START})")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
+    began = time.monotonic()
+    stats = generate_criteo(args.out, scale=args.scale, augment=args.augment, seed=args.seed, fmt=args.format,
+                            start=args.start_date, progress=not args.quiet)
+    print(f"generate {DATASET}: wrote {stats.impressions:,} impressions (+{stats.augmented_impressions:,} augmented) "
+          f"of {stats.advertisers} advertisers by {stats.users:,} devices ({stats.impressions_per_user:.2f} "
+          f"impressions each) and {stats.conversions:,} conversions in {time.monotonic() - began:.1f} s")
+    print(f"  largest advertiser: {stats.largest_advertiser_impression_share:.1%} of the impressions, "
+          f"{stats.largest_advertiser_conversions:,} conversions; {stats.advertisers_with_conversions} advertisers "
+          f"with conversions")
+    print(f"  queries: {stats.queries:,} batches of {stats.batch_size} over {stats.query_pairs} (advertiser, category) "
+          f"pairs of {stats.advertisers_with_a_query} advertisers, epsilon {stats.epsilon:.6g}")
+    print(f"  impressions: {', '.join(stats.impression_files)}")
+    print(f"  conversions: {', '.join(stats.conversion_files)}")
+    print(f"  summary: {Path(args.out) / 'generation.json'}")
+    return 0

@@ -1,0 +1,211 @@
+"""File formats and helpers shared by the dataset generators (``pipelines.generate`` and ``pipelines.datasets``).
+
+Impressions and conversions are written as the readers of ``schemas/codecs.py`` read them: Avro container
+files with the schemas ``schemas/avro/impression.avsc`` / ``conversion.avsc`` (the default), JSON Lines, or
+varint-length-delimited protobuf messages (``schemas/proto/events.proto``), in shards
+``DIR/<kind>-SSSSS-of-NNNNN.<ext>`` with ``DIR/generation.json`` beside them. Records are handled in their
+Avro form (a dict per record, optional fields ``None``); the fast encoders below write the same records
+without building a dict per record for JSON Lines and protobuf.
+
+Randomness for simulation is seeded and vectorised (DESIGN.md "Two kinds of randomness"): ``stream`` gives
+independent PCG64 streams keyed by integers (a chunk number, an advertiser), so what a chunk draws does not
+depend on how many chunks or shards there are. Avro files get a sync marker derived from the seed, so a seed
+gives the same files byte for byte.
+
+This module does not import ``pipelines.generate`` (which imports it).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import fastavro
+import numpy as np
+from google.protobuf.internal.encoder import _VarintBytes
+
+from schemas import events_pb2
+from schemas.codecs import FORMATS, encode_delimited
+
+MICROS_PER_SECOND = 1_000_000
+MICROS_PER_HOUR = 3600 * MICROS_PER_SECOND
+MICROS_PER_DAY = 24 * MICROS_PER_HOUR
+PROGRESS_SECONDS = 3.0  # at most one progress line on stderr this often
+EXTENSIONS = {fmt: fmt for fmt in FORMATS}  # file extension of each format
+
+
+def stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    """An independent PCG64 stream for the child ``key`` of ``seq`` (what ``seq.spawn`` would give, without state)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, *key))))
+
+
+def parse_start(text: str) -> int:
+    """``YYYY-MM-DD`` (00:00 UTC) or an ISO 8601 date-time (UTC when no offset is given) as epoch microseconds."""
+    moment = dt.datetime.fromisoformat(text.strip())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return (moment - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+
+
+def start_micros_of(start: str | int) -> int:
+    """``start`` as epoch microseconds: an int is taken as is, a string goes through ``parse_start`` (a
+    ``ValueError`` names the bad value)."""
+    if isinstance(start, (int, np.integer)) and not isinstance(start, bool):
+        return int(start)
+    try:
+        return parse_start(str(start))
+    except ValueError:
+        raise ValueError(f"--start-date must be a date YYYY-MM-DD or an ISO 8601 date-time, got {start!r}") from None
+
+
+def iso_micros(micros: int) -> str:
+    """Epoch microseconds as ISO 8601 UTC (``...Z``), with microseconds only when there are some."""
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
+    return moment.isoformat(timespec="microseconds" if micros % MICROS_PER_SECOND else "seconds").replace("+00:00", "Z")
+
+
+def without_none(record: dict) -> dict:
+    """The record without its unset (None) fields, nested requests included (for JSON Lines and protobuf)."""
+    return {key: without_none(value) if isinstance(value, dict) else value
+            for key, value in record.items() if value is not None}
+
+
+def encode_record(fmt: str, message: type, record: dict) -> Any:
+    """One record (a dict of the Avro form) in ``fmt``: a dict for Avro, a line for jsonl, delimited bytes for pb."""
+    if fmt == "avro":
+        return record
+    if fmt == "jsonl":
+        return json.dumps(without_none(record)) + "\n"
+    return encode_delimited(message(**without_none(record)))
+
+
+def write_file(path: Path, fmt: str, schema: dict | None, sync_marker: bytes, chunks: Iterable[list]) -> None:
+    """Write encoded records, chunk by chunk, to one file of ``fmt`` (for Avro, with one ``fastavro.writer`` call
+    that pulls the chunks)."""
+    with open(path, "wb") as handle:
+        if fmt == "avro":
+            fastavro.writer(handle, schema, itertools.chain.from_iterable(chunks), sync_marker=sync_marker)
+        elif fmt == "jsonl":
+            for chunk in chunks:
+                handle.write("".join(chunk).encode("utf-8"))
+        else:
+            for chunk in chunks:
+                handle.write(b"".join(chunk))
+
+
+def shard_paths(out: Path, kind: str, shards: int, fmt: str) -> list[Path]:
+    """``out/<kind>-SSSSS-of-NNNNN.<ext>`` for every shard."""
+    return [out / f"{kind}-{s:05d}-of-{shards:05d}.{EXTENSIONS[fmt]}" for s in range(shards)]
+
+
+def prepare_output(out_dir: str | Path) -> Path:
+    """Create ``out_dir`` and remove an earlier run's impression and conversion shards from it."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for pattern in ("impressions-*-of-*.*", "conversions-*-of-*.*"):
+        for stale in out.glob(pattern):
+            if stale.suffix.lstrip(".") in EXTENSIONS.values():
+                stale.unlink()
+    return out
+
+
+def write_generation_json(out: Path, summary: dict) -> Path:
+    """``out/generation.json``: the dataset name, parameters, model constants and stats."""
+    path = out / "generation.json"
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=2)
+        handle.write("\n")
+    return path
+
+
+def _column(value: str | Sequence[str]) -> Iterable[str]:
+    return itertools.repeat(value) if isinstance(value, str) else value
+
+
+def encode_impressions(fmt: str, devices: Sequence[str], times: Sequence[int], ids: Sequence[str], *,
+                       publisher: str, advertiser: str | Sequence[str], campaign: str | Sequence[str],
+                       product: str | Sequence[str]) -> list:
+    """Valid impressions without filter keys, as parallel columns (``advertiser``, ``campaign`` and ``product``
+    either one string for all or a column), encoded for ``fmt``: the records ``encode_record`` would give, without
+    a dict per record for jsonl and pb. Names must be plain ASCII (no quote or backslash): they are the
+    generators' own ids."""
+    columns = zip(devices, times, ids, _column(advertiser), _column(campaign), _column(product))
+    if fmt == "avro":
+        keys: list = []  # shared: the writer only reads it
+        return [{"device_id": d, "event_time_micros": t, "impression_id": i, "publisher_site": publisher,
+                 "advertiser_site": a, "campaign_id": c, "product_id": p, "filter_keys": keys}
+                for d, t, i, a, c, p in columns]
+    if fmt == "jsonl":
+        return [f'{{"device_id": "{d}", "event_time_micros": {t}, "impression_id": "{i}", "publisher_site": '
+                f'"{publisher}", "advertiser_site": "{a}", "campaign_id": "{c}", "product_id": "{p}", '
+                f'"filter_keys": []}}\n' for d, t, i, a, c, p in columns]
+    message = events_pb2.Impression
+    return [encode_delimited(message(device_id=d, event_time_micros=t, impression_id=i, publisher_site=publisher,
+                                     advertiser_site=a, campaign_id=c, product_id=p))
+            for d, t, i, a, c, p in columns]
+
+
+class RequestEncoder:
+    """Conversions whose attribution requests come from a small set (one per query key), encoded fast.
+
+    ``requests`` are the requests in Avro form (dicts, shared by the records: the Avro writer only reads them);
+    a conversion names its request by index. For jsonl the request's JSON is made once; for pb the serialised
+    request field is made once and appended to the other fields' bytes (the request is the last field of
+    ``Conversion``, so the bytes are those ``SerializeToString`` gives for the whole message)."""
+
+    def __init__(self, requests: Sequence[dict]):
+        self.requests = list(requests)
+        self.json = [json.dumps(without_none(request)) for request in self.requests]
+        self.proto = [events_pb2.Conversion(attribution_request=without_none(request)).SerializeToString()
+                      for request in self.requests]
+
+    def encode(self, fmt: str, devices: Sequence[str], times: Sequence[int], ids: Sequence[str],
+               advertiser: str | Sequence[str], values: Sequence[float], products: Sequence[str],
+               request_index: Sequence[int]) -> list:
+        """The conversions (parallel columns; ``querier_site`` is the advertiser) encoded for ``fmt``."""
+        columns = zip(devices, times, ids, _column(advertiser), values, products, request_index)
+        if fmt == "avro":
+            requests = self.requests
+            return [{"device_id": d, "event_time_micros": t, "conversion_id": i, "advertiser_site": a,
+                     "querier_site": a, "value": v, "product_id": p, "attribution_request": requests[r]}
+                    for d, t, i, a, v, p, r in columns]
+        if fmt == "jsonl":
+            texts = self.json
+            return [f'{{"device_id": "{d}", "event_time_micros": {t}, "conversion_id": "{i}", "advertiser_site": '
+                    f'"{a}", "querier_site": "{a}", "value": {v!r}, "product_id": "{p}", '
+                    f'"attribution_request": {texts[r]}}}\n' for d, t, i, a, v, p, r in columns]
+        message, tails, out = events_pb2.Conversion, self.proto, []
+        for d, t, i, a, v, p, r in columns:
+            payload = message(device_id=d, event_time_micros=t, conversion_id=i, advertiser_site=a, querier_site=a,
+                              value=v, product_id=p).SerializeToString() + tails[r]
+            out.append(encode_delimited_bytes(payload))
+        return out
+
+
+def encode_delimited_bytes(payload: bytes) -> bytes:
+    """A serialised message with its varint length prefix (what ``encode_delimited`` writes)."""
+    return _VarintBytes(len(payload)) + payload
+
+
+class Progress:
+    """Progress lines on stderr, ``generate <dataset>: [elapsed] text``, at most every ``PROGRESS_SECONDS``
+    (``force`` prints regardless); nothing when disabled."""
+
+    def __init__(self, dataset: str, enabled: bool, every: float = PROGRESS_SECONDS):
+        self.dataset, self.enabled, self.every = dataset, enabled, every
+        self.began = self.last = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+    def __call__(self, text: str, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if force or now - self.last >= self.every:
+            self.last = now
+            print(f"generate {self.dataset}: [{now - self.began:.1f} s] {text}", file=sys.stderr, flush=True)
