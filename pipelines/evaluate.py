@@ -119,7 +119,7 @@ def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
             "points": output.points, "headline": output.headline, "settings": output.settings,
             "files": output.files, "seconds": round(output.seconds, 1), "size": settings.size, "seed": settings.seed,
         })
-        write_report(out, results, PAPER, {})
+        write_report(out, results, PAPER)
         print(f"{name}: done in {output.seconds:.0f} s; " + ", ".join(output.files), flush=True)
         outputs.append(output)
     return out, outputs

@@ -32,14 +32,14 @@ def save(path: Path, panels: Sequence[Callable[[Axes], None]], columns: int | No
     return path
 
 
-def _finish(axes: Axes, title: str, xlabel: str, ylabel: str) -> None:
+def _finish(axes: Axes, title: str, xlabel: str, ylabel: str, legend: str = "upper left") -> None:
     axes.set_title(title, fontsize=9)
     axes.set_xlabel(xlabel, fontsize=8)
     axes.set_ylabel(ylabel, fontsize=8)
     axes.tick_params(labelsize=7)
     axes.grid(alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize=7)
+        axes.legend(fontsize=7, loc=legend)
 
 
 def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log_x: bool = True,
@@ -92,7 +92,7 @@ def cdf_panel(samples: dict[str, Sequence[float]], title: str, xlabel: str, tota
         if log_x:
             axes.set_xscale("symlog", linthresh=1e-3)
         axes.set_ylim(0, 1.02)
-        _finish(axes, title, xlabel, "CDF")
+        _finish(axes, title, xlabel, "CDF", legend="lower right")
     return draw
 
 

@@ -120,6 +120,8 @@ def headline(sweep: Sweep) -> dict:
         out["default_epoch_days"] = DEFAULT_EPOCH_DAYS
         out["ara_over_cookie_monster_avg_budget_all"] = budget_ratio(default, "ara_like", "cookie_monster",
                                                                      "avg_budget_all")
+        out["ara_over_cookie_monster_avg_budget_converted"] = budget_ratio(default, "ara_like", "cookie_monster",
+                                                                           "avg_budget_converted")
         out["ara_over_cookie_monster_avg_budget_requested"] = budget_ratio(default, "ara_like", "cookie_monster",
                                                                            "avg_budget_requested")
         if ipa is not None:
