@@ -151,8 +151,9 @@ def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:
     letters = "ab" if knob == "knob1" else "cd"
     png = figures.save(out / f"fig4{letters}_{name}.png", [
         figures.sweep_panel(points, knob, "avg_budget_requested", f"({letters[0]}) average budget vs {knob} "
-                            "(dotted: over all devices)", "epsilon consumed", dashed="avg_budget_all"),
-        figures.sweep_panel(points, knob, "max_budget", f"({letters[1]}) maximum budget vs {knob}", "epsilon consumed"),
+                            "(dotted: over all devices)", "epsilon consumed", dashed="avg_budget_all", log_y=True),
+        figures.sweep_panel(points, knob, "max_budget", f"({letters[1]}) maximum budget vs {knob}", "epsilon consumed",
+                            log_y=True),
     ])
     default = [p for p in points if p["knob1"] == KNOB_DEFAULT and p["knob2"] == KNOB_DEFAULT]
     by_policy = {p["policy"]: p for p in default}

@@ -57,7 +57,7 @@ def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log
             axes.set_xscale("log")
         if log_y:
             axes.set_yscale("log")
-        _finish(axes, title, x, ylabel)
+        _finish(axes, title, x, ylabel, legend="best")
     return draw
 
 
