@@ -35,19 +35,55 @@ Times are UTC microseconds in the 90 days ``[start, start + 90 d)``, ``start``
   by tens of percent with the seed; rates are capped at 1). The factor
   (``rate_calibration`` in the stats) was between 0.6 and 1.9, median 1.2, over
   seeds 0 to 19.
-* **Product categories.** Advertiser ``a`` has ``K_a = 1 + Poisson(8)``
-  categories ``category-0`` ... ``category-{K_a - 1}`` (the artifact's
-  ``product-category-3``); each impression's category is drawn with weights
-  ``1 / k^1.1``, ``k = 1 .. K_a``.
-* **Users.** A population of ``N_pop = round(12M * s / rho)`` devices
-  ``device-NNN`` (zero padded to the digits of ``N_pop``); each impression's
-  device is ``floor(N_pop * u^1.3)`` for ``u`` uniform (a mild skew toward low
-  ids: some devices click often). ``rho = CRITEO_POPULATION_RHO = 0.350029``
-  (``criteo_population_rho`` solves for it) is the impressions per population
-  member at which the expected number of *distinct* devices among ``12M * s``
-  skewed draws is ``10M * s``: ``N_pop`` is 34.3M at full scale, and there are
-  1.2 impressions per distinct device, as in the paper (``users`` in the stats
-  counts them).
+* **Product categories.** Advertiser ``a`` has ``K_a = 1 + Poisson((I_a /
+  7,000)^1.75)`` categories ``category-0`` ... ``category-{K_a - 1}`` (the
+  artifact's ``product-category-3``); each impression's category is drawn with
+  weights ``1 / k^0.7``, ``k = 1 .. K_a``. The catalogue grows faster than the
+  traffic (about 31,600 categories for the largest advertiser at full scale, 166
+  at ``s = 0.05``, 1.6 on average at 5,000 impressions), so a small advertiser's
+  sales fill a few batches of 350 while a large one's spread over many pairs,
+  most under 350, as in the paper (109 advertisers with a query, 898 queries, a
+  quarter of the sales in full batches). ``I_a`` is the generated count, so the
+  catalogue shrinks with ``--scale`` and small scales keep queries (see
+  Queries).
+* **Devices.** Every device has an activity weight ``W``, ``P(W = k)``
+  proportional to ``1 / k^2.5`` for ``k = 1 .. 5,000`` (a discrete power law
+  truncated at 5,000; mean ``m = 1.926``, 74.5 % of the devices have weight 1).
+  Advertiser ``a`` has an *audience* of ``max(1, round(I_a / rho))`` devices of
+  i.i.d. weights (a multinomial count per weight, drawn from their own random
+  stream), ``rho = CRITEO_POPULATION_RHO = 0.082907``; the population is the
+  audiences in advertiser order, heaviest devices first within each, ids
+  ``device-NNN`` zero padded to the digits of the population size ``N_pop``
+  (about ``12M * s / rho``: 144.7M at full scale, of which 10M ever click). An
+  impression's device comes from its advertiser's audience with probability
+  ``CRITEO_AUDIENCE_SHARE = 0.75`` (retargeting: a device clicks mostly one
+  advertiser's ads), else from the whole population, in proportion to the
+  weights either way. A device of weight ``k`` in ``a``'s audience then expects
+  ``0.75 * I_a k / S_a + 0.25 * I k / S = rho k / m`` impressions (``S_a`` and
+  ``S`` the audience's and the population's total weights, ``E[S_a] = m I_a /
+  rho``), at most about ``rho * 5,000 / m = 215``, three quarters of them with
+  its advertiser; so the expected share of the population that clicks is
+  ``g(rho) = sum_k P(W = k) (1 - exp(-rho k / m))``, and ``rho``
+  (``criteo_population_rho``) solves ``g(rho) / rho = 10 / 12``: ``10M * s``
+  distinct devices, 1.2 impressions each, as in the paper (``users`` in the
+  stats counts them; they averaged within 0.7 % of it over seeds at scales 0.002
+  to 1). The activity is heavy-tailed: most clicking devices click once, and the
+  top 1 % of them hold about 8 % of the impressions (``top_1pct_device_share``;
+  the most one can hold given 1.2 impressions per device is 17.5 %); the most
+  active device has about 200 impressions at ``s = 0.05``
+  (``max_device_impressions``, seed 0: 200) and 226 at full scale, and about
+  0.24 % of the clicking devices have 10 or more (seed 0: 1,223 at 0.05, 24,371
+  at 1). A conversion stays on its click's device, so heavy clickers also buy
+  more, mostly from the same advertiser: about 3.2 % of the conversions come
+  less than 30 days after another one of the same device and advertiser
+  (``repeat_conversion_share``), the reports whose windows an ARA-like budget
+  (every epoch of the window pays the full epsilon, per device, epoch and
+  querier) cannot pay twice, while Cookie Monster pays only the epochs that hold
+  the report's relevant impressions. In ``python -m pipelines.evaluate criteo``
+  (s = 0.05, seed 0) ARA-like loses about 3 % of the reports and its mean RMSRE
+  is 0.042 at 1-day epochs against 0.023 for Cookie Monster and IPA-like (0.043,
+  0.026, 0.023 at 7 days; seed 003 Fig. 6 and its artifact, 1-day epochs:
+  0.0325, 0.0198, 0.0209).
 * **Impressions (clicks).** Each impression is at a uniform microsecond of the
   90 days, on ``publisher.example``, of its advertiser and category (product
   ``category-K``, no campaign, no filter key).
@@ -64,9 +100,14 @@ Times are UTC microseconds in the 90 days ``[start, start + 90 d)``, ``start``
   with ``Delta = 5``, ``B = 350``, ``c~ = 2``, ``alpha = 0.05``, ``beta = 0.01``:
   0.657881 (seed 003 Sec. 8.1's formula with the artifact's Criteo values).
 * **Queries.** Batches of ``B = 350`` reports per (advertiser, category):
-  ``floor(conversions / 350)`` queries for each pair; an advertiser "has a query"
-  when one of its pairs has at least 350 conversions (the paper: 109
-  advertisers, 898 queries).
+  ``floor(conversions / 350)`` queries for each pair; an advertiser "has a
+  query" when one of its pairs has at least 350 conversions (the paper: 109
+  advertisers, 898 queries). Seed 0 gives 961 queries over 106 advertisers at
+  full scale and 82 over 25 at ``s = 0.05``. Over seeds 0 to 19 (counted from
+  the advertisers and the category model without writing files): 913 queries on
+  average at full scale, 495 to 1,586 with the largest advertisers' rates, over
+  75 to 134 advertisers (mean 104), 25 % of the sales in full batches; 45 to 110
+  queries (mean 75) over 6 to 36 advertisers at 0.05.
 * **Augmentation (Criteo++).** With ``--augment X``, every conversion at ``t``
   gets ``X`` extra impressions of its device, advertiser and category at
   uniform microseconds of ``[max(start, t - 30 days), t)``, ids ``aug-N``. They
@@ -84,10 +125,12 @@ followed by its augmented impressions; impression files are ranges of chunks
 of about a million base impressions each. Conversions (about a tenth of the
 impressions) are kept as numpy columns (about 30 bytes each, 40 MB at full
 scale), sorted by time at the end (stable: ties keep generation order) and
-written in files of about a million, ids ``conv-N`` in time order. A bitmap of
-the population counts the distinct devices (``N_pop`` bytes, 34 MB at full
-scale). The same seed gives the same files byte for byte (Avro sync marker
-from the seed).
+written in files of about a million, ids ``conv-N`` in time order. The
+population is a few arrays over its non-empty (audience, weight) cells (about
+45,000 at full scale), nothing per device; the device of every base impression
+is kept (4 bytes each, 48 MB at full scale) and sorted at the end to count the
+distinct devices and the activity tail. The same seed gives the same files byte
+for byte (Avro sync marker from the seed).
 """
 from __future__ import annotations
 
@@ -130,10 +173,13 @@ CRITEO_SHARE_SIGMA = 2.2  # advertiser weights ~ lognormal(0, 2.2)
 CRITEO_LARGEST_SHARE = 2.6 / 12.0  # the largest advertiser's share of the impressions
 CRITEO_NO_SALES_FRACTION = 0.10  # advertisers with conversion rate 0
 CRITEO_RATE_BETA = (1.2, 10.0)  # other advertisers' rates ~ Beta(1.2, 10) before calibration
-CRITEO_EXTRA_CATEGORIES = 8.0  # categories per advertiser = 1 + Poisson(8)
-CRITEO_CATEGORY_EXPONENT = 1.1  # category k (1-based) drawn with weight 1 / k^1.1
-CRITEO_USER_SKEW = 1.3  # device = floor(N_pop * u^1.3)
-CRITEO_POPULATION_RHO = 0.350029  # impressions per population member (criteo_population_rho(), 6 decimals)
+CRITEO_CATEGORY_IMPRESSIONS = 7_000  # categories per advertiser = 1 + Poisson((I_a / 7,000)^1.75) ...
+CRITEO_CATEGORY_GROWTH = 1.75  # ... (I_a: the advertiser's impressions at the generated scale)
+CRITEO_CATEGORY_EXPONENT = 0.7  # category k (1-based) drawn with weight 1 / k^0.7
+CRITEO_DEVICE_EXPONENT = 2.5  # device activity weight W: P(W = k) proportional to 1 / k^2.5 ...
+CRITEO_DEVICE_MAX_WEIGHT = 5_000  # ... for k = 1 .. 5,000
+CRITEO_AUDIENCE_SHARE = 0.75  # an impression's device is from its advertiser's audience with this probability
+CRITEO_POPULATION_RHO = 0.082907  # impressions per population member (criteo_population_rho(), 6 decimals)
 CRITEO_DELAY_MEAN_DAYS = 3.0  # sale delay ~ Exponential(mean 3 days) ...
 CRITEO_DELAY_MAX_DAYS = 30  # ... truncated to < 30 days
 CRITEO_EXTRA_PURCHASES = 0.35  # value = min(5, 1 + Poisson(0.35))
@@ -159,7 +205,10 @@ class CriteoStats:
     synthetic ones, ``augment`` per conversion) of ``advertisers`` advertisers by ``users`` distinct devices out of
     ``population``, ``conversions`` sales; ``queries`` batches of ``batch_size`` reports over
     ``query_pairs`` (advertiser, category) pairs of ``advertisers_with_a_query`` advertisers, each report
-    requesting ``epsilon``."""
+    requesting ``epsilon``. The devices' activity tail: ``max_device_impressions`` (the most active device's
+    impressions), ``top_1pct_device_share`` (the share of the impressions of the ``ceil(users / 100)`` most active
+    devices), ``devices_with_10_impressions`` (devices with at least 10) and ``repeat_conversion_share`` (the
+    share of the conversions less than 30 days after another of the same device and advertiser)."""
 
     advertisers: int
     population: int
@@ -185,25 +234,37 @@ class CriteoStats:
     min_advertiser_impressions: int
     max_advertiser_impressions: int
     rate_calibration: float
+    max_device_impressions: int
+    top_1pct_device_share: float
+    devices_with_10_impressions: int
+    repeat_conversion_share: float
     impression_files: list[str] = field(default_factory=list)
     conversion_files: list[str] = field(default_factory=list)
 
 
+def criteo_weight_law(exponent: float = CRITEO_DEVICE_EXPONENT,
+                      max_weight: int = CRITEO_DEVICE_MAX_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
+    """The device activity weights ``k = 1 .. max_weight`` and their probabilities ``p_k`` proportional to
+    ``1 / k^exponent`` (a discrete power law truncated at ``max_weight``)."""
+    weights = np.arange(1, max_weight + 1, dtype=np.int64)
+    probabilities = weights.astype(float) ** -exponent
+    return weights, probabilities / probabilities.sum()
+
+
 @functools.lru_cache(maxsize=None)
-def criteo_population_rho(skew: float = CRITEO_USER_SKEW, ratio: float = CRITEO_USERS / CRITEO_IMPRESSIONS,
-                          grid: int = 200_000) -> float:
-    """The impressions per population member ``rho`` at which ``N`` draws ``floor(N_pop u^skew)``,
-    ``N_pop = N / rho``, give ``ratio * N`` distinct devices in expectation (seed 003 Sec. 8.4: 10M users for 12M
-    impressions). In the limit of a large population the expected distinct share of the population is
-    ``g(rho) = int_0^1 (1 - exp(-rho f(x))) dx`` with the draw density ``f(x) = x^(1/skew - 1) / skew``; with
-    ``x = v^skew`` that is ``int_0^1 (1 - exp(-rho v^(1 - skew) / skew)) skew v^(skew - 1) dv`` (midpoint rule),
-    and ``g(rho) / rho`` falls from 1 as ``rho`` grows: bisection for ``g(rho) / rho = ratio``."""
-    v = (np.arange(grid) + 0.5) / grid
-    density = v ** (1.0 - skew) / skew
-    weight = skew * v ** (skew - 1.0)
+def criteo_population_rho(exponent: float = CRITEO_DEVICE_EXPONENT, max_weight: int = CRITEO_DEVICE_MAX_WEIGHT,
+                          ratio: float = CRITEO_USERS / CRITEO_IMPRESSIONS) -> float:
+    """The impressions per population member ``rho`` at which ``N`` impressions drawn from ``N / rho`` devices
+    in proportion to their weights (``criteo_weight_law``) reach ``ratio * N`` distinct devices in expectation
+    (seed 003 Sec. 8.4: 10M users for 12M impressions). In the limit of a large population a device of weight
+    ``k`` gets ``Poisson(rho k / m)`` impressions, ``m = E[W]``, so the expected distinct share of the population
+    is ``g(rho) = sum_k p_k (1 - exp(-rho k / m))``, and ``g(rho) / rho`` falls from 1 as ``rho`` grows:
+    bisection for ``g(rho) / rho = ratio``."""
+    weights, probabilities = criteo_weight_law(exponent, max_weight)
+    mean = float(np.sum(probabilities * weights))
 
     def distinct_per_draw(rho: float) -> float:
-        return float(np.mean((1.0 - np.exp(-rho * density)) * weight)) / rho
+        return float(np.sum(probabilities * -np.expm1(-rho * weights / mean))) / rho
 
     lo, hi = 1e-9, 100.0
     for _ in range(200):
@@ -268,12 +329,61 @@ def criteo_advertisers(rng: np.random.Generator, scale: float) -> Advertisers:
     expected = float(np.sum(impressions * rates)) * criteo_keep_probability()
     calibration = CRITEO_CONVERSIONS * scale / expected if expected > 0 else 0.0
     rates = np.minimum(1.0, rates * calibration)
-    categories = 1 + rng.poisson(CRITEO_EXTRA_CATEGORIES, size=CRITEO_ADVERTISERS)
+    categories = 1 + rng.poisson((impressions / CRITEO_CATEGORY_IMPRESSIONS) ** CRITEO_CATEGORY_GROWTH)
     category_weights = []
     for k in categories.tolist():
         w = np.arange(1, k + 1, dtype=float) ** -CRITEO_CATEGORY_EXPONENT
         category_weights.append(w / w.sum())
     return Advertisers(impressions, rates, categories, category_weights, calibration)
+
+
+@dataclass(frozen=True)
+class Population:
+    """The devices of the model (module docstring, "Devices"; seed 003 Sec. 8.4) as cells of devices of equal
+    activity weight: cell ``c`` holds the devices ``first[c], first[c] + 1, ...`` of weight ``weight[c]``, which
+    own the weight units from ``start[c]`` on, ``weight[c]`` consecutive units each (so a uniform unit picks a
+    device in proportion to its weight). Advertiser ``a``'s audience owns the units ``[audience[a], audience[a +
+    1])``; ``audience[-1]`` is the total weight. Memory: a few arrays of the non-empty cells (about 45,000 at
+    full scale), nothing per device."""
+
+    size: int
+    weight: np.ndarray
+    first: np.ndarray
+    start: np.ndarray
+    audience: np.ndarray
+
+    def draw(self, rng: np.random.Generator, advertiser: int, n: int) -> np.ndarray:
+        """The devices of ``n`` impressions of ``advertiser``: each from the advertiser's audience with probability
+        ``CRITEO_AUDIENCE_SHARE``, else from the whole population; in proportion to the devices' weights."""
+        own = rng.random(n) < CRITEO_AUDIENCE_SHARE
+        units = np.where(own, rng.integers(self.audience[advertiser], self.audience[advertiser + 1], size=n),
+                         rng.integers(0, self.audience[-1], size=n))
+        return self.device_of(units)
+
+    def device_of(self, units: np.ndarray) -> np.ndarray:
+        """The device that owns each weight unit (``0 <= units < audience[-1]``)."""
+        cell = np.searchsorted(self.start, units, side="right") - 1
+        return self.first[cell] + (units - self.start[cell]) // self.weight[cell]
+
+
+def criteo_population(rng: np.random.Generator, impressions: np.ndarray) -> Population:
+    """Draw the devices of the model (module docstring, "Devices"): advertiser ``a``'s audience of
+    ``max(1, round(impressions[a] / rho))`` devices, each of a weight from ``criteo_weight_law`` (a multinomial
+    count of devices per weight, heaviest first), the audiences in advertiser order."""
+    weights, probabilities = criteo_weight_law()
+    weights, probabilities = weights[::-1], probabilities[::-1]
+    cell_weight, cell_count, cells_per_audience = [], [], []
+    for n in np.maximum(1, np.rint(impressions / CRITEO_POPULATION_RHO)).astype(np.int64).tolist():
+        counts = rng.multinomial(n, probabilities)
+        present = counts > 0
+        cell_weight.append(weights[present])
+        cell_count.append(counts[present])
+        cells_per_audience.append(int(np.count_nonzero(present)))
+    weight, count = np.concatenate(cell_weight), np.concatenate(cell_count)
+    start = np.concatenate([[0], np.cumsum(weight * count)])
+    first = np.concatenate([[0], np.cumsum(count)[:-1]])
+    audience = start[np.concatenate([[0], np.cumsum(cells_per_audience)])]
+    return Population(int(count.sum()), weight, first, start[:-1], audience)
 
 
 def criteo_request(category: int) -> dict:
@@ -308,11 +418,10 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
             not 0 <= augment <= CRITEO_MAX_AUGMENT:
         raise ValueError(f"--augment must be an integer in [0, {CRITEO_MAX_AUGMENT}], got {augment}")
     augment = int(augment)
-    population = int(round(CRITEO_IMPRESSIONS * scale / CRITEO_POPULATION_RHO))
-    if population < 1 or CRITEO_IMPRESSIONS * scale < CRITEO_ADVERTISERS:
+    if CRITEO_IMPRESSIONS * scale < CRITEO_ADVERTISERS:
         raise ValueError(f"--scale {scale} is too small: at least {CRITEO_ADVERTISERS / CRITEO_IMPRESSIONS:g} "
                          f"(one impression per advertiser)")
-    if population >= 2 ** 40:
+    if CRITEO_IMPRESSIONS * scale / CRITEO_POPULATION_RHO >= 2 ** 40:
         raise ValueError(f"--scale {scale} is too large")
     start_micros = start_micros_of(start)
     end_micros = start_micros + CRITEO_DAYS * MICROS_PER_DAY
@@ -321,10 +430,12 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     augment_micros = CRITEO_AUGMENT_WINDOW_DAYS * MICROS_PER_DAY
 
     out = prepare_output(out_dir)
-    adv_seq, imp_seq, aug_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
+    adv_seq, imp_seq, aug_seq, marker_seq, device_seq = np.random.SeedSequence(seed).spawn(5)
     sync_marker = np.random.default_rng(marker_seq).bytes(16)
     log = Progress(DATASET, progress)
     adv = criteo_advertisers(np.random.Generator(np.random.PCG64(adv_seq)), scale)
+    devices = criteo_population(np.random.Generator(np.random.PCG64(device_seq)), adv.impressions)
+    population = devices.size
     names = [f"advertiser-{a:03d}.example" for a in range(CRITEO_ADVERTISERS)]
     total_impressions = int(adv.impressions.sum())
 
@@ -341,7 +452,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         f"{population:,} devices; generating", force=True)
 
     device_width, imp_width = len(str(population)), len(str(total_impressions))
-    seen = np.zeros(population, dtype=bool)
+    impression_devices = np.empty(total_impressions, dtype=np.uint32 if population <= 2 ** 32 else np.int64)
     columns: dict[str, list] = {"time": [], "user": [], "advertiser": [], "category": [], "value": []}
     counts = {"impressions": 0, "augmented": 0, "conversions": 0}
 
@@ -350,7 +461,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         conversions kept in ``columns``."""
         rng = stream(imp_seq, a, j)
         times = np.sort(rng.integers(start_micros, end_micros, size=n, dtype=np.int64))
-        users = np.minimum((population * rng.random(n) ** CRITEO_USER_SKEW).astype(np.int64), population - 1)
+        users = devices.draw(rng, a, n)
         categories = rng.choice(adv.categories[a], size=n, p=adv.category_weights[a])
         clicked = np.flatnonzero(rng.random(n) < adv.rates[a])
         delays = _truncated_exponential_micros(rng, clicked.size)
@@ -361,9 +472,9 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         columns["time"].append(conv_time)
         columns["user"].append(conv_user)
         columns["advertiser"].append(np.full(conv_time.size, a, dtype=np.int16))
-        columns["category"].append(conv_category.astype(np.int16))
+        columns["category"].append(conv_category.astype(np.int32))
         columns["value"].append(values[kept].astype(np.int8))
-        seen[users] = True
+        impression_devices[first:first + n] = users
 
         advertiser = names[a]
         records = encode_impressions(
@@ -408,18 +519,20 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     total_conversions = int(conv["time"].size)
     conv_shards = max(1, -(-total_conversions // CRITEO_RECORDS_PER_SHARD))
     conv_width = len(str(total_conversions))
-    encoder = RequestEncoder([criteo_request(k) for k in range(int(adv.categories.max()))])
+    used = np.unique(conv["category"])  # the categories with a sale (one request each)
+    encoder = RequestEncoder([criteo_request(k) for k in used.tolist()])
     conv_schema = load_avro_schema("conversion") if fmt == "avro" else None
     conversion_paths = shard_paths(out, "conversions", conv_shards, fmt)
 
     def conversion_chunks(lo: int, hi: int) -> Iterator[list]:
         for i in range(lo, hi, 100_000):
             j = min(hi, i + 100_000)
-            categories = conv["category"][i:j].tolist()
+            categories = conv["category"][i:j]
             yield encoder.encode(
                 fmt, [f"device-{u:0{device_width}d}" for u in conv["user"][i:j].tolist()], conv["time"][i:j].tolist(),
                 [f"conv-{n:0{conv_width}d}" for n in range(i, j)], [names[a] for a in conv["advertiser"][i:j].tolist()],
-                conv["value"][i:j].astype(np.float64).tolist(), [f"category-{k}" for k in categories], categories)
+                conv["value"][i:j].astype(np.float64).tolist(), [f"category-{k}" for k in categories.tolist()],
+                np.searchsorted(used, categories).tolist())
 
     for s, path in enumerate(conversion_paths):
         write_file(path, fmt, conv_schema, sync_marker, conversion_chunks(s * total_conversions // conv_shards,
@@ -433,7 +546,8 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     queryable = pair_counts >= CRITEO_BATCH_SIZE
     advertisers_with_a_query = int(np.unique(pairs[queryable] // stride).size)
     largest = int(np.argmax(adv.impressions))
-    users_seen = int(np.count_nonzero(seen))
+    tail = device_tail(impression_devices)
+    users_seen = tail["users"]
     stats = CriteoStats(
         advertisers=CRITEO_ADVERTISERS, population=population, users=users_seen, impressions=total_impressions,
         augmented_impressions=counts["augmented"], augment=augment, conversions=total_conversions,
@@ -451,6 +565,9 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         max_advertiser_conversions=int(per_advertiser.max()),
         min_advertiser_impressions=int(adv.impressions.min()), max_advertiser_impressions=int(adv.impressions.max()),
         rate_calibration=adv.calibration,
+        max_device_impressions=tail["max_device_impressions"], top_1pct_device_share=tail["top_1pct_device_share"],
+        devices_with_10_impressions=tail["devices_with_10_impressions"],
+        repeat_conversion_share=repeat_conversion_share(conv["user"], conv["advertiser"], conv["time"]),
         impression_files=[str(path) for path in impression_paths],
         conversion_files=[str(path) for path in conversion_paths],
     )
@@ -463,6 +580,47 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
                   "conversion_files": [path.name for path in conversion_paths]},
     })
     return stats
+
+
+def device_tail(devices: np.ndarray) -> dict:
+    """Distinct devices and the tail of their activity, from the device of every impression (sorted in place):
+    ``users``, ``max_device_impressions``, ``top_1pct_device_share`` (the share of the impressions of the
+    ``ceil(users / 100)`` most active devices) and ``devices_with_10_impressions`` (at least 10). Extra memory:
+    a byte and two 32-bit integers per impression or device (the run starts are found a million at a time)."""
+    n = devices.size
+    if n == 0:
+        return {"users": 0, "max_device_impressions": 0, "top_1pct_device_share": 0.0, "devices_with_10_impressions": 0}
+    devices.sort()
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(devices[1:], devices[:-1], out=new[1:])
+    index = np.uint32 if n < 2 ** 32 else np.int64
+    step = 1 << 20
+    starts = np.concatenate([np.flatnonzero(new[i:i + step]).astype(index) + index(i) for i in range(0, n, step)])
+    del new
+    counts = np.empty_like(starts)  # impressions of each distinct device
+    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+    counts[-1] = n - int(starts[-1])
+    del starts
+    many = int(np.count_nonzero(counts >= 10))
+    top = -(-counts.size // 100)
+    counts.partition(counts.size - top)
+    heaviest = counts[counts.size - top:]
+    return {"users": int(counts.size), "max_device_impressions": int(heaviest.max()),
+            "top_1pct_device_share": int(heaviest.sum(dtype=np.int64)) / n, "devices_with_10_impressions": many}
+
+
+def repeat_conversion_share(users: np.ndarray, advertisers: np.ndarray, times: np.ndarray) -> float:
+    """The share of the conversions that come less than ``CRITEO_WINDOW_DAYS`` days after another conversion of
+    the same device and advertiser (``times`` sorted): the reports whose attribution windows overlap an earlier
+    one's on the same querier, which ARA-like's per-epoch budget cannot pay twice."""
+    if users.size == 0:
+        return 0.0
+    order = np.lexsort((advertisers, users))  # stable: by device, advertiser, then time
+    user, advertiser, moment = users[order], advertisers[order], times[order]
+    repeat = (user[1:] == user[:-1]) & (advertiser[1:] == advertiser[:-1]) & (
+        moment[1:] - moment[:-1] < CRITEO_WINDOW_DAYS * MICROS_PER_DAY)
+    return int(np.count_nonzero(repeat)) / users.size
 
 
 def criteo_model() -> dict:
@@ -479,10 +637,14 @@ def criteo_model() -> dict:
         "rate_calibration": "rates times one factor so that expected conversions = conversions_at_scale_1 * scale "
                             "(capped at 1)",
         "keep_probability": criteo_keep_probability(),
-        "categories_per_advertiser": f"1 + Poisson({CRITEO_EXTRA_CATEGORIES})",
+        "categories_per_advertiser": f"1 + Poisson((advertiser_impressions / {CRITEO_CATEGORY_IMPRESSIONS})"
+                                     f"^{CRITEO_CATEGORY_GROWTH})",
         "category_weight": f"1 / k^{CRITEO_CATEGORY_EXPONENT}",
-        "population": "round(impressions_at_scale_1 * scale / population_rho)",
-        "population_rho": CRITEO_POPULATION_RHO, "device": f"floor(population * u^{CRITEO_USER_SKEW})",
+        "device_weight": f"P(W = k) proportional to 1 / k^{CRITEO_DEVICE_EXPONENT}, k = 1 .. {CRITEO_DEVICE_MAX_WEIGHT}",
+        "audience": "max(1, round(advertiser_impressions / population_rho)) devices per advertiser, weights i.i.d.",
+        "population_rho": CRITEO_POPULATION_RHO, "audience_share": CRITEO_AUDIENCE_SHARE,
+        "device": "from the advertiser's audience with probability audience_share, else from all the audiences; "
+                  "in proportion to the device weights",
         "delay": f"Exponential(mean {CRITEO_DELAY_MEAN_DAYS} days) truncated to < {CRITEO_DELAY_MAX_DAYS} days",
         "value": f"min({CRITEO_VALUE_CAP:g}, 1 + Poisson({CRITEO_EXTRA_PURCHASES}))",
         "publisher_site": CRITEO_PUBLISHER, "campaign_ids": [], "product": "category-K",
@@ -527,6 +689,9 @@ def run_cli(args: argparse.Namespace) -> int:
     print(f"  largest advertiser: {stats.largest_advertiser_impression_share:.1%} of the impressions, "
           f"{stats.largest_advertiser_conversions:,} conversions; {stats.advertisers_with_conversions} advertisers "
           f"with conversions")
+    print(f"  devices: the top 1 % hold {stats.top_1pct_device_share:.1%} of the impressions, the most active "
+          f"{stats.max_device_impressions:,}; {stats.repeat_conversion_share:.1%} of the conversions follow another "
+          f"of the same device and advertiser within {CRITEO_WINDOW_DAYS} days")
     print(f"  queries: {stats.queries:,} batches of {stats.batch_size} over {stats.query_pairs} (advertiser, category) "
           f"pairs of {stats.advertisers_with_a_query} advertisers, epsilon {stats.epsilon:.6g}")
     print(f"  impressions: {', '.join(stats.impression_files)}")
