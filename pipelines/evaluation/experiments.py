@@ -7,15 +7,19 @@ each once, runs its points (``runs.Runner``) and writes its CSVs and PNG into
 """
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import numpy as np
 
+from pipelines import generate
 from pipelines.evaluation import figures
 from pipelines.evaluation.data import Dataset, load_dataset
 from pipelines.evaluation.output import Progress, write_csv, write_dict_csv
@@ -88,15 +92,17 @@ class ExperimentOutput:
     notes: list[str] = field(default_factory=list)
 
 
-def generated_dataset(path: Path, parameters: dict, write: Callable[[], object]) -> Path:
-    """``path`` holding the dataset of ``parameters``: reused when its ``generation.json`` records the same
-    parameters, else (re)written by ``write``."""
-    summary = path / "generation.json"
-    if summary.exists():
-        recorded = json.loads(summary.read_text(encoding="utf-8")).get("parameters", {})
-        if all(recorded.get(name) == value for name, value in parameters.items()):
-            return path
+def generated_dataset(path: Path, parameters: dict, write: Callable[[], object], generator: ModuleType) -> Path:
+    """``path`` holding the dataset of ``parameters``, reused when it was written with the same parameters by
+    the same ``generator`` source (its SHA-256, recorded in ``evaluation-key.json``; a changed model is never
+    silently reused), else (re)written by ``write``."""
+    key = {"parameters": parameters,
+           "generator_sha256": hashlib.sha256(Path(inspect.getfile(generator)).read_bytes()).hexdigest()}
+    marker = path / "evaluation-key.json"
+    if (path / "generation.json").exists() and marker.exists() and json.loads(marker.read_text()) == key:
+        return path
     write()
+    marker.write_text(json.dumps(key, sort_keys=True), encoding="utf-8")
     return path
 
 
@@ -108,7 +114,7 @@ def microbenchmark_data(settings: Settings, knob1: float, knob2: float, batch_si
                   "seed": settings.seed}
     generated_dataset(path, parameters, lambda: generate_microbenchmark(
         path, knob1=knob1, knob2=knob2, batch_size=batch_size, products=products, seed=settings.seed,
-        progress=not settings.quiet))
+        progress=not settings.quiet), generate)
     return load_dataset(path.name, str(path / "impressions-*"), str(path / "conversions-*"), progress=not settings.quiet)
 
 

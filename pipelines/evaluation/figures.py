@@ -46,6 +46,7 @@ def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log
                 dashed: str | None = None, log_y: bool = False) -> Callable[[Axes], None]:
     """``y`` (and ``dashed``, dotted) against ``x`` per policy (Fig. 4)."""
     def draw(axes: Axes) -> None:
+        shown = [p[column] for p in points for column in (y, dashed) if column]
         for policy, color in COLORS.items():
             mine = sorted((p for p in points if p["policy"] == policy), key=lambda p: p[x])
             if not mine:
@@ -55,7 +56,7 @@ def sweep_panel(points: list[dict], x: str, y: str, title: str, ylabel: str, log
                 axes.plot([p[x] for p in mine], [p[dashed] for p in mine], linestyle=":", color=color)
         if log_x:
             axes.set_xscale("log")
-        if log_y:
+        if log_y and shown and min(shown) > 0:  # a zero (nothing spent) keeps the linear scale
             axes.set_yscale("log")
         _finish(axes, title, x, ylabel, legend="best")
     return draw

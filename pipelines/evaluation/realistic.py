@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipelines.datasets import criteo as criteo_data
+from pipelines.datasets import patcg as patcg_data
 from pipelines.evaluation import figures
 from pipelines.evaluation.data import Dataset, load_dataset
 from pipelines.evaluation.experiments import (
@@ -165,12 +167,10 @@ def patcg(settings: Settings) -> ExperimentOutput:
     """Fig. 5 a-c on the PATCG-like dataset: the three policies at every epoch length of the sweep. The
     requests keep the artifact's epsilon at every scale (its accuracy target assumes a full-size batch), so
     the RMSRE is computed with the noise scale times ``scale``: the relative noise of a full-size batch."""
-    from pipelines.datasets.patcg import generate_patcg
-
     scale = settings.scale or settings.sizes.patcg_scale
     path = settings.data / f"patcg-like-s{scale}-seed{settings.seed}"
-    generated_dataset(path, {"scale": scale, "seed": settings.seed}, lambda: generate_patcg(
-        path, scale=scale, seed=settings.seed, progress=not settings.quiet))
+    generated_dataset(path, {"scale": scale, "seed": settings.seed}, lambda: patcg_data.generate_patcg(
+        path, scale=scale, seed=settings.seed, progress=not settings.quiet), patcg_data)
     generation = _generation(path)
     batch_size = generation["stats"]["batch_size"]
     dataset = load_dataset("patcg-like", str(path / "impressions-*"), str(path / "conversions-*"),
@@ -199,16 +199,16 @@ CRITEO_PAPER = ["Fig. 6a only (no ratio printed)", "146 of 898 (artifact noteboo
 def criteo(settings: Settings) -> ExperimentOutput:
     """Fig. 6 a-d on the Criteo-like dataset: the three policies at every epoch length, then Cookie Monster at
     7-day epochs on the augmented datasets (Criteo++: IPA-like and ARA-like do not depend on augmentation)."""
-    from pipelines.datasets.criteo import generate_criteo
-
     scale = settings.scale or settings.sizes.criteo_scale
     epoch_sweep, augments = settings.sizes.epoch_sweep, settings.sizes.criteo_augment
     progress = Progress("criteo", settings.quiet)
     datasets = {}
     for augment in augments:
         path = settings.data / f"criteo-like-s{scale}-a{augment}-seed{settings.seed}"
-        generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed}, lambda path=path, augment=augment:
-                   generate_criteo(path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet))
+        generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed},
+                          lambda path=path, augment=augment: criteo_data.generate_criteo(
+                              path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet),
+                          criteo_data)
         datasets[augment] = path
     generation = _generation(datasets[0])
     base = load_dataset("criteo-like", str(datasets[0] / "impressions-*"), str(datasets[0] / "conversions-*"),
