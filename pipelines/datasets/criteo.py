@@ -140,7 +140,6 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -149,9 +148,11 @@ from pipelines.datasets.files import (
     MICROS_PER_DAY,
     Progress,
     RequestEncoder,
+    add_common_arguments,
     encode_impressions,
     iso_micros,
     prepare_output,
+    print_outputs,
     shard_paths,
     start_micros_of,
     stream,
@@ -663,19 +664,13 @@ def criteo_model() -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate criteo-like`` (seed 003 Sec. 8.4)."""
-    parser.add_argument("--out", required=True, help="output directory")
+    add_common_arguments(parser, CRITEO_START, f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--scale", type=float, default=0.05,
                         help="fraction of the paper's size: about 12M * scale impressions, 1.3M * scale conversions "
                              "and 10M * scale users (default 0.05)")
     parser.add_argument("--augment", type=int, default=0,
                         help=f"synthetic impressions per conversion in its {CRITEO_AUGMENT_WINDOW_DAYS}-day window "
                              f"(Criteo++; the paper uses 0, 3, 6, 9), 0 to {CRITEO_MAX_AUGMENT} (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
-    parser.add_argument("--start-date", default=CRITEO_START,
-                        help=f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601 "
-                             f"(default {CRITEO_START})")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -694,7 +689,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"of the same device and advertiser within {CRITEO_WINDOW_DAYS} days")
     print(f"  queries: {stats.queries:,} batches of {stats.batch_size} over {stats.query_pairs} (advertiser, category) "
           f"pairs of {stats.advertisers_with_a_query} advertisers, epsilon {stats.epsilon:.6g}")
-    print(f"  impressions: {', '.join(stats.impression_files)}")
-    print(f"  conversions: {', '.join(stats.conversion_files)}")
-    print(f"  summary: {Path(args.out) / 'generation.json'}")
+    print_outputs(stats, args.out)
     return 0

@@ -16,6 +16,7 @@ This module does not import ``pipelines.generate`` (which imports it).
 """
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import itertools
 import json
@@ -209,3 +210,19 @@ class Progress:
         if force or now - self.last >= self.every:
             self.last = now
             print(f"generate {self.dataset}: [{now - self.began:.1f} s] {text}", file=sys.stderr, flush=True)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, start_default: str, start_help: str) -> None:
+    """The options every evaluation dataset has: ``--out``, ``--seed``, ``--format``, ``--start-date``, ``--quiet``."""
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
+    parser.add_argument("--start-date", default=start_default, help=f"{start_help} (default {start_default})")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def print_outputs(stats: Any, out_dir: str) -> None:
+    """The closing lines of a generator's summary: its files and ``generation.json``."""
+    print(f"  impressions: {', '.join(stats.impression_files)}")
+    print(f"  conversions: {', '.join(stats.conversion_files)}")
+    print(f"  summary: {Path(out_dir) / 'generation.json'}")

@@ -98,9 +98,11 @@ from pipelines.datasets.files import (
     MICROS_PER_DAY,
     Progress,
     RequestEncoder,
+    add_common_arguments,
     encode_impressions,
     iso_micros,
     prepare_output,
+    print_outputs,
     shard_paths,
     start_micros_of,
     stream,
@@ -433,20 +435,15 @@ def patcg_model(window_days: int = PATCG_WINDOW_DAYS) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate patcg-like`` (seed 003 Sec. 8.3)."""
-    parser.add_argument("--out", required=True, help="output directory")
+    add_common_arguments(parser, PATCG_START, f"start of the impressions, YYYY-MM-DD (00:00 UTC) or ISO 8601; "
+                                              f"conversions begin {PATCG_LEAD_DAYS} days later")
     parser.add_argument("--scale", type=float, default=0.01,
                         help="fraction of the paper's size: round(16M * scale) users, about 24M * scale conversions "
                              "(default 0.01)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
     parser.add_argument("--window-days", type=int, default=PATCG_WINDOW_DAYS,
                         help=f"attribution window of the requests, in days, 1 to {PATCG_IMPRESSION_DAYS}; the share "
                              f"of users shown ads is set so that 1 %% of the conversions are attributable in it "
                              f"(default {PATCG_WINDOW_DAYS})")
-    parser.add_argument("--start-date", default=PATCG_START,
-                        help=f"start of the impressions, YYYY-MM-DD (00:00 UTC) or ISO 8601; conversions begin "
-                             f"{PATCG_LEAD_DAYS} days later (default {PATCG_START})")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -463,8 +460,6 @@ def run_cli(args: argparse.Namespace) -> int:
     print(f"  queries: {stats.queries} ({PATCG_ATTRIBUTES} keys x {PATCG_BATCHES_PER_KEY} batches of "
           f"{stats.batch_size:,} reports), epsilon {stats.epsilon:.6g}")
     print(f"  conversions by attribute: {', '.join(f'{n:,}' for n in stats.conversions_by_attribute)}")
-    print(f"  impressions: {', '.join(stats.impression_files)}")
-    print(f"  conversions: {', '.join(stats.conversion_files)}")
-    print(f"  summary: {Path(args.out) / 'generation.json'}")
+    print_outputs(stats, args.out)
     return 0
 
