@@ -66,8 +66,7 @@ def _realistic(name: str, entry: dict, paper: list[str]) -> list[str]:
     lines = [
         *_data_line(entry["settings"]),
         *_table(rows, ["policy", *swept, "epoch_days", "avg_budget_requested", "avg_budget_converted", "avg_budget_all",
-                       "max_budget",
-                       "queries_executed", "queries_total", "rmsre_median", "rmsre_mean", "rmsre_max",
+                       "max_budget", "queries_executed", "queries_total", "rmsre_median", "rmsre_mean", "rmsre_max",
                        "rmsre_empirical_median", "reports_with_dropped_epochs"]),
         "",
         "| headline (7-day epochs) | ours | paper |",
@@ -79,6 +78,17 @@ def _realistic(name: str, entry: dict, paper: list[str]) -> list[str]:
         + ", ".join(_fmt(head.get("rmsre_mean", {}).get(p), 3) for p in ("ipa_like", "ara_like", "cookie_monster"))
         + f" | {paper[2]} |",
     ]
+    one_day = {p: values.get("1", values.get(1)) for p, values in head.get("rmsre_mean_by_epoch_days", {}).items()}
+    if len(paper) > 3 and one_day:
+        lines.append("| mean RMSRE at 1-day epochs (IPA-like, ARA-like, Cookie Monster) | "
+                     + ", ".join(_fmt(one_day.get(p), 3) for p in ("ipa_like", "ara_like", "cookie_monster"))
+                     + f" | {paper[3]} |")
+    if "cookie_monster_within_ipa_range_share" in head:
+        lines.append(f"| Cookie Monster queries within IPA-like's RMSRE range | "
+                     f"{_fmt(100 * head['cookie_monster_within_ipa_range_share'], 3)} % | 96 % |")
+    if "cookie_monster_rmsre_mean_growth_1_to_60_days" in head:
+        lines.append(f"| Cookie Monster mean RMSRE, 60-day over 1-day epochs | "
+                     f"{_fmt(100 * head['cookie_monster_rmsre_mean_growth_1_to_60_days'], 3):} % more | 25 % more |")
     by_epoch = head.get("rmsre_mean_by_epoch_days", {})
     if by_epoch:
         days = sorted({int(d) for values in by_epoch.values() for d in values})
