@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -17,6 +18,7 @@ from matplotlib.patches import Rectangle
 
 COLORS = {"ipa_like": "tab:red", "ara_like": "tab:blue", "cookie_monster": "tab:green"}
 LABELS = {"ipa_like": "IPA-like", "ara_like": "ARA-like", "cookie_monster": "Cookie Monster"}
+_GREENS = colormaps["Greens"]
 
 
 def save(path: Path, panels: Sequence[Callable[[Axes], None]], columns: int | None = None) -> Path:
@@ -81,17 +83,23 @@ def cdf_panel(samples: dict[str, Sequence[float]], title: str, xlabel: str, tota
     """Empirical CDFs (Fig. 5b, 6a, 6b, 6d). With ``total``, a CDF over ``total[name]`` items of which only
     ``samples[name]`` have a value (IPA-like's line stops at its executed share)."""
     def draw(axes: Axes) -> None:
+        smallest = np.inf
+        variants = [name for name in samples if name not in COLORS]  # e.g. "cookie_monster +3": shades of green
+        shades = dict(zip(variants, _GREENS(np.linspace(0.35, 0.95, max(len(variants), 1)))))
         for name, values in samples.items():
             ordered = np.sort(np.asarray(values, dtype=float))
             if ordered.size == 0:
                 continue
+            smallest = min(smallest, ordered[0])
             denominator = total[name] if total else ordered.size
             fractions = np.arange(1, ordered.size + 1) / denominator
-            policy = name.split(" ")[0]
-            axes.step(ordered, fractions, where="post", color=COLORS.get(policy), label=LABELS.get(policy, name)
-                      if name == policy else name)
-        if log_x:
-            axes.set_xscale("symlog", linthresh=1e-3)
+            axes.step(ordered, fractions, where="post", color=COLORS.get(name, shades.get(name)),
+                      label=LABELS.get(name, name))
+        if log_x:  # a log axis when every value is positive, else linear near 0 (devices that paid nothing)
+            if smallest > 0:
+                axes.set_xscale("log")
+            else:
+                axes.set_xscale("symlog", linthresh=1e-3)
         axes.set_ylim(0, 1.02)
         _finish(axes, title, xlabel, "CDF", legend="lower right")
     return draw

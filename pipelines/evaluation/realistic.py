@@ -240,10 +240,10 @@ def criteo(settings: Settings) -> ExperimentOutput:
         augmented[augment] = runner.run(RunSpec("cookie_monster", DEFAULT_EPOCH_DAYS, params=(("augment", augment),)))
         progress(describe_run(augmented[augment]))
     default = sweep.at(DEFAULT_EPOCH_DAYS)
-    cdfs = {f"cookie_monster +{a}": r.budget.device_averages for a, r in augmented.items()}
+    cdfs = {f"Cookie Monster +{a}": r.budget.device_averages for a, r in augmented.items()}
     cdfs.update({p: default[p].budget.device_averages for p in ("ara_like", "ipa_like") if p in default})
     png = figures.save(settings.out / "fig6d_criteo_augmented.png", [
-        figures.cdf_panel(cdfs, "(d) per-device average budget, Criteo++ (+X impressions per conversion)",
+        figures.cdf_panel(cdfs, "(d) per-device average budget, Criteo++\n(+X impressions per conversion)",
                           "average epsilon over the span", log_x=True)])
     augment_points = [r.row() for a, r in augmented.items() if a]
     files += [write_csv(settings.out / "criteo_augmented_device_budget_cdf.csv", ("augment", "cdf", "avg_budget"),
