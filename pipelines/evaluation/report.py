@@ -175,6 +175,97 @@ NOTES = {
     ],
 }
 
+def _point(entry: dict | None, policy: str, **params) -> dict:
+    """The run point of ``policy`` with ``params`` (``{}`` when absent)."""
+    for point in (entry or {}).get("points", []):
+        if point["policy"] == policy and all(point.get(k) == v for k, v in params.items()):
+            return point
+    return {}
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.3g} %"
+
+
+def _summary(experiments: dict) -> list[str]:
+    """Our numbers next to the paper's, with the reason for each difference (the quick run's own figures)."""
+    rows = []
+    knob1, knob2 = experiments.get("microbenchmark-knob1"), experiments.get("microbenchmark-knob2")
+    if knob1 and knob2:
+        lowest = knob1["headline"]["cookie_monster_lowest_everywhere"] and knob2["headline"]["cookie_monster_lowest_everywhere"]
+        ipa_max = max(p["max_budget"] for p in knob1["points"] if p["policy"] == "ipa_like")
+        rows += [
+            ("Fig. 4: Cookie Monster spends the least at every knob value", "yes", _fmt(lowest),
+             "Same generator model as the artifact's."),
+            ("Fig. 4b: IPA-like's maximum after the 20 queries", "0.921 (artifact notebook)", _fmt(ipa_max),
+             "Every query pays epsilon = 0.046 on an epoch that all 20 cover: 20 x 0.046."),
+        ]
+    patcg = experiments.get("patcg")
+    if patcg:
+        head = patcg["headline"]
+        cm, ara = _point(patcg, "cookie_monster", epoch_days=7), _point(patcg, "ara_like", epoch_days=7)
+        data = patcg["settings"].get("data", {})
+        attributable = data.get("attributable_fraction", 0.0) * patcg["settings"].get("batch_size", 0)
+        cm_paying = cm.get("reports_paying", 0) / max(cm.get("reports", 1), 1)
+        ara_paying = ara.get("reports_paying", 0) / max(ara.get("reports", 1), 1)
+        rows += [
+            ("Fig. 5a: ARA-like / Cookie Monster average budget at the end", "209x",
+             f"{_fmt(head.get('ara_over_cookie_monster_avg_budget_converted'), 3)}x",
+             f"Cookie Monster pays only for reports whose window holds an impression: {_pct(cm_paying)} of ours (the "
+             "generator targets 1 % for the 7-day window, but the device reads whole epochs, up to 14 days back), "
+             f"about one epoch each; ARA-like pays both epochs of {_pct(ara_paying)} of the reports (the others are "
+             "nullified). With 1 % paying, as in the paper, the ratio would be about 200."),
+            ("Fig. 5a: IPA-like queries executed (7-day epochs)", "3 of 80",
+             f"{head.get('ipa_executed')} of {head.get('queries_total')}",
+             "An epoch's central filter pays epsilon = 0.69 once (capacity 1), so the count is how many batches "
+             "fit between the epochs already paid: it depends on how batches tile the epochs, over 120 days here "
+             "against the artifact's 31."),
+            ("Fig. 5b-c: Cookie Monster's error below ARA-like's, ARA-like's growing with the epoch length",
+             "yes", "mean RMSRE 1 to 60 days: ARA-like "
+             + " / ".join(_fmt(v, 2) for v in head["rmsre_mean_by_epoch_days"].get("ara_like", {}).values())
+             + "; Cookie Monster "
+             + " / ".join(_fmt(v, 2) for v in head["rmsre_mean_by_epoch_days"].get("cookie_monster", {}).values()),
+             "Same shape. Cookie Monster's error is not lower than ARA-like's for every query: with about "
+             f"{_fmt(attributable, 2)} attributable reports per batch at this scale, losing one moves a batch by "
+             "several percent."),
+        ]
+    criteo = experiments.get("criteo")
+    if criteo:
+        head = criteo["headline"]
+        one_day = {p: v.get("1") for p, v in head["rmsre_mean_by_epoch_days"].items()}
+        augment = head.get("cookie_monster_avg_budget_all_by_augment", {})
+        rows += [
+            ("Sec. 8.4: mean RMSRE at 1-day epochs, IPA-like / ARA-like / Cookie Monster", "0.0209 / 0.0325 / 0.0198",
+             " / ".join(_fmt(one_day.get(p), 3) for p in ("ipa_like", "ara_like", "cookie_monster")),
+             "Same order. IPA-like is pure noise, sqrt(2) b / Q(D) with b = 5 / 0.658 and Q(D) about 350 x 1.35 "
+             "(our mean purchase count); ARA-like's excess comes from heavy devices buying again within the window."),
+            ("Fig. 6b: Cookie Monster's queries within IPA-like's RMSRE range", "96 %",
+             _pct(head.get("cookie_monster_within_ipa_range_share")),
+             "Every batch here has 350 reports of similar value, so IPA-like's errors lie in a narrow band "
+             "(noise only) that the smallest bias leaves; the real batches' sums vary far more."),
+            ("Fig. 6c: Cookie Monster's mean RMSRE from 1-day to 60-day epochs", "+25 %",
+             "+" + _pct(head.get("cookie_monster_rmsre_mean_growth_1_to_60_days")),
+             "Longer epochs put more of a heavy device's conversions on the same filters."),
+            ("Fig. 6d: Cookie Monster approaches ARA-like as impressions are added", "yes",
+             "average (all devices) " + " / ".join(_fmt(v, 2) for v in augment.values())
+             + f" for +{' / +'.join(str(a) for a in augment)} against ARA-like's {_fmt(head.get('ara_like_avg_budget_all'), 2)}",
+             "Same shape: added impressions make more epochs of each window pay."),
+            ("Sec. 8.4: IPA-like queries executed (7-day epochs)", "146 of 898 (artifact notebook)",
+             f"{head.get('ipa_executed')} of {head.get('queries_total')}",
+             "The quick size has 5 % of the data: fewer queries share each advertiser's central filters."),
+        ]
+    bias = experiments.get("bias-detection")
+    if bias:
+        rows.append(("Appendix D: the bias bound holds with probability at least 1 - beta", "proved, not evaluated",
+                     f"lowest coverage {_fmt(bias['headline']['min_coverage'])} for beta = {bias['headline']['beta']}",
+                     "The bound is one-sided and conservative (see the section)."))
+    if not rows:
+        return []
+    lines = ["## Against the paper", "", "| what | paper | ours | why they differ |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return lines + [""]
+
+
 SECTIONS = {
     "microbenchmark-knob1": "Microbenchmark, knob1 (Fig. 4a-b)",
     "microbenchmark-knob2": "Microbenchmark, knob2 (Fig. 4c-d)",
@@ -191,6 +282,7 @@ def render(results: dict, realistic_paper: dict[str, list[str]], notes: dict[str
              "Generated by `python -m pipelines.evaluate`; every number below comes from `results.json` next to this "
              "file. Budgets are SENSITIVE evaluation metrics (per device-epoch consumption), never what a querier "
              "sees. Metric definitions: README, section \"Evaluation\".", ""]
+    lines += _summary(results["experiments"])
     for name, title in SECTIONS.items():
         entry = results["experiments"].get(name)
         if entry is None:

@@ -72,6 +72,7 @@ class RunResult:
             "rmsre_empirical_median": quantile_or_none(empirical, 0.5),
             "rmsre_empirical_max": max(empirical) if empirical else None,
             "reports": len(self.simulation.reports),
+            "reports_paying": sum(1 for r in self.simulation.reports if r.charged_units),
             "reports_with_dropped_epochs": self.reports_with_dropped_epochs,
             "dropped_epochs": self.dropped_epochs,
             "span_epochs": self.budget.span_epochs,
