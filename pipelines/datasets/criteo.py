@@ -149,6 +149,8 @@ from pipelines.datasets.files import (
     Progress,
     RequestEncoder,
     add_common_arguments,
+    check_format_and_scale,
+    check_integer,
     encode_impressions,
     iso_micros,
     prepare_output,
@@ -159,7 +161,7 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS
+from schemas.codecs import MAX_EVENT_TIME_MICROS
 from schemas.formats import load_avro_schema
 
 DATASET = "criteo-like"
@@ -411,14 +413,8 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     paper's size to ``out_dir``, with ``augment`` synthetic impressions per conversion (Criteo++, Sec. 8.4, Fig.
     6d); return what was written. ``start`` is an ISO 8601 date(-time) or epoch microseconds. Raises
     ``ValueError`` for a bad option (the message names it)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"--scale must be a positive number, got {scale}")
-    if isinstance(augment, bool) or not isinstance(augment, (int, np.integer)) or \
-            not 0 <= augment <= CRITEO_MAX_AUGMENT:
-        raise ValueError(f"--augment must be an integer in [0, {CRITEO_MAX_AUGMENT}], got {augment}")
-    augment = int(augment)
+    check_format_and_scale(fmt, scale)
+    augment = check_integer("--augment", augment, 0, CRITEO_MAX_AUGMENT)
     if CRITEO_IMPRESSIONS * scale < CRITEO_ADVERTISERS:
         raise ValueError(f"--scale {scale} is too small: at least {CRITEO_ADVERTISERS / CRITEO_IMPRESSIONS:g} "
                          f"(one impression per advertiser)")

@@ -20,6 +20,7 @@ import argparse
 import datetime as dt
 import itertools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -226,3 +227,18 @@ def print_outputs(stats: Any, out_dir: str) -> None:
     print(f"  impressions: {', '.join(stats.impression_files)}")
     print(f"  conversions: {', '.join(stats.conversion_files)}")
     print(f"  summary: {Path(out_dir) / 'generation.json'}")
+
+
+def check_format_and_scale(fmt: str, scale: float) -> None:
+    """ValueError unless ``fmt`` is a known format and ``scale`` a finite positive number."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"--scale must be a positive number, got {scale}")
+
+
+def check_integer(option: str, value: object, low: int, high: int) -> int:
+    """``value`` as an int when it is an integer (not a bool) in ``[low, high]``; ValueError naming ``option``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{option} must be an integer in [{low}, {high}], got {value}")
+    return int(value)

@@ -99,6 +99,8 @@ from pipelines.datasets.files import (
     Progress,
     RequestEncoder,
     add_common_arguments,
+    check_format_and_scale,
+    check_integer,
     encode_impressions,
     iso_micros,
     prepare_output,
@@ -109,7 +111,7 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS
+from schemas.codecs import MAX_EVENT_TIME_MICROS
 from schemas.formats import load_avro_schema
 
 DATASET = "patcg-like"
@@ -239,19 +241,14 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
     """Write the PATCG-like dataset of seed 003 Sec. 8.3 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``; return what was written. ``start`` is an ISO 8601 date(-time) or epoch
     microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"--scale must be a positive number, got {scale}")
+    check_format_and_scale(fmt, scale)
     users = patcg_users(scale)
     if users < PATCG_MIN_USERS:
         raise ValueError(f"--scale {scale} gives {users:,} users; at least {PATCG_MIN_USERS:,} are needed for 80 "
                          f"batches (scale >= {PATCG_MIN_USERS / PATCG_USERS:g})")
     if users >= 2 ** 32:
         raise ValueError(f"--scale {scale} gives {users:,} users; at most {2 ** 32 - 1:,} are supported")
-    if isinstance(window_days, bool) or not isinstance(window_days, (int, np.integer)) or \
-            not 1 <= window_days <= PATCG_IMPRESSION_DAYS:
-        raise ValueError(f"--window-days must be an integer in [1, {PATCG_IMPRESSION_DAYS}], got {window_days}")
+    window_days = check_integer("--window-days", window_days, 1, PATCG_IMPRESSION_DAYS)
     window_days = int(window_days)
     start_micros = start_micros_of(start)
     end_micros = start_micros + PATCG_IMPRESSION_DAYS * MICROS_PER_DAY
