@@ -140,7 +140,7 @@ def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:
     """Fig. 4 a-b (``knob1``) or c-d (``knob2``): average and maximum budget per policy as the knob varies."""
     name = f"microbenchmark-{knob}"
     progress = Progress(name, settings.quiet)
-    points, results = [], []
+    points = []
     sizes = settings.sizes
     values = getattr(sizes, knob)
     for value in values:
@@ -150,7 +150,6 @@ def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:
         for policy in POLICY_ORDER:
             result = runner.run(RunSpec(policy, params=(("knob1", knob1), ("knob2", knob2))))
             progress(describe_run(result))
-            results.append(result)
             points.append(result.row())
     out = settings.out
     csv_path = write_dict_csv(out / f"{name}_budget.csv", points, ("policy", "knob1", "knob2", *BUDGET_COLUMNS))
@@ -272,9 +271,12 @@ def bias_detection(settings: Settings) -> ExperimentOutput:
                "avg_budget_converted", "extra_budget_converted")
     csv_path = write_dict_csv(out / f"{name}.csv", points, columns)
     png = figures.save(out / "bias_detection.png", [
-        _variant_panel(points, "coverage", "(a) coverage of the bound (target 1 - beta dashed)", 1 - BIAS_BETA),
-        _variant_panel(points, "tightness_median", "(b) tightness: median bound / true bias", None, log=True),
-        _variant_panel(points, "extra_budget_converted", "(c) extra average budget (devices that converted)", None),
+        figures.kappa_panel(points, BIAS_VARIANTS, "coverage", "(a) coverage of the bound (target 1 - beta dashed)",
+                            1 - BIAS_BETA),
+        figures.kappa_panel(points, BIAS_VARIANTS, "tightness_median", "(b) tightness: median bound / true bias",
+                            log_y=True),
+        figures.kappa_panel(points, BIAS_VARIANTS, "extra_budget_converted",
+                            "(c) extra average budget (devices that converted)"),
     ])
     headline = {
         "beta": BIAS_BETA,
@@ -288,25 +290,6 @@ def bias_detection(settings: Settings) -> ExperimentOutput:
                             {**BIAS_KNOBS, "batch_size": sizes.bias_batch, "products": sizes.micro_products,
                              "beta": BIAS_BETA, "repetitions": repetitions, "kappas": list(sizes.bias_kappas)},
                             progress.elapsed())
-
-
-def _variant_panel(points: list[dict], y: str, title: str, reference: float | None, log: bool = False):
-    def draw(axes) -> None:
-        for count, heartbeats in BIAS_VARIANTS:
-            mine = [p for p in points if p["count"] == count and p["heartbeats"] == heartbeats and p[y] is not None]
-            label = f"Thm. {15 if count == 'epochs' else 16}, {'heartbeats' if heartbeats else 'no heartbeats'}"
-            axes.plot([p["kappa"] for p in mine], [p[y] for p in mine], marker="o", label=label)
-        if reference is not None:
-            axes.axhline(reference, color="gray", linestyle="--", linewidth=0.8)
-        axes.set_xscale("log")
-        if log:
-            axes.set_yscale("log")
-        axes.set_title(title, fontsize=9)
-        axes.set_xlabel("kappa", fontsize=8)
-        axes.tick_params(labelsize=7)
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=7)
-    return draw
 
 
 def query_rows(result: RunResult) -> list[list]:

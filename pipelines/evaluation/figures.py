@@ -136,5 +136,22 @@ def spread_panel(points: list[dict], x: str, title: str, ylabel: str, executed_s
     return draw
 
 
+def kappa_panel(points: list[dict], variants: Sequence[tuple[str, bool]], y: str, title: str,
+                reference: float | None = None, log_y: bool = False) -> Callable[[Axes], None]:
+    """The bias-detection figure: ``y`` against kappa for each (count, heartbeats) variant (Thm. 15 or 16)."""
+    def draw(axes: Axes) -> None:
+        for count, heartbeats in variants:
+            mine = [p for p in points if p["count"] == count and p["heartbeats"] == heartbeats and p[y] is not None]
+            label = f"Thm. {15 if count == 'epochs' else 16}, {'heartbeats' if heartbeats else 'no heartbeats'}"
+            axes.plot([p["kappa"] for p in mine], [p[y] for p in mine], marker="o", label=label)
+        if reference is not None:
+            axes.axhline(reference, color="gray", linestyle="--", linewidth=0.8)
+        axes.set_xscale("log")
+        if log_y:
+            axes.set_yscale("log")
+        _finish(axes, title, "kappa", y, legend="best")
+    return draw
+
+
 def _box(center: float, width: float, low: float, high: float, color: str) -> Rectangle:
     return Rectangle((center - width / 2, low), width, max(high - low, 1e-12), color=color, alpha=0.5)

@@ -10,7 +10,7 @@ seed, the empirical RMSRE's repetitions from their own seeded stream.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -46,7 +46,6 @@ class RunResult:
     seconds: float
     reports_with_dropped_epochs: int = 0
     dropped_epochs: int = 0
-    extra: dict = field(default_factory=dict)
 
     def row(self) -> dict:
         """The point as ``results.json`` lists it."""
@@ -77,7 +76,6 @@ class RunResult:
             "dropped_epochs": self.dropped_epochs,
             "span_epochs": self.budget.span_epochs,
             "seconds": round(self.seconds, 2),
-            **self.extra,
         }
 
 
