@@ -160,11 +160,11 @@ def build_parser() -> CliParser:
         "device-epoch holding data pays epsilon kappa / Delta more (Thm. 17), results carry a bias bound",
     )
     bias.add_argument(
-        "--bias-count", choices=BIAS_COUNTS, default="epochs",
+        "--bias-count", choices=BIAS_COUNTS,
         help="count empty epochs (Thm. 15) or reports with one (Thm. 16) (default epochs)",
     )
     bias.add_argument(
-        "--bias-beta", type=float, default=DEFAULT_BIAS_BETA,
+        "--bias-beta", type=float,
         help=f"failure probability of the bias bound (default {DEFAULT_BIAS_BETA})",
     )
     bias.add_argument(
@@ -193,13 +193,14 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
                                ("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0)):
         if value < low:
             raise CliError(f"{option} must be >= {low}, got {value}")
-    if args.bias_kappa is None and (args.heartbeats or args.bias_count != "epochs" or args.bias_beta != DEFAULT_BIAS_BETA):
+    if args.bias_kappa is None and (args.heartbeats or args.bias_count or args.bias_beta is not None):
         raise CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
     try:
         bias = None
         if args.bias_kappa is not None:
             kappa = _positive_fraction(args.bias_kappa, "--bias-kappa")
-            bias = BiasDetection(kappa, args.bias_count, args.bias_beta, args.heartbeats)
+            beta = DEFAULT_BIAS_BETA if args.bias_beta is None else args.bias_beta
+            bias = BiasDetection(kappa, args.bias_count or "epochs", beta, args.heartbeats)
         accuracy = None
         if args.alpha is not None:
             accuracy = AccuracyTarget(args.alpha, args.beta, args.batch_size, args.expected_value)

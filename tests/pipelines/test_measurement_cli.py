@@ -90,6 +90,8 @@ def test_bias_detection_adds_the_count_and_the_bound(nike, tmp_path, capsys):
     "extra, message",
     [
         (("--bias-count", "reports"), "need --bias-kappa"),
+        (("--bias-count", "epochs"), "need --bias-kappa"),
+        (("--bias-beta", "0.01"), "need --bias-kappa"),
         (("--bias-kappa", "0"), "--bias-kappa must be > 0"),
         (("--bias-kappa", "1", "--policy", "ipa_like"), "needs an on-device policy"),
         (("--alpha", "0.05"), "--alpha and --beta go together"),
