@@ -146,6 +146,7 @@ from pipelines.datasets.files import (  # shared with the dataset generators of 
     MICROS_PER_HOUR,
     MICROS_PER_SECOND,
     PROGRESS_SECONDS,
+    last_touch_request,
     parse_start,
 )
 from pipelines.datasets.files import encode_record as _encode_record
@@ -712,12 +713,7 @@ def micro_conversions(rng: np.random.Generator, *, users: int, batch_size: int, 
 
 
 def _micro_request(product: str, epsilon: float) -> dict:
-    return {
-        "window_days": MICRO_WINDOW_DAYS, "first_epoch": None, "last_epoch": None, "campaign_ids": [MICRO_CAMPAIGN],
-        "product_id": "", "filter_keys": [], "logic": MICRO_LOGIC, "last_n": None, "dimension": 1,
-        "requested_epsilon": epsilon, "report_global_sensitivity": MICRO_VALUE,
-        "query_global_sensitivity": MICRO_VALUE, "norm": "L1", "query_key": f"product={product}",
-    }
+    return last_touch_request(MICRO_WINDOW_DAYS, [MICRO_CAMPAIGN], "", epsilon, MICRO_VALUE, f"product={product}")
 
 
 def _micro_conversion_record(device: str, time_micros: int, conversion_id: str, product: str, request: dict) -> dict:

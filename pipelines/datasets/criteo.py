@@ -153,6 +153,7 @@ from pipelines.datasets.files import (
     check_integer,
     encode_impressions,
     iso_micros,
+    last_touch_request,
     prepare_output,
     print_outputs,
     shard_paths,
@@ -392,12 +393,8 @@ def criteo_population(rng: np.random.Generator, impressions: np.ndarray) -> Popu
 def criteo_request(category: int) -> dict:
     """The attribution request of a sale of ``category-<category>`` (Avro form; seed 003 Sec. 8.1's scenario with
     the artifact's Criteo parameters): no campaign, so the product selects the impressions."""
-    return {
-        "window_days": CRITEO_WINDOW_DAYS, "first_epoch": None, "last_epoch": None, "campaign_ids": [],
-        "product_id": f"category-{category}", "filter_keys": [], "logic": CRITEO_LOGIC, "last_n": None,
-        "dimension": 1, "requested_epsilon": CRITEO_EPSILON, "report_global_sensitivity": CRITEO_VALUE_CAP,
-        "query_global_sensitivity": CRITEO_VALUE_CAP, "norm": "L1", "query_key": f"category=category-{category}",
-    }
+    return last_touch_request(CRITEO_WINDOW_DAYS, [], f"category-{category}", CRITEO_EPSILON, CRITEO_VALUE_CAP,
+                              f"category=category-{category}")
 
 
 def _truncated_exponential_micros(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -242,3 +242,15 @@ def check_integer(option: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         raise ValueError(f"{option} must be an integer in [{low}, {high}], got {value}")
     return int(value)
+
+
+def last_touch_request(window_days: int, campaign_ids: list, product_id: str, epsilon: float, cap: float,
+                       query_key: str) -> dict:
+    """The attribution request (Avro form) of the seed 003 Sec. 8.1 scenario: last touch over ``window_days``,
+    one bucket (m = 1), report and query global sensitivity ``cap`` in L1, the querier's ``epsilon``."""
+    return {
+        "window_days": window_days, "first_epoch": None, "last_epoch": None, "campaign_ids": campaign_ids,
+        "product_id": product_id, "filter_keys": [], "logic": "last_touch", "last_n": None, "dimension": 1,
+        "requested_epsilon": epsilon, "report_global_sensitivity": cap, "query_global_sensitivity": cap,
+        "norm": "L1", "query_key": query_key,
+    }

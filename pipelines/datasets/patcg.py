@@ -103,6 +103,7 @@ from pipelines.datasets.files import (
     check_integer,
     encode_impressions,
     iso_micros,
+    last_touch_request,
     prepare_output,
     print_outputs,
     shard_paths,
@@ -227,12 +228,8 @@ def _values_cents(rng: np.random.Generator, n: int) -> np.ndarray:
 def patcg_request(attribute: int, window_days: int) -> dict:
     """The attribution request of a conversion with ``conv_attribute_2 = attribute`` (Avro form; seed 003
     Sec. 8.1's scenario with the artifact's PATCG parameters)."""
-    return {
-        "window_days": window_days, "first_epoch": None, "last_epoch": None, "campaign_ids": [PATCG_CAMPAIGN],
-        "product_id": f"product-{attribute}", "filter_keys": [], "logic": PATCG_LOGIC, "last_n": None,
-        "dimension": 1, "requested_epsilon": PATCG_EPSILON, "report_global_sensitivity": PATCG_VALUE_CAP,
-        "query_global_sensitivity": PATCG_VALUE_CAP, "norm": "L1", "query_key": f"attribute={attribute}",
-    }
+    return last_touch_request(window_days, [PATCG_CAMPAIGN], f"product-{attribute}", PATCG_EPSILON, PATCG_VALUE_CAP,
+                              f"attribute={attribute}")
 
 
 def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int = 0, fmt: str = "avro",
