@@ -148,6 +148,7 @@ from pipelines.datasets.files import (  # shared with the dataset generators of 
     PROGRESS_SECONDS,
     last_touch_request,
     parse_start,
+    write_generation_json,
 )
 from pipelines.datasets.files import encode_record as _encode_record
 from pipelines.datasets.files import iso_micros as _iso_micros
@@ -939,29 +940,22 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
         bad_by_reason={"impressions": dict(sorted(imp_bad.by_reason.items())),
                        "conversions": dict(sorted(conv_bad.by_reason.items()))},
     )
-    summary = {
-        "dataset": "microbenchmark",
-        "parameters": {
-            "knob1": knob1, "knob2": knob2, "batch_size": batch_size, "products": products, "days": days,
-            "start": _iso_micros(start_micros), "start_micros": start_micros, "seed": seed, "format": fmt,
-            "shards": shards, "bad_fraction": bad_fraction,
-        },
-        "model": {
-            "advertiser_site": MICRO_ADVERTISER, "querier_site": MICRO_ADVERTISER, "publisher_site": MICRO_PUBLISHER,
-            "campaign_id": MICRO_CAMPAIGN, "products": product_names, "schedules_per_product": MICRO_SCHEDULES,
-            "users": "ceil(batch_size / knob1)", "impressions_per_user": "ceil(knob2 * days)",
-            "impression_days": [0, days], "conversion_days": [MICRO_CONVERSION_FIRST_DAY, days],
-            "conversion_value": MICRO_VALUE, "window_days": MICRO_WINDOW_DAYS, "logic": MICRO_LOGIC, "dimension": 1,
-            "report_global_sensitivity": MICRO_VALUE, "query_global_sensitivity": MICRO_VALUE, "norm": "L1",
-            "alpha": MICRO_ALPHA, "beta": MICRO_BETA, "expected_value": MICRO_VALUE,
-            "epsilon": "sensitivity * ln(1 / beta) / (alpha * batch_size * expected_value)",
-        },
-        "stats": {**asdict(stats), "impression_files": [path.name for path in impression_paths],
-                  "conversion_files": [path.name for path in conversion_paths]},
+    parameters = {
+        "knob1": knob1, "knob2": knob2, "batch_size": batch_size, "products": products, "days": days,
+        "start": _iso_micros(start_micros), "start_micros": start_micros, "seed": seed, "format": fmt,
+        "shards": shards, "bad_fraction": bad_fraction,
     }
-    with open(out / "generation.json", "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2)
-        handle.write("\n")
+    model = {
+        "advertiser_site": MICRO_ADVERTISER, "querier_site": MICRO_ADVERTISER, "publisher_site": MICRO_PUBLISHER,
+        "campaign_id": MICRO_CAMPAIGN, "products": product_names, "schedules_per_product": MICRO_SCHEDULES,
+        "users": "ceil(batch_size / knob1)", "impressions_per_user": "ceil(knob2 * days)",
+        "impression_days": [0, days], "conversion_days": [MICRO_CONVERSION_FIRST_DAY, days],
+        "conversion_value": MICRO_VALUE, "window_days": MICRO_WINDOW_DAYS, "logic": MICRO_LOGIC, "dimension": 1,
+        "report_global_sensitivity": MICRO_VALUE, "query_global_sensitivity": MICRO_VALUE, "norm": "L1",
+        "alpha": MICRO_ALPHA, "beta": MICRO_BETA, "expected_value": MICRO_VALUE,
+        "epsilon": "sensitivity * ln(1 / beta) / (alpha * batch_size * expected_value)",
+    }
+    write_generation_json(out, "microbenchmark", parameters, model, stats)
     return stats
 
 

@@ -139,7 +139,7 @@ import functools
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -565,14 +565,9 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         impression_files=[str(path) for path in impression_paths],
         conversion_files=[str(path) for path in conversion_paths],
     )
-    write_generation_json(out, {
-        "dataset": DATASET,
-        "parameters": {"scale": scale, "augment": augment, "seed": seed, "format": fmt,
-                       "start": iso_micros(start_micros), "start_micros": start_micros},
-        "model": criteo_model(),
-        "stats": {**asdict(stats), "impression_files": [path.name for path in impression_paths],
-                  "conversion_files": [path.name for path in conversion_paths]},
-    })
+    parameters = {"scale": scale, "augment": augment, "seed": seed, "format": fmt,
+                  "start": iso_micros(start_micros), "start_micros": start_micros}
+    write_generation_json(out, DATASET, parameters, criteo_model(), stats)
     return stats
 
 

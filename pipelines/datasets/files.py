@@ -17,6 +17,7 @@ This module does not import ``pipelines.generate`` (which imports it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -115,11 +116,15 @@ def prepare_output(out_dir: str | Path) -> Path:
     return out
 
 
-def write_generation_json(out: Path, summary: dict) -> Path:
-    """``out/generation.json``: the dataset name, parameters, model constants and stats."""
+def write_generation_json(out: Path, dataset: str, parameters: dict, model: dict, stats: Any) -> Path:
+    """``out/generation.json``: the dataset name, parameters, model constants and stats (a dataclass whose
+    ``impression_files`` and ``conversion_files`` are recorded by file name)."""
+    recorded = {**dataclasses.asdict(stats),
+                "impression_files": [Path(path).name for path in stats.impression_files],
+                "conversion_files": [Path(path).name for path in stats.conversion_files]}
     path = out / "generation.json"
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2)
+        json.dump({"dataset": dataset, "parameters": parameters, "model": model, "stats": recorded}, handle, indent=2)
         handle.write("\n")
     return path
 

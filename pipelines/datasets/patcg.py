@@ -88,7 +88,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -388,14 +388,9 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
         impression_files=[str(path) for path in impression_paths],
         conversion_files=[str(path) for path in conversion_paths],
     )
-    write_generation_json(out, {
-        "dataset": DATASET,
-        "parameters": {"scale": scale, "seed": seed, "format": fmt, "window_days": window_days,
-                       "start": iso_micros(start_micros), "start_micros": start_micros},
-        "model": patcg_model(window_days),
-        "stats": {**asdict(stats), "impression_files": [path.name for path in impression_paths],
-                  "conversion_files": [path.name for path in conversion_paths]},
-    })
+    parameters = {"scale": scale, "seed": seed, "format": fmt, "window_days": window_days,
+                  "start": iso_micros(start_micros), "start_micros": start_micros}
+    write_generation_json(out, DATASET, parameters, patcg_model(window_days), stats)
     return stats
 
 
