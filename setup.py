@@ -19,9 +19,12 @@ setup(
         "protobuf>=6.31.1,<7",
         "fastavro>=1.9",
         "matplotlib>=3.8",
+        "cbor2>=5.6",
+        "pyhpke>=0.6",
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2"],
+        "postgres": ["psycopg[binary]>=3.2"],
+        "test": ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "psycopg[binary]>=3.2"],
         "dev": ["ruff>=0.5"],
     },
     entry_points={"console_scripts": ["pm-beam=pipelines.__main__:main"]},

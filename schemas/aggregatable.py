@@ -1,0 +1,312 @@
+"""The public Aggregation Service's formats: aggregatable reports in, output domains, summary reports out.
+
+An aggregatable report (seed 000 Sec. 2.1: the tuple (r, k, v, m)) travels as the Avro record
+``AggregatableReport {payload: bytes, key_id: string, shared_info: string}``:
+
+* ``shared_info`` is a JSON object kept as the exact string the browser wrote (it is authenticated by the
+  encryption, so it is never re-serialised): ``version``, ``api``, ``report_id`` (a UUID: the r of the seed),
+  ``reporting_origin``, ``scheduled_report_time`` and ``source_registration_time`` (decimal strings of seconds
+  since the Unix epoch), ``attribution_destination`` (Attribution Reporting only) and ``debug_mode``.
+* ``payload`` is the CBOR map ``{"operation": "histogram", "data": [{"bucket": <= 16-byte big-endian,
+  "value": <= 4-byte big-endian, "id": optional <= 8-byte filtering id}, ...]}``: the contributions (k, v),
+  in clear text (debug payloads, the Local Testing Tool) or HPKE-encrypted (RFC 9180, DHKEM(X25519,
+  HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305) as ``enc || ciphertext`` with the HPKE info string
+  ``"aggregation_service" + shared_info`` (Chromium's "authenticated info") and no extra associated data.
+
+This module is Beam-free: the aggregation job decodes with it and the report-producing clients and the tests
+encode with it, through the same ``pyhpke`` library. Keys are raw 32-byte X25519 keys in the JSON shape of
+the public key endpoint, ``{"keys": [{"id": "...", "key": "<base64>"}]}`` (private key files use the same
+shape).
+
+Validation reasons (stable strings, counted per reason): ``malformed_shared_info``, ``missing_field:<name>``,
+``invalid_field:<name>``, ``unsupported_version``, ``unknown_api``, ``unknown_key_id``,
+``undecryptable_payload``, ``malformed_payload``, ``wrong_operation``.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from typing import Iterable, Mapping, NamedTuple
+
+import cbor2
+from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKey
+
+API_ATTRIBUTION_REPORTING = "attribution-reporting"
+API_ATTRIBUTION_REPORTING_DEBUG = "attribution-reporting-debug"
+API_PROTECTED_AUDIENCE = "protected-audience"
+API_SHARED_STORAGE = "shared-storage"
+APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG, API_PROTECTED_AUDIENCE, API_SHARED_STORAGE)
+ATTRIBUTION_APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG)
+SUPPORTED_MAJOR_VERSIONS = ("0", "1")
+
+BUCKET_BYTES = 16  # the 128-bit key k of seed 000 Sec. 2.1
+VALUE_BYTES = 4
+FILTERING_ID_BYTES = 8
+HPKE_INFO_PREFIX = b"aggregation_service"
+NULL_CONTRIBUTION = (0, 0, 0)  # bucket, value, filtering id: padding, dropped by the service
+
+_SUITE = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, AEADId.CHACHA20_POLY1305)
+_ENC_BYTES = 32  # X25519 encapsulated key
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+
+
+class ReportError(ValueError):
+    """A report the service cannot use; ``reason`` is the dead-letter reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SharedInfo(NamedTuple):
+    """The validated fields of ``shared_info`` (the report's metadata m, seed 000 Sec. 2.1)."""
+
+    version: str
+    api: str
+    report_id: str
+    reporting_origin: str
+    scheduled_report_time: int  # seconds since the Unix epoch
+    source_registration_time: str | None  # the decimal string as written, None when absent
+    attribution_destination: str | None
+    debug_mode: bool
+
+
+class Contribution(NamedTuple):
+    """One histogram contribution (k, v) with its filtering id."""
+
+    bucket: int
+    value: int
+    filtering_id: int
+
+
+# ------------------------------------------------------------------------------------------------
+# shared_info
+# ------------------------------------------------------------------------------------------------
+
+
+def _required_text(info: Mapping, name: str) -> str:
+    value = info.get(name)
+    if value is None:
+        raise ReportError(f"missing_field:{name}")
+    if type(value) is not str or not value or value.isspace():
+        raise ReportError(f"invalid_field:{name}")
+    return value
+
+
+def _seconds(info: Mapping, name: str, required: bool) -> str | None:
+    value = info.get(name)
+    if value is None:
+        if required:
+            raise ReportError(f"missing_field:{name}")
+        return None
+    if type(value) is not str or not value.isdigit() or not value.isascii() or len(value) > 12:
+        raise ReportError(f"invalid_field:{name}")
+    return value
+
+
+def parse_shared_info(text: str) -> SharedInfo:
+    """The validated ``shared_info``; a ReportError with the reason otherwise.
+
+    Every api needs ``version``, ``api``, ``report_id`` (a UUID), ``reporting_origin`` and
+    ``scheduled_report_time``; Attribution Reporting also needs ``attribution_destination``.
+    The major version must be one the public service supports (0 or 1).
+    """
+    try:
+        info = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        raise ReportError("malformed_shared_info") from None
+    if type(info) is not dict:
+        raise ReportError("malformed_shared_info")
+    version = _required_text(info, "version")
+    match = _VERSION.match(version)
+    if match is None:
+        raise ReportError("invalid_field:version")
+    if str(int(match.group(1))) not in SUPPORTED_MAJOR_VERSIONS:
+        raise ReportError("unsupported_version")
+    api = _required_text(info, "api")
+    if api not in APIS:
+        raise ReportError("unknown_api")
+    report_id = _required_text(info, "report_id")
+    if not _UUID.match(report_id):
+        raise ReportError("invalid_field:report_id")
+    origin = _required_text(info, "reporting_origin")
+    scheduled = int(_seconds(info, "scheduled_report_time", required=True))
+    registration = _seconds(info, "source_registration_time", required=False)
+    destination = _required_text(info, "attribution_destination") if api in ATTRIBUTION_APIS else None
+    debug = info.get("debug_mode")
+    if debug not in (None, "enabled"):
+        raise ReportError("invalid_field:debug_mode")
+    return SharedInfo(version, api, report_id.lower(), origin, scheduled, registration, destination, debug == "enabled")
+
+
+def shared_info_json(
+    *,
+    api: str,
+    report_id: str,
+    reporting_origin: str,
+    scheduled_report_time: int,
+    version: str = "1.0",
+    attribution_destination: str | None = None,
+    source_registration_time: int | None = None,
+    debug_mode: bool = False,
+) -> str:
+    """A ``shared_info`` string as a browser writes it: compact JSON with keys in alphabetical order."""
+    info = {"api": api, "report_id": report_id, "reporting_origin": reporting_origin,
+            "scheduled_report_time": str(int(scheduled_report_time)), "version": version}
+    if attribution_destination is not None:
+        info["attribution_destination"] = attribution_destination
+    if source_registration_time is not None:
+        info["source_registration_time"] = str(int(source_registration_time))
+    if debug_mode:
+        info["debug_mode"] = "enabled"
+    return json.dumps(info, sort_keys=True, separators=(",", ":"))
+
+
+def version_at_least(version: str, major: int, minor: int) -> bool:
+    """Whether a validated ``major.minor`` version string is at least ``major.minor``."""
+    found_major, found_minor = (int(part) for part in version.split("."))
+    return (found_major, found_minor) >= (major, minor)
+
+
+# ------------------------------------------------------------------------------------------------
+# Payload (CBOR) and its encryption (HPKE)
+# ------------------------------------------------------------------------------------------------
+
+
+def encode_payload(contributions: Iterable[tuple[int, int, int]], pad_to: int = 0, filtering_id_bytes: int = 1) -> bytes:
+    """The CBOR payload of ``(bucket, value, filtering_id)`` contributions, padded with null contributions to
+    ``pad_to`` entries (reports have a fixed shape, so their size says nothing about their content)."""
+    data = [
+        {"bucket": bucket.to_bytes(BUCKET_BYTES, "big"), "value": value.to_bytes(VALUE_BYTES, "big"),
+         "id": filtering_id.to_bytes(filtering_id_bytes, "big")}
+        for bucket, value, filtering_id in contributions
+    ]
+    if len(data) < pad_to:
+        null = {"bucket": bytes(BUCKET_BYTES), "value": bytes(VALUE_BYTES), "id": bytes(filtering_id_bytes)}
+        data.extend([null] * (pad_to - len(data)))
+    return cbor2.dumps({"operation": "histogram", "data": data})
+
+
+def _unsigned(entry: Mapping, name: str, size: int, required: bool) -> int:
+    raw = entry.get(name)
+    if raw is None and not required:
+        return 0
+    if type(raw) is not bytes or not raw or len(raw) > size:
+        raise ReportError("malformed_payload")
+    return int.from_bytes(raw, "big")
+
+
+def decode_payload(payload: bytes) -> list[Contribution]:
+    """The contributions of a clear-text CBOR payload, null contributions (bucket 0, value 0) dropped."""
+    try:
+        document = cbor2.loads(payload)
+    except Exception:  # noqa: BLE001 - cbor2 raises several types for malformed input
+        raise ReportError("malformed_payload") from None
+    if type(document) is not dict or type(document.get("data")) is not list:
+        raise ReportError("malformed_payload")
+    if document.get("operation") != "histogram":
+        raise ReportError("wrong_operation")
+    contributions = []
+    for entry in document["data"]:
+        if type(entry) is not dict:
+            raise ReportError("malformed_payload")
+        bucket = _unsigned(entry, "bucket", BUCKET_BYTES, True)
+        value = _unsigned(entry, "value", VALUE_BYTES, True)
+        if bucket or value:
+            contributions.append(Contribution(bucket, value, _unsigned(entry, "id", FILTERING_ID_BYTES, False)))
+    return contributions
+
+
+def generate_key_pair() -> tuple[bytes, bytes]:
+    """A fresh X25519 key pair ``(private, public)``, 32 raw bytes each, from the OS CSPRNG."""
+    pair = _SUITE.kem.derive_key_pair(os.urandom(32))
+    return pair.private_key.to_private_bytes(), pair.public_key.to_public_bytes()
+
+
+def _info(shared_info: str) -> bytes:
+    return HPKE_INFO_PREFIX + shared_info.encode("utf-8")
+
+
+def encrypt_payload(plaintext: bytes, shared_info: str, public_key: bytes) -> bytes:
+    """HPKE base-mode seal of ``plaintext`` to ``public_key``: ``enc || ciphertext``."""
+    enc, sender = _SUITE.create_sender_context(_SUITE.kem.deserialize_public_key(public_key), info=_info(shared_info))
+    return enc + sender.seal(plaintext)
+
+
+class PayloadDecrypter:
+    """Opens encrypted payloads with the private keys of a key file, chosen by the report's ``key_id``.
+
+    A key file with a single key opens every report whatever its ``key_id`` (the Local Testing Tool's usage).
+    """
+
+    def __init__(self, private_keys: Mapping[str, bytes]) -> None:
+        if not private_keys:
+            raise ValueError("a decrypter needs at least one private key")
+        self._keys = {key_id: _SUITE.kem.deserialize_private_key(raw) for key_id, raw in private_keys.items()}
+        self._only = next(iter(self._keys.values())) if len(self._keys) == 1 else None
+
+    def decrypt(self, payload: bytes, shared_info: str, key_id: str) -> bytes:
+        key = self._keys.get(key_id, self._only)
+        if key is None:
+            raise ReportError("unknown_key_id")
+        if len(payload) <= _ENC_BYTES:
+            raise ReportError("undecryptable_payload")
+        try:
+            recipient = _SUITE.create_recipient_context(payload[:_ENC_BYTES], key, info=_info(shared_info))
+            return recipient.open(payload[_ENC_BYTES:])
+        except Exception:  # noqa: BLE001 - pyhpke and cryptography raise several types for a bad ciphertext
+            raise ReportError("undecryptable_payload") from None
+
+
+def write_key_file(path: str, keys: Mapping[str, bytes]) -> None:
+    """Writes ``{"keys": [{"id": ..., "key": base64}]}`` (public or private raw keys)."""
+    document = {"keys": [{"id": key_id, "key": base64.b64encode(raw).decode("ascii")} for key_id, raw in keys.items()]}
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+        handle.write("\n")
+
+
+def read_key_file(path: str) -> dict[str, bytes]:
+    """The keys of a key file (``{"keys": [{"id", "key"}]}``) by id; a ValueError naming the problem otherwise."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+        keys = {entry["id"]: base64.b64decode(entry["key"], validate=True) for entry in document["keys"]}
+    except OSError as error:
+        raise ValueError(f"cannot read key file {path!r}: {error.strerror}") from None
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f'key file {path!r} is not {{"keys": [{{"id": ..., "key": <base64>}}]}}') from None
+    bad = [key_id for key_id, raw in keys.items() if len(raw) != 32]
+    if not keys or bad:
+        raise ValueError(f"key file {path!r} must hold raw 32-byte X25519 keys (bad: {bad or 'none found'})")
+    return keys
+
+
+# ------------------------------------------------------------------------------------------------
+# Records
+# ------------------------------------------------------------------------------------------------
+
+
+def report_record(shared_info: str, payload: bytes, key_id: str = "") -> dict:
+    """An ``AggregatableReport`` Avro record."""
+    return {"payload": payload, "key_id": key_id, "shared_info": shared_info}
+
+
+def bucket_bytes(bucket: int) -> bytes:
+    """A bucket as the output domain writes it: 16-byte big-endian."""
+    return bucket.to_bytes(BUCKET_BYTES, "big")
+
+
+def minimal_bucket_bytes(bucket: int) -> bytes:
+    """A bucket as a summary report writes it: minimal unsigned big-endian (one zero byte for bucket 0)."""
+    return bucket.to_bytes(max(1, (bucket.bit_length() + 7) // 8), "big")
+
+
+def bucket_from_bytes(raw: bytes) -> int:
+    """The bucket of 1 to 16 big-endian bytes; a ReportError ``malformed_bucket`` otherwise."""
+    if type(raw) is not bytes or not 1 <= len(raw) <= BUCKET_BYTES:
+        raise ReportError("malformed_bucket")
+    return int.from_bytes(raw, "big")

@@ -1,0 +1,180 @@
+"""The Aggregation Service's mathematics: budget units, noise and release rules (seed 000 Alg. 1 and Alg. 6).
+
+Alg. 1 (AggregationService) takes reports (r_i, k_i, v_i), adds discrete Laplace noise DLap(eps / L1) (pmf
+proportional to e^{-(eps / L1) |x|}, i.e. scale L1 / eps) to the sum of every key, and releases:
+
+* ``domain`` (without key discovery, blue in Alg. 1): every key of the querier's list L, noised, 0 when no
+  report holds it. eps-DP for reports of L1 norm at most L1 (the discrete Laplace mechanism; end to end with
+  the ledger, Thm. 4.3 and Cor. 4.4 with delta = 0).
+* ``key-discovery`` (green in Alg. 1; Alg. 6 phase 3): L is the set of distinct keys among the reports, the
+  noise is DLap truncated to [-tau, tau] and only keys whose noised sum exceeds
+  tau = L1 (1 + ln(L0 / delta) / eps) are released. (eps, delta)-DP per query: a report changes at most L0 keys
+  by at most L1 in total, and a key only one report holds has sum <= L1, so it passes tau with probability
+  <= delta / L0 (Thm. 4.3's per-step (eps_{x,t}, delta_{x,t}) = (eps/L1 sum v, delta/L0 |Y|)).
+* ``threshold`` (the shipped service's thresholding): keys of L always, keys found only in the reports when
+  their noised sum reaches T = (L1 / eps)(eps + ln(1 / delta)) = L1 + (L1 / eps) ln(1 / delta). A key only one
+  report holds (sum <= L1) reaches T with probability P[Z >= (L1 / eps) ln(1/delta)] <= delta for
+  Z ~ DLap(eps / L1); a report makes at most L0 such keys, so a query is (eps, L0 delta)-DP.
+
+Budget units (Alg. 1 "B_eps(r_i) + eps > eps_*"; footnote 2: the service tracks a shared report id instead of
+each report): the budget key is the SHA-256 hex digest of the shared-ID fields joined by "-", as the public
+service computes it, and a unit is (budget key, scheduled report time truncated to the hour).
+
+Tau and T are real numbers computed in binary64 from exact inputs; sums and noise are integers, so the release
+rules compare with floor(tau) (w > tau iff w > floor(tau)) and ceil(T) (w >= T iff w >= ceil(T)). No Beam
+import here.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, Mapping, NamedTuple
+
+import numpy as np
+
+from schemas.aggregatable import ATTRIBUTION_APIS, SharedInfo, version_at_least
+from transforms.mechanisms.noise import DiscreteLaplace, RandomSource, TruncatedDiscreteLaplace, as_fraction
+
+MODES = ("domain", "key-discovery", "threshold")
+MAX_EPSILON = Fraction(64)
+DEFAULT_L1 = 65536  # Lambda_1 = 2^16, seed 000 Sec. 2.1
+DEFAULT_L0 = 20  # contributions per report in the ARA payload
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True)
+class AggregationParams:
+    """One aggregation request: the release mode and the privacy parameters of Alg. 1."""
+
+    mode: str
+    epsilon: Fraction
+    delta: Fraction
+    l1: int = DEFAULT_L1
+    l0: int = DEFAULT_L0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", as_fraction(self.epsilon))
+        object.__setattr__(self, "delta", as_fraction(self.delta))
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not 0 < self.epsilon <= MAX_EPSILON:
+            raise ValueError(f"epsilon must be in (0, 64], got {float(self.epsilon):g}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {float(self.delta):g}")
+        if self.l1 < 1 or self.l0 < 1:
+            raise ValueError(f"L1 and L0 must be positive integers, got L1 = {self.l1}, L0 = {self.l0}")
+
+    @property
+    def scale(self) -> Fraction:
+        """The discrete Laplace scale L1 / eps (DLap(eps / L1) of Alg. 1)."""
+        return Fraction(self.l1) / self.epsilon
+
+    @property
+    def tau(self) -> float:
+        """Key discovery's threshold and truncation, L1 (1 + ln(L0 / delta) / eps) (Alg. 1, Alg. 6 phase 3)."""
+        return self.l1 * (1 + math.log(self.l0 / self.delta) / float(self.epsilon))
+
+    @property
+    def public_threshold(self) -> float:
+        """The shipped service's threshold for keys outside the domain, (L1 / eps)(eps + ln(1 / delta))."""
+        return self.l1 / float(self.epsilon) * (float(self.epsilon) + math.log(1 / self.delta))
+
+    def noise(self, source: RandomSource, size: int) -> np.ndarray:
+        """``size`` int64 noise draws: DLap truncated to [-floor(tau), floor(tau)] for key discovery, else DLap."""
+        if self.mode == "key-discovery":
+            return TruncatedDiscreteLaplace(self.scale, math.floor(self.tau)).sample_array(source, size)
+        return DiscreteLaplace(self.scale).sample_array(source, size)
+
+    def released(self, noised: int, in_domain: bool) -> bool:
+        """The release rule of the mode for one key's noised sum."""
+        if self.mode == "domain":
+            return in_domain
+        if self.mode == "key-discovery":
+            return noised > math.floor(self.tau)
+        return in_domain or noised >= math.ceil(self.public_threshold)
+
+
+class BucketOutcome(NamedTuple):
+    """One candidate key: its true sum (SENSITIVE), the noise drawn, and whether the rule released it."""
+
+    bucket: int
+    unnoised: int
+    noise: int
+    in_domain: bool
+    in_reports: bool
+    released: bool
+
+    @property
+    def metric(self) -> int:
+        return self.unnoised + self.noise
+
+
+def candidates(params: AggregationParams, sums: Mapping[int, int], domain: Iterable[int]) -> list[int]:
+    """The keys that get noise (Alg. 1's L), sorted: the domain for ``domain``; the distinct keys of the
+    reports for ``key-discovery``; both for ``threshold``."""
+    if params.mode == "domain":
+        return sorted(set(domain))
+    if params.mode == "key-discovery":
+        return sorted(sums)
+    return sorted(set(domain).union(sums))
+
+
+def aggregate(
+    params: AggregationParams,
+    sums: Mapping[int, int],
+    domain: Iterable[int],
+    source: RandomSource | None,
+) -> list[BucketOutcome]:
+    """Alg. 1's noisy summation for the keys of one shard: every candidate with its noise and release decision.
+
+    ``sums`` maps each key to the sum of its (deduplicated) contributions; ``source`` None means no noise
+    (debug runs only: the output is then not private).
+    """
+    domain = set(domain)
+    keys = candidates(params, sums, domain)
+    noise = params.noise(source, len(keys)).tolist() if source is not None and keys else [0] * len(keys)
+    outcomes = []
+    for bucket, drawn in zip(keys, noise):
+        unnoised = sums.get(bucket, 0)
+        in_domain = bucket in domain
+        outcomes.append(BucketOutcome(bucket, unnoised, drawn, in_domain, bucket in sums,
+                                      params.released(unnoised + drawn, in_domain)))
+    return outcomes
+
+
+# ------------------------------------------------------------------------------------------------
+# Budget units (Alg. 1's B_eps and B_delta, kept per shared report id)
+# ------------------------------------------------------------------------------------------------
+
+
+def shared_id_fields(info: SharedInfo) -> tuple[str, ...]:
+    """The shared-ID fields of a report, in the order the public service joins them: api, version,
+    reporting origin, and for Attribution Reporting the destination and (when present) the source
+    registration time."""
+    if info.api in ATTRIBUTION_APIS:
+        fields = (info.api, info.version, info.reporting_origin, info.attribution_destination)
+        return fields + ((info.source_registration_time,) if info.source_registration_time is not None else ())
+    return (info.api, info.version, info.reporting_origin)
+
+
+def budget_key(fields: tuple[str, ...], version: str, filtering_id: int) -> str:
+    """SHA-256 hex of the shared-ID fields joined by "-", plus the filtering id for version >= 1.0 or a
+    non-zero filtering id."""
+    if filtering_id != 0 or version_at_least(version, 1, 0):
+        fields = fields + (str(filtering_id),)
+    return hashlib.sha256("-".join(fields).encode("utf-8")).hexdigest()
+
+
+def report_unit_group(info: SharedInfo) -> tuple:
+    """What decides a report's budget units: its shared-ID fields and the hour of its scheduled report time.
+    Many reports share one group, so the job hashes each group once (``budget_units``)."""
+    return (shared_id_fields(info), info.version, info.scheduled_report_time // SECONDS_PER_HOUR)
+
+
+def budget_units(groups: Iterable[tuple], filtering_ids: Iterable[int]) -> set[tuple[str, int]]:
+    """The units (budget key, hour) a job charges: one per unit group and requested filtering id (every
+    requested id is charged, whether or not a report holds a contribution with it)."""
+    ids = sorted(set(filtering_ids))
+    return {(budget_key(fields, version, fid), hour) for fields, version, hour in groups for fid in ids}
