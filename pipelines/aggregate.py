@@ -36,6 +36,7 @@ from pipelines.common import (
     read_records,
 )
 from schemas.aggregatable import minimal_bucket_bytes, read_key_file
+from schemas.formats import load_avro_schema
 from transforms.aggregation import Aggregate, AggregationJob
 from transforms.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.ledger import LedgerError, LedgerLimits, open_ledger
@@ -82,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--l0", type=int, default=DEFAULT_L0, help=f"contributions per report L0 (default {DEFAULT_L0})")
     parser.add_argument("--job-id", help="job id; re-running the same id after a crash never charges twice (default: a new UUID)")
     parser.add_argument("--ledger", default=os.environ.get("PM_BEAM_LEDGER", DEFAULT_LEDGER),
-                        help=f"privacy-budget ledger: sqlite:///PATH or postgresql://... (default $PM_BEAM_LEDGER or {DEFAULT_LEDGER})")
+                        help="privacy-budget ledger: sqlite:///PATH or postgresql://... "
+                        f"(default $PM_BEAM_LEDGER or {DEFAULT_LEDGER})")
     parser.add_argument("--epsilon-star", default="64", help="per-unit capacity eps_* of the ledger (default 64)")
     parser.add_argument("--max-uses", type=int, default=1, help="per-unit number of uses l_* (default 1: no requerying)")
     parser.add_argument("--private-key", help='key file {"keys": [{"id", "key"}]} of raw X25519 private keys (HPKE payloads)')
@@ -120,7 +122,8 @@ def parse_job(argv: list[str] | None) -> tuple[AggregateRun, list[str]]:
     """The run and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
     try:
-        params = AggregationParams(args.mode, _fraction("--epsilon", args.epsilon), _fraction("--delta", args.delta), args.l1, args.l0)
+        epsilon, delta = _fraction("--epsilon", args.epsilon), _fraction("--delta", args.delta)
+        params = AggregationParams(args.mode, epsilon, delta, args.l1, args.l0)
     except ValueError as error:
         raise CliError(str(error)) from None
     if args.mode == "domain" and args.domain is None:
@@ -173,10 +176,10 @@ def debug_record(outcome: BucketOutcome, fmt: str) -> dict:
 
 def _write(records, prefix: str, fmt: str, schema: str):
     if fmt == "avro":
-        from schemas.formats import load_avro_schema
-
-        return records | f"Write{schema}" >> beam.io.WriteToAvro(prefix, schema=load_avro_schema(schema), file_name_suffix=".avro")
-    return records | f"Json{schema}" >> beam.Map(json.dumps) | f"Write{schema}" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl")
+        return records | f"Write{schema}" >> beam.io.WriteToAvro(
+            prefix, schema=load_avro_schema(schema), file_name_suffix=".avro")
+    return records | f"Json{schema}" >> beam.Map(json.dumps) | f"Write{schema}" >> beam.io.WriteToText(
+        prefix, file_name_suffix=".jsonl")
 
 
 def build(pipeline: beam.Pipeline, run: AggregateRun) -> None:

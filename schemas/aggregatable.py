@@ -31,7 +31,7 @@ import re
 from typing import Iterable, Mapping, NamedTuple
 
 import cbor2
-from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKey
+from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 
 API_ATTRIBUTION_REPORTING = "attribution-reporting"
 API_ATTRIBUTION_REPORTING_DEBUG = "attribution-reporting-debug"
@@ -72,14 +72,6 @@ class SharedInfo(NamedTuple):
     source_registration_time: str | None  # the decimal string as written, None when absent
     attribution_destination: str | None
     debug_mode: bool
-
-
-class Contribution(NamedTuple):
-    """One histogram contribution (k, v) with its filtering id."""
-
-    bucket: int
-    value: int
-    filtering_id: int
 
 
 # ------------------------------------------------------------------------------------------------
@@ -178,7 +170,8 @@ def version_at_least(version: str, major: int, minor: int) -> bool:
 
 def encode_payload(contributions: Iterable[tuple[int, int, int]], pad_to: int = 0, filtering_id_bytes: int = 1) -> bytes:
     """The CBOR payload of ``(bucket, value, filtering_id)`` contributions, padded with null contributions to
-    ``pad_to`` entries (reports have a fixed shape, so their size says nothing about their content)."""
+    ``pad_to`` entries (reports have a fixed shape, so their size says nothing about their content). Map keys
+    in CBOR's canonical order, as Chromium writes them."""
     data = [
         {"bucket": bucket.to_bytes(BUCKET_BYTES, "big"), "value": value.to_bytes(VALUE_BYTES, "big"),
          "id": filtering_id.to_bytes(filtering_id_bytes, "big")}
@@ -187,36 +180,78 @@ def encode_payload(contributions: Iterable[tuple[int, int, int]], pad_to: int = 
     if len(data) < pad_to:
         null = {"bucket": bytes(BUCKET_BYTES), "value": bytes(VALUE_BYTES), "id": bytes(filtering_id_bytes)}
         data.extend([null] * (pad_to - len(data)))
-    return cbor2.dumps({"operation": "histogram", "data": data})
+    return cbor2.dumps({"operation": "histogram", "data": data}, canonical=True)
 
 
-def _unsigned(entry: Mapping, name: str, size: int, required: bool) -> int:
-    raw = entry.get(name)
-    if raw is None and not required:
-        return 0
-    if type(raw) is not bytes or not raw or len(raw) > size:
-        raise ReportError("malformed_payload")
-    return int.from_bytes(raw, "big")
+# A null contribution as ``encode_payload`` and Chromium write it (canonical key order, one-byte filtering id),
+# and the end of such a payload: padding is most of a payload (15 of 20 entries in a typical report), so it is
+# cut off as bytes before decoding.
+_NULL_ENTRY = cbor2.dumps({"bucket": bytes(BUCKET_BYTES), "value": bytes(VALUE_BYTES), "id": b"\0"}, canonical=True)
+_DATA_KEY = cbor2.dumps("data")
+_OPERATION = cbor2.dumps("operation") + cbor2.dumps("histogram")
 
 
-def decode_payload(payload: bytes) -> list[Contribution]:
-    """The contributions of a clear-text CBOR payload, null contributions (bucket 0, value 0) dropped."""
+def _without_null_entries(payload: bytes) -> bytes | None:
+    """A canonical payload without the run of null contributions that ends its data array, with the array
+    length lowered to match; None when the payload does not have that layout.
+
+    Only a speed-up: what is cut is whole CBOR maps of zeros, and the caller decodes the original payload
+    whenever the shortened one does not decode, so the contributions found are the same.
+    """
+    if not payload.endswith(_OPERATION) or payload[1:1 + len(_DATA_KEY)] != _DATA_KEY:
+        return None
+    header_at = 1 + len(_DATA_KEY)
+    entries = payload[header_at] - 0x80
+    if not 0 < entries < 24:
+        return None
+    size = len(_NULL_ENTRY)
+    end = len(payload) - len(_OPERATION)
+    removed = 0
+    while removed < entries and payload[end - size:end] == _NULL_ENTRY:
+        end -= size
+        removed += 1
+    if not removed:
+        return None
+    return payload[:header_at] + bytes((0x80 + entries - removed,)) + payload[header_at + 1:end] + _OPERATION
+
+
+def _decoded_document(payload: bytes):
+    shortened = _without_null_entries(payload)
+    if shortened is not None:
+        try:
+            return cbor2.loads(shortened)
+        except Exception:  # noqa: BLE001 - fall back to the whole payload, which gives the reason
+            pass
     try:
-        document = cbor2.loads(payload)
+        return cbor2.loads(payload)
     except Exception:  # noqa: BLE001 - cbor2 raises several types for malformed input
         raise ReportError("malformed_payload") from None
+
+
+def decode_payload(payload: bytes) -> list[tuple[int, int, int]]:
+    """The contributions ``(bucket, value, filtering id)`` of a clear-text CBOR payload, null contributions
+    (bucket 0, value 0) dropped. (Plain tuples: this runs for every report of a job.)
+
+    Buckets are 1 to 16 big-endian bytes, values 1 to 4, filtering ids (optional, 0 when absent) 1 to 8.
+    """
+    document = _decoded_document(payload)
     if type(document) is not dict or type(document.get("data")) is not list:
         raise ReportError("malformed_payload")
     if document.get("operation") != "histogram":
         raise ReportError("wrong_operation")
     contributions = []
+    from_bytes = int.from_bytes
     for entry in document["data"]:
         if type(entry) is not dict:
             raise ReportError("malformed_payload")
-        bucket = _unsigned(entry, "bucket", BUCKET_BYTES, True)
-        value = _unsigned(entry, "value", VALUE_BYTES, True)
+        bucket, value, filtering_id = entry.get("bucket"), entry.get("value"), entry.get("id", b"\0")
+        if not (type(bucket) is bytes and type(value) is bytes and type(filtering_id) is bytes
+                and 0 < len(bucket) <= BUCKET_BYTES and 0 < len(value) <= VALUE_BYTES
+                and 0 < len(filtering_id) <= FILTERING_ID_BYTES):
+            raise ReportError("malformed_payload")
+        bucket, value = from_bytes(bucket, "big"), from_bytes(value, "big")
         if bucket or value:
-            contributions.append(Contribution(bucket, value, _unsigned(entry, "id", FILTERING_ID_BYTES, False)))
+            contributions.append((bucket, value, from_bytes(filtering_id, "big")))
     return contributions
 
 

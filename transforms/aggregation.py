@@ -1,8 +1,8 @@
 """Beam wiring of the Aggregation Service (seed 000 Alg. 1, the service half of Alg. 6).
 
-    report files ─ ParseReports (one call per file: Avro records, shared_info validated, routed by report id)
-        ─► (report shard, packed [ReportEntry]) ─ GroupByKey ─► SumShard: duplicates dropped (first by file and
-        position kept), payloads decrypted and decoded, contributions of the requested filtering ids summed
+    report files ─ ParseReports (one call per file: Avro records, shared_info validated, payloads decrypted
+        and decoded) ─► (report shard, packed [ReportEntry]) ─ GroupByKey ─► SumShard: duplicate report ids
+        dropped (the first by file and position kept), contributions of the requested filtering ids summed
         ─► (bucket shard, packed {bucket: sum})
     per-file and per-shard counts ─ CombineGlobally ─┐
     budget unit groups ───────────── CombineGlobally ─┴─► Charge (one call: the error threshold, then the ledger,
@@ -23,7 +23,7 @@ import pickle
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator
 
 import apache_beam as beam
 import fastavro
@@ -69,24 +69,52 @@ class AggregationJob:
     noise: bool = True
 
 
-class ReportEntry(NamedTuple):
-    """A report routed to its shard, not yet decoded: enough to deduplicate, decode, charge and dead-letter it."""
+class ReportColumns:
+    """The valid reports of one file that belong to one report shard, column by column: enough to deduplicate,
+    sum, charge and dead-letter them. Columns of ints and strings pickle far faster than a tuple per report, and
+    a report's budget unit group is the same tuple object as its neighbours', which pickle stores once."""
 
-    report_id: str
-    path: str
-    position: int
-    group: tuple  # its budget unit group (``report_unit_group``)
-    payload: bytes
-    key_id: str
-    shared_info: str
+    __slots__ = ("path", "report_ids", "positions", "groups", "ends", "buckets", "values")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.report_ids: list[str] = []
+        self.positions: list[int] = []
+        self.groups: list[tuple] = []  # ``report_unit_group`` of each report
+        self.ends: list[int] = []  # report i holds contributions ends[i - 1]:ends[i]
+        self.buckets: list[int] = []
+        self.values: list[int] = []
+
+    def add(self, report_id: str, position: int, group: tuple, contributions: list[tuple[int, int]]) -> None:
+        self.report_ids.append(report_id)
+        self.positions.append(position)
+        self.groups.append(group)
+        for bucket, value in contributions:
+            self.buckets.append(bucket)
+            self.values.append(value)
+        self.ends.append(len(self.buckets))
+
+    def rows(self) -> Iterator[tuple[str, tuple[str, int], tuple, int, int]]:
+        """(report id, (path, position), group, first contribution, end of its contributions) per report."""
+        start = 0
+        for report_id, position, group, end in zip(self.report_ids, self.positions, self.groups, self.ends):
+            yield report_id, (self.path, position), group, start, end
+            start = end
+
+    def __getstate__(self):
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setstate__(self, state) -> None:
+        for name, value in zip(self.__slots__, state):
+            setattr(self, name, value)
 
 
 def _pack(value) -> bytes:
-    return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    """One pickled blob: Beam moves and sizes it as one object, however many reports it holds."""
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _unpack(payload: bytes):
-    return pickle.loads(zlib.decompress(payload))
+_unpack = pickle.loads
 
 
 def report_shard(report_id: str) -> int:
@@ -111,11 +139,16 @@ class _ParseReportsFn(beam.DoFn):
     def __init__(self, job: AggregationJob) -> None:
         self._job = job
 
+    def setup(self) -> None:
+        self._decrypter = PayloadDecrypter(self._job.private_keys) if self._job.private_keys else None
+
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
+        decrypter = self._decrypter
         job = self._job
         oldest = job.now_seconds - MAX_REPORT_AGE_SECONDS
-        shards: dict[int, list[ReportEntry]] = {}
+        wanted = frozenset(job.filtering_ids)
+        shards: dict[int, ReportColumns] = {}
         groups: dict[tuple, tuple] = {}  # one tuple object per group, so pickling stores it once
         stats: Counter = Counter()
         with readable.open() as handle:
@@ -132,16 +165,23 @@ class _ParseReportsFn(beam.DoFn):
                         raise ReportError("report_too_old")
                     if job.debug and not info.debug_mode:
                         raise ReportError(NOT_DEBUG)
+                    contributions = decode_payload(payload if decrypter is None else decrypter.decrypt(payload, text, key_id))
                 except ReportError as error:
                     stats["dead_lettered:" + error.reason] += 1
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(_raw_report(record), error.reason, f"{path}#{position}"))
+                    letter = DeadLetter(_raw_report(record), error.reason, f"{path}#{position}")
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
                     continue
                 group = report_unit_group(info)
                 group = groups.setdefault(group, group)
-                entry = ReportEntry(info.report_id, path, position, group, payload, key_id, text)
-                shards.setdefault(report_shard(info.report_id), []).append(entry)
-        for shard, entries in shards.items():
-            yield shard, _pack(entries)
+                kept = [(bucket, value) for bucket, value, filtering_id in contributions if filtering_id in wanted]
+                stats["contributions_other_filtering_ids"] += len(contributions) - len(kept)
+                shard = report_shard(info.report_id)
+                columns = shards.get(shard)
+                if columns is None:
+                    columns = shards[shard] = ReportColumns(path)
+                columns.add(info.report_id, position, group, kept)
+        for shard, columns in shards.items():
+            yield shard, _pack(columns)
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
 
@@ -170,54 +210,41 @@ def _report_fields(record) -> tuple[bytes, str, str]:
 
 
 class _SumShardFn(beam.DoFn):
-    """One report shard: the first of each report id kept, payloads opened, contributions summed per bucket."""
-
-    def __init__(self, job: AggregationJob) -> None:
-        self._job = job
-
-    def setup(self) -> None:
-        self._decrypter = PayloadDecrypter(self._job.private_keys) if self._job.private_keys else None
+    """One report shard: the first report of each report id kept (by file path, then position), contributions
+    summed per bucket."""
 
     def process(self, element):
-        _, chunks = element
-        entries = [entry for chunk in chunks for entry in _unpack(chunk)]
-        entries.sort(key=lambda e: (e.report_id, e.path, e.position))
-        wanted = frozenset(self._job.filtering_ids)
-        decrypter = self._decrypter
+        _, packed = element
+        chunks: list[ReportColumns] = [_unpack(chunk) for chunk in packed]
+        first: dict[str, tuple[str, int]] = {}
+        for chunk in chunks:
+            for report_id, place, _, _, _ in chunk.rows():
+                seen = first.get(report_id)
+                if seen is None or place < seen:
+                    first[report_id] = place
         sums: dict[int, int] = {}
         groups: set[tuple] = set()
         stats: Counter = Counter()
-        previous = None
-        for entry in entries:
-            reason = None
-            if entry.report_id == previous:
-                reason = DUPLICATE
-            else:
-                previous = entry.report_id
-                try:
-                    plain = entry.payload if decrypter is None else decrypter.decrypt(entry.payload, entry.shared_info, entry.key_id)
-                    contributions = decode_payload(plain)
-                except ReportError as error:
-                    reason = error.reason
-            if reason is not None:
-                stats["dead_lettered:" + reason] += 1
-                raw = _raw_report({"payload": entry.payload, "key_id": entry.key_id, "shared_info": entry.shared_info})
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw, reason, f"{entry.path}#{entry.position}"))
-                continue
-            stats["aggregated_reports"] += 1
-            groups.add(entry.group)
-            for bucket, value, filtering_id in contributions:
-                if filtering_id in wanted:
-                    sums[bucket] = sums.get(bucket, 0) + value
-                    stats["contributions"] += 1
-                else:
-                    stats["contributions_other_filtering_ids"] += 1
+        for chunk in chunks:
+            buckets, values = chunk.buckets, chunk.values
+            for report_id, place, group, start, end in chunk.rows():
+                if first[report_id] != place:
+                    stats["dead_lettered:" + DUPLICATE] += 1
+                    kept = "{}#{}".format(*first[report_id])
+                    raw = json.dumps({"report_id": report_id, "kept": kept})
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw, DUPLICATE, "{}#{}".format(*place)))
+                    continue
+                stats["aggregated_reports"] += 1
+                stats["contributions"] += end - start
+                groups.add(group)
+                for index in range(start, end):
+                    sums[buckets[index]] = sums.get(buckets[index], 0) + values[index]
         by_shard: dict[int, dict[int, int]] = {}
         for bucket, total in sums.items():
             by_shard.setdefault(bucket_shard(bucket), {})[bucket] = total
         for shard, part in by_shard.items():
             yield shard, (_SUMS, _pack(part))
-        yield beam.pvalue.TaggedOutput(GROUPS, groups)
+        yield beam.pvalue.TaggedOutput(GROUPS, _pack(groups))
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
 
@@ -271,11 +298,12 @@ def _merge_stats(stats: Iterable[dict]) -> dict:
     return dict(total)
 
 
-def _union(groups: Iterable[set]) -> set:
+def _union(packed_groups: Iterable[bytes]) -> bytes:
+    """The union of packed sets, packed (a side input of one blob is cheap for the runner to size)."""
     merged: set = set()
-    for part in groups:
-        merged |= part
-    return merged
+    for part in packed_groups:
+        merged |= _unpack(part)
+    return _pack(merged)
 
 
 def error_count(stats: dict) -> int:
@@ -351,11 +379,11 @@ class Aggregate(beam.PTransform):
             | "ReadReports" >> fileio.ReadMatches()
             | "ParseReports" >> beam.ParDo(_ParseReportsFn(job)).with_outputs(DEAD_LETTERS, STATS, main="entries")
         )
-        # parsed.entries: (report shard, packed [ReportEntry])
+        # parsed.entries: (report shard, packed ReportColumns)
         summed = (
             parsed.entries
             | "GroupReports" >> beam.GroupByKey()
-            | "SumShards" >> beam.ParDo(_SumShardFn(job)).with_outputs(DEAD_LETTERS, STATS, GROUPS, main="sums")
+            | "SumShards" >> beam.ParDo(_SumShardFn()).with_outputs(DEAD_LETTERS, STATS, GROUPS, main="sums")
         )
         # summed.sums: (bucket shard, (_SUMS, packed {bucket: sum}))
         stats = (
@@ -365,7 +393,8 @@ class Aggregate(beam.PTransform):
         receipt = (
             pbegin
             | "Once" >> beam.Create([None])
-            | "Charge" >> beam.Map(lambda _, s, g: charge(job, s, g), beam.pvalue.AsSingleton(stats), beam.pvalue.AsSingleton(groups))
+            | "Charge" >> beam.Map(lambda _, s, g: charge(job, s, _unpack(g)), beam.pvalue.AsSingleton(stats),
+                                   beam.pvalue.AsSingleton(groups))
         )
         keyed = [summed.sums]
         dead = [parsed[DEAD_LETTERS], summed[DEAD_LETTERS]]
