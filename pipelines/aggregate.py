@@ -35,12 +35,11 @@ from pipelines.common import (
     print_lines,
     read_records,
 )
-from schemas.aggregatable import minimal_bucket_bytes, read_key_file
-from schemas.formats import load_avro_schema
+from schemas.aggregatable import read_key_file
 from transforms.aggregation import Aggregate, AggregationJob
 from transforms.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.ledger import LedgerError, LedgerLimits, open_ledger
-from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MODES, AggregationParams, BucketOutcome
+from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MODES, AggregationParams
 from transforms.mechanisms.noise import as_fraction, make_source
 from transforms.mechanisms.privacy_filter import epsilon_units
 
@@ -161,38 +160,11 @@ def parse_job(argv: list[str] | None) -> tuple[AggregateRun, list[str]]:
     return run, beam_args
 
 
-def fact_record(outcome: BucketOutcome, fmt: str) -> dict:
-    """An ``AggregatedFact``: minimal big-endian bucket bytes (Avro) or the bucket in decimal (JSON)."""
-    bucket = minimal_bucket_bytes(outcome.bucket) if fmt == "avro" else str(outcome.bucket)
-    return {"bucket": bucket, "metric": outcome.metric}
-
-
-def debug_record(outcome: BucketOutcome, fmt: str) -> dict:
-    """A debug row: the unnoised sum, the noise, and where the bucket was found."""
-    annotations = [name for name, flag in (("in_domain", outcome.in_domain), ("in_reports", outcome.in_reports)) if flag]
-    bucket = minimal_bucket_bytes(outcome.bucket) if fmt == "avro" else str(outcome.bucket)
-    return {"bucket": bucket, "unnoised_metric": outcome.unnoised, "noise": outcome.noise, "annotations": annotations}
-
-
-def _write(records, prefix: str, fmt: str, schema: str):
-    if fmt == "avro":
-        return records | f"Write{schema}" >> beam.io.WriteToAvro(
-            prefix, schema=load_avro_schema(schema), file_name_suffix=".avro")
-    return records | f"Json{schema}" >> beam.Map(json.dumps) | f"Write{schema}" >> beam.io.WriteToText(
-        prefix, file_name_suffix=".jsonl")
-
-
-def build(pipeline: beam.Pipeline, run: AggregateRun) -> None:
-    """Aggregate, then write the released facts, the debug rows, the receipt and the dead letters."""
-    out = run.output.rstrip("/")
-    fmt = run.output_format
-    result = pipeline | "Aggregate" >> Aggregate(run.job, run.reports, run.domain, make_source(run.seed))
-    # result["outcomes"]: BucketOutcome of every candidate bucket of the released shards
-    facts = result["outcomes"] | "Released" >> beam.Filter(lambda outcome: outcome.released)
-    _write(facts | "Facts" >> beam.Map(fact_record, fmt), f"{out}/summary_report", fmt, "aggregated_fact")
-    if run.job.debug:
-        _write(result["outcomes"] | "Debug" >> beam.Map(debug_record, fmt), f"{out}/debug_summary_report", fmt,
-               "debug_aggregated_fact")
+def build(pipeline: beam.Pipeline, job: AggregateRun) -> None:
+    """Aggregate (the summary-report shards are written by the release step), then the receipt and dead letters."""
+    out = job.output.rstrip("/")
+    result = pipeline | "Aggregate" >> Aggregate(job.job, job.reports, job.domain, make_source(job.seed), out, job.output_format)
+    # result["receipt"]: one dict; result["dead_letters"]: DeadLetter
     result["receipt"] | "ReceiptJson" >> beam.Map(json.dumps) | "WriteReceipt" >> beam.io.WriteToText(
         f"{out}/receipt", shard_name_template="", file_name_suffix=".json")
     result[DEAD_LETTERS] | "WriteDeadLetters" >> WriteDeadLetters(out)
@@ -219,10 +191,6 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
         receipt = json.loads(handle.read())
     os.remove(receipt_path)
     stats = receipt.pop("stats")
-    if receipt["status"] != "ok":  # nothing was released: remove the empty shards
-        for prefix in ("summary_report", "debug_summary_report"):
-            for path in output_files(out, prefix):
-                os.remove(path)
     dead_by_reason: dict[str, int] = {}
     for path in output_files(out, "dead_letters"):
         for letter in read_records(path):

@@ -31,6 +31,7 @@ import re
 from typing import Iterable, Mapping, NamedTuple
 
 import cbor2
+import numpy as np
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 
 API_ATTRIBUTION_REPORTING = "attribution-reporting"
@@ -183,58 +184,16 @@ def encode_payload(contributions: Iterable[tuple[int, int, int]], pad_to: int = 
     return cbor2.dumps({"operation": "histogram", "data": data}, canonical=True)
 
 
-# A null contribution as ``encode_payload`` and Chromium write it (canonical key order, one-byte filtering id),
-# and the end of such a payload: padding is most of a payload (15 of 20 entries in a typical report), so it is
-# cut off as bytes before decoding.
-_NULL_ENTRY = cbor2.dumps({"bucket": bytes(BUCKET_BYTES), "value": bytes(VALUE_BYTES), "id": b"\0"}, canonical=True)
-_DATA_KEY = cbor2.dumps("data")
-_OPERATION = cbor2.dumps("operation") + cbor2.dumps("histogram")
-
-
-def _without_null_entries(payload: bytes) -> bytes | None:
-    """A canonical payload without the run of null contributions that ends its data array, with the array
-    length lowered to match; None when the payload does not have that layout.
-
-    Only a speed-up: what is cut is whole CBOR maps of zeros, and the caller decodes the original payload
-    whenever the shortened one does not decode, so the contributions found are the same.
-    """
-    if not payload.endswith(_OPERATION) or payload[1:1 + len(_DATA_KEY)] != _DATA_KEY:
-        return None
-    header_at = 1 + len(_DATA_KEY)
-    entries = payload[header_at] - 0x80
-    if not 0 < entries < 24:
-        return None
-    size = len(_NULL_ENTRY)
-    end = len(payload) - len(_OPERATION)
-    removed = 0
-    while removed < entries and payload[end - size:end] == _NULL_ENTRY:
-        end -= size
-        removed += 1
-    if not removed:
-        return None
-    return payload[:header_at] + bytes((0x80 + entries - removed,)) + payload[header_at + 1:end] + _OPERATION
-
-
-def _decoded_document(payload: bytes):
-    shortened = _without_null_entries(payload)
-    if shortened is not None:
-        try:
-            return cbor2.loads(shortened)
-        except Exception:  # noqa: BLE001 - fall back to the whole payload, which gives the reason
-            pass
-    try:
-        return cbor2.loads(payload)
-    except Exception:  # noqa: BLE001 - cbor2 raises several types for malformed input
-        raise ReportError("malformed_payload") from None
-
-
 def decode_payload(payload: bytes) -> list[tuple[int, int, int]]:
     """The contributions ``(bucket, value, filtering id)`` of a clear-text CBOR payload, null contributions
     (bucket 0, value 0) dropped. (Plain tuples: this runs for every report of a job.)
 
     Buckets are 1 to 16 big-endian bytes, values 1 to 4, filtering ids (optional, 0 when absent) 1 to 8.
     """
-    document = _decoded_document(payload)
+    try:
+        document = cbor2.loads(payload)
+    except Exception:  # noqa: BLE001 - cbor2 raises several types for malformed input
+        raise ReportError("malformed_payload") from None
     if type(document) is not dict or type(document.get("data")) is not list:
         raise ReportError("malformed_payload")
     if document.get("operation") != "histogram":
@@ -253,6 +212,101 @@ def decode_payload(payload: bytes) -> list[tuple[int, int, int]]:
         if bucket or value:
             contributions.append((bucket, value, from_bytes(filtering_id, "big")))
     return contributions
+
+
+class PayloadColumns(NamedTuple):
+    """The contributions of many payloads, column by column, in payload order: contribution j belongs to
+    payload ``owner[j]``; its bucket is ``(high[j] << 64) | low[j]``. Null contributions are dropped."""
+
+    owner: np.ndarray  # int64
+    high: np.ndarray  # uint64
+    low: np.ndarray  # uint64
+    values: np.ndarray  # uint64
+    filtering_ids: np.ndarray  # uint64
+    errors: dict  # payload index -> dead-letter reason
+
+
+def _layout(entries: int) -> tuple[bytes, bytes, int]:
+    """The canonical payload of ``entries`` contributions with one-byte filtering ids, as ``encode_payload`` and
+    Chromium write it: the fixed prefix, the fixed suffix and one entry's length. Every entry has the same
+    bytes except its id (offset 5), value (offsets 13 to 16) and bucket (offsets 25 to 40)."""
+    one = cbor2.dumps({"operation": "histogram", "data": [{"bucket": bytes(16), "value": bytes(4), "id": b"\0"}]},
+                      canonical=True)
+    size = len(cbor2.dumps({"bucket": bytes(16), "value": bytes(4), "id": b"\0"}, canonical=True))
+    prefix, suffix = one[:7], one[7 + size:]
+    return prefix[:6] + bytes((0x80 + entries,)), suffix, size
+
+
+_ENTRY_SIZE = _layout(1)[2]
+_ENTRY_TEMPLATE = np.frombuffer(cbor2.dumps({"bucket": bytes(16), "value": bytes(4), "id": b"\0"}, canonical=True), np.uint8)
+_ID_AT, _VALUE_AT, _BUCKET_AT = 5, 13, 25
+_FIXED_RANGES = ((0, _ID_AT), (_ID_AT + 1, _VALUE_AT), (_VALUE_AT + VALUE_BYTES, _BUCKET_AT))
+
+
+def _decode_same_layout(payloads: list[bytes], entries: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Payloads of one length that may have the canonical layout of ``entries`` entries: which of them do
+    (a boolean per payload) and their (id, value, high, low) matrices of shape (payloads, entries), meaningful
+    only in the rows that fit. Views and slices throughout: this is memory-bound."""
+    prefix, suffix, size = _layout(entries)
+    length = len(prefix) + entries * size + len(suffix)
+    rows = np.frombuffer(b"".join(payloads), np.uint8).reshape(len(payloads), length)
+    fits = (rows[:, :len(prefix)] == np.frombuffer(prefix, np.uint8)).all(axis=1)
+    fits &= (rows[:, length - len(suffix):] == np.frombuffer(suffix, np.uint8)).all(axis=1)
+    matrix = rows[:, len(prefix):len(prefix) + entries * size].reshape(len(payloads), entries, size)
+    for start, stop in _FIXED_RANGES:
+        fits &= (matrix[:, :, start:stop] == _ENTRY_TEMPLATE[start:stop]).all(axis=(1, 2))
+    values = np.ascontiguousarray(matrix[:, :, _VALUE_AT:_VALUE_AT + VALUE_BYTES]).view(">u4")[:, :, 0]
+    buckets = np.ascontiguousarray(matrix[:, :, _BUCKET_AT:_BUCKET_AT + BUCKET_BYTES]).view(">u8")
+    return fits, (matrix[:, :, _ID_AT], values, buckets[:, :, 0], buckets[:, :, 1])
+
+
+def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
+    """``decode_payload`` for many clear-text payloads at once.
+
+    Payloads in the canonical layout (every payload ``encode_payload`` or Chromium writes with one-byte
+    filtering ids) are decoded together with numpy: their bytes are checked against the layout, and ids,
+    values and buckets are read from fixed offsets. Every other payload goes through ``decode_payload``, so
+    the result, and the reason of a payload that fails, are the same as decoding one by one.
+    """
+    by_length: dict[int, list[int]] = {}
+    for index, payload in enumerate(payloads):
+        by_length.setdefault(len(payload), []).append(index)
+    header = len(_layout(0)[0]) + len(_layout(0)[1])
+    parts: list[tuple[np.ndarray, ...]] = []
+    others: list[int] = []
+    for length, indexes in by_length.items():
+        entries, rest = divmod(length - header, _ENTRY_SIZE)
+        if rest or not 0 <= entries < 24:
+            others.extend(indexes)
+            continue
+        fits, (ids, values, high, low) = _decode_same_layout([payloads[i] for i in indexes], entries)
+        owners = np.asarray(indexes, dtype=np.int64)
+        others.extend(owners[~fits].tolist())
+        kept = fits[:, None] & ((high != 0) | (low != 0) | (values != 0))
+        owner = np.broadcast_to(owners[:, None], kept.shape)
+        parts.append((owner[kept], high[kept].astype(np.uint64), low[kept].astype(np.uint64),
+                      values[kept].astype(np.uint64), ids[kept].astype(np.uint64)))
+    errors: dict[int, str] = {}
+    rows: list[tuple[int, int, int, int, int]] = []
+    for index in others:
+        try:
+            rows.extend((index, bucket >> 64, bucket & _LOW, value, fid) for bucket, value, fid in decode_payload(payloads[index]))
+        except ReportError as error:
+            errors[index] = error.reason
+    if rows:
+        columns = list(zip(*rows))
+        parts.append((np.asarray(columns[0], np.int64), *(np.asarray(c, np.uint64) for c in columns[1:])))
+    if not parts:
+        empty = np.empty(0, np.uint64)
+        return PayloadColumns(np.empty(0, np.int64), empty, empty, empty, empty, errors)
+    owner, high, low, values, ids = (np.concatenate(column) for column in zip(*parts))
+    if len(parts) > 1 or len(by_length) > 1:  # more than one pass: restore payload order
+        order = np.argsort(owner, kind="stable")
+        owner, high, low, values, ids = owner[order], high[order], low[order], values[order], ids[order]
+    return PayloadColumns(owner, high, low, values, ids, errors)
+
+
+_LOW = 2**64 - 1
 
 
 def generate_key_pair() -> tuple[bytes, bytes]:

@@ -1,19 +1,20 @@
 """Beam wiring of the Aggregation Service (seed 000 Alg. 1, the service half of Alg. 6).
 
-    report files ─ ParseReports (one call per file: Avro records, shared_info validated, payloads decrypted
-        and decoded) ─► (report shard, packed [ReportEntry]) ─ GroupByKey ─► SumShard: duplicate report ids
-        dropped (the first by file and position kept), contributions of the requested filtering ids summed
-        ─► (bucket shard, packed {bucket: sum})
+    report files ─ ParseReports (one call per file: Avro records, shared_info validated, payloads decrypted,
+        then decoded a batch at a time) ─► (report shard, packed ReportColumns)
+        ─ GroupByKey ─► SumShard: duplicate report ids dropped (the first by file path and position kept),
+        contributions summed per bucket ─► (bucket shard, packed KeyedSums)
     per-file and per-shard counts ─ CombineGlobally ─┐
-    budget unit groups ───────────── CombineGlobally ─┴─► Charge (one call: the error threshold, then the ledger,
-                                                          all or nothing) ─► receipt
-    domain files ─ ParseDomain ─► (bucket shard, packed [bucket])
-    sums + domain ─ GroupByKey ─► Release (receipt as side input: nothing is drawn or released unless the
-                                  receipt says the budget was charged) ─► facts (and debug rows)
+    budget unit groups ───────────── CombineGlobally ─┴─► Charge (one call: the error threshold, then the
+                                                          ledger, all or nothing) ─► receipt
+    domain files ─ ParseDomain ─► (bucket shard, packed keys)
+    sums + domain ─ GroupByKey ─► Release (the receipt as a side input: nothing is drawn or written unless it
+                                  says the budget was charged) ─► one summary-report file per bucket shard
 
-Elements are fat (a file's or a shard's worth), so Beam's per-element cost is paid per shard, not per report
-(DESIGN.md, "Performance shape"). Nothing here is order dependent: duplicates keep the report that comes first
-by (file path, record position), and the noise of a seeded run is keyed by (job id, bucket shard).
+Elements are fat (a file's, a shard's worth), so Beam's per-element cost is paid per shard, not per report
+(DESIGN.md, "Performance shape"), and contributions travel as numpy columns. Nothing is order dependent:
+duplicates keep the report that comes first by (file path, record position), and the noise of a seeded run is
+keyed by (job id, bucket shard).
 """
 from __future__ import annotations
 
@@ -27,29 +28,43 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 import fastavro
+import numpy as np
 from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
 
 from schemas.aggregatable import (
     PayloadDecrypter,
     ReportError,
     bucket_from_bytes,
-    decode_payload,
+    decode_payloads,
+    minimal_bucket_bytes,
     parse_shared_info,
 )
+from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
 from transforms.io import DEAD_LETTERS
 from transforms.ledger import LedgerError, LedgerLimits, open_ledger
-from transforms.mechanisms.aggregation import AggregationParams, aggregate, budget_units, report_unit_group
+from transforms.mechanisms.aggregation import (
+    AggregationParams,
+    KeyedSums,
+    Outcomes,
+    aggregate,
+    budget_units,
+    keys_of,
+    report_unit_group,
+)
 from transforms.mechanisms.noise import RandomSource
 from transforms.mechanisms.privacy_filter import epsilon_units
 
 REPORT_SHARDS = 16
 BUCKET_SHARDS = 16
+DECODE_BATCH = 65_536  # reports decoded together (bounds a file's memory)
 MAX_REPORT_AGE_SECONDS = 90 * 24 * 3600
-STATS, GROUPS = "stats", "groups"
+STATS, GROUPS, WRITTEN = "stats", "groups", "written"
 DUPLICATE, NOT_DEBUG = "duplicate_report_id", "not_debug_report"
 # Reasons that are not errors of the reports (they do not count towards the job's error threshold).
 NOT_ERRORS = (DUPLICATE, NOT_DEBUG)
+SUMMARY_PREFIX, DEBUG_PREFIX = "summary_report", "debug_summary_report"
 _SUMS, _DOMAIN = 0, 1
 
 
@@ -69,44 +84,20 @@ class AggregationJob:
     noise: bool = True
 
 
+@dataclass
 class ReportColumns:
-    """The valid reports of one file that belong to one report shard, column by column: enough to deduplicate,
-    sum, charge and dead-letter them. Columns of ints and strings pickle far faster than a tuple per report, and
-    a report's budget unit group is the same tuple object as its neighbours', which pickle stores once."""
+    """Valid reports of one file that belong to one report shard, column by column: enough to deduplicate, sum,
+    charge and dead-letter them. Report i holds contributions ``ends[i - 1]:ends[i]`` (of the requested
+    filtering ids); its budget unit group is the same tuple object as its neighbours', stored once by pickle."""
 
-    __slots__ = ("path", "report_ids", "positions", "groups", "ends", "buckets", "values")
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.report_ids: list[str] = []
-        self.positions: list[int] = []
-        self.groups: list[tuple] = []  # ``report_unit_group`` of each report
-        self.ends: list[int] = []  # report i holds contributions ends[i - 1]:ends[i]
-        self.buckets: list[int] = []
-        self.values: list[int] = []
-
-    def add(self, report_id: str, position: int, group: tuple, contributions: list[tuple[int, int]]) -> None:
-        self.report_ids.append(report_id)
-        self.positions.append(position)
-        self.groups.append(group)
-        for bucket, value in contributions:
-            self.buckets.append(bucket)
-            self.values.append(value)
-        self.ends.append(len(self.buckets))
-
-    def rows(self) -> Iterator[tuple[str, tuple[str, int], tuple, int, int]]:
-        """(report id, (path, position), group, first contribution, end of its contributions) per report."""
-        start = 0
-        for report_id, position, group, end in zip(self.report_ids, self.positions, self.groups, self.ends):
-            yield report_id, (self.path, position), group, start, end
-            start = end
-
-    def __getstate__(self):
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setstate__(self, state) -> None:
-        for name, value in zip(self.__slots__, state):
-            setattr(self, name, value)
+    path: str
+    report_ids: list[str]
+    positions: np.ndarray  # int64, record positions in the file
+    groups: list[tuple]  # ``report_unit_group`` of each report
+    ends: np.ndarray  # int64
+    high: np.ndarray  # uint64
+    low: np.ndarray  # uint64
+    values: np.ndarray  # uint64
 
 
 def _pack(value) -> bytes:
@@ -121,68 +112,12 @@ def report_shard(report_id: str) -> int:
     return zlib.crc32(report_id.encode("ascii")) % REPORT_SHARDS
 
 
-def bucket_shard(bucket: int) -> int:
-    return bucket % BUCKET_SHARDS
-
-
 def _raw_report(record) -> str:
     """A report as dead-letter text: its fields as JSON, the payload in base64."""
     if type(record) is not dict:
         return repr(record)[:10_000]
     return json.dumps({name: base64.b64encode(v).decode() if isinstance(v, bytes) else v for name, v in record.items()},
                       default=repr)
-
-
-class _ParseReportsFn(beam.DoFn):
-    """One report file: every record validated up to its payload and routed to the shard of its report id."""
-
-    def __init__(self, job: AggregationJob) -> None:
-        self._job = job
-
-    def setup(self) -> None:
-        self._decrypter = PayloadDecrypter(self._job.private_keys) if self._job.private_keys else None
-
-    def process(self, readable: fileio.ReadableFile):
-        path = readable.metadata.path
-        decrypter = self._decrypter
-        job = self._job
-        oldest = job.now_seconds - MAX_REPORT_AGE_SECONDS
-        wanted = frozenset(job.filtering_ids)
-        shards: dict[int, ReportColumns] = {}
-        groups: dict[tuple, tuple] = {}  # one tuple object per group, so pickling stores it once
-        stats: Counter = Counter()
-        with readable.open() as handle:
-            for position, record in enumerate(_avro_records(handle, path)):
-                stats["read"] += 1
-                if isinstance(record, DeadLetter):
-                    stats["dead_lettered:" + record.reason] += 1
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, record)
-                    continue
-                try:
-                    payload, key_id, text = _report_fields(record)
-                    info = parse_shared_info(text)
-                    if info.scheduled_report_time < oldest:
-                        raise ReportError("report_too_old")
-                    if job.debug and not info.debug_mode:
-                        raise ReportError(NOT_DEBUG)
-                    contributions = decode_payload(payload if decrypter is None else decrypter.decrypt(payload, text, key_id))
-                except ReportError as error:
-                    stats["dead_lettered:" + error.reason] += 1
-                    letter = DeadLetter(_raw_report(record), error.reason, f"{path}#{position}")
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
-                    continue
-                group = report_unit_group(info)
-                group = groups.setdefault(group, group)
-                kept = [(bucket, value) for bucket, value, filtering_id in contributions if filtering_id in wanted]
-                stats["contributions_other_filtering_ids"] += len(contributions) - len(kept)
-                shard = report_shard(info.report_id)
-                columns = shards.get(shard)
-                if columns is None:
-                    columns = shards[shard] = ReportColumns(path)
-                columns.add(info.report_id, position, group, kept)
-        for shard, columns in shards.items():
-            yield shard, _pack(columns)
-        yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
 
 def _avro_records(handle, path: str) -> Iterator:
@@ -209,70 +144,170 @@ def _report_fields(record) -> tuple[bytes, str, str]:
     return payload, key_id, text
 
 
+class _Batch:
+    """Reports of one file whose shared_info passed, waiting for their payloads to be decoded together."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.positions: list[int] = []
+        self.report_ids: list[str] = []
+        self.groups: list[tuple] = []
+        self.payloads: list[bytes] = []  # clear text
+
+
+class _ParseReportsFn(beam.DoFn):
+    """One report file: records validated up to their payloads, payloads decoded a batch at a time, reports
+    routed by report id."""
+
+    def __init__(self, job: AggregationJob) -> None:
+        self._job = job
+
+    def setup(self) -> None:
+        self._decrypter = PayloadDecrypter(self._job.private_keys) if self._job.private_keys else None
+
+    def process(self, readable: fileio.ReadableFile):
+        path = readable.metadata.path
+        decrypter, job = self._decrypter, self._job
+        oldest = job.now_seconds - MAX_REPORT_AGE_SECONDS
+        groups: dict[tuple, tuple] = {}  # one tuple object per group
+        stats: Counter = Counter()
+        batch = _Batch()
+        with readable.open() as handle:
+            for position, record in enumerate(_avro_records(handle, path)):
+                stats["read"] += 1
+                if isinstance(record, DeadLetter):
+                    stats["dead_lettered:" + record.reason] += 1
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, record)
+                    continue
+                try:
+                    payload, key_id, text = _report_fields(record)
+                    info = parse_shared_info(text)
+                    if info.scheduled_report_time < oldest:
+                        raise ReportError("report_too_old")
+                    if job.debug and not info.debug_mode:
+                        raise ReportError(NOT_DEBUG)
+                    if decrypter is not None:
+                        payload = decrypter.decrypt(payload, text, key_id)
+                except ReportError as error:
+                    stats["dead_lettered:" + error.reason] += 1
+                    letter = DeadLetter(_raw_report(record), error.reason, f"{path}#{position}")
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
+                    continue
+                group = report_unit_group(info)
+                batch.records.append(record)
+                batch.positions.append(position)
+                batch.report_ids.append(info.report_id)
+                batch.groups.append(groups.setdefault(group, group))
+                batch.payloads.append(payload)
+                if len(batch.payloads) == DECODE_BATCH:
+                    yield from self._route(path, batch, stats)
+                    batch = _Batch()
+        yield from self._route(path, batch, stats)
+        yield beam.pvalue.TaggedOutput(STATS, dict(stats))
+
+    def _route(self, path: str, batch: _Batch, stats: Counter):
+        """Decode a batch's payloads, dead-letter the bad ones, and send the rest to their report shards."""
+        if not batch.payloads:
+            return
+        decoded = decode_payloads(batch.payloads)
+        for index, reason in sorted(decoded.errors.items()):
+            stats["dead_lettered:" + reason] += 1
+            letter = DeadLetter(_raw_report(batch.records[index]), reason, f"{path}#{batch.positions[index]}")
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
+        wanted = np.isin(decoded.filtering_ids, np.asarray(self._job.filtering_ids, dtype=np.uint64))
+        stats["contributions_other_filtering_ids"] += int(wanted.size - wanted.sum())
+        owner, high, low, values = decoded.owner[wanted], decoded.high[wanted], decoded.low[wanted], decoded.values[wanted]
+        valid = np.ones(len(batch.payloads), bool)
+        valid[list(decoded.errors)] = False
+        shards = np.fromiter(map(report_shard, batch.report_ids), np.int64, len(batch.report_ids))
+        shards[~valid] = -1
+        for shard in np.unique(shards[valid]).tolist():
+            reports = np.flatnonzero(shards == shard)
+            mine = shards[owner] == shard
+            counts = np.bincount(np.searchsorted(reports, owner[mine]), minlength=reports.size)
+            columns = ReportColumns(
+                path=path,
+                report_ids=[batch.report_ids[i] for i in reports.tolist()],
+                positions=np.asarray(batch.positions, np.int64)[reports],
+                groups=[batch.groups[i] for i in reports.tolist()],
+                ends=np.cumsum(counts),
+                high=high[mine],
+                low=low[mine],
+                values=values[mine],
+            )
+            yield shard, _pack(columns)
+
+
 class _SumShardFn(beam.DoFn):
     """One report shard: the first report of each report id kept (by file path, then position), contributions
-    summed per bucket."""
+    summed per bucket and split by bucket shard."""
 
     def process(self, element):
         _, packed = element
-        chunks: list[ReportColumns] = [_unpack(chunk) for chunk in packed]
+        chunks: list[ReportColumns] = sorted((_unpack(chunk) for chunk in packed), key=lambda c: c.path)
         first: dict[str, tuple[str, int]] = {}
         for chunk in chunks:
-            for report_id, place, _, _, _ in chunk.rows():
+            for report_id, position in zip(chunk.report_ids, chunk.positions.tolist()):
                 seen = first.get(report_id)
-                if seen is None or place < seen:
-                    first[report_id] = place
-        sums: dict[int, int] = {}
-        groups: set[tuple] = set()
+                if seen is None or (chunk.path, position) < seen:
+                    first[report_id] = (chunk.path, position)
+        duplicates = sum(len(chunk.report_ids) for chunk in chunks) - len(first)
         stats: Counter = Counter()
+        groups: set[tuple] = set()
+        high, low, values = [], [], []
         for chunk in chunks:
-            buckets, values = chunk.buckets, chunk.values
-            for report_id, place, group, start, end in chunk.rows():
-                if first[report_id] != place:
-                    stats["dead_lettered:" + DUPLICATE] += 1
-                    kept = "{}#{}".format(*first[report_id])
-                    raw = json.dumps({"report_id": report_id, "kept": kept})
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw, DUPLICATE, "{}#{}".format(*place)))
-                    continue
-                stats["aggregated_reports"] += 1
-                stats["contributions"] += end - start
-                groups.add(group)
-                for index in range(start, end):
-                    sums[buckets[index]] = sums.get(buckets[index], 0) + values[index]
-        by_shard: dict[int, dict[int, int]] = {}
-        for bucket, total in sums.items():
-            by_shard.setdefault(bucket_shard(bucket), {})[bucket] = total
-        for shard, part in by_shard.items():
-            yield shard, (_SUMS, _pack(part))
+            keep = np.ones(len(chunk.report_ids), bool)
+            if duplicates:
+                for index, (report_id, position) in enumerate(zip(chunk.report_ids, chunk.positions.tolist())):
+                    if first[report_id] != (chunk.path, position):
+                        keep[index] = False
+                        stats["dead_lettered:" + DUPLICATE] += 1
+                        raw = json.dumps({"report_id": report_id, "kept": "{}#{}".format(*first[report_id])})
+                        letter = DeadLetter(raw, DUPLICATE, f"{chunk.path}#{position}")
+                        yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
+            counts = np.diff(chunk.ends, prepend=0)
+            contributions = np.repeat(keep, counts)
+            stats["aggregated_reports"] += int(keep.sum())
+            stats["contributions"] += int(contributions.sum())
+            groups.update(group for group, kept in zip(chunk.groups, keep.tolist()) if kept)
+            high.append(chunk.high[contributions])
+            low.append(chunk.low[contributions])
+            values.append(chunk.values[contributions])
+        sums = KeyedSums.of(np.concatenate(high), np.concatenate(low), np.concatenate(values))
+        shard_of = (sums.low % BUCKET_SHARDS).astype(np.int64)
+        for shard in np.unique(shard_of).tolist():
+            mine = shard_of == shard
+            yield shard, (_SUMS, _pack(KeyedSums(*(column[mine] for column in sums))))
         yield beam.pvalue.TaggedOutput(GROUPS, _pack(groups))
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
 
 class _ParseDomainFn(beam.DoFn):
-    """One domain file (Avro ``AggregationBucket`` records, or text with one bucket per line, decimal or 0x-hex)."""
+    """One domain file (Avro ``AggregationBucket`` records, or text with one bucket per line, decimal or 0x-hex),
+    as (high, low) key columns per bucket shard."""
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
-        shards: dict[int, list[int]] = {}
+        buckets: list[int] = []
         with readable.open() as handle:
-            records = _avro_records(handle, path) if path.endswith(".avro") else _text_lines(handle, path)
+            records = _avro_records(handle, path) if path.endswith(".avro") else _text_lines(handle)
             for position, record in enumerate(records):
                 if isinstance(record, DeadLetter):
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, record)
                     continue
                 try:
-                    bucket = _domain_bucket(record)
+                    buckets.append(_domain_bucket(record))
                 except ReportError as error:
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(_raw_report(record) if type(record) is dict
-                                                                             else str(record), error.reason,
-                                                                             f"{path}#{position}"))
-                    continue
-                shards.setdefault(bucket_shard(bucket), []).append(bucket)
-        for shard, buckets in shards.items():
-            yield shard, (_DOMAIN, _pack(buckets))
+                    raw = _raw_report(record) if type(record) is dict else str(record)
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw, error.reason, f"{path}#{position}"))
+        high, low = keys_of(buckets)
+        shard_of = (low % BUCKET_SHARDS).astype(np.int64)
+        for shard in np.unique(shard_of).tolist():
+            mine = shard_of == shard
+            yield shard, (_DOMAIN, _pack((high[mine], low[mine])))
 
 
-def _text_lines(handle, path: str) -> Iterator[str]:
+def _text_lines(handle) -> Iterator[str]:
     for line in handle:
         text = line.decode("utf-8", errors="replace").strip()
         if text:
@@ -336,40 +371,78 @@ def charge(job: AggregationJob, stats: dict, groups: set) -> dict:
     return dict(receipt, status="ok", charge=outcome.status, units=outcome.units)
 
 
-class _ReleaseFn(beam.DoFn):
-    """One bucket shard: Alg. 1's noisy summation, drawn only after the receipt says the budget was charged."""
+def fact_records(outcomes: Outcomes, fmt: str) -> list[dict]:
+    """``AggregatedFact`` records of the released buckets: minimal big-endian bucket bytes (Avro) or the bucket
+    in decimal (JSON)."""
+    released = outcomes.released
+    buckets = KeyedSums(outcomes.high[released], outcomes.low[released], outcomes.unnoised[released]).buckets()
+    return [{"bucket": minimal_bucket_bytes(bucket) if fmt == "avro" else str(bucket), "metric": metric}
+            for bucket, metric in zip(buckets, outcomes.metric[released].tolist())]
 
-    def __init__(self, job: AggregationJob, source: RandomSource) -> None:
+
+def debug_records(outcomes: Outcomes, fmt: str) -> list[dict]:
+    """Debug rows of every candidate bucket: the unnoised sum, the noise, and where the bucket was found."""
+    rows = zip(outcomes.buckets(), outcomes.unnoised.tolist(), outcomes.noise.tolist(), outcomes.in_domain.tolist(),
+               outcomes.in_reports.tolist())
+    return [{"bucket": minimal_bucket_bytes(bucket) if fmt == "avro" else str(bucket), "unnoised_metric": unnoised,
+             "noise": noise, "annotations": [name for name, flag in (("in_domain", d), ("in_reports", r)) if flag]}
+            for bucket, unnoised, noise, d, r in rows]
+
+
+def write_shard_file(path: str, records: list[dict], fmt: str, schema: str) -> None:
+    """One output shard, Avro with ``schema`` or JSON Lines."""
+    with FileSystems.create(path) as handle:
+        if fmt == "avro":
+            fastavro.writer(handle, load_avro_schema(schema), records)
+        else:
+            handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
+
+
+class _ReleaseFn(beam.DoFn):
+    """One bucket shard: Alg. 1's noisy summation, drawn only after the receipt says the budget was charged;
+    writes the shard's summary-report file (and debug file) and yields their paths."""
+
+    def __init__(self, job: AggregationJob, source: RandomSource, output: str, fmt: str) -> None:
         self._job = job
         self._source = source
+        self._output = output.rstrip("/")
+        self._fmt = fmt
 
     def process(self, element, receipt):
         if receipt["status"] != "ok":
             return
         shard, parts = element
-        sums: dict[int, int] = {}
-        domain: list[int] = []
-        for kind, packed in parts:
-            if kind == _SUMS:
-                for bucket, total in _unpack(packed).items():
-                    sums[bucket] = sums.get(bucket, 0) + total
-            else:
-                domain.extend(_unpack(packed))
-        source = self._source.keyed_child(("aggregation", self._job.job_id, shard)) if self._job.noise else None
-        yield from aggregate(self._job.params, sums, domain, source)
+        sums = [_unpack(packed) for kind, packed in parts if kind == _SUMS]
+        domain = [_unpack(packed) for kind, packed in parts if kind == _DOMAIN]
+        merged = KeyedSums.of(*(np.concatenate([part[i] for part in sums] or [np.empty(0, np.uint64)]) for i in range(3)))
+        keys = tuple(np.concatenate([part[i] for part in domain] or [np.empty(0, np.uint64)]) for i in range(2))
+        job = self._job
+        source = self._source.keyed_child(("aggregation", job.job_id, shard)) if job.noise else None
+        outcomes = aggregate(job.params, merged, keys, source)
+        extension = "avro" if self._fmt == "avro" else "jsonl"
+        name = f"{shard:05d}-of-{BUCKET_SHARDS:05d}.{extension}"
+        path = f"{self._output}/{SUMMARY_PREFIX}-{name}"
+        write_shard_file(path, fact_records(outcomes, self._fmt), self._fmt, "aggregated_fact")
+        yield path
+        if job.debug:
+            debug_path = f"{self._output}/{DEBUG_PREFIX}-{name}"
+            write_shard_file(debug_path, debug_records(outcomes, self._fmt), self._fmt, "debug_aggregated_fact")
+            yield debug_path
 
 
 class Aggregate(beam.PTransform):
-    """Summary reports from aggregatable report files (and an output domain): outputs ``outcomes``
-    (``BucketOutcome`` of every candidate key; the released ones are the summary report), ``receipt`` (one dict)
-    and ``dead_letters``."""
+    """Summary reports from aggregatable report files (and an output domain), written to ``output``: outputs
+    ``written`` (the paths of the summary-report shards), ``receipt`` (one dict) and ``dead_letters``."""
 
-    def __init__(self, job: AggregationJob, reports: str, domain: str | None, source: RandomSource) -> None:
+    def __init__(self, job: AggregationJob, reports: str, domain: str | None, source: RandomSource, output: str,
+                 fmt: str = "avro") -> None:
         super().__init__()
         self._job = job
         self._reports = reports
         self._domain = domain
         self._source = source
+        self._output = output
+        self._fmt = fmt
 
     def expand(self, pbegin):
         job = self._job
@@ -385,7 +458,7 @@ class Aggregate(beam.PTransform):
             | "GroupReports" >> beam.GroupByKey()
             | "SumShards" >> beam.ParDo(_SumShardFn()).with_outputs(DEAD_LETTERS, STATS, GROUPS, main="sums")
         )
-        # summed.sums: (bucket shard, (_SUMS, packed {bucket: sum}))
+        # summed.sums: (bucket shard, (_SUMS, packed KeyedSums))
         stats = (
             (parsed[STATS], summed[STATS]) | "AllStats" >> beam.Flatten() | "MergeStats" >> beam.CombineGlobally(_merge_stats)
         )
@@ -405,17 +478,14 @@ class Aggregate(beam.PTransform):
                 | "ReadDomain" >> fileio.ReadMatches()
                 | "ParseDomain" >> beam.ParDo(_ParseDomainFn()).with_outputs(DEAD_LETTERS, main="buckets")
             )
+            # domain.buckets: (bucket shard, (_DOMAIN, packed (high, low)))
             keyed.append(domain.buckets)
             dead.append(domain[DEAD_LETTERS])
-        outcomes = (
+        written = (
             keyed
             | "AllKeyed" >> beam.Flatten()
             | "GroupBuckets" >> beam.GroupByKey()
-            | "Release" >> beam.ParDo(_ReleaseFn(job, self._source), beam.pvalue.AsSingleton(receipt))
+            | "Release" >> beam.ParDo(_ReleaseFn(job, self._source, self._output, self._fmt),
+                                      beam.pvalue.AsSingleton(receipt))
         )
-        return {
-            "outcomes": outcomes,
-            "receipt": receipt,
-            DEAD_LETTERS: dead | "AllDeadLetters" >> beam.Flatten(),
-        }
-
+        return {WRITTEN: written, "receipt": receipt, DEAD_LETTERS: dead | "AllDeadLetters" >> beam.Flatten()}

@@ -191,3 +191,45 @@ def test_bucket_byte_forms():
     assert bucket_from_bytes(bytes(15) + b"\x07") == 7
     assert _reason(lambda: bucket_from_bytes(bytes(17))) == "malformed_bucket"
     assert _reason(lambda: bucket_from_bytes(b"")) == "malformed_bucket"
+
+
+def test_decoding_many_payloads_together_equals_decoding_each():
+    """The vectorised path (canonical layout) and the fallback (every other encoding, bad payloads) together give
+    what ``decode_payload`` gives payload by payload, reasons included."""
+    import random
+
+    from schemas.aggregatable import decode_payloads
+
+    rng = random.Random(1)
+    payloads = []
+    for index in range(1500):
+        contributions = [(rng.getrandbits(128), rng.getrandbits(32), rng.choice([0, 0, 1]))
+                         for _ in range(rng.randint(0, 20))]
+        if index % 7 == 0:
+            contributions = [(0, 0, 0), *contributions, (5, 0, 0), (0, 3, 0)]
+        kind = index % 6
+        if kind == 0:
+            payload = encode_payload(contributions, pad_to=20)
+        elif kind == 1:
+            payload = encode_payload(contributions)
+        elif kind == 2:
+            payload = encode_payload(contributions, filtering_id_bytes=2)
+        elif kind == 3:
+            payload = _payload([_entry(b, v, bytes([f])) for b, v, f in contributions])
+        elif kind == 4:
+            payload = encode_payload(contributions, pad_to=20)[:-3]
+        else:
+            payload = encode_payload(contributions, pad_to=20).replace(b"histogram", b"histogrum")
+        payloads.append(payload)
+    columns = decode_payloads(payloads)
+    found: dict[int, list] = {}
+    for owner, high, low, value, fid in zip(columns.owner.tolist(), columns.high.tolist(), columns.low.tolist(),
+                                            columns.values.tolist(), columns.filtering_ids.tolist()):
+        found.setdefault(owner, []).append(((high << 64) | low, value, fid))
+    for index, payload in enumerate(payloads):
+        try:
+            expected = decode_payload(payload)
+        except ReportError as error:
+            expected = error.reason
+        assert columns.errors.get(index, found.get(index, [])) == expected, index
+    assert len(columns.errors) == 500 and decode_payloads([]).owner.size == 0

@@ -30,7 +30,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
@@ -87,61 +87,116 @@ class AggregationParams:
             return TruncatedDiscreteLaplace(self.scale, math.floor(self.tau)).sample_array(source, size)
         return DiscreteLaplace(self.scale).sample_array(source, size)
 
-    def released(self, noised: int, in_domain: bool) -> bool:
-        """The release rule of the mode for one key's noised sum."""
+    def released(self, noised: np.ndarray, in_domain: np.ndarray) -> np.ndarray:
+        """The release rule of the mode, per key: its noised sum and whether the domain holds it."""
         if self.mode == "domain":
-            return in_domain
+            return np.asarray(in_domain, dtype=bool)
         if self.mode == "key-discovery":
-            return noised > math.floor(self.tau)
-        return in_domain or noised >= math.ceil(self.public_threshold)
+            return np.asarray(noised) > math.floor(self.tau)
+        return np.asarray(in_domain, dtype=bool) | (np.asarray(noised) >= math.ceil(self.public_threshold))
 
 
-class BucketOutcome(NamedTuple):
-    """One candidate key: its true sum (SENSITIVE), the noise drawn, and whether the rule released it."""
+class KeyedSums(NamedTuple):
+    """Alg. 1's w_k = sum of v_j over the contributions with k_j = k, one row per distinct key k, keys in
+    increasing order. A 128-bit key is ``(high << 64) | low``; sums are exact (uint64)."""
 
-    bucket: int
-    unnoised: int
-    noise: int
-    in_domain: bool
-    in_reports: bool
-    released: bool
+    high: np.ndarray
+    low: np.ndarray
+    sums: np.ndarray
+
+    @classmethod
+    def of(cls, high: np.ndarray, low: np.ndarray, values: np.ndarray) -> KeyedSums:
+        """The sums of ``values`` per key (keys may repeat, so sums of partial sums merge)."""
+        high, low, values = (np.asarray(column, dtype=np.uint64) for column in (high, low, values))
+        if not high.size:
+            return cls(high, low, values)
+        order = np.lexsort((low, high))
+        high, low, values = high[order], low[order], values[order]
+        starts = _group_starts(high, low)
+        return cls(high[starts], low[starts], np.add.reduceat(values, starts))
+
+    def buckets(self) -> list[int]:
+        """The keys as Python ints."""
+        return [(high << 64) | low for high, low in zip(self.high.tolist(), self.low.tolist())]
+
+
+def _group_starts(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """Where each run of equal keys starts in sorted (high, low) arrays."""
+    return np.flatnonzero(np.r_[True, (high[1:] != high[:-1]) | (low[1:] != low[:-1])])
+
+
+def keys_of(buckets: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+    """128-bit keys as (high, low) uint64 arrays."""
+    buckets = list(buckets)
+    return (np.fromiter((bucket >> 64 for bucket in buckets), np.uint64, len(buckets)),
+            np.fromiter((bucket & _LOW_MASK for bucket in buckets), np.uint64, len(buckets)))
+
+
+_LOW_MASK = 2**64 - 1
+
+
+class Outcomes(NamedTuple):
+    """Every candidate key of Alg. 1 with its true sum (SENSITIVE), the noise drawn and the release decision."""
+
+    high: np.ndarray
+    low: np.ndarray
+    unnoised: np.ndarray  # int64
+    noise: np.ndarray  # int64
+    in_domain: np.ndarray  # bool
+    in_reports: np.ndarray  # bool
+    released: np.ndarray  # bool
 
     @property
-    def metric(self) -> int:
+    def metric(self) -> np.ndarray:
         return self.unnoised + self.noise
 
+    def buckets(self) -> list[int]:
+        return KeyedSums(self.high, self.low, self.unnoised).buckets()
 
-def candidates(params: AggregationParams, sums: Mapping[int, int], domain: Iterable[int]) -> list[int]:
-    """The keys that get noise (Alg. 1's L), sorted: the domain for ``domain``; the distinct keys of the
-    reports for ``key-discovery``; both for ``threshold``."""
-    if params.mode == "domain":
-        return sorted(set(domain))
+
+def candidates(params: AggregationParams, sums: KeyedSums, domain: tuple[np.ndarray, np.ndarray]) -> tuple:
+    """The keys that get noise (Alg. 1's L), with their sums and whether the domain and the reports hold them:
+    the domain for ``domain``; the distinct keys of the reports for ``key-discovery``; both for ``threshold``.
+    Returns ``(KeyedSums, in_domain, in_reports)``, keys in increasing order."""
+    domain_high, domain_low = (np.asarray(column, dtype=np.uint64) for column in domain)
     if params.mode == "key-discovery":
-        return sorted(sums)
-    return sorted(set(domain).union(sums))
+        domain_high, domain_low = domain_high[:0], domain_low[:0]
+    high = np.concatenate([sums.high, domain_high])
+    low = np.concatenate([sums.low, domain_low])
+    from_reports = np.r_[np.ones(sums.high.size, bool), np.zeros(domain_high.size, bool)]
+    values = np.concatenate([sums.sums, np.zeros(domain_high.size, np.uint64)])
+    order = np.lexsort((low, high))
+    high, low, values, from_reports = high[order], low[order], values[order], from_reports[order]
+    if not high.size:
+        return KeyedSums(high, low, values), from_reports, from_reports
+    starts = _group_starts(high, low)
+    in_reports = np.maximum.reduceat(from_reports, starts)
+    in_domain = ~np.minimum.reduceat(from_reports, starts)
+    keyed = KeyedSums(high[starts], low[starts], np.add.reduceat(values, starts))
+    if params.mode == "domain":
+        return KeyedSums(*(column[in_domain] for column in keyed)), in_domain[in_domain], in_reports[in_domain]
+    return keyed, in_domain, in_reports
 
 
 def aggregate(
     params: AggregationParams,
-    sums: Mapping[int, int],
-    domain: Iterable[int],
+    sums: KeyedSums,
+    domain: tuple[np.ndarray, np.ndarray],
     source: RandomSource | None,
-) -> list[BucketOutcome]:
-    """Alg. 1's noisy summation for the keys of one shard: every candidate with its noise and release decision.
+) -> Outcomes:
+    """Alg. 1's noisy summation for one shard of keys: every candidate with its noise and release decision.
 
-    ``sums`` maps each key to the sum of its (deduplicated) contributions; ``source`` None means no noise
-    (debug runs only: the output is then not private).
+    ``sums`` holds the (deduplicated) sums per key; ``domain`` the querier's keys as (high, low) arrays;
+    ``source`` None means no noise (debug runs only: the output is then not private).
     """
-    domain = set(domain)
-    keys = candidates(params, sums, domain)
-    noise = params.noise(source, len(keys)).tolist() if source is not None and keys else [0] * len(keys)
-    outcomes = []
-    for bucket, drawn in zip(keys, noise):
-        unnoised = sums.get(bucket, 0)
-        in_domain = bucket in domain
-        outcomes.append(BucketOutcome(bucket, unnoised, drawn, in_domain, bucket in sums,
-                                      params.released(unnoised + drawn, in_domain)))
-    return outcomes
+    keyed, in_domain, in_reports = candidates(params, sums, domain)
+    if keyed.sums.size and int(keyed.sums.max()) >= 2**63:
+        raise ValueError("a bucket's sum exceeds 2^63 - 1, the range of a summary report's metric")
+    unnoised = keyed.sums.astype(np.int64)
+    noise = np.zeros(unnoised.size, np.int64)
+    if source is not None and unnoised.size:
+        noise = np.asarray(params.noise(source, unnoised.size), dtype=np.int64)
+    return Outcomes(keyed.high, keyed.low, unnoised, noise, in_domain, in_reports, params.released(unnoised + noise, in_domain))
 
 
 # ------------------------------------------------------------------------------------------------

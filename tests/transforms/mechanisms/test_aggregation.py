@@ -12,10 +12,12 @@ import pytest
 from schemas.aggregatable import parse_shared_info, shared_info_json
 from transforms.mechanisms.aggregation import (
     AggregationParams,
+    KeyedSums,
     aggregate,
     budget_key,
     budget_units,
     candidates,
+    keys_of,
     report_unit_group,
     shared_id_fields,
 )
@@ -91,32 +93,56 @@ def test_a_bucket_of_one_report_passes_tau_with_probability_at_most_delta_over_l
 
 def test_release_rules_at_their_boundaries():
     domain = _params("domain")
-    assert domain.released(-10**9, in_domain=True) and not domain.released(10**12, in_domain=False)
+    assert domain.released(np.array([-10**9, 10**12]), np.array([True, False])).tolist() == [True, False]
     discovery = _params("key-discovery")
     floor_tau = math.floor(discovery.tau)
-    assert discovery.released(floor_tau + 1, in_domain=False) and not discovery.released(floor_tau, in_domain=True)
+    assert discovery.released(np.array([floor_tau + 1, floor_tau]), np.array([False, True])).tolist() == [True, False]
     threshold = _params("threshold")
     ceil_t = math.ceil(threshold.public_threshold)
-    assert threshold.released(ceil_t, in_domain=False) and not threshold.released(ceil_t - 1, in_domain=False)
-    assert threshold.released(-5, in_domain=True)
+    noised, in_domain = np.array([ceil_t, ceil_t - 1, -5]), np.array([False, False, True])
+    assert threshold.released(noised, in_domain).tolist() == [True, False, True]
+
+
+def _sums(pairs: dict[int, int]) -> KeyedSums:
+    high, low = keys_of(pairs)
+    return KeyedSums.of(high, low, np.fromiter(pairs.values(), np.uint64))
+
+
+def test_sums_per_key_merge_repeated_128_bit_keys():
+    buckets = [2**127 + 5, 3, 2**127 + 5, 2**64, 3, 2**64 + 1]
+    high, low = keys_of(buckets)
+    sums = KeyedSums.of(high, low, np.array([1, 2, 3, 4, 5, 6], np.uint64))
+    assert sums.buckets() == [3, 2**64, 2**64 + 1, 2**127 + 5] and sums.sums.tolist() == [7, 4, 6, 4]
+    assert KeyedSums.of(*keys_of([]), np.empty(0, np.uint64)).buckets() == []
 
 
 def test_candidates_per_mode():
-    sums, domain = {3: 10, 5: 7}, [1, 3]
-    assert candidates(_params("domain"), sums, domain) == [1, 3]
-    assert candidates(_params("key-discovery"), sums, domain) == [3, 5]
-    assert candidates(_params("threshold"), sums, domain) == [1, 3, 5]
+    sums, domain = _sums({3: 10, 5: 7}), keys_of([1, 3, 3])
+    for mode, expected in (("domain", [1, 3]), ("key-discovery", [3, 5]), ("threshold", [1, 3, 5])):
+        keyed, in_domain, in_reports = candidates(_params(mode), sums, domain)
+        assert keyed.buckets() == expected
+    keyed, in_domain, in_reports = candidates(_params("threshold"), sums, domain)
+    assert keyed.sums.tolist() == [0, 10, 7]
+    assert in_domain.tolist() == [True, True, False] and in_reports.tolist() == [False, True, True]
 
 
 def test_aggregate_without_noise_annotates_and_releases_per_mode():
-    sums, domain = {3: 10, 5: 200_000}, [1, 3]
-    rows = {o.bucket: o for o in aggregate(_params("threshold"), sums, domain, None)}
-    assert (rows[1].unnoised, rows[1].noise, rows[1].in_domain, rows[1].in_reports, rows[1].released) == (0, 0, True, False, True)
-    assert rows[3].in_domain and rows[3].in_reports and rows[3].metric == 10
-    assert not rows[5].in_domain and rows[5].released  # 200,000 >= T = 140,987.1
-    discovered = {o.bucket: o.released for o in aggregate(_params("key-discovery"), sums, domain, None)}
-    assert discovered == {3: False, 5: True}  # only 200,000 > tau = 160,619.9
-    assert [o.bucket for o in aggregate(_params("domain"), sums, domain, None) if o.released] == [1, 3]
+    sums, domain = _sums({3: 10, 5: 200_000}), keys_of([1, 3])
+    out = aggregate(_params("threshold"), sums, domain, None)
+    rows = dict(zip(out.buckets(), zip(out.unnoised.tolist(), out.noise.tolist(), out.in_domain.tolist(),
+                                        out.in_reports.tolist(), out.released.tolist())))
+    assert rows == {1: (0, 0, True, False, True), 3: (10, 0, True, True, True),
+                    5: (200_000, 0, False, True, True)}  # 200,000 >= T = 140,987.1
+    discovered = aggregate(_params("key-discovery"), sums, domain, None)
+    assert dict(zip(discovered.buckets(), discovered.released.tolist())) == {3: False, 5: True}  # tau = 160,619.9
+    domain_only = aggregate(_params("domain"), sums, domain, None)
+    assert domain_only.buckets() == [1, 3] and domain_only.metric.tolist() == [0, 10]
+
+
+def test_aggregate_draws_one_noise_per_candidate():
+    out = aggregate(_params("threshold", epsilon="1"), _sums({3: 10, 5: 7}), keys_of([1]), SeededSource(2))
+    assert out.noise.shape == (3,) and out.noise.dtype == np.int64 and np.any(out.noise != 0)
+    assert (out.metric == out.unnoised + out.noise).all()
 
 
 def test_noise_draws_are_integers_of_the_right_spread():
