@@ -21,6 +21,7 @@ setup(
         "matplotlib>=3.8",
         "cbor2>=5.6",
         "pyhpke>=0.6",
+        "orjson>=3.10",
     ],
     extras_require={
         "postgres": ["psycopg[binary]>=3.2"],

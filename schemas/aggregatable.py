@@ -32,6 +32,7 @@ from typing import Iterable, Mapping, NamedTuple
 
 import cbor2
 import numpy as np
+import orjson
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 
 API_ATTRIBUTION_REPORTING = "attribution-reporting"
@@ -108,11 +109,43 @@ def parse_shared_info(text: str) -> SharedInfo:
     The major version must be one the public service supports (0 or 1).
     """
     try:
-        info = json.loads(text)
-    except (ValueError, TypeError, RecursionError):
+        info = orjson.loads(text)  # strict RFC 8259 JSON, several times faster than json.loads
+    except (orjson.JSONDecodeError, TypeError):
         raise ReportError("malformed_shared_info") from None
     if type(info) is not dict:
         raise ReportError("malformed_shared_info")
+    return _accept_shared_info(info) or _checked_shared_info(info)
+
+
+_KNOWN_VERSIONS = frozenset(("0.1", "1.0"))
+_API_SET = frozenset(APIS)
+
+
+def _accept_shared_info(info: dict) -> SharedInfo | None:
+    """The common case of ``parse_shared_info`` in one expression (it runs for every report of a job); None
+    sends the record through the field-by-field checks, which find the reason."""
+    get = info.get
+    version, api, report_id, origin = get("version"), get("api"), get("report_id"), get("reporting_origin")
+    scheduled, registration = get("scheduled_report_time"), get("source_registration_time")
+    destination, debug = get("attribution_destination"), get("debug_mode")
+    attribution = api in ATTRIBUTION_APIS
+    if (
+        version in _KNOWN_VERSIONS and api in _API_SET
+        and type(report_id) is str and len(report_id) == 36 and _UUID.match(report_id)
+        and type(origin) is str and origin and not origin.isspace()
+        and type(scheduled) is str and scheduled.isdigit() and scheduled.isascii() and len(scheduled) <= 12
+        and (registration is None or (type(registration) is str and registration.isdigit() and registration.isascii()
+                                      and len(registration) <= 12))
+        and (not attribution or (type(destination) is str and destination and not destination.isspace()))
+        and (debug is None or debug == "enabled")
+    ):
+        return SharedInfo(version, api, report_id.lower(), origin, int(scheduled), registration,
+                          destination if attribution else None, debug == "enabled")
+    return None
+
+
+def _checked_shared_info(info: dict) -> SharedInfo:
+    """``parse_shared_info`` field by field: the first problem's reason, or the validated fields."""
     version = _required_text(info, "version")
     match = _VERSION.match(version)
     if match is None:
@@ -290,7 +323,8 @@ def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
     rows: list[tuple[int, int, int, int, int]] = []
     for index in others:
         try:
-            rows.extend((index, bucket >> 64, bucket & _LOW, value, fid) for bucket, value, fid in decode_payload(payloads[index]))
+            contributions = decode_payload(payloads[index])
+            rows.extend((index, bucket >> 64, bucket & _LOW, value, fid) for bucket, value, fid in contributions)
         except ReportError as error:
             errors[index] = error.reason
     if rows:

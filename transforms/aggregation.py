@@ -88,12 +88,13 @@ class AggregationJob:
 class ReportColumns:
     """Valid reports of one file that belong to one report shard, column by column: enough to deduplicate, sum,
     charge and dead-letter them. Report i holds contributions ``ends[i - 1]:ends[i]`` (of the requested
-    filtering ids); its budget unit group is the same tuple object as its neighbours', stored once by pickle."""
+    filtering ids) and has the budget unit group ``groups[group_index[i]]``."""
 
     path: str
     report_ids: list[str]
     positions: np.ndarray  # int64, record positions in the file
-    groups: list[tuple]  # ``report_unit_group`` of each report
+    groups: list[tuple]  # distinct ``report_unit_group`` values of the file
+    group_index: np.ndarray  # int64
     ends: np.ndarray  # int64
     high: np.ndarray  # uint64
     low: np.ndarray  # uint64
@@ -151,7 +152,7 @@ class _Batch:
         self.records: list[dict] = []
         self.positions: list[int] = []
         self.report_ids: list[str] = []
-        self.groups: list[tuple] = []
+        self.group_index: list[int] = []
         self.payloads: list[bytes] = []  # clear text
 
 
@@ -169,7 +170,7 @@ class _ParseReportsFn(beam.DoFn):
         path = readable.metadata.path
         decrypter, job = self._decrypter, self._job
         oldest = job.now_seconds - MAX_REPORT_AGE_SECONDS
-        groups: dict[tuple, tuple] = {}  # one tuple object per group
+        groups: dict[tuple, int] = {}  # the file's distinct budget unit groups, numbered
         stats: Counter = Counter()
         batch = _Batch()
         with readable.open() as handle:
@@ -197,15 +198,15 @@ class _ParseReportsFn(beam.DoFn):
                 batch.records.append(record)
                 batch.positions.append(position)
                 batch.report_ids.append(info.report_id)
-                batch.groups.append(groups.setdefault(group, group))
+                batch.group_index.append(groups.setdefault(group, len(groups)))
                 batch.payloads.append(payload)
                 if len(batch.payloads) == DECODE_BATCH:
-                    yield from self._route(path, batch, stats)
+                    yield from self._route(path, batch, list(groups), stats)
                     batch = _Batch()
-        yield from self._route(path, batch, stats)
+        yield from self._route(path, batch, list(groups), stats)
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
-    def _route(self, path: str, batch: _Batch, stats: Counter):
+    def _route(self, path: str, batch: _Batch, groups: list[tuple], stats: Counter):
         """Decode a batch's payloads, dead-letter the bad ones, and send the rest to their report shards."""
         if not batch.payloads:
             return
@@ -229,7 +230,8 @@ class _ParseReportsFn(beam.DoFn):
                 path=path,
                 report_ids=[batch.report_ids[i] for i in reports.tolist()],
                 positions=np.asarray(batch.positions, np.int64)[reports],
-                groups=[batch.groups[i] for i in reports.tolist()],
+                groups=groups,
+                group_index=np.asarray(batch.group_index, np.int64)[reports],
                 ends=np.cumsum(counts),
                 high=high[mine],
                 low=low[mine],
@@ -269,7 +271,7 @@ class _SumShardFn(beam.DoFn):
             contributions = np.repeat(keep, counts)
             stats["aggregated_reports"] += int(keep.sum())
             stats["contributions"] += int(contributions.sum())
-            groups.update(group for group, kept in zip(chunk.groups, keep.tolist()) if kept)
+            groups.update(chunk.groups[index] for index in np.unique(chunk.group_index[keep]).tolist())
             high.append(chunk.high[contributions])
             low.append(chunk.low[contributions])
             values.append(chunk.values[contributions])
