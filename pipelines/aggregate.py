@@ -259,7 +259,7 @@ def run(job: AggregateRun, beam_args: list[str]) -> dict:
     return summary
 
 
-def report_lines(run: AggregateRun, summary: dict) -> list[str]:
+def report_lines(job: AggregateRun, summary: dict) -> list[str]:
     counts, receipt = summary["counts"], summary["receipt"]
     reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     lines = [
@@ -270,13 +270,18 @@ def report_lines(run: AggregateRun, summary: dict) -> list[str]:
     ]
     if summary["status"] != "ok":
         return lines + [f"FAILED {receipt['code']}: {receipt['message']}", f"  {summary['outputs']['summary']}"]
+    out = job.output.rstrip("/")
+    outputs = summary["outputs"]
     return lines + [
         f"budget: {receipt['charge']} ({receipt['units']} units) for job {receipt['job_id']}",
         f"released buckets: {counts['released_buckets']}",
         f"took {summary['elapsed_seconds']:.1f} s",
         "outputs:",
-        *(f"  {path}" for key in ("summary_report", "debug_summary_report", "dead_letters") for path in summary["outputs"][key]),
-        f"  {summary['outputs']['summary']}",
+        f"  {out}/summary_report-*: {len(outputs['summary_report'])} file(s)",
+        *([f"  {out}/debug_summary_report-*: {len(outputs['debug_summary_report'])} file(s) (SENSITIVE)"]
+          if outputs["debug_summary_report"] else []),
+        *(f"  {path}" for path in outputs["dead_letters"]),
+        f"  {outputs['summary']}",
     ]
 
 

@@ -19,6 +19,13 @@ their models are documented in ``pipelines/datasets/patcg.py`` and
 ``pipelines/datasets/criteo.py`` (the file helpers all generators share are in
 ``pipelines/datasets/files.py``).
 
+``python -m pipelines.generate ara --out DIR`` and ``python -m pipelines.generate paa --out DIR`` write the
+inputs of the summary-report clients (``python -m pipelines.summary_client``, seed 000 Alg. 2 and 3): ARA
+sources and triggers, and Private Aggregation ad events; their models are documented in
+``pipelines/datasets/ara.py`` and ``pipelines/datasets/paa.py``. ``python -m pipelines.generate reports --out DIR``
+writes aggregatable reports and an output domain directly, for the Aggregation Service
+(``python -m pipelines.aggregate``; model in ``pipelines/datasets/reports.py``).
+
 The ``kanon`` model
 -------------------
 The time range is ``--days`` whole days from ``--start`` (midnight UTC), cut
@@ -139,7 +146,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes
 
-from pipelines.datasets import criteo, patcg
+from pipelines.datasets import ara, criteo, paa, patcg, reports
 from pipelines.datasets.files import (  # shared with the dataset generators of pipelines.datasets
     EXTENSIONS,
     MICROS_PER_DAY,
@@ -1090,6 +1097,24 @@ def build_parser() -> argparse.ArgumentParser:
                                              "(model: see the docstring of pipelines/datasets/criteo.py).")
     criteo.add_arguments(criteo_like)
     criteo_like.set_defaults(run=functools.partial(_dataset_main, criteo.DATASET, criteo.run_cli))
+    ara_parser = sub.add_parser("ara", help="ARA sources and triggers for the summary-report client (seed 000 Alg. 2)",
+                                description="Attribution Reporting sources and triggers for python -m "
+                                            "pipelines.summary_client ara (model: see the docstring of "
+                                            "pipelines/datasets/ara.py).")
+    ara.add_arguments(ara_parser)
+    ara_parser.set_defaults(run=functools.partial(_dataset_main, ara.DATASET, ara.run_cli))
+    paa_parser = sub.add_parser("paa", help="Private Aggregation ad events for the summary-report client (seed 000 "
+                                            "Alg. 3)",
+                                description="Private Aggregation ad events for python -m pipelines.summary_client paa "
+                                            "(model: see the docstring of pipelines/datasets/paa.py).")
+    paa.add_arguments(paa_parser)
+    paa_parser.set_defaults(run=functools.partial(_dataset_main, paa.DATASET, paa.run_cli))
+    reports_parser = sub.add_parser("reports", help="aggregatable reports and an output domain for the Aggregation "
+                                                    "Service (python -m pipelines.aggregate)",
+                                    description="Synthetic aggregatable reports (Avro AggregatableReport) and an output "
+                                                "domain (model: see the docstring of pipelines/datasets/reports.py).")
+    reports.add_arguments(reports_parser)
+    reports_parser.set_defaults(run=functools.partial(_dataset_main, reports.DATASET, reports.run_cli))
     return parser
 
 

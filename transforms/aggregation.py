@@ -51,7 +51,8 @@ from transforms.mechanisms.aggregation import (
     aggregate,
     budget_units,
     keys_of,
-    report_unit_group,
+    report_hour,
+    report_identity,
 )
 from transforms.mechanisms.noise import RandomSource
 from transforms.mechanisms.privacy_filter import epsilon_units
@@ -88,13 +89,14 @@ class AggregationJob:
 class ReportColumns:
     """Valid reports of one file that belong to one report shard, column by column: enough to deduplicate, sum,
     charge and dead-letter them. Report i holds contributions ``ends[i - 1]:ends[i]`` (of the requested
-    filtering ids) and has the budget unit group ``groups[group_index[i]]``."""
+    filtering ids) and has the budget unit group ``(identities[identity[i]], hours[i])``."""
 
     path: str
     report_ids: list[str]
     positions: np.ndarray  # int64, record positions in the file
-    groups: list[tuple]  # distinct ``report_unit_group`` values of the file
-    group_index: np.ndarray  # int64
+    identities: list[tuple]  # the file's distinct ``report_identity`` values (a few)
+    identity: np.ndarray  # int64
+    hours: np.ndarray  # int64
     ends: np.ndarray  # int64
     high: np.ndarray  # uint64
     low: np.ndarray  # uint64
@@ -152,7 +154,8 @@ class _Batch:
         self.records: list[dict] = []
         self.positions: list[int] = []
         self.report_ids: list[str] = []
-        self.group_index: list[int] = []
+        self.identity: list[int] = []
+        self.hours: list[int] = []
         self.payloads: list[bytes] = []  # clear text
 
 
@@ -170,7 +173,7 @@ class _ParseReportsFn(beam.DoFn):
         path = readable.metadata.path
         decrypter, job = self._decrypter, self._job
         oldest = job.now_seconds - MAX_REPORT_AGE_SECONDS
-        groups: dict[tuple, int] = {}  # the file's distinct budget unit groups, numbered
+        identities: dict[tuple, int] = {}  # the file's distinct report identities, numbered
         stats: Counter = Counter()
         batch = _Batch()
         with readable.open() as handle:
@@ -194,19 +197,20 @@ class _ParseReportsFn(beam.DoFn):
                     letter = DeadLetter(_raw_report(record), error.reason, f"{path}#{position}")
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
                     continue
-                group = report_unit_group(info)
+                identity = report_identity(info)
                 batch.records.append(record)
                 batch.positions.append(position)
                 batch.report_ids.append(info.report_id)
-                batch.group_index.append(groups.setdefault(group, len(groups)))
+                batch.identity.append(identities.setdefault(identity, len(identities)))
+                batch.hours.append(report_hour(info))
                 batch.payloads.append(payload)
                 if len(batch.payloads) == DECODE_BATCH:
-                    yield from self._route(path, batch, list(groups), stats)
+                    yield from self._route(path, batch, list(identities), stats)
                     batch = _Batch()
-        yield from self._route(path, batch, list(groups), stats)
+        yield from self._route(path, batch, list(identities), stats)
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
-    def _route(self, path: str, batch: _Batch, groups: list[tuple], stats: Counter):
+    def _route(self, path: str, batch: _Batch, identities: list[tuple], stats: Counter):
         """Decode a batch's payloads, dead-letter the bad ones, and send the rest to their report shards."""
         if not batch.payloads:
             return
@@ -230,8 +234,9 @@ class _ParseReportsFn(beam.DoFn):
                 path=path,
                 report_ids=[batch.report_ids[i] for i in reports.tolist()],
                 positions=np.asarray(batch.positions, np.int64)[reports],
-                groups=groups,
-                group_index=np.asarray(batch.group_index, np.int64)[reports],
+                identities=identities,
+                identity=np.asarray(batch.identity, np.int64)[reports],
+                hours=np.asarray(batch.hours, np.int64)[reports],
                 ends=np.cumsum(counts),
                 high=high[mine],
                 low=low[mine],
@@ -271,7 +276,8 @@ class _SumShardFn(beam.DoFn):
             contributions = np.repeat(keep, counts)
             stats["aggregated_reports"] += int(keep.sum())
             stats["contributions"] += int(contributions.sum())
-            groups.update(chunk.groups[index] for index in np.unique(chunk.group_index[keep]).tolist())
+            pairs = np.unique(np.stack([chunk.identity[keep], chunk.hours[keep]], axis=1), axis=0).tolist()
+            groups.update((chunk.identities[identity], hour) for identity, hour in pairs)
             high.append(chunk.high[contributions])
             low.append(chunk.low[contributions])
             values.append(chunk.values[contributions])

@@ -4,9 +4,10 @@
         [--domain-buckets 100000] [--domain-overlap 0.9] [--pad-to 20] [--public-key KEYFILE] [--seed 0]
         [--shards 4] [--bad-fraction 0] [--now SECONDS]
 
-Model (what the ARA and PAA clients send, without simulating devices): every report is an Attribution
-Reporting report of one of 5 reporting origins about one of 100 destinations, scheduled at a uniform time in
-the 7 days before ``--now``; it holds ``--contributions`` contributions to buckets drawn uniformly from
+Model (what the ARA and PAA clients send, without simulating devices): a daily batch of one ad-tech (the
+reporting origin): every report is an Attribution Reporting report about one of 100 advertiser destinations,
+scheduled at a uniform time in the 24 hours before ``--now`` (so a job charges 100 x 24 budget units); it
+holds ``--contributions`` contributions to buckets drawn uniformly from
 ``--buckets`` distinct random 128-bit keys, each of value uniform in [1, L1 / contributions] (so the report
 respects L1 = 65536), padded with null contributions to ``--pad-to`` (Chrome pads to 20). The domain holds
 ``--domain-buckets`` keys: a share ``--domain-overlap`` of them are report buckets, the rest keys no report
@@ -42,9 +43,9 @@ from schemas.formats import load_avro_schema
 from transforms.mechanisms.aggregation import DEFAULT_L1
 
 DATASET = "reports"
-ORIGINS = 5
+ORIGINS = 1
 DESTINATIONS = 100
-DAYS = 7
+HOURS = 24
 DEFAULT_NOW = 1_767_225_600  # 2026-01-01T00:00:00Z
 CHUNK = 20_000
 
@@ -103,7 +104,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
         values = chunk_rng.integers(1, max_value + 1, size=(size, contributions))
         origin = chunk_rng.integers(0, ORIGINS, size=size)
         destination = chunk_rng.integers(0, DESTINATIONS, size=size)
-        scheduled = now - chunk_rng.integers(0, DAYS * 86400, size=size)
+        scheduled = now - chunk_rng.integers(1, HOURS * 3600 + 1, size=size)
         ids = chunk_rng.integers(0, 2**64, size=(size, 2), dtype=np.uint64)
         broken = chunk_rng.random(size) < bad_fraction
         for i in range(size):
@@ -140,7 +141,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     parameters = {"reports": reports, "contributions": contributions, "buckets": buckets, "domain_buckets": domain_buckets,
                   "domain_overlap": domain_overlap, "pad_to": pad_to, "encrypted": public_key is not None, "seed": seed,
                   "shards": shards, "bad_fraction": bad_fraction, "now": now}
-    model = {"origins": ORIGINS, "destinations": DESTINATIONS, "days": DAYS, "l1": DEFAULT_L1}
+    model = {"origins": ORIGINS, "destinations": DESTINATIONS, "hours": HOURS, "l1": DEFAULT_L1}
     with open(out / "generation.json", "w", encoding="utf-8") as handle:
         json.dump({"dataset": DATASET, "parameters": parameters, "model": model, "stats": dataclasses.asdict(stats)},
                   handle, indent=2)
@@ -150,7 +151,8 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--reports", type=int, default=200_000, help="valid reports (default 200000)")
+    parser.add_argument("--reports", type=int, default=200_000,
+                        help="reports written, --bad-fraction of them broken (default 200000)")
     parser.add_argument("--contributions", type=int, default=5, help="contributions per report (default 5)")
     parser.add_argument("--buckets", type=int, default=100_000, help="distinct report buckets (default 100000)")
     parser.add_argument("--domain-buckets", type=int, default=100_000, help="buckets in the domain (default 100000)")
@@ -161,7 +163,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, default=4, help="report files (default 4)")
     parser.add_argument("--bad-fraction", type=float, default=0.0, help="fraction of broken records, in [0, 1) (default 0)")
     parser.add_argument("--now", type=int, default=DEFAULT_NOW,
-                        help=f"reports are scheduled in the 7 days before, in seconds (default {DEFAULT_NOW})")
+                        help=f"reports are scheduled in the 24 hours before, in seconds (default {DEFAULT_NOW})")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

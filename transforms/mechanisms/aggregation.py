@@ -222,14 +222,31 @@ def budget_key(fields: tuple[str, ...], version: str, filtering_id: int) -> str:
     return hashlib.sha256("-".join(fields).encode("utf-8")).hexdigest()
 
 
-def report_unit_group(info: SharedInfo) -> tuple:
-    """What decides a report's budget units: its shared-ID fields and the hour of its scheduled report time.
-    Many reports share one group, so the job hashes each group once (``budget_units``)."""
-    return (shared_id_fields(info), info.version, info.scheduled_report_time // SECONDS_PER_HOUR)
+def report_identity(info: SharedInfo) -> tuple[tuple[str, ...], str]:
+    """What decides a report's budget keys: its shared-ID fields and its version (the filtering ids are the
+    job's). Few distinct values per job, so the job hashes each once (``budget_units``)."""
+    return shared_id_fields(info), info.version
+
+
+def report_hour(info: SharedInfo) -> int:
+    """The hour of the report's scheduled report time, the second half of its budget units."""
+    return info.scheduled_report_time // SECONDS_PER_HOUR
+
+
+def report_unit_group(info: SharedInfo) -> tuple[tuple[tuple[str, ...], str], int]:
+    """A report's (identity, hour): with the job's filtering ids, its budget units."""
+    return report_identity(info), report_hour(info)
 
 
 def budget_units(groups: Iterable[tuple], filtering_ids: Iterable[int]) -> set[tuple[str, int]]:
-    """The units (budget key, hour) a job charges: one per unit group and requested filtering id (every
-    requested id is charged, whether or not a report holds a contribution with it)."""
+    """The units (budget key, hour) a job charges: one per (identity, hour) group and requested filtering id
+    (every requested id is charged, whether or not a report holds a contribution with it)."""
     ids = sorted(set(filtering_ids))
-    return {(budget_key(fields, version, fid), hour) for fields, version, hour in groups for fid in ids}
+    keys: dict[tuple, list[str]] = {}
+    units = set()
+    for identity, hour in groups:
+        if identity not in keys:
+            fields, version = identity
+            keys[identity] = [budget_key(fields, version, fid) for fid in ids]
+        units.update((key, hour) for key in keys[identity])
+    return units

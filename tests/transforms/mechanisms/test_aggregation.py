@@ -168,7 +168,7 @@ def test_budget_key_is_the_sha256_of_the_shared_id_fields():
     assert budget_key(fields, "0.1", 0) == hashlib.sha256(joined[:-2].encode()).hexdigest()  # no id before 1.0
     assert budget_key(fields, "0.1", 3) == hashlib.sha256(joined[:-1].encode() + b"3").hexdigest()
     group = report_unit_group(info)
-    assert group == (fields, "1.0", 1_700_003_599 // 3600)
+    assert group == ((fields, "1.0"), 1_700_003_599 // 3600)
     units = budget_units({group}, [0, 7])
     assert units == {(budget_key(fields, "1.0", 0), 472_223), (budget_key(fields, "1.0", 7), 472_223)}
 
