@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
 from pipelines.common import (
     CliError,
@@ -36,7 +37,7 @@ from pipelines.common import (
     read_records,
 )
 from schemas.aggregatable import read_key_file
-from transforms.aggregation import Aggregate, AggregationJob
+from transforms.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
 from transforms.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.ledger import LedgerError, LedgerLimits, open_ledger
 from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MODES, AggregationParams
@@ -44,7 +45,7 @@ from transforms.mechanisms.noise import as_fraction, make_source
 from transforms.mechanisms.privacy_filter import epsilon_units
 
 DEFAULT_LEDGER = "sqlite:///.pm-beam/ledger.db"
-OUTPUT_PREFIXES = ("summary_report", "debug_summary_report", "dead_letters", "receipt")
+OUTPUT_PREFIXES = (SUMMARY_PREFIX, DEBUG_PREFIX, "dead_letters")
 FAILED_EXIT = 1
 
 
@@ -165,8 +166,9 @@ def build(pipeline: beam.Pipeline, job: AggregateRun) -> None:
     out = job.output.rstrip("/")
     result = pipeline | "Aggregate" >> Aggregate(job.job, job.reports, job.domain, make_source(job.seed), out, job.output_format)
     # result["receipt"]: one dict; result["dead_letters"]: DeadLetter
-    result["receipt"] | "ReceiptJson" >> beam.Map(json.dumps) | "WriteReceipt" >> beam.io.WriteToText(
-        f"{out}/receipt", shard_name_template="", file_name_suffix=".json")
+    for name in ("receipt", WRITTEN):  # small records the driver reads back (and removes) after the run
+        result[name] | f"{name}Json" >> beam.Map(json.dumps) | f"Write{name}" >> beam.io.WriteToText(
+            f"{out}/{name}", shard_name_template="", file_name_suffix=".jsonl")
     result[DEAD_LETTERS] | "WriteDeadLetters" >> WriteDeadLetters(out)
 
 
@@ -186,17 +188,16 @@ def _guarantee(params: AggregationParams, noise: bool) -> str:
 def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, guarantee, the receipt (budget outcome) and counts read back from the outputs."""
     out = run.output.rstrip("/")
-    receipt_path = f"{out}/receipt.json"
-    with open(receipt_path, encoding="utf-8") as handle:
-        receipt = json.loads(handle.read())
-    os.remove(receipt_path)
+    receipt, written = (_read_back(f"{out}/{name}.jsonl") for name in ("receipt", WRITTEN))
+    receipt = receipt[0]
     stats = receipt.pop("stats")
     dead_by_reason: dict[str, int] = {}
     for path in output_files(out, "dead_letters"):
         for letter in read_records(path):
             dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
-    facts = output_files(out, "summary_report")
-    released = sum(1 for path in facts for _ in read_records(path))
+    facts = sorted(entry["path"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
+    debug = sorted(entry["path"] for entry in written if entry["kind"] == DEBUG_PREFIX)
+    released = sum(entry["records"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
     params = run.params
     return {
         "pipeline": "aggregate",
@@ -225,9 +226,16 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "released_buckets": released,
         },
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {"summary_report": facts, "debug_summary_report": output_files(out, "debug_summary_report"),
+        "outputs": {"summary_report": facts, "debug_summary_report": debug,
                     "dead_letters": output_files(out, "dead_letters")},
     }
+
+
+def _read_back(path: str) -> list[dict]:
+    """The JSON Lines records of a small file the job wrote for the driver, which it then removes."""
+    records = list(read_records(path))
+    FileSystems.delete([path])
+    return records
 
 
 def _redacted(url: str | None) -> str | None:

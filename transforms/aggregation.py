@@ -33,6 +33,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from schemas.aggregatable import (
+    BUCKET_BYTES,
     PayloadDecrypter,
     ReportError,
     bucket_from_bytes,
@@ -296,6 +297,7 @@ class _ParseDomainFn(beam.DoFn):
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
+        full: list[bytes] = []  # 16-byte buckets, the usual form, converted together
         buckets: list[int] = []
         with readable.open() as handle:
             records = _avro_records(handle, path) if path.endswith(".avro") else _text_lines(handle)
@@ -303,12 +305,18 @@ class _ParseDomainFn(beam.DoFn):
                 if isinstance(record, DeadLetter):
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, record)
                     continue
+                raw = record.get("bucket") if type(record) is dict else None
+                if type(raw) is bytes and len(raw) == BUCKET_BYTES:
+                    full.append(raw)
+                    continue
                 try:
                     buckets.append(_domain_bucket(record))
                 except ReportError as error:
-                    raw = _raw_report(record) if type(record) is dict else str(record)
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw, error.reason, f"{path}#{position}"))
-        high, low = keys_of(buckets)
+                    text = _raw_report(record) if type(record) is dict else str(record)
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(text, error.reason, f"{path}#{position}"))
+        words = np.frombuffer(b"".join(full), ">u8").reshape(len(full), 2).astype(np.uint64)
+        others = keys_of(buckets)
+        high, low = np.concatenate([words[:, 0], others[0]]), np.concatenate([words[:, 1], others[1]])
         shard_of = (low % BUCKET_SHARDS).astype(np.int64)
         for shard in np.unique(shard_of).tolist():
             mine = shard_of == shard
@@ -408,7 +416,7 @@ def write_shard_file(path: str, records: list[dict], fmt: str, schema: str) -> N
 
 class _ReleaseFn(beam.DoFn):
     """One bucket shard: Alg. 1's noisy summation, drawn only after the receipt says the budget was charged;
-    writes the shard's summary-report file (and debug file) and yields their paths."""
+    writes the shard's summary-report file (and debug file) and yields ``{kind, path, records}`` for each."""
 
     def __init__(self, job: AggregationJob, source: RandomSource, output: str, fmt: str) -> None:
         self._job = job
@@ -430,17 +438,19 @@ class _ReleaseFn(beam.DoFn):
         extension = "avro" if self._fmt == "avro" else "jsonl"
         name = f"{shard:05d}-of-{BUCKET_SHARDS:05d}.{extension}"
         path = f"{self._output}/{SUMMARY_PREFIX}-{name}"
-        write_shard_file(path, fact_records(outcomes, self._fmt), self._fmt, "aggregated_fact")
-        yield path
+        facts = fact_records(outcomes, self._fmt)
+        write_shard_file(path, facts, self._fmt, "aggregated_fact")
+        yield {"kind": SUMMARY_PREFIX, "path": path, "records": len(facts)}
         if job.debug:
             debug_path = f"{self._output}/{DEBUG_PREFIX}-{name}"
-            write_shard_file(debug_path, debug_records(outcomes, self._fmt), self._fmt, "debug_aggregated_fact")
-            yield debug_path
+            rows = debug_records(outcomes, self._fmt)
+            write_shard_file(debug_path, rows, self._fmt, "debug_aggregated_fact")
+            yield {"kind": DEBUG_PREFIX, "path": debug_path, "records": len(rows)}
 
 
 class Aggregate(beam.PTransform):
     """Summary reports from aggregatable report files (and an output domain), written to ``output``: outputs
-    ``written`` (the paths of the summary-report shards), ``receipt`` (one dict) and ``dead_letters``."""
+    ``written`` (``{kind, path, records}`` of every file written), ``receipt`` (one dict) and ``dead_letters``."""
 
     def __init__(self, job: AggregationJob, reports: str, domain: str | None, source: RandomSource, output: str,
                  fmt: str = "avro") -> None:

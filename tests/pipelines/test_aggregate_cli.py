@@ -260,3 +260,15 @@ def test_portable_runner_loopback_gives_the_same_sums(debug_reports, tmp_path):
     assert _run(debug_reports, output, "--mode", "key-discovery", "--l1", "1", "--debug", "--no-noise",
                 "--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK") == 0
     assert {b: row["metric"] for b, row in _facts(output).items()} == {1: 30, 2: 61, 3: 90}
+
+
+def test_domain_files_in_avro_and_text_with_bad_buckets_as_dead_letters(debug_reports, tmp_path):
+    domain_dir = tmp_path / "domain"
+    domain_dir.mkdir()
+    write_avro(str(domain_dir / "a.avro"), [{"bucket": (1).to_bytes(16, "big")}, {"bucket": b"\x02"}, {"bucket": bytes(17)}],
+               "aggregation_bucket")
+    (domain_dir / "b.txt").write_text("0x3\n\n12\njunk\n-5\n")
+    output = tmp_path / "out"
+    assert _run(debug_reports, output, "--domain", str(domain_dir / "*"), "--debug", "--no-noise") == 0
+    assert {b: row["metric"] for b, row in _facts(output).items()} == {1: 30, 2: 61, 3: 90, 12: 0}
+    assert _summary(output)["counts"]["dead_lettered_by_reason"]["malformed_bucket"] == 3
