@@ -5,7 +5,7 @@ import hashlib
 
 import numpy as np
 
-from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.noise import RandomSource, SeededSource
 
 
 class ConstantSource(RandomSource):
@@ -44,6 +44,9 @@ class ConstantSource(RandomSource):
     def randbelow(self, n: int) -> int:
         raise NotImplementedError("ConstantSource serves continuous noise only")
 
+    def random_words(self, size: int) -> np.ndarray:
+        raise NotImplementedError("ConstantSource serves continuous noise only")
+
     def keyed_token(self, key: tuple) -> str:
         """A deterministic 32-hex-digit token of ``key`` (not a draw: not recorded)."""
         return hashlib.blake2b(repr(key).encode("utf-8"), digest_size=16).hexdigest()
@@ -51,3 +54,51 @@ class ConstantSource(RandomSource):
     def keyed_child(self, key: tuple) -> RandomSource:
         """Itself: every draw, keyed or not, is ``u`` anyway."""
         return self
+
+
+class ReproducibleSource(RandomSource):
+    """A seeded, reproducible source that is NOT a ``SeededSource``: samplers treat it like the
+    ``SecureSource`` (``DiscreteLaplace.sample_array`` takes its exact vectorised path), while a
+    fixed seed keeps statistical tests reproducible.
+
+    Every draw is delegated to a private ``SeededSource(seed)``. Counts the words drawn through
+    ``random_words`` and the scalar ``randbelow`` calls, so tests can check which path a sampler took.
+    """
+
+    kind = "seeded"
+
+    def __init__(self, seed: int) -> None:
+        self._inner = SeededSource(seed)
+        self.seed = self._inner.seed
+        self.words_drawn = 0
+        self.word_calls = 0
+        self.randbelow_calls = 0
+
+    def uniform(self) -> float:
+        return self._inner.uniform()
+
+    def keyed_uniform(self, key: tuple) -> float:
+        return self._inner.keyed_uniform(key)
+
+    def uniforms(self, size: int) -> np.ndarray:
+        return self._inner.uniforms(size)
+
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        return self._inner.keyed_uniforms(key, size)
+
+    def randbelow(self, n: int) -> int:
+        self.randbelow_calls += 1
+        return self._inner.randbelow(n)
+
+    def random_words(self, size: int) -> np.ndarray:
+        words = self._inner.random_words(size)
+        self.words_drawn += words.size
+        self.word_calls += 1
+        return words
+
+    def keyed_token(self, key: tuple) -> str:
+        return self._inner.keyed_token(key)
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        """A ``ReproducibleSource`` seeded like ``SeededSource.keyed_child``: a function of (seed, key)."""
+        return ReproducibleSource(self._inner.keyed_child(key).seed)

@@ -16,7 +16,10 @@ Samplers:
 * ``Laplace``: the untruncated noise of Dwork and Roth, for comparison.
 * ``DiscreteLaplace`` and ``TruncatedDiscreteLaplace``: exact integer samplers
   (Canonne, Kamath and Steinke 2020, "The Discrete Gaussian for Differential
-  Privacy", Alg. 1 and 2) for released integer counts.
+  Privacy", Alg. 1 and 2) for released integer counts, per draw (``sample``,
+  Python ints) or vectorised (``sample_exact_array``, the ``sample_array`` of
+  every non-seeded source: numpy lanes on ``RandomSource.random_words``, with
+  the exact building blocks ``randbelow_array`` and ``bernoulli_exp_array``).
 * ``GridLaplace``: Laplace noise for released real-valued sums (the query
   results of seed 003 Alg. 1 AnswerQuery), exact on a fine grid.
 
@@ -94,6 +97,16 @@ class RandomSource(ABC):
     def randbelow(self, n: int) -> int:
         """An exactly uniform integer in [0, n) for any positive Python int n (no floating point)."""
 
+    def random_words(self, size: int) -> np.ndarray:
+        """``size`` independent, exactly uniform 64-bit words as a uint64 array (vectorised).
+
+        The raw material of the exact vectorised samplers (``randbelow_array``,
+        ``bernoulli_exp_array``, ``DiscreteLaplace.sample_exact_array``). This default
+        makes one ``randbelow(2**64)`` call per word: exact but slow; ``SecureSource``
+        and ``SeededSource`` override it with one bulk draw.
+        """
+        return np.array([self.randbelow(_WORD) for _ in range(_check_size(size))], dtype=np.uint64)
+
     @abstractmethod
     def keyed_token(self, key: tuple) -> str:
         """A 128-bit identifier as 32 hex digits (a report identifier r, seed 003 Sec. 4.2): seeded, a function
@@ -103,6 +116,17 @@ class RandomSource(ABC):
     def keyed_child(self, key: tuple) -> RandomSource:
         """A source for everything drawn about ``key`` (one query's noise): seeded, a fresh ``SeededSource`` whose
         seed is a function of (seed, key), so the draws do not depend on processing order; secure, itself."""
+
+
+_WORD = 2**64  # random_words draws uniform integers in [0, 2**64)
+
+
+def _check_size(size: int) -> int:
+    """``size`` as a Python int (numpy integers accepted); a ValueError if it is negative."""
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    return size
 
 
 def _check_randbelow(n: int) -> int:
@@ -141,6 +165,10 @@ class SecureSource(RandomSource):
 
     def randbelow(self, n: int) -> int:
         return secrets.randbelow(_check_randbelow(n))
+
+    def random_words(self, size: int) -> np.ndarray:
+        """``size`` words from one ``os.urandom`` call (about 3.4 ns per byte here); a writable copy."""
+        return np.frombuffer(os.urandom(8 * _check_size(size)), dtype=np.uint64).copy()
 
     def keyed_token(self, key: tuple) -> str:
         return secrets.token_hex(16)
@@ -227,6 +255,10 @@ class SeededSource(RandomSource):
     def keyed_child(self, key: tuple) -> RandomSource:
         digest = hashlib.blake2b(self._key_prefix(key), digest_size=16, person=b"keyed_child_v1")
         return SeededSource(int.from_bytes(digest.digest(), "big"))
+
+    def random_words(self, size: int) -> np.ndarray:
+        """``size`` raw 64-bit outputs of the PCG64 bit generator (``random_raw``): advances the generator."""
+        return self.generator.bit_generator.random_raw(_check_size(size))
 
     def randbelow(self, n: int) -> int:
         """Rejection on n.bit_length() raw generator bits: exact for any n, fewer than 2 tries on average."""
@@ -408,6 +440,15 @@ def _bernoulli(source: RandomSource, numerator: int, denominator: int) -> bool:
     return source.randbelow(denominator) < numerator
 
 
+def _bernoulli_exp_from(source: RandomSource, numerator: int, denominator: int, k: int) -> bool:
+    """The loop of CKS 2020 Alg. 1 for gamma = numerator / denominator in [0, 1], entered at K = ``k``
+    (the Bernoulli(gamma / K) draws for K < k were all 1): draw Bernoulli(gamma / K) for K = k, k + 1, ...
+    until one is 0 and return whether that K is odd. Python ints, so no bound on K or on the denominator."""
+    while _bernoulli(source, numerator, denominator * k):
+        k += 1
+    return k % 2 == 1
+
+
 def _bernoulli_exp(source: RandomSource, numerator: int, denominator: int) -> bool:
     """Bernoulli(exp(-gamma)) for rational gamma = numerator / denominator >= 0 (CKS 2020, Alg. 1).
 
@@ -419,15 +460,271 @@ def _bernoulli_exp(source: RandomSource, numerator: int, denominator: int) -> bo
         if not _bernoulli_exp(source, 1, 1):
             return False
         numerator -= denominator
+    return _bernoulli_exp_from(source, numerator, denominator, 1)
+
+
+# The exact vectorised samplers below work on uint64 / int64 numpy arrays. Every value they return
+# is an integer (or a bool) obtained from uniform 64-bit words by exact integer operations only
+# (comparisons, %, //, +, *), each checked against overflow; no floating point touches a sampled value.
+
+MAX_RANDBELOW_BOUND = 2**63  # randbelow_array bounds: 1 <= n <= 2**63, so every result fits in int64
+_INT64_MAX = 2**63 - 1
+# A bound n <= 2**(w - 4) is served from w-bit chunks of the words (rejection probability < n / 2**w
+# <= 1/16): the w-bit pieces of a uniform 64-bit word are independent and uniform, and fewer bytes
+# from the OS CSPRNG is most of the speed of the exact sampler.
+_CHUNK_TYPES = ((2**4, np.uint8), (2**12, np.uint16), (2**28, np.uint32), (MAX_RANDBELOW_BOUND, np.uint64))
+
+
+def _random_chunks(source: RandomSource, size: int, dtype: type) -> np.ndarray:
+    """``size`` independent uniform unsigned integers of ``dtype`` (8, 16, 32 or 64 bits): the words of
+    ``source.random_words`` cut into pieces."""
+    per_word = 8 // np.dtype(dtype).itemsize
+    return source.random_words(-(-size // per_word)).view(dtype)[:size]
+
+
+def _random_bits(source: RandomSource, size: int) -> np.ndarray:
+    """``size`` independent fair bits as a bool array: the bits of ceil(size / 64) uniform words."""
+    return np.unpackbits(source.random_words(-(-size // 64)).view(np.uint8))[:size].astype(bool)
+
+
+def _uniform_below(source: RandomSource, bound: int | np.ndarray, size: int) -> np.ndarray:
+    """``size`` exactly uniform integers in [0, bound) as int64, for 1 <= bound <= 2**63 (unchecked).
+
+    ``bound`` is a Python int (the same for every lane) or a uint64 array of length ``size``. With
+    w-bit uniform chunks c (w = 64 for an array of bounds; for one bound, the narrowest of 8, 16,
+    32, 64 with bound <= 2**(w - 4)), c is accepted when c >= r = 2**w mod bound: the accepted
+    values [r, 2**w) are floor(2**w / bound) * bound consecutive integers, so c mod bound is exactly
+    uniform (no modulo bias); the rejected lanes (probability r / 2**w < bound / 2**w) are redrawn,
+    and only they.
+    """
+    if isinstance(bound, int):
+        if bound == 1:  # the only value: nothing to draw
+            return np.zeros(size, dtype=np.int64)
+        dtype = next(chunk for limit, chunk in _CHUNK_TYPES if bound <= limit)
+        threshold = (1 << (8 * np.dtype(dtype).itemsize)) % bound  # exact Python arithmetic
+        chunks = _random_chunks(source, size, dtype)
+        if threshold:
+            threshold_chunk = dtype(threshold)
+            redraw = np.flatnonzero(chunks < threshold_chunk)
+            while redraw.size:
+                fresh = _random_chunks(source, redraw.size, dtype)
+                chunks[redraw] = fresh
+                redraw = redraw[fresh < threshold_chunk]
+        return (chunks % dtype(bound)).astype(np.int64)
+    threshold = (~bound + np.uint64(1)) % bound  # (2**64 - bound) mod bound = 2**64 mod bound, in uint64
+    words = source.random_words(size)
+    redraw = np.flatnonzero(words < threshold)
+    while redraw.size:
+        fresh = source.random_words(redraw.size)
+        words[redraw] = fresh
+        redraw = redraw[fresh < threshold[redraw]]
+    return (words % bound).view(np.int64)
+
+
+def _as_int_array(values: npt.ArrayLike, name: str, low: int, high: int) -> np.ndarray:
+    """``values`` (a numpy integer array, or anything holding Python / numpy ints) checked to lie in
+    [low, high] and returned as uint64 if high > 2**63 - 1, else int64. Floats and bools are a
+    TypeError, values out of range a ValueError."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        array = values
+        if array.size and (int(array.min()) < low or int(array.max()) > high):
+            raise ValueError(f"{name} must lie in [{low}, {high}]")
+    else:
+        array = np.asarray(values, dtype=object)
+        flat = []
+        for value in array.ravel():
+            if isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be integers, not bools")
+            flat.append(operator.index(value))
+        if flat and (min(flat) < low or max(flat) > high):
+            raise ValueError(f"{name} must lie in [{low}, {high}]")
+        array = np.array(flat, dtype=object).reshape(array.shape)
+    return array.astype(np.uint64 if high > _INT64_MAX else np.int64)
+
+
+def randbelow_array(source: RandomSource, bounds: npt.ArrayLike) -> np.ndarray:
+    """An exactly uniform integer in [0, n) for every n in ``bounds``, as an int64 array of its shape.
+
+    ``bounds``: integers with 1 <= n <= 2**63 (``MAX_RANDBELOW_BOUND``), e.g. an int64 or uint64
+    array or a list of Python ints. Vectorised rejection on the 64-bit words of
+    ``source.random_words``: a word w is kept when w >= 2**64 mod n, and w mod n is then exactly
+    uniform (no modulo bias); only the rejected lanes are redrawn. When every bound is the same n,
+    the lanes use the narrowest of 8, 16, 32 or 64-bit pieces of the words with n <= 2**(w - 4)
+    (the same rejection with 2**w in place of 2**64). No floating point.
+    """
+    array = _as_int_array(bounds, "bounds", 1, MAX_RANDBELOW_BOUND)
+    flat = array.ravel()
+    if flat.size and flat.min() == flat.max():
+        return _uniform_below(source, int(flat[0]), flat.size).reshape(array.shape)
+    return _uniform_below(source, flat, flat.size).reshape(array.shape)
+
+
+def _bernoulli_exp_fraction_array(
+    source: RandomSource, numerators: np.ndarray, denominator: int | np.ndarray
+) -> np.ndarray:
+    """Per lane, Bernoulli(exp(-gamma)) for gamma = numerator / denominator in [0, 1]: CKS 2020 Alg. 1, vectorised.
+
+    All lanes run the loop "Bernoulli(gamma / K) for K = 1, 2, ... until one is 0; return K odd"
+    together: at the K-th pass every live lane is at the same K, draws randbelow(denominator * K)
+    < numerator and leaves the loop on a 0. ``numerators`` is an int64 array; ``denominator`` a
+    Python int (every lane) or an int64 array. A lane reaching a K with denominator * K > 2**63
+    (probability gamma^(K-1) / (K-1)!: never in practice for denominators up to 2**50, where K > 8192)
+    finishes the same loop in Python integers (``_bernoulli_exp_from``), so the result stays exact for
+    any denominator < 2**63.
+    """
+    size = numerators.size
+    result = np.empty(size, dtype=bool)
+    live = np.arange(size)
+    live_numerators = numerators
+    per_lane = not isinstance(denominator, int)
     k = 1
-    while _bernoulli(source, numerator, denominator * k):
+    while live.size:
+        live_denominators = denominator[live] if per_lane else denominator
+        largest = int(live_denominators.max()) if per_lane else denominator
+        if largest * k > MAX_RANDBELOW_BOUND:
+            for lane, numerator in zip(live.tolist(), live_numerators.tolist()):
+                lane_denominator = int(denominator[lane]) if per_lane else denominator
+                result[lane] = _bernoulli_exp_from(source, numerator, lane_denominator, k)
+            break
+        bound = live_denominators.astype(np.uint64) * np.uint64(k) if per_lane else denominator * k
+        one = _uniform_below(source, bound, live.size) < live_numerators
+        result[live[~one]] = k % 2 == 1
+        live, live_numerators = live[one], live_numerators[one]
         k += 1
-    return k % 2 == 1
+    return result
+
+
+def _bernoulli_exp_minus_one_array(source: RandomSource, size: int) -> np.ndarray:
+    """``size`` independent Bernoulli(e^{-1}) draws: CKS 2020 Alg. 1 with gamma = 1, vectorised.
+
+    The K = 1 draw is Bernoulli(1 / 1) = 1 for sure, so the loop starts at K = 2: Bernoulli(1 / K)
+    is randbelow(K) == 0.
+    """
+    result = np.empty(size, dtype=bool)
+    live = np.arange(size)
+    k = 2
+    while live.size:
+        one = _uniform_below(source, k, live.size) == 0
+        result[live[~one]] = k % 2 == 1
+        live = live[one]
+        k += 1
+    return result
+
+
+def bernoulli_exp_array(source: RandomSource, numerators: npt.ArrayLike, denominators: npt.ArrayLike) -> np.ndarray:
+    """Per lane, an exact Bernoulli(exp(-gamma)) draw for gamma = numerator / denominator (CKS 2020, Alg. 1).
+
+    ``numerators`` (0 <= n < 2**63) and ``denominators`` (1 <= d < 2**63) are integer arrays (or
+    Python ints) broadcast together; returns a bool array of the broadcast shape. For gamma <= 1
+    every lane runs "Bernoulli(gamma / K) for K = 1, 2, ... until one is 0; return K odd"
+    (P = sum_k (-gamma)^k / k! = e^{-gamma}); for gamma > 1, floor(gamma) Bernoulli(e^{-1}) draws
+    (stopping at the first 0) and one for gamma - floor(gamma). All lanes advance together with
+    numpy masks and only the live lanes draw again; the draws are ``randbelow_array``'s exact
+    uniform integers compared exactly with the numerators: no floating point.
+    """
+    numerators = _as_int_array(numerators, "numerators", 0, _INT64_MAX)
+    denominators = _as_int_array(denominators, "denominators", 1, _INT64_MAX)
+    numerators, denominators = np.broadcast_arrays(numerators, denominators)
+    shape = numerators.shape
+    numerators, denominators = numerators.ravel(), denominators.ravel()
+    whole = numerators // denominators
+    fraction = numerators - whole * denominators  # in [0, denominator)
+    result = np.ones(numerators.size, dtype=bool)
+    pending = np.flatnonzero(whole > 0)
+    while pending.size:  # lanes still owing some of their floor(gamma) Bernoulli(e^{-1}) draws
+        one = _bernoulli_exp_minus_one_array(source, pending.size)
+        result[pending[~one]] = False
+        pending = pending[one]
+        whole[pending] -= 1
+        pending = pending[whole[pending] > 0]
+    live = np.flatnonzero(result)
+    result[live] = _bernoulli_exp_fraction_array(source, fraction[live], denominators[live])
+    return result.reshape(shape)
+
+
+def _geometric_exp_minus_one_array(source: RandomSource, size: int) -> np.ndarray:
+    """V of CKS 2020 Alg. 2 for ``size`` lanes: the number of Bernoulli(e^{-1}) draws equal to 1 before the
+    first 0 (P(V >= v) = e^{-v}), as int64; every pass draws one Bernoulli(e^{-1}) for the live lanes."""
+    v = np.zeros(size, dtype=np.int64)
+    live = np.arange(size)
+    while live.size:
+        live = live[_bernoulli_exp_minus_one_array(source, live.size)]
+        v[live] += 1
+    return v
 
 
 def _check_scale(scale: Fraction) -> None:
     if scale <= 0:
         raise ValueError(f"scale must be > 0, got {scale}")
+
+
+# The vectorised exact sampler takes scales t / s (in lowest terms) with t <= 2**62 and s <= 2**63 - 1;
+# outside that range (absurd scales) ``sample_exact_array`` makes per-draw exact ``sample`` calls.
+VECTORISED_SCALE_NUMERATOR_LIMIT = 2**62
+VECTORISED_SCALE_DENOMINATOR_LIMIT = _INT64_MAX
+
+
+def _to_int64(values, scale: Fraction) -> np.ndarray:
+    """Python ints as int64, with a clear OverflowError for a draw beyond the int64 range."""
+    values = list(values)
+    if values and max(abs(v) for v in values) > _INT64_MAX:
+        raise OverflowError(
+            f"a discrete Laplace draw of scale {scale} exceeds the int64 range of sample_array; "
+            "use DiscreteLaplace.sample for Python ints"
+        )
+    return np.array(values, dtype=np.int64)
+
+
+def _discrete_laplace_attempts(source: RandomSource, t: int, s: int, lanes: int) -> np.ndarray:
+    """One attempt of CKS 2020 Alg. 2 (discrete Laplace of scale t / s) on each of ``lanes`` lanes, vectorised;
+    returns the values of the attempts that were not rejected (int64), in lane order.
+
+    Per lane: U = randbelow(t); D ~ Bernoulli(exp(-U/t)) (Alg. 1), rejected if D = 0; V = number of
+    Bernoulli(e^{-1}) ones before the first 0; X = U + t V; Y = floor(X / s); a fair sign bit B;
+    rejected if B = 1 and Y = 0 (0 would be counted with both signs), else (1 - 2B) Y. The lanes are
+    independent runs: every lane reads fresh uniform words, whichever lanes read the words before.
+
+    Overflow: t <= 2**62 and s <= 2**63 - 1 (checked by the caller); X = U + t V < t (V + 1) fits in
+    int64 while V < 2**63 // t, which fails with probability e^{-(2**63 // t)} per lane (at most e^{-64},
+    about 1.6e-28, for t <= 2**57; the service's numerators are about 2**40); such lanes compute Y in
+    Python integers and an OverflowError is raised if Y itself is beyond int64. The Bernoulli(exp(-U/t))
+    loop falls back to Python integers per lane when t K > 2**63 (see ``_bernoulli_exp_fraction_array``).
+    """
+    u = _uniform_below(source, t, lanes)
+    u = u[_bernoulli_exp_fraction_array(source, u, t)]
+    v = _geometric_exp_minus_one_array(source, u.size)
+    safe = v < MAX_RANDBELOW_BOUND // t  # t (V + 1) <= 2**63 exactly when V < 2**63 // t
+    if safe.all():
+        y = (u + v * t) // s
+    else:
+        y = np.empty(u.size, dtype=np.int64)
+        y[safe] = (u[safe] + v[safe] * t) // s
+        wide = np.flatnonzero(~safe)
+        y[wide] = _to_int64(((int(u[i]) + t * int(v[i])) // s for i in wide), Fraction(t, s))
+    negative = _random_bits(source, y.size)
+    keep = ~(negative & (y == 0))
+    return np.where(negative, -y, y)[keep]
+
+
+def _discrete_laplace_exact_array(source: RandomSource, t: int, s: int, size: int) -> np.ndarray:
+    """``size`` independent draws of CKS 2020 Alg. 2 with scale t / s (int64), vectorised.
+
+    Runs batches of attempts (``_discrete_laplace_attempts``) and keeps the first ``size`` accepted
+    values in lane order. The lanes are i.i.d. and whether a lane is accepted does not depend on
+    the value it returns once accepted, so the kept values are i.i.d. with exactly the law of Alg. 2.
+    The batch size is ``need / p`` plus 2 % and 16 lanes, with p = P(accept) = (1 + q) / 2 *
+    (1 - e^{-1}) / (t (1 - e^{-1/t})), q = e^{-s/t}, computed in floating point: it only sets how many
+    lanes run (almost always one batch), never a sampled value.
+    """
+    q = math.exp(-s / t)
+    accept = (1 + q) / 2 * -math.expm1(-1) / (t * -math.expm1(-1 / t))
+    batches, have = [], 0
+    while have < size:
+        need = size - have
+        values = _discrete_laplace_attempts(source, t, s, math.ceil(need * 1.02 / accept) + 16)[:need]
+        batches.append(values)
+        have += values.size
+    return np.concatenate(batches) if batches else np.empty(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -436,7 +733,9 @@ class DiscreteLaplace:
 
     ``scale`` is exact (a Fraction; ints, strings and floats are converted with
     ``as_fraction``). ``sample`` is exact: CKS 2020 Alg. 2 with only
-    ``source.randbelow``, no floating point.
+    ``source.randbelow``, no floating point. ``sample_exact_array`` is the same
+    algorithm vectorised over numpy lanes (exact too); ``sample_array`` uses it
+    for every source except a ``SeededSource``.
     """
 
     scale: Fraction
@@ -471,17 +770,39 @@ class DiscreteLaplace:
                 continue
             return -y if negative else y
 
+    def sample_exact_array(self, source: RandomSource, size: int) -> np.ndarray:
+        """``size`` independent exact draws as int64, vectorised, from any source (CKS 2020 Alg. 1 and 2).
+
+        The algorithm of ``sample`` run on all lanes at once with numpy masks, redrawing only the
+        rejected lanes, on ``source.random_words`` (``_discrete_laplace_exact_array``). Exact: the
+        draws are integers obtained from uniform 64-bit words by exact integer comparisons and
+        arithmetic, with no floating point anywhere, so their law is exactly the discrete Laplace
+        law (unlike the ``SeededSource`` path of ``sample_array``, which rounds e^{-1/scale}).
+
+        Speed measured here (2 cores, ``SecureSource``, so os.urandom): 100,000 draws in about
+        22 ms (median of 21 runs) at scale 32768/5 and at scale 655360/7, about 2.6 words of
+        randomness per draw; the per-draw ``sample`` takes about 2.3 s for the same. Scales t / s
+        with t <= 2**62 and s <= 2**63 - 1 are vectorised; beyond, each draw is a ``sample`` call.
+        A draw beyond the int64 range (probability about e^{-2**63 / scale}) raises an OverflowError.
+        """
+        size = _check_size(size)
+        t, s = self.scale.numerator, self.scale.denominator
+        if t > VECTORISED_SCALE_NUMERATOR_LIMIT or s > VECTORISED_SCALE_DENOMINATOR_LIMIT:
+            return _to_int64((self.sample(source) for _ in range(size)), self.scale)
+        return _discrete_laplace_exact_array(source, t, s, size)
+
     def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
         """``size`` draws as int64.
 
         With a ``SeededSource`` (simulation only): the difference of two numpy
         geometric draws with success probability 1 - e^{-1/scale} (rounded to a
-        double). Otherwise: ``size`` exact draws.
+        double). Any other source (the ``SecureSource`` of released outputs):
+        ``sample_exact_array``, exact and vectorised.
         """
         if isinstance(source, SeededSource):
             p = -math.expm1(-float(1 / self.scale))
             return source.generator.geometric(p, size) - source.generator.geometric(p, size)
-        return np.fromiter((self.sample(source) for _ in range(size)), dtype=np.int64, count=size)
+        return self.sample_exact_array(source, size)
 
 
 DEFAULT_GRANULARITY = Fraction(1, 2**20)
@@ -558,10 +879,36 @@ class TruncatedDiscreteLaplace:
                 return x
 
     def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
-        """``size`` draws as int64: rejection on ``DiscreteLaplace.sample_array`` (vectorised for a SeededSource)."""
+        """``size`` draws as int64: rejection on ``DiscreteLaplace.sample_array``.
+
+        With a ``SeededSource``: rounds of ``size - accepted`` numpy draws, as before (simulation only).
+        Any other source: rounds of exact vectorised draws (``DiscreteLaplace.sample_exact_array``),
+        keeping the first ``size`` with |x| <= bound in order; i.i.d. draws filtered by a test on
+        their own value and taken in order are i.i.d. draws of the conditional law, so the result is
+        exact. A round has need / p draws plus 2 % and 16, with p = P(|X| <= bound) = 1 - 2 q^{bound + 1}
+        / (1 + q) in floating point (it only sets the round size, at most 2**22 draws): one round when
+        the bound is several scales wide. Measured here with the ``SecureSource``: 100,000 draws with
+        a bound of 25 scales in about 23 ms (median of 21 runs) at scales 32768/5 and 655360/7. A
+        bound much narrower than the scale makes p small and the rejection slow (bound 0 at scale
+        1000: about a minute for 100,000 draws), as for the per-draw ``sample``.
+        """
         untruncated = self.untruncated
-        accepted = np.empty(0, dtype=np.int64)
-        while accepted.size < size:
-            draws = untruncated.sample_array(source, size - accepted.size)
-            accepted = np.concatenate([accepted, draws[np.abs(draws) <= self.bound]])
-        return accepted
+        if isinstance(source, SeededSource):
+            accepted = np.empty(0, dtype=np.int64)
+            while accepted.size < size:
+                draws = untruncated.sample_array(source, size - accepted.size)
+                accepted = np.concatenate([accepted, draws[np.abs(draws) <= self.bound]])
+            return accepted
+        size = _check_size(size)
+        inverse = float(1 / self.scale)
+        tail = -inverse * (self.bound + 1)  # ln q^{bound + 1}
+        # 1 - 2 q^{b+1} / (1 + q) = (1 - q^{b+1}) - q^{b+1} (1 - q) / (1 + q), without cancellation
+        inside = max(-math.expm1(tail) - math.exp(tail) * math.tanh(inverse / 2), 1e-12)
+        batches, have = [], 0
+        while have < size:
+            need = size - have
+            lanes = min(math.ceil(need * 1.02 / inside) + 16, max(need, 2**22))
+            draws = untruncated.sample_exact_array(source, lanes)
+            batches.append(draws[np.abs(draws) <= self.bound][:need])
+            have += batches[-1].size
+        return np.concatenate(batches) if batches else np.empty(0, dtype=np.int64)

@@ -16,19 +16,23 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tests.support.sources import ConstantSource
+from tests.support.sources import ConstantSource, ReproducibleSource
 from transforms.mechanisms.noise import (
     DEFAULT_GRANULARITY,
+    MAX_RANDBELOW_BOUND,
     DiscreteLaplace,
     GridLaplace,
     Laplace,
+    RandomSource,
     SecureSource,
     SeededSource,
     TruncatedDiscreteLaplace,
     TruncatedLaplace,
     as_fraction,
+    bernoulli_exp_array,
     laplace_scale_for,
     make_source,
+    randbelow_array,
 )
 
 ALPHA = 1e-6  # false-failure probability of each statistical assertion
@@ -566,3 +570,462 @@ def test_grid_laplace_noise_has_mean_zero_and_mean_absolute_value_b(scale, granu
     assert abs(expected_abs - float(scale)) <= float(g) ** 2 / (6 * float(scale)) * 1.01
     assert abs(math.fsum(draws) / n) <= tolerance_mean
     assert abs(math.fsum(abs(x) for x in draws) / n - expected_abs) <= tolerance_abs
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact vectorised sampling: random words, randbelow_array, bernoulli_exp_array (CKS 2020 Alg. 1),
+# DiscreteLaplace.sample_exact_array (Alg. 2) and the truncated version built on it
+# ---------------------------------------------------------------------------------------------
+#
+# Chi-square tests. Pearson's statistic X^2 = sum (O - E)^2 / E over k bins is asymptotically
+# chi-square with k - 1 degrees of freedom. Every test below uses bins with expected counts >= 100
+# (most far above) and rejects only beyond the chi-square quantile at ALPHA / 100 = 1e-8: the
+# hundredfold margin covers the error of the chi-square approximation in that tail, so each
+# chi-square assertion fails by chance with probability at most 1e-6. Every such test also has a
+# rigorous companion (DKW, Hoeffding, Chernoff or Bernstein) with false-failure probability <= 1e-6.
+
+CHI_SQUARE_ALPHA = ALPHA / 100
+MIN_EXPECTED = 100
+
+
+def chi_square_sf(x: float, df: int) -> float:
+    """P(chi^2_df > x) in closed form: Q(df / 2, x / 2) = e^{-x/2} sum_{j < df/2} (x/2)^j / j! for even df,
+    erfc(sqrt(x / 2)) + e^{-x/2} sum_{j < (df - 1)/2} (x/2)^{j + 1/2} / Gamma(j + 3/2) for odd df."""
+    if x <= 0:
+        return 1.0
+    half = x / 2
+    if df % 2 == 0:
+        head, logs = 0.0, [j * math.log(half) - math.lgamma(j + 1) for j in range(df // 2)]
+    else:
+        head, logs = math.erfc(math.sqrt(half)), [(j + 0.5) * math.log(half) - math.lgamma(j + 1.5) for j in range(df // 2)]
+    return head + math.fsum(math.exp(term - half) for term in logs)
+
+
+def chi_square_quantile(df: int, alpha: float) -> float:
+    """The x with P(chi^2_df > x) = alpha (bisection, rounded up)."""
+    low, high = 0.0, 1.0
+    while chi_square_sf(high, df) > alpha:
+        high *= 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if chi_square_sf(middle, df) > alpha else (low, middle)
+    return high
+
+
+def test_chi_square_sf_against_table_values():
+    # 95 % and 99.9 % points of the chi-square table
+    for df, x, p in [(1, 3.841458820694124, 0.05), (2, 5.991464547107979, 0.05), (3, 7.814727903251178, 0.05),
+                     (10, 18.30703805327515, 0.05), (1, 10.827566170662733, 0.001), (6, 22.457744484825323, 0.001)]:
+        assert chi_square_sf(x, df) == pytest.approx(p, rel=1e-9)
+    assert chi_square_sf(chi_square_quantile(7, 1e-8), 7) == pytest.approx(1e-8, rel=1e-9)
+
+
+def pearson(counts: np.ndarray, probabilities: np.ndarray) -> float:
+    expected = counts.sum() * np.asarray(probabilities, dtype=np.float64)
+    assert expected.min() >= MIN_EXPECTED
+    return float(np.sum((counts - expected) ** 2 / expected))
+
+
+def binned_chi_square(samples: np.ndarray, cdf, candidates) -> tuple[float, int]:
+    """Pearson's statistic of integer ``samples`` against the integer CDF ``cdf`` (vectorised, P(X <= x)).
+
+    Bins are (-inf, e_0), [e_0, e_1), ..., [e_m, inf) for the sorted integer ``candidates`` e_i; then the
+    least likely bin is merged with its less likely neighbour until every expected count is >= MIN_EXPECTED
+    (so far in the tails the bins pool). Bin edges depend on the distribution only, never on the sample.
+    Returns (statistic, degrees of freedom).
+    """
+    n = samples.size
+    edges = sorted({int(c) for c in candidates})
+
+    def probabilities(edges: list[int]) -> np.ndarray:
+        below = cdf(np.array(edges, dtype=np.float64) - 1) if edges else np.empty(0)  # P(X < e) = F(e - 1)
+        return np.diff(np.concatenate([[0.0], below, [1.0]]))
+
+    p = probabilities(edges)
+    while p.min() * n < MIN_EXPECTED:
+        i = int(np.argmin(p))
+        if i == 0:
+            del edges[0]
+        elif i == p.size - 1:
+            del edges[-1]
+        else:
+            del edges[i - 1 if p[i - 1] < p[i + 1] else i]
+        p = probabilities(edges)
+    ordered = np.sort(samples)
+    counts = np.diff(np.concatenate([[0], np.searchsorted(ordered, edges, side="left"), [n]]))
+    return pearson(counts, p), p.size - 1
+
+
+def integer_ks_statistic(samples: np.ndarray, cdf) -> float:
+    """sup_x |F_n(x) - F(x)| for integer samples and an integer CDF ``cdf`` (vectorised, P(X <= x)).
+
+    Both are constant on [k, k + 1), and between consecutive sample values F_n is constant while F
+    grows, so the supremum is attained at a sample value x or at x - 1: no support needs listing.
+    """
+    values, counts = np.unique(samples, return_counts=True)
+    n = samples.size
+    at = np.cumsum(counts) / n  # F_n(x)
+    before = at - counts / n  # F_n(x - 1)
+    return float(max(np.max(np.abs(at - cdf(values.astype(np.float64)))),
+                     np.max(np.abs(before - cdf(values.astype(np.float64) - 1)))))
+
+
+def discrete_laplace_cdf(scale: Fraction):
+    """P(X <= x) of the discrete Laplace law, q = e^{-1/scale}: q^{-x} / (1 + q) for x < 0, else 1 - q^{x+1} / (1 + q)."""
+    inverse = 1 / float(scale)
+    q = math.exp(-inverse)
+
+    def cdf(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        lower = np.exp(-inverse * np.abs(x)) / (1 + q)
+        upper = 1 - np.exp(-inverse * (x + 1)) / (1 + q)
+        return np.where(x < 0, lower, upper)
+
+    return cdf
+
+
+def truncated_discrete_laplace_cdf(scale: Fraction, bound: int):
+    """P(X <= x | |X| <= bound) from ``discrete_laplace_cdf``."""
+    cdf = discrete_laplace_cdf(scale)
+    below, top = float(cdf(-bound - 1)), float(cdf(bound))
+
+    def truncated(x: np.ndarray) -> np.ndarray:
+        x = np.clip(np.asarray(x, dtype=np.float64), -bound - 1, bound)
+        return np.clip((cdf(x) - below) / (top - below), 0.0, 1.0)
+
+    return truncated
+
+
+def distribution_candidates(scale: Fraction, bound: int | None = None) -> list[int]:
+    """Candidate bin edges: every integer in [-60, 60] (the central values of small scales) and the points
+    scale * z for the continuous Laplace quantiles z at levels k / 40 (wide scales); clipped to the support."""
+    levels = [k / 40 for k in range(1, 40)]
+    z = [math.log(2 * p) if p < 0.5 else -math.log(2 * (1 - p)) for p in levels]
+    candidates = set(range(-60, 61)) | {round(float(scale) * v) for v in z}
+    if bound is not None:
+        candidates = {c for c in candidates if -bound <= c <= bound + 1}
+    return sorted(candidates)
+
+
+def discrete_laplace_moments(scale: Fraction) -> tuple[float, float, float]:
+    """(q, E[X^2], E[X^4]) of the discrete Laplace law, q = e^{-1/scale}: E[X^2] = 2q / (1 - q)^2 and
+    E[X^4] = 2q (1 + 10q + q^2) / (1 - q)^4 (from sum_k k^4 q^k = q (1 + q)(1 + 10q + q^2) / (1 - q)^5)."""
+    inverse = 1 / float(scale)
+    q, one_minus_q = math.exp(-inverse), -math.expm1(-inverse)
+    return q, 2 * q / one_minus_q**2, 2 * q * (1 + 10 * q + q * q) / one_minus_q**4
+
+
+def second_moment_tolerance(scale: Fraction, n: int) -> float:
+    """A tolerance s with P(|mean(X_i^2) - E[X^2]| > s) <= 1e-6 for n i.i.d. discrete Laplace draws.
+
+    Split ALPHA = 1e-7 + 9e-7. (1) Truncation: with M = ceil(scale ln(2n / 1e-7)), P(|X| > M) =
+    2 q^{M+1} / (1 + q) <= 2 e^{-(M+1)/scale} < 1e-7 / n, so P(some |X_i| > M) <= 1e-7 (union bound).
+    (2) On the complement, X_i^2 = Z_i = min(X_i^2, M^2), i.i.d. in [0, M^2] with Var Z <= E[Z^2] <= E[X^4];
+    Bernstein: P(|mean Z - E Z| >= e) <= 2 exp(-n e^2 / (2 E[X^4] + 2 M^2 e / 3)) = 9e-7 for
+    e = (2 L M^2 / 3 + sqrt((2 L M^2 / 3)^2 + 8 n L E[X^4])) / (2n), L = ln(2 / 9e-7). (3) The truncation
+    bias E[X^2] - E Z <= E[X^2 1{|X| > M}] <= sqrt(E[X^4] P(|X| > M)) (Cauchy-Schwarz). s = e + bias.
+    """
+    _, _, m4 = discrete_laplace_moments(scale)
+    truncation_alpha, bernstein_alpha = 1e-7, ALPHA - 1e-7
+    m = math.ceil(float(scale) * math.log(2 * n / truncation_alpha))
+    tail = 2 * math.exp(-(m + 1) / float(scale))
+    assert n * tail <= truncation_alpha
+    log_term = math.log(2 / bernstein_alpha)
+    linear = 2 * log_term * m * m / 3
+    bernstein = (linear + math.sqrt(linear**2 + 8 * n * log_term * m4)) / (2 * n)
+    return bernstein + math.sqrt(m4 * tail)
+
+
+def mean_tolerance(scale: Fraction, n: int) -> float:
+    """A tolerance s with P(|mean(X_i)| > s) <= 1e-6: the Chernoff bound of the exact discrete law
+    (``_discrete_laplace_log_mgfs``, ``_chernoff_tolerance``), ALPHA / 2 per tail."""
+    t = float(scale)
+    signed, _, _ = _discrete_laplace_log_mgfs(t)
+    us = [k / 400 for k in range(1, 400)]
+
+    def rate(s_over_t: float) -> float:
+        return max(u * s_over_t - signed(u) for u in us)
+
+    return _chernoff_tolerance([rate], n, ALPHA / 2) * t
+
+
+# ---- random words ----------------------------------------------------------------------------
+
+
+def test_random_words_of_the_sources():
+    seeded = SeededSource(1).random_words(5)
+    assert seeded.dtype == np.uint64 and seeded.shape == (5,)
+    assert np.array_equal(seeded, np.random.Generator(np.random.PCG64(1)).bit_generator.random_raw(5))
+    assert SeededSource(1).random_words(0).shape == (0,)
+    secure = SecureSource().random_words(7)
+    assert secure.dtype == np.uint64 and secure.shape == (7,) and secure.flags.writeable
+    for source in (SeededSource(1), SecureSource()):
+        with pytest.raises(ValueError):
+            source.random_words(-1)
+    # The base-class default: one randbelow(2**64) per word.
+    source = ReproducibleSource(3)
+    words = RandomSource.random_words(source, 4)
+    assert words.dtype == np.uint64 and words.shape == (4,) and source.randbelow_calls == 4
+    with pytest.raises(NotImplementedError):
+        ConstantSource().random_words(3)
+
+
+@pytest.mark.parametrize("source", [SeededSource(8), SecureSource()], ids=["seeded", "secure"])
+def test_random_words_have_fair_independent_bits(source):
+    """Every one of the 64 bit positions is 1 with frequency 1/2: Hoeffding with a union bound over the
+    64 positions, tolerance sqrt(ln(2 * 64 / 1e-6) / (2n)), so the assertion fails by chance with probability
+    at most 1e-6. The bits of a pair of positions agree half of the time too (same bound, 63 adjacent pairs)."""
+    n = 100_000
+    words = source.random_words(n)
+    bits = ((words[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.float64)
+    tolerance = math.sqrt(math.log(2 * 64 / ALPHA) / (2 * n))
+    assert np.max(np.abs(bits.mean(axis=0) - 0.5)) <= tolerance
+    agree = (bits[:, 1:] == bits[:, :-1]).mean(axis=0)
+    assert np.max(np.abs(agree - 0.5)) <= math.sqrt(math.log(2 * 63 / ALPHA) / (2 * n))
+
+
+def test_reproducible_source_is_not_seeded_and_reproducible():
+    a, b = ReproducibleSource(4), ReproducibleSource(4)
+    assert not isinstance(a, SeededSource) and a.kind == "seeded"
+    assert np.array_equal(a.random_words(10), b.random_words(10))
+    assert a.randbelow(10**20) == b.randbelow(10**20)
+    assert a.words_drawn == 10 and a.randbelow_calls == 1
+    child = a.keyed_child(("q", 1))
+    assert isinstance(child, ReproducibleSource)
+    assert np.array_equal(child.random_words(3), b.keyed_child(("q", 1)).random_words(3))
+
+
+# ---- randbelow_array -------------------------------------------------------------------------
+
+
+def test_randbelow_array_respects_bounds():
+    source = ReproducibleSource(9)
+    assert np.array_equal(randbelow_array(source, np.ones(1000, dtype=np.int64)), np.zeros(1000))
+    bounds = np.array([1, 2, 3, 7, 2**32, 2**32 + 1, 3 * 2**61, 2**62 + 1, 2**63 - 1, 2**63], dtype=np.uint64)
+    many = np.tile(bounds, 5000)
+    draws = randbelow_array(source, many)
+    assert draws.dtype == np.int64 and draws.shape == many.shape
+    assert np.all(draws >= 0) and np.all(draws.astype(np.uint64) < many)
+    assert np.all(draws[many == 1] == 0)
+    # the top bit is used: of 5000 draws below 2**63 (or 2**63 - 1), none above 2**62 has probability about 2**-5000
+    assert draws[many == 2**63].max() > 2**62 and draws[many == 2**63 - 1].max() > 2**62
+    # shapes, Python-int lists (including 2**63, beyond int64), numpy scalars, empty input
+    grid = randbelow_array(source, np.full((3, 4), 10, dtype=np.int64))
+    assert grid.shape == (3, 4) and np.all((grid >= 0) & (grid < 10))
+    listed = randbelow_array(source, [2**63, 5, np.int64(3)])
+    assert listed.shape == (3,) and 0 <= listed[0] < 2**63 and 0 <= listed[1] < 5 and 0 <= listed[2] < 3
+    assert randbelow_array(source, []).shape == (0,)
+    assert MAX_RANDBELOW_BOUND == 2**63
+    for bad in ([0], [5, -1], [2**63 + 1], np.array([0, 4])):
+        with pytest.raises(ValueError):
+            randbelow_array(source, bad)
+    for bad in ([2.0], [True], np.array([1.5])):
+        with pytest.raises(TypeError):
+            randbelow_array(source, bad)
+
+
+def test_randbelow_array_is_uniform():
+    """Chi-square (see CHI_SQUARE_ALPHA: each assertion's false-failure probability <= 1e-6), seeded.
+
+    n = 7 and n = 13 (one bound for all lanes: 8-bit pieces of the words, where skipping the rejection
+    would give the residues below 256 mod n an excess of 1.2 % and 1.6 %, a statistic near 126 and 700,
+    far above the thresholds 48 and 54); per-lane bounds 3, 10 and 1000 mixed in one call (1000 pooled
+    in 10 classes v // 100); n = 3 * 2**61 (64-bit words; also per lane, alternating with n - 1, whose
+    class 2 is short by one value in 2**61), classes v // 2**61 on which naive w mod n would be biased
+    (3/8, 3/8, 1/4): the same statistic on the naive residues is far above the threshold.
+    """
+    source = SeededSource(12)
+    sevens = randbelow_array(source, np.full(700_000, 7))
+    threshold = chi_square_quantile(6, CHI_SQUARE_ALPHA)
+    assert pearson(np.bincount(sevens, minlength=7), np.full(7, 1 / 7)) <= threshold
+    thirteens = randbelow_array(source, np.full(1_300_000, 13))
+    assert pearson(np.bincount(thirteens, minlength=13), np.full(13, 1 / 13)) <= chi_square_quantile(12, CHI_SQUARE_ALPHA)
+
+    pattern = np.tile(np.array([3, 10, 1000], dtype=np.int64), 100_000)
+    mixed = randbelow_array(source, pattern)
+    for n, classes, divisor in [(3, 3, 1), (10, 10, 1), (1000, 10, 100)]:
+        counts = np.bincount(mixed[pattern == n] // divisor, minlength=classes)
+        assert counts.size == classes
+        assert pearson(counts, np.full(classes, 1 / classes)) <= chi_square_quantile(classes - 1, CHI_SQUARE_ALPHA)
+
+    n = 3 * 2**61
+    size = 300_000
+    threshold = chi_square_quantile(2, CHI_SQUARE_ALPHA)
+    for bounds in (np.full(size, n, dtype=np.uint64), np.tile(np.array([n, n - 1], dtype=np.uint64), size // 2)):
+        large = randbelow_array(ReproducibleSource(13), bounds)  # one bound for all lanes, then per-lane bounds
+        assert pearson(np.bincount(large // 2**61, minlength=3), np.full(3, 1 / 3)) <= threshold
+    naive = ReproducibleSource(13).random_words(size) % np.uint64(n) // np.uint64(2**61)
+    assert pearson(np.bincount(naive.astype(np.int64), minlength=3), np.full(3, 1 / 3)) > 100 * threshold
+
+
+def test_randbelow_array_secure_is_uniform():
+    """The secure source through randbelow_array: chi-square, false-failure probability <= 1e-6."""
+    draws = randbelow_array(SecureSource(), np.full(300_000, 6))
+    assert pearson(np.bincount(draws, minlength=6), np.full(6, 1 / 6)) <= chi_square_quantile(5, CHI_SQUARE_ALPHA)
+
+
+# ---- bernoulli_exp_array (CKS 2020 Alg. 1) ----------------------------------------------------
+
+
+def test_bernoulli_exp_array_is_bernoulli_exp_minus_gamma():
+    """P(True) = e^{-gamma} for gamma in {1/3, 1, 5/2, 7, 12345/1000} (per-lane numerators and denominators in
+    one call). Hoeffding with a union bound over the 5 gammas: |p_hat - e^{-gamma}| <= sqrt(ln(2 * 5 / 1e-6) / (2n))
+    fails by chance with probability at most 1e-6. gamma = 0 is always True."""
+    gammas = [(1, 3), (1, 1), (5, 2), (7, 1), (12345, 1000)]
+    n = 100_000
+    numerators = np.repeat([g[0] for g in gammas], n)
+    denominators = np.repeat([g[1] for g in gammas], n)
+    source = ReproducibleSource(14)
+    draws = bernoulli_exp_array(source, numerators, denominators)
+    assert draws.dtype == bool and draws.shape == (5 * n,) and source.randbelow_calls == 0
+    tolerance = math.sqrt(math.log(2 * len(gammas) / ALPHA) / (2 * n))
+    for i, (a, b) in enumerate(gammas):
+        assert abs(draws[i * n:(i + 1) * n].mean() - math.exp(-a / b)) <= tolerance
+    assert bernoulli_exp_array(source, np.zeros(1000, dtype=np.int64), 7).all()
+    assert bernoulli_exp_array(source, [[0, 0], [0, 0]], [[1, 2], [3, 4]]).shape == (2, 2)
+    with pytest.raises(ValueError):
+        bernoulli_exp_array(source, [-1], [1])
+    with pytest.raises(ValueError):
+        bernoulli_exp_array(source, [1], [0])
+
+
+def test_bernoulli_exp_array_huge_denominators_finish_in_python_integers():
+    """gamma = (2**62 - 1) / (2**62 + 1): from K = 2 the bound denominator * K exceeds 2**63, so the lanes finish
+    the loop of Alg. 1 with exact Python integers (randbelow). Hoeffding: |p_hat - e^{-gamma}| <=
+    sqrt(ln(2 / 1e-6) / (2n)) fails by chance with probability at most 1e-6."""
+    n = 20_000
+    source = ReproducibleSource(15)
+    draws = bernoulli_exp_array(source, np.full(n, 2**62 - 1), np.full(n, 2**62 + 1))
+    assert source.randbelow_calls > 0
+    gamma = (2**62 - 1) / (2**62 + 1)
+    assert abs(draws.mean() - math.exp(-gamma)) <= math.sqrt(math.log(2 / ALPHA) / (2 * n))
+
+
+# ---- DiscreteLaplace.sample_exact_array (CKS 2020 Alg. 2, vectorised) --------------------------
+
+VECTORISED_SCALES = [Fraction(1, 2), Fraction(7, 3), Fraction(32768, 5), Fraction(655360, 7)]
+
+
+@pytest.mark.parametrize("scale", VECTORISED_SCALES, ids=str)
+@pytest.mark.parametrize("kind", ["reproducible", "secure"])
+def test_exact_vectorised_discrete_laplace_distribution(scale, kind):
+    """n = 200,000 draws of ``sample_array`` from a non-seeded source (the exact vectorised path).
+
+    Four assertions, each failing by chance with probability at most 1e-6 (for the reproducible source
+    the seed is fixed, so a run is reproducible):
+    * mean within the Chernoff tolerance of the exact law (``mean_tolerance``);
+    * mean of X^2 within the Bernstein-with-truncation tolerance of 2q / (1 - q)^2 (``second_moment_tolerance``);
+    * pmf: chi-square over the central values (bins of single integers for small scales, integer
+      intervals for wide ones) with pooled tails (``binned_chi_square``, CHI_SQUARE_ALPHA);
+    * CDF: DKW (``integer_ks_statistic``, rigorous for discrete laws).
+    """
+    n = 200_000
+    source = ReproducibleSource(50) if kind == "reproducible" else SecureSource()
+    noise = DiscreteLaplace(scale)
+    draws = noise.sample_array(source, n)
+    assert draws.dtype == np.int64 and draws.shape == (n,)
+    if kind == "reproducible":
+        assert source.randbelow_calls == 0 and source.words_drawn > 0  # fully vectorised, no per-draw fallback
+
+    assert abs(draws.mean()) <= mean_tolerance(scale, n)
+
+    _, second_moment, _ = discrete_laplace_moments(scale)
+    tolerance = second_moment_tolerance(scale, n)
+    assert tolerance <= 0.06 * second_moment  # informative: under 9 standard errors of mean(X^2)
+    assert abs(np.mean(draws.astype(np.float64) ** 2) - second_moment) <= tolerance
+
+    cdf = discrete_laplace_cdf(scale)
+    statistic, df = binned_chi_square(draws, cdf, distribution_candidates(scale))
+    assert df >= 6
+    assert statistic <= chi_square_quantile(df, CHI_SQUARE_ALPHA)
+    assert integer_ks_statistic(draws, cdf) <= dkw_threshold(n)
+
+
+def test_exact_vectorised_pmf_agrees_with_the_pmf_method():
+    """``discrete_laplace_cdf`` (used above) against the sum of ``DiscreteLaplace.pmf``."""
+    scale = Fraction(7, 3)
+    cdf = discrete_laplace_cdf(scale)
+    noise = DiscreteLaplace(scale)
+    for x in (-40, -3, -1, 0, 2, 9):
+        assert float(cdf(x)) == pytest.approx(math.fsum(noise.pmf(y) for y in range(-200, x + 1)), abs=1e-13)
+
+
+def test_exact_vectorised_discrete_laplace_is_reproducible_and_seeded_path_unchanged():
+    noise = DiscreteLaplace(Fraction(32768, 5))
+    assert np.array_equal(noise.sample_array(ReproducibleSource(7), 1000), noise.sample_array(ReproducibleSource(7), 1000))
+    # sample_exact_array takes the exact path from a SeededSource too (reproducibly)
+    assert np.array_equal(noise.sample_exact_array(SeededSource(7), 1000), noise.sample_array(ReproducibleSource(7), 1000))
+    # the SeededSource path of sample_array is still the numpy geometric difference
+    p = -math.expm1(-float(1 / noise.scale))
+    generator = np.random.Generator(np.random.PCG64(31))
+    expected = generator.geometric(p, 500) - generator.geometric(p, 500)
+    assert np.array_equal(noise.sample_array(SeededSource(31), 500), expected)
+    assert noise.sample_array(SecureSource(), 0).shape == (0,)
+    with pytest.raises(ValueError):
+        noise.sample_exact_array(SecureSource(), -1)
+
+
+def test_exact_vectorised_discrete_laplace_huge_numerator_uses_exact_python_fallbacks():
+    """scale (2**62 - 1) / 2**20: t K > 2**63 from K = 3 in Alg. 1 and t (V + 1) > 2**63 from V = 2, so those
+    lanes finish in Python integers; the draws still follow the law (DKW, false-failure probability <= 1e-6)."""
+    scale = Fraction(2**62 - 1, 2**20)
+    n = 20_000
+    source = ReproducibleSource(16)
+    draws = DiscreteLaplace(scale).sample_array(source, n)
+    assert source.randbelow_calls > 0 and draws.dtype == np.int64
+    assert integer_ks_statistic(draws, discrete_laplace_cdf(scale)) <= dkw_threshold(n)
+
+
+def test_absurd_scales_fall_back_per_draw_or_raise_clearly():
+    """t > 2**62: per-draw exact ``sample`` (DKW, false-failure probability <= 1e-6); draws beyond int64
+    raise an OverflowError with a clear message on both paths."""
+    scale = Fraction(2**62 + 1, 2**40)  # about 2**22
+    n = 3000
+    source = ReproducibleSource(17)
+    draws = DiscreteLaplace(scale).sample_array(source, n)
+    assert source.words_drawn == 0 and source.randbelow_calls > 0 and draws.dtype == np.int64
+    assert integer_ks_statistic(draws, discrete_laplace_cdf(scale)) <= dkw_threshold(n)
+    # vectorised (t = 2**62 <= the limit), but X = U + t V >= 2**63 whenever V >= 2 (probability e^{-2} per lane)
+    with pytest.raises(OverflowError, match="int64"):
+        DiscreteLaplace(2**62).sample_array(ReproducibleSource(18), 1000)
+    with pytest.raises(OverflowError, match="int64"):
+        DiscreteLaplace(2**70).sample_array(ReproducibleSource(19), 10)
+
+
+# ---- TruncatedDiscreteLaplace through the exact vectorised sampler -----------------------------
+
+
+@pytest.mark.parametrize(
+    "scale, bound",
+    [(Fraction(5, 2), 3), (Fraction(1, 2), 2), (Fraction(32768, 5), 25 * 32768 // 5), (Fraction(655360, 7), 3 * 655360 // 7)],
+    ids=["5/2-3", "1/2-2", "32768/5-25scales", "655360/7-3scales"],
+)
+@pytest.mark.parametrize("kind", ["reproducible", "secure"])
+def test_truncated_exact_vectorised_within_bound_and_matches_pmf(scale, bound, kind):
+    """n = 200,000 draws from a non-seeded source: never beyond the bound; chi-square on the bins of the
+    truncated law (CHI_SQUARE_ALPHA) and DKW, each failing by chance with probability at most 1e-6."""
+    n = 200_000
+    noise = TruncatedDiscreteLaplace(scale, bound)
+    source = ReproducibleSource(60) if kind == "reproducible" else SecureSource()
+    draws = noise.sample_array(source, n)
+    assert draws.dtype == np.int64 and draws.shape == (n,)
+    assert np.abs(draws).max() <= bound
+    if kind == "reproducible":
+        assert source.randbelow_calls == 0
+    cdf = truncated_discrete_laplace_cdf(scale, bound)
+    if bound <= 3:
+        assert float(cdf(0)) - float(cdf(-1)) == pytest.approx(noise.pmf(0), rel=1e-12)
+    statistic, df = binned_chi_square(draws, cdf, distribution_candidates(scale, bound))
+    assert df >= 3
+    assert statistic <= chi_square_quantile(df, CHI_SQUARE_ALPHA)
+    assert integer_ks_statistic(draws, cdf) <= dkw_threshold(n)
+
+
+def test_truncated_exact_vectorised_edge_cases():
+    source = ReproducibleSource(61)
+    assert np.array_equal(TruncatedDiscreteLaplace(Fraction(1, 3), 0).sample_array(source, 500), np.zeros(500))
+    assert TruncatedDiscreteLaplace(Fraction(3), 5).sample_array(source, 0).shape == (0,)
+    assert np.array_equal(
+        TruncatedDiscreteLaplace(Fraction(7, 2), 9).sample_array(ReproducibleSource(62), 100),
+        TruncatedDiscreteLaplace(Fraction(7, 2), 9).sample_array(ReproducibleSource(62), 100),
+    )
