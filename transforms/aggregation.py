@@ -177,9 +177,9 @@ class _ParseReportsFn(beam.DoFn):
         identities: dict[tuple, int] = {}  # the file's distinct report identities, numbered
         stats: Counter = Counter()
         batch = _Batch()
+        position = -1
         with readable.open() as handle:
             for position, record in enumerate(_avro_records(handle, path)):
-                stats["read"] += 1
                 if isinstance(record, DeadLetter):
                     stats["dead_lettered:" + record.reason] += 1
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, record)
@@ -209,6 +209,7 @@ class _ParseReportsFn(beam.DoFn):
                     yield from self._route(path, batch, list(identities), stats)
                     batch = _Batch()
         yield from self._route(path, batch, list(identities), stats)
+        stats["read"] = position + 1
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
     def _route(self, path: str, batch: _Batch, identities: list[tuple], stats: Counter):

@@ -204,14 +204,21 @@ def aggregate(
 # ------------------------------------------------------------------------------------------------
 
 
-def shared_id_fields(info: SharedInfo) -> tuple[str, ...]:
-    """The shared-ID fields of a report, in the order the public service joins them: api, version,
-    reporting origin, and for Attribution Reporting the destination and (when present) the source
-    registration time."""
-    if info.api in ATTRIBUTION_APIS:
-        fields = (info.api, info.version, info.reporting_origin, info.attribution_destination)
-        return fields + ((info.source_registration_time,) if info.source_registration_time is not None else ())
-    return (info.api, info.version, info.reporting_origin)
+def report_identity(info: SharedInfo) -> tuple:
+    """What decides a report's budget keys (the filtering ids are the job's): api, version, reporting origin,
+    destination and source registration time as they appear in shared_info. A job has few distinct values, so
+    it hashes each once (``budget_units``)."""
+    return info.api, info.version, info.reporting_origin, info.attribution_destination, info.source_registration_time
+
+
+def shared_id_fields(identity: tuple) -> tuple[str, ...]:
+    """The shared-ID fields of a report identity, in the order the public service joins them: api, version,
+    reporting origin, and for Attribution Reporting the destination and (when present) the source registration
+    time."""
+    api, version, origin, destination, registration = identity
+    if api in ATTRIBUTION_APIS:
+        return (api, version, origin, destination) + ((registration,) if registration is not None else ())
+    return (api, version, origin)
 
 
 def budget_key(fields: tuple[str, ...], version: str, filtering_id: int) -> str:
@@ -220,12 +227,6 @@ def budget_key(fields: tuple[str, ...], version: str, filtering_id: int) -> str:
     if filtering_id != 0 or version_at_least(version, 1, 0):
         fields = fields + (str(filtering_id),)
     return hashlib.sha256("-".join(fields).encode("utf-8")).hexdigest()
-
-
-def report_identity(info: SharedInfo) -> tuple[tuple[str, ...], str]:
-    """What decides a report's budget keys: its shared-ID fields and its version (the filtering ids are the
-    job's). Few distinct values per job, so the job hashes each once (``budget_units``)."""
-    return shared_id_fields(info), info.version
 
 
 def report_hour(info: SharedInfo) -> int:
@@ -246,7 +247,6 @@ def budget_units(groups: Iterable[tuple], filtering_ids: Iterable[int]) -> set[t
     units = set()
     for identity, hour in groups:
         if identity not in keys:
-            fields, version = identity
-            keys[identity] = [budget_key(fields, version, fid) for fid in ids]
+            keys[identity] = [budget_key(shared_id_fields(identity), identity[1], fid) for fid in ids]
         units.update((key, hour) for key in keys[identity])
     return units

@@ -18,6 +18,7 @@ from transforms.mechanisms.aggregation import (
     budget_units,
     candidates,
     keys_of,
+    report_identity,
     report_unit_group,
     shared_id_fields,
 )
@@ -161,14 +162,14 @@ def test_budget_key_is_the_sha256_of_the_shared_id_fields():
                             scheduled_report_time=1_700_003_599, attribution_destination="https://shop.test",
                             source_registration_time=1_699_920_000)
     info = parse_shared_info(text)
-    fields = shared_id_fields(info)
+    fields = shared_id_fields(report_identity(info))
     assert fields == ("attribution-reporting", "1.0", "https://adtech.test", "https://shop.test", "1699920000")
     joined = "attribution-reporting-1.0-https://adtech.test-https://shop.test-1699920000-0"
     assert budget_key(fields, "1.0", 0) == hashlib.sha256(joined.encode()).hexdigest()
     assert budget_key(fields, "0.1", 0) == hashlib.sha256(joined[:-2].encode()).hexdigest()  # no id before 1.0
     assert budget_key(fields, "0.1", 3) == hashlib.sha256(joined[:-1].encode() + b"3").hexdigest()
     group = report_unit_group(info)
-    assert group == ((fields, "1.0"), 1_700_003_599 // 3600)
+    assert group == (report_identity(info), 1_700_003_599 // 3600)
     units = budget_units({group}, [0, 7])
     assert units == {(budget_key(fields, "1.0", 0), 472_223), (budget_key(fields, "1.0", 7), 472_223)}
 
@@ -176,6 +177,6 @@ def test_budget_key_is_the_sha256_of_the_shared_id_fields():
 def test_private_aggregation_budget_key_has_no_destination():
     text = shared_info_json(api="shared-storage", report_id=RID, reporting_origin="https://adtech.test",
                             scheduled_report_time=1_700_000_000)
-    fields = shared_id_fields(parse_shared_info(text))
+    fields = shared_id_fields(report_identity(parse_shared_info(text)))
     assert fields == ("shared-storage", "1.0", "https://adtech.test")
     assert budget_key(fields, "1.0", 0) == hashlib.sha256(b"shared-storage-1.0-https://adtech.test-0").hexdigest()
