@@ -224,21 +224,28 @@ class _ParseReportsFn(beam.DoFn):
         wanted = np.isin(decoded.filtering_ids, np.asarray(self._job.filtering_ids, dtype=np.uint64))
         stats["contributions_other_filtering_ids"] += int(wanted.size - wanted.sum())
         owner, high, low, values = decoded.owner[wanted], decoded.high[wanted], decoded.low[wanted], decoded.values[wanted]
-        valid = np.ones(len(batch.payloads), bool)
-        valid[list(decoded.errors)] = False
         shards = np.fromiter(map(report_shard, batch.report_ids), np.int64, len(batch.report_ids))
-        shards[~valid] = -1
-        for shard in np.unique(shards[valid]).tolist():
-            reports = np.flatnonzero(shards == shard)
-            mine = shards[owner] == shard
+        shards[list(decoded.errors)] = -1
+        # Reports (and their contributions, which follow them) ordered by shard, then cut at the shard borders.
+        order = np.argsort(shards, kind="stable")
+        by_shard = np.searchsorted(shards[order], np.arange(-1, REPORT_SHARDS + 1))
+        contribution_order = np.argsort(shards[owner], kind="stable")
+        owner, high, low, values = (column[contribution_order] for column in (owner, high, low, values))
+        contribution_by_shard = np.searchsorted(shards[owner], np.arange(-1, REPORT_SHARDS + 1))
+        positions, identity, hours = (np.asarray(column, np.int64) for column in (batch.positions, batch.identity, batch.hours))
+        for shard in range(REPORT_SHARDS):
+            reports = order[by_shard[shard + 1]:by_shard[shard + 2]]
+            if not reports.size:
+                continue
+            mine = slice(contribution_by_shard[shard + 1], contribution_by_shard[shard + 2])
             counts = np.bincount(np.searchsorted(reports, owner[mine]), minlength=reports.size)
             columns = ReportColumns(
                 path=path,
                 report_ids=[batch.report_ids[i] for i in reports.tolist()],
-                positions=np.asarray(batch.positions, np.int64)[reports],
+                positions=positions[reports],
                 identities=identities,
-                identity=np.asarray(batch.identity, np.int64)[reports],
-                hours=np.asarray(batch.hours, np.int64)[reports],
+                identity=identity[reports],
+                hours=hours[reports],
                 ends=np.cumsum(counts),
                 high=high[mine],
                 low=low[mine],
@@ -278,8 +285,8 @@ class _SumShardFn(beam.DoFn):
             contributions = np.repeat(keep, counts)
             stats["aggregated_reports"] += int(keep.sum())
             stats["contributions"] += int(contributions.sum())
-            pairs = np.unique(np.stack([chunk.identity[keep], chunk.hours[keep]], axis=1), axis=0).tolist()
-            groups.update((chunk.identities[identity], hour) for identity, hour in pairs)
+            pairs = np.unique((chunk.identity[keep] << 32) | chunk.hours[keep]).tolist()  # hours < 2^32
+            groups.update((chunk.identities[pair >> 32], pair & 0xFFFFFFFF) for pair in pairs)
             high.append(chunk.high[contributions])
             low.append(chunk.low[contributions])
             values.append(chunk.values[contributions])
