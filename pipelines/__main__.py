@@ -11,6 +11,7 @@ COMMANDS = {
     "measurement": ("pipelines.measurement", "on-device budgeting: attribution reports and noisy queries (seed 003)"),
     "compare-policies": ("pipelines.compare_policies", "Cookie Monster, ARA-like and IPA-like side by side (seed 003)"),
     "evaluate": ("pipelines.evaluate", "reproduce the Cookie Monster evaluation and Appendix D bias detection"),
+    "summary-client": ("pipelines.summary_client", "ARA and PAA clients: aggregatable reports (seed 000 Alg. 2, 3)"),
     "generate": ("pipelines.generate", "synthetic input data"),
 }
 

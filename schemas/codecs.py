@@ -12,13 +12,17 @@ Reasons (stable strings, counted per reason in every run's summary):
 ``absurd_timestamp:<name>``; for conversions and their attribution requests also ``negative_value:<name>``,
 ``non_finite:<name>``, ``nonpositive:<name>`` (epsilon, sensitivities, window, n), ``report_sensitivity_above_query``,
 ``unknown_logic``, ``unknown_norm``, ``dimension_out_of_range``, ``incomplete_epochs`` (one of first/last epoch),
-``reversed_epochs``.
+``reversed_epochs``; for the summary-report clients' events (ARA sources and triggers, PAA events) also
+``invalid_key:<name>`` (not "0x" and 1 to 32 hex digits), ``duplicate_name:<name>``, ``too_many:<name>`` (more
+than 20 entries), ``out_of_range:<name>``, ``nonpositive:expiry_seconds``, ``value_too_large:<name>`` (above
+65536) and ``unknown_api:api``.
 """
 from __future__ import annotations
 
 import base64
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any, Callable, Iterator, Mapping, NamedTuple, Union
@@ -29,21 +33,38 @@ from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
 from schemas import events_pb2
+from schemas.aggregatable import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
 from schemas.rows import (
     ATTRIBUTION_LOGICS,
     MAX_DIMENSION,
     NORMS,
+    AggregatableTriggerData,
+    AggregatableValue,
+    AggregationKey,
+    AraSource,
+    AraTrigger,
     AttributionRequest,
     Conversion,
     DeadLetter,
     Impression,
     JoinEvent,
+    PaaEvent,
 )
 
 # Timestamps are UTC microseconds since the Unix epoch. Anything at or after
 # 2100-01-01T00:00:00Z is taken for a unit mistake (nanoseconds, or a
 # sentinel) rather than a real event.
 MAX_EVENT_TIME_MICROS = 4_102_444_800 * 1_000_000
+
+# The summary-report clients' events (seed 000 Sec. 2.1.2-2.1.3), with the Attribution Reporting API's limits.
+SECONDS_PER_DAY = 86_400
+MIN_EXPIRY_SECONDS = SECONDS_PER_DAY  # a source's expiry is clamped to [1 day, 30 days]
+MAX_EXPIRY_SECONDS = 30 * SECONDS_PER_DAY  # also the default
+MAX_AGGREGATION_ENTRIES = 20  # aggregation keys, trigger data and values each hold at most 20 entries
+MAX_AGGREGATABLE_VALUE = 65_536  # one value is at most the contribution budget L1 = 2^16
+PAA_APIS = (API_SHARED_STORAGE, API_PROTECTED_AUDIENCE)
+_INT64 = 2**63
+_HEX_KEY = re.compile(r"0[xX][0-9a-fA-F]{1,32}")  # a 128-bit key as ARA writes it: "0x159"
 
 FORMATS = ("avro", "jsonl", "pb")
 _EXTENSIONS = {".avro": "avro", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".pb": "pb", ".binpb": "pb"}
@@ -55,7 +76,9 @@ class FieldSpec:
 
     Kinds: ``string`` (required, not blank), ``text`` (a string, missing = ""),
     ``strings`` (a list of non-blank strings, missing = ()), ``timestamp_micros``,
-    ``amount`` (a finite number >= 0), ``request`` (a nested attribution request).
+    ``amount`` (a finite number >= 0), ``request`` (a nested attribution request); for the summary-report
+    clients ``int64`` (missing = 0), ``expiry`` (seconds, missing = 30 days, clamped to [1, 30] days),
+    ``aggregation_keys``, ``trigger_data`` and ``aggregatable_values`` (lists of nested records) and ``api``.
     """
 
     name: str
@@ -211,7 +234,146 @@ CONVERSION = EventSpec(
     accept=_accept_conversion,
 )
 
-EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT, IMPRESSION, CONVERSION)}
+def _names(values: Any) -> bool:
+    """The fast path's test for an optional list of identifiers (missing = ())."""
+    return values == () or (type(values) is list and all(_name(value) for value in values))
+
+
+def _fast_key(text: Any) -> int | None:
+    """A key in ARA's hex form on the fast path, or None."""
+    return int(text, 16) if type(text) is str and _HEX_KEY.fullmatch(text) else None
+
+
+def _fast_items(items: Any) -> list | None:
+    """An optional list of at most 20 nested records (Avro records or JSON objects) on the fast path, or None."""
+    if items == ():
+        return []
+    if type(items) is list and len(items) <= MAX_AGGREGATION_ENTRIES and all(type(item) is dict for item in items):
+        return items
+    return None
+
+
+def _accept_ara_source(record: dict) -> AraSource | None:
+    get = record.get
+    device, time, source, origin = get("device_id"), get("event_time_micros"), get("source_id"), get("reporting_origin")
+    destination, expiry, priority, filters = get("destination"), get("expiry_seconds"), get("priority"), get("filter_data", ())
+    items = _fast_items(get("aggregation_keys", ()))
+    if not (
+        _name(device) and _name(source) and _name(origin) and _name(destination)
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+        and (expiry is None or (type(expiry) is int and MIN_EXPIRY_SECONDS <= expiry <= MAX_EXPIRY_SECONDS))
+        and (priority is None or (type(priority) is int and -_INT64 <= priority < _INT64))
+        and _names(filters) and items is not None
+    ):
+        return None
+    keys = []
+    for item in items:
+        name, key = item.get("name"), _fast_key(item.get("key"))
+        if not _name(name) or key is None:
+            return None
+        keys.append(AggregationKey(name, key))
+    if len({key.name for key in keys}) != len(keys):
+        return None
+    return AraSource(
+        device, time, source, origin, destination, MAX_EXPIRY_SECONDS if expiry is None else expiry, priority or 0,
+        tuple(filters), tuple(keys),
+    )
+
+
+def _accept_ara_trigger(record: dict) -> AraTrigger | None:
+    get = record.get
+    device, time, trigger, origin = get("device_id"), get("event_time_micros"), get("trigger_id"), get("reporting_origin")
+    destination, filters = get("destination"), get("filters", ())
+    pieces, values = _fast_items(get("aggregatable_trigger_data", ())), _fast_items(get("aggregatable_values", ()))
+    if not (
+        _name(device) and _name(trigger) and _name(origin) and _name(destination)
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+        and _names(filters) and pieces is not None and values is not None
+    ):
+        return None
+    data = []
+    for item in pieces:
+        piece, source_keys = _fast_key(item.get("key_piece")), item.get("source_keys", ())
+        if piece is None or not _names(source_keys):
+            return None
+        data.append(AggregatableTriggerData(piece, tuple(source_keys)))
+    amounts = []
+    for item in values:
+        name, value = item.get("name"), item.get("value")
+        if not (_name(name) and type(value) is int and 0 <= value <= MAX_AGGREGATABLE_VALUE):
+            return None
+        amounts.append(AggregatableValue(name, value))
+    if len({value.name for value in amounts}) != len(amounts):
+        return None
+    return AraTrigger(device, time, trigger, origin, destination, tuple(filters), tuple(data), tuple(amounts))
+
+
+def _accept_paa_event(record: dict) -> PaaEvent | None:
+    get = record.get
+    device, time, event, origin = get("device_id"), get("event_time_micros"), get("event_id"), get("reporting_origin")
+    api, campaign = get("api"), get("campaign_id")
+    if (
+        _name(device) and _name(event) and _name(origin) and _name(campaign) and api in PAA_APIS
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+    ):
+        return PaaEvent(device, time, event, origin, api, campaign)
+    return None
+
+
+ARA_SOURCE = EventSpec(
+    name="ara_source",
+    row_type=AraSource,
+    proto_type=events_pb2.AraSource,
+    avro_schema="ara_source",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("source_id", "string"),
+        FieldSpec("reporting_origin", "string"),
+        FieldSpec("destination", "string"),
+        FieldSpec("expiry_seconds", "expiry"),
+        FieldSpec("priority", "int64"),
+        FieldSpec("filter_data", "strings"),
+        FieldSpec("aggregation_keys", "aggregation_keys"),
+    ),
+    accept=_accept_ara_source,
+)
+
+ARA_TRIGGER = EventSpec(
+    name="ara_trigger",
+    row_type=AraTrigger,
+    proto_type=events_pb2.AraTrigger,
+    avro_schema="ara_trigger",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("trigger_id", "string"),
+        FieldSpec("reporting_origin", "string"),
+        FieldSpec("destination", "string"),
+        FieldSpec("filters", "strings"),
+        FieldSpec("aggregatable_trigger_data", "trigger_data"),
+        FieldSpec("aggregatable_values", "aggregatable_values"),
+    ),
+    accept=_accept_ara_trigger,
+)
+
+PAA_EVENT = EventSpec(
+    name="paa_event",
+    row_type=PaaEvent,
+    proto_type=events_pb2.PaaEvent,
+    avro_schema="paa_event",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("event_id", "string"),
+        FieldSpec("reporting_origin", "string"),
+        FieldSpec("api", "api"),
+        FieldSpec("campaign_id", "string"),
+    ),
+    accept=_accept_paa_event,
+)
+
+EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT, IMPRESSION, CONVERSION, ARA_SOURCE, ARA_TRIGGER, PAA_EVENT)}
 
 
 def event_spec(name: str) -> EventSpec:
@@ -382,13 +544,117 @@ def _request(value: Any, conversion_product_id: str) -> AttributionRequest:
     )
 
 
+def _int64(name: str, value: Any, default: int = 0) -> int:
+    """An optional signed 64-bit integer (missing = ``default``)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"wrong_type:{name}")
+    if not -_INT64 <= value < _INT64:
+        raise _Invalid(f"out_of_range:{name}")
+    return value
+
+
+def _expiry(name: str, value: Any) -> int:
+    """A source's expiry in seconds: missing = 30 days; > 0, clamped to [1 day, 30 days] as browsers clamp it."""
+    value = _int64(name, value, MAX_EXPIRY_SECONDS)
+    if value <= 0:
+        raise _Invalid(f"nonpositive:{name}")
+    return min(max(value, MIN_EXPIRY_SECONDS), MAX_EXPIRY_SECONDS)
+
+
+def _key(name: str, value: Any) -> int:
+    """A 128-bit key written as ARA writes it: "0x" and 1 to 32 hexadecimal digits."""
+    if value is None:
+        raise _Invalid(f"missing_field:{name}")
+    if not isinstance(value, str):
+        raise _Invalid(f"wrong_type:{name}")
+    if not _HEX_KEY.fullmatch(value):
+        raise _Invalid(f"invalid_key:{name}")
+    return int(value, 16)
+
+
+def _records(name: str, value: Any, inner: str | None = None) -> list:
+    """An optional list (missing = []) of at most 20 nested records. With ``inner``, JSON may also write ARA's
+    ``{name: x}`` object, read as the records ``{"name": name, inner: x}``."""
+    if value is None:
+        return []
+    if inner is not None and isinstance(value, Mapping):
+        value = [{"name": key, inner: item} for key, item in value.items()]
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(i, Mapping) for i in value):
+        raise _Invalid(f"wrong_type:{name}")
+    if len(value) > MAX_AGGREGATION_ENTRIES:
+        raise _Invalid(f"too_many:{name}")
+    return value
+
+
+def _distinct(name: str, rows: tuple) -> tuple:
+    """Named rows whose names are distinct."""
+    if len({row.name for row in rows}) != len(rows):
+        raise _Invalid(f"duplicate_name:{name}")
+    return rows
+
+
+def _aggregation_keys(name: str, value: Any) -> tuple:
+    """An ARA source's named source keys (srcKey of seed 000 Alg. 2)."""
+    return _distinct(name, tuple(
+        AggregationKey(_string(f"{name}.name", item.get("name")), _key(f"{name}.key", item.get("key")))
+        for item in _records(name, value, inner="key")
+    ))
+
+
+def _trigger_data(name: str, value: Any) -> tuple:
+    """An ARA trigger's key pieces (trigKey of seed 000 Alg. 2), each with the source keys it is OR-ed into."""
+    return tuple(
+        AggregatableTriggerData(_key(f"{name}.key_piece", item.get("key_piece")),
+                                _strings(f"{name}.source_keys", item.get("source_keys")))
+        for item in _records(name, value)
+    )
+
+
+def _value(name: str, value: Any) -> int:
+    """One aggregatable value: an integer in [0, 65536]."""
+    if value is None:
+        raise _Invalid(f"missing_field:{name}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"wrong_type:{name}")
+    if value < 0:
+        raise _Invalid(f"negative_value:{name}")
+    if value > MAX_AGGREGATABLE_VALUE:
+        raise _Invalid(f"value_too_large:{name}")
+    return value
+
+
+def _aggregatable_values(name: str, value: Any) -> tuple:
+    """An ARA trigger's value per named source key (trigValue of seed 000 Alg. 2)."""
+    return _distinct(name, tuple(
+        AggregatableValue(_string(f"{name}.name", item.get("name")), _value(f"{name}.value", item.get("value")))
+        for item in _records(name, value, inner="value")
+    ))
+
+
+def _api(name: str, value: Any) -> str:
+    """The API a Private Aggregation event comes from: ``shared-storage`` or ``protected-audience``."""
+    value = _string(name, value)
+    if value not in PAA_APIS:
+        raise _Invalid(f"unknown_api:{name}")
+    return value
+
+
 _CONVERTERS: dict[str, Callable[[str, Any], Any]] = {
     "string": _string,
     "text": _text,
     "strings": _strings,
     "timestamp_micros": _timestamp,
     "amount": _amount,
+    "int64": _int64,
+    "expiry": _expiry,
+    "aggregation_keys": _aggregation_keys,
+    "trigger_data": _trigger_data,
+    "aggregatable_values": _aggregatable_values,
+    "api": _api,
 }
+_MESSAGE_LISTS = ("aggregation_keys", "trigger_data", "aggregatable_values")  # kinds that are repeated messages
 
 
 def validate(spec: EventSpec, record: Any) -> NamedTuple | str:
@@ -507,10 +773,12 @@ def _proto_mapping(spec: EventSpec, message: Message) -> dict:
     """The message's fields as a mapping; an unset optional field or an empty string counts as missing/empty."""
     record = {}
     for field in spec.fields:
-        if field.kind in ("string", "text"):
+        if field.kind in ("string", "text", "api"):
             record[field.name] = getattr(message, field.name)
         elif field.kind == "strings":
             record[field.name] = list(getattr(message, field.name))
+        elif field.kind in _MESSAGE_LISTS:
+            record[field.name] = [_message_mapping(item) for item in getattr(message, field.name)]
         elif message.HasField(field.name):
             value = getattr(message, field.name)
             record[field.name] = _message_mapping(value) if field.kind == "request" else value

@@ -137,3 +137,67 @@ class IncompleteBatch(NamedTuple):
     querier_site: str
     query_key: str
     waiting_reports: int
+
+
+class AggregationKey(NamedTuple):
+    """One named 128-bit source key of an ARA source (seed 000 Alg. 2's srcKey; ARA's ``aggregation_keys``)."""
+
+    name: str
+    key: int
+
+
+class AraSource(NamedTuple):
+    """An Attribution Reporting source registration (seed 000 Alg. 2: (srcId, dest, expDate, srcFilt, srcKey)).
+
+    ``expiry_seconds`` is measured from ``event_time_micros`` (expDate); ``aggregation_keys`` holds at most 20
+    ``AggregationKey`` with distinct names."""
+
+    device_id: str
+    event_time_micros: int
+    source_id: str
+    reporting_origin: str
+    destination: str
+    expiry_seconds: int
+    priority: int
+    filter_data: tuple
+    aggregation_keys: tuple
+
+
+class AggregatableTriggerData(NamedTuple):
+    """A key piece of an ARA trigger (trigKey), OR-ed into the source keys named in ``source_keys``."""
+
+    key_piece: int
+    source_keys: tuple
+
+
+class AggregatableValue(NamedTuple):
+    """The value (trigValue) an ARA trigger contributes for the source key called ``name``."""
+
+    name: str
+    value: int
+
+
+class AraTrigger(NamedTuple):
+    """An Attribution Reporting trigger registration (seed 000 Alg. 2: (dest, trigId, trigFilt, trigKey,
+    trigValue)); ``aggregatable_values`` have distinct names."""
+
+    device_id: str
+    event_time_micros: int
+    trigger_id: str
+    reporting_origin: str
+    destination: str
+    filters: tuple
+    aggregatable_trigger_data: tuple
+    aggregatable_values: tuple
+
+
+class PaaEvent(NamedTuple):
+    """An ad event handled by the Private Aggregation API (seed 000 Alg. 3, "Event Registration");
+    ``api`` is ``shared-storage`` or ``protected-audience``."""
+
+    device_id: str
+    event_time_micros: int
+    event_id: str
+    reporting_origin: str
+    api: str
+    campaign_id: str

@@ -69,13 +69,13 @@ def device_shard(device_id: str, shards: int) -> int:
     return zlib.crc32(device_id.encode("utf-8")) % shards
 
 
-def _pack(value) -> bytes:
+def pack(value) -> bytes:
     """Pickled and deflated (level 1): the sequential ids compress about four to one, so the runner's copies of
     the shuffled chunks take a quarter of the memory, for about 0.3 microseconds an event."""
     return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-def _unpack_chunk(payload: bytes):
+def unpack_chunk(payload: bytes):
     return pickle.loads(zlib.decompress(payload))
 
 
@@ -119,27 +119,29 @@ class ImpressionShards:
     def drain(self) -> Iterator[tuple[int, tuple[int, bytes]]]:
         table = list(self._codes)
         for shard, columns in self._columns.items():
-            yield shard, (_IMPRESSION, _pack((*columns, table)))
+            yield shard, (_IMPRESSION, pack((*columns, table)))
         self._columns, self._codes, self._shard_of, self.pending = {}, {}, {}, 0
 
 
-class ConversionShards:
-    """Folds one file's conversions into per-shard pickled lists of plain tuples (a ``RowFold``)."""
+class RowShards:
+    """Folds one file's rows (conversions here, the summary clients' events) into per-shard pickled lists of
+    plain tuples tagged ``kind`` (a ``RowFold``)."""
 
     flush_rows = 200_000
 
-    def __init__(self, shards: int) -> None:
+    def __init__(self, shards: int, kind: int) -> None:
         self._shards = shards
+        self._kind = kind
         self._rows: dict[int, list] = {}
         self.pending = 0
 
-    def add(self, row: Conversion) -> None:
+    def add(self, row) -> None:
         self._rows.setdefault(device_shard(row.device_id, self._shards), []).append(tuple(row))
         self.pending += 1
 
     def drain(self) -> Iterator[tuple[int, tuple[int, bytes]]]:
         for shard, rows in self._rows.items():
-            yield shard, (_CONVERSION, _pack(rows))
+            yield shard, (self._kind, pack(rows))
         self._rows, self.pending = {}, 0
 
 
@@ -150,12 +152,12 @@ def _unpack(chunks: Iterable[tuple[int, bytes]]) -> dict[str, list]:
     impressions = []
     for kind, payload in chunks:
         if kind == _CONVERSION:
-            for packed in _unpack_chunk(payload):
+            for packed in unpack_chunk(payload):
                 conversions.setdefault(packed[0], []).append(Conversion._make(packed))
         else:
             impressions.append(payload)
     for payload in impressions:
-        devices, times, ids, codes, table = _unpack_chunk(payload)
+        devices, times, ids, codes, table = unpack_chunk(payload)
         for index, device in enumerate(devices):
             events = conversions.get(device)
             if events is not None:
@@ -256,7 +258,7 @@ class MeasureBatch(beam.PTransform):
         )
         conversions = pbegin | "ReadConversions" >> ReadEvents(
             self._conversions, CONVERSION, self._format,
-            fold=functools.partial(ConversionShards, self._shards), check=ConversionCheck(config),
+            fold=functools.partial(RowShards, self._shards, _CONVERSION), check=ConversionCheck(config),
         )
         # ReportRecord; budgets: DeviceEpochBudget
         replayed = (
@@ -314,16 +316,16 @@ class MeasureBatch(beam.PTransform):
 END_OF_INPUT = Timestamp(micros=GlobalWindow().max_timestamp().micros // _MICROS_PER_MILLI * _MICROS_PER_MILLI)
 
 
-def _after_milli(micros: int) -> int:
+def after_milli(micros: int) -> int:
     """The first millisecond boundary strictly after ``micros``."""
     return (micros // _MICROS_PER_MILLI + 1) * _MICROS_PER_MILLI
 
 
-def _stamped(item, micros: int) -> TimestampedValue:
+def stamped(item, micros: int) -> TimestampedValue:
     return TimestampedValue(item, Timestamp(micros=micros))
 
 
-class _Pending:
+class Pending:
     """A key's buffered (time, item) pairs and the time its flush timer is set for (None: not set)."""
 
     def __init__(self) -> None:
@@ -333,7 +335,7 @@ class _Pending:
     def add(self, time_micros: int, item, flush, delay_micros: int = 0) -> None:
         """Buffer ``item``; move the flush timer earlier if the item is due before it."""
         self.items.append((time_micros, item))
-        due = _after_milli(time_micros) + delay_micros
+        due = after_milli(time_micros) + delay_micros
         if self.target is None or due < self.target:
             self.target = due
             flush.set(Timestamp(micros=due))
@@ -351,11 +353,11 @@ class _Pending:
         """After a flush: the timer for the earliest item still buffered, if any."""
         self.target = None
         if self.items:
-            self.target = _after_milli(min(time for time, _ in self.items)) + delay_micros
+            self.target = after_milli(min(time for time, _ in self.items)) + delay_micros
             flush.set(Timestamp(micros=self.target))
 
 
-class _DeviceRecord(_Pending):
+class _DeviceRecord(Pending):
     """A device's Beam state: its buffered events, how far it has replayed (``cut``) and its ``DeviceState``."""
 
     def __init__(self, capacity_units: int) -> None:
@@ -398,7 +400,7 @@ class _DeviceFn(beam.DoFn):
         device = record.device
         events = sort_events(event for _, event in record.take(until))
         for report in replay(key, events, device, self._config, self._policy, self._source):
-            yield _stamped(report, _after_milli(report.conversion_time_micros) + self._lateness)
+            yield stamped(report, after_milli(report.conversion_time_micros) + self._lateness)
         oldest = self._config.oldest_reachable_epoch(until)
         expired = [filter_key for filter_key in device.filters.consumed if filter_key[1] < oldest]
         if self._emit_budgets:
@@ -411,7 +413,7 @@ class _DeviceFn(beam.DoFn):
         if kept:
             # the first time at which min(kept) is out of every window: the start of the next epoch plus the window
             unreachable = self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros
-            expire.set(Timestamp(micros=_after_milli(unreachable - 1) + self._lateness))
+            expire.set(Timestamp(micros=after_milli(unreachable - 1) + self._lateness))
         record.rearm(flush, self._lateness)
 
     def _fire(self, key: str, fired: Timestamp, state, flush, expire):
@@ -442,7 +444,7 @@ class _DeviceFn(beam.DoFn):
         yield from self._fire(key, fired, state, flush, expire)
 
 
-class _BatchRecord(_Pending):
+class _BatchRecord(Pending):
     """One query's Beam state: its buffered reports and the batch being filled."""
 
     def __init__(self, cutter: BatchCutter) -> None:
@@ -481,7 +483,7 @@ class _BatchFn(beam.DoFn):
     def _advance(self, record: _BatchRecord, until: int | None):
         for time, report in sorted(record.take(until), key=lambda entry: report_order(entry[1])):
             for batch in record.cutter.add([report]):
-                yield _stamped(batch, _after_milli(time))
+                yield stamped(batch, after_milli(time))
 
     @on_timer(FLUSH)
     def on_flush(
@@ -506,7 +508,7 @@ class _BatchFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(INCOMPLETE, incomplete)
 
 
-class _QueryRecord(_Pending):
+class _QueryRecord(Pending):
     """One querier's Beam state: buffered batches, its central filters (IPA-like) and the IPA-like device budget
     rows waiting for the end of the input."""
 
@@ -548,7 +550,7 @@ class _QueryFn(beam.DoFn):
         central = CentralBudget(self._config.capacity_units, record.central) if self._config.policy == "ipa_like" else None
         due = sorted(record.take(until), key=lambda entry: batch_order(entry[1]))
         for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source, self._config.bias)):
-            yield _stamped(result, _after_milli(time))
+            yield stamped(result, after_milli(time))
 
     @on_timer(FLUSH)
     def on_flush(self, fired=beam.DoFn.TimestampParam, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):

@@ -25,7 +25,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import fastavro
 import numpy as np
@@ -33,6 +33,7 @@ from google.protobuf.internal.encoder import _VarintBytes
 
 from schemas import events_pb2
 from schemas.codecs import FORMATS, encode_delimited
+from schemas.formats import load_avro_schema
 
 MICROS_PER_SECOND = 1_000_000
 MICROS_PER_HOUR = 3600 * MICROS_PER_SECOND
@@ -105,11 +106,11 @@ def shard_paths(out: Path, kind: str, shards: int, fmt: str) -> list[Path]:
     return [out / f"{kind}-{s:05d}-of-{shards:05d}.{EXTENSIONS[fmt]}" for s in range(shards)]
 
 
-def prepare_output(out_dir: str | Path) -> Path:
-    """Create ``out_dir`` and remove an earlier run's impression and conversion shards from it."""
+def prepare_output(out_dir: str | Path, kinds: Sequence[str] = ("impressions", "conversions")) -> Path:
+    """Create ``out_dir`` and remove an earlier run's shards of ``kinds`` (file name prefixes) from it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for pattern in ("impressions-*-of-*.*", "conversions-*-of-*.*"):
+    for pattern in (f"{kind}-*-of-*.*" for kind in kinds):
         for stale in out.glob(pattern):
             if stale.suffix.lstrip(".") in EXTENSIONS.values():
                 stale.unlink()
@@ -118,10 +119,11 @@ def prepare_output(out_dir: str | Path) -> Path:
 
 def write_generation_json(out: Path, dataset: str, parameters: dict, model: dict, stats: Any) -> Path:
     """``out/generation.json``: the dataset name, parameters, model constants and stats (a dataclass whose
-    ``impression_files`` and ``conversion_files`` are recorded by file name)."""
-    recorded = {**dataclasses.asdict(stats),
-                "impression_files": [Path(path).name for path in stats.impression_files],
-                "conversion_files": [Path(path).name for path in stats.conversion_files]}
+    ``*_files`` fields, ``impression_files`` and ``conversion_files`` for instance, are recorded by file name)."""
+    recorded = dataclasses.asdict(stats)
+    for name, paths in recorded.items():
+        if name.endswith("_files"):
+            recorded[name] = [Path(path).name for path in paths]
     path = out / "generation.json"
     with open(path, "w", encoding="utf-8") as handle:
         json.dump({"dataset": dataset, "parameters": parameters, "model": model, "stats": recorded}, handle, indent=2)
@@ -228,9 +230,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, start_default: str, st
 
 
 def print_outputs(stats: Any, out_dir: str) -> None:
-    """The closing lines of a generator's summary: its files and ``generation.json``."""
-    print(f"  impressions: {', '.join(stats.impression_files)}")
-    print(f"  conversions: {', '.join(stats.conversion_files)}")
+    """The closing lines of a generator's summary: its files (every ``<kind>_files`` field of ``stats``, printed
+    as ``<kind>s``) and ``generation.json``."""
+    for name, paths in dataclasses.asdict(stats).items():
+        if name.endswith("_files"):
+            print(f"  {name.removesuffix('_files')}s: {', '.join(paths)}")
     print(f"  summary: {Path(out_dir) / 'generation.json'}")
 
 
@@ -259,3 +263,111 @@ def last_touch_request(window_days: int, campaign_ids: list, product_id: str, ep
         "requested_epsilon": epsilon, "report_global_sensitivity": cap, "query_global_sensitivity": cap,
         "norm": "L1", "query_key": query_key,
     }
+
+
+def garbage_delimited(rng: np.random.Generator) -> bytes:
+    """A length-prefixed protobuf message that never parses: field 1 (length-delimited) claiming 100 bytes,
+    followed by fewer. The prefix is right, so a reader carries on with the next message."""
+    payload = b"\x0a\x64" + rng.integers(0, 256, size=int(rng.integers(0, 40)), dtype=np.uint8).tobytes()
+    return _VarintBytes(len(payload)) + payload
+
+
+def interleave(records: list, bad: list, rng: np.random.Generator) -> list:
+    """``records`` with ``bad`` inserted at random positions (the order of each kept)."""
+    slots = np.zeros(len(records) + len(bad), dtype=bool)
+    slots[rng.choice(len(records) + len(bad), size=len(bad), replace=False)] = True
+    valid_iter, bad_iter = iter(records), iter(bad)
+    return [next(bad_iter) if is_bad else next(valid_iter) for is_bad in slots.tolist()]
+
+
+# Corruptions every event type can take, by format, and the reason the readers of schemas/codecs.py give them.
+COMMON_BAD_KINDS = {
+    "avro": ("empty_device", "negative_time", "absurd_time"),
+    "jsonl": ("empty_device", "negative_time", "absurd_time", "missing_device", "string_time", "broken_json"),
+    "pb": ("empty_device", "negative_time", "absurd_time", "missing_time", "garbage"),
+}
+COMMON_BAD_REASONS = {
+    "empty_device": "empty_field:device_id", "negative_time": "negative_timestamp:event_time_micros",
+    "absurd_time": "absurd_timestamp:event_time_micros", "missing_device": "missing_field:device_id",
+    "string_time": "wrong_type:event_time_micros", "broken_json": "malformed_json",
+    "missing_time": "missing_field:event_time_micros", "garbage": "malformed_protobuf",
+}
+YEAR_2200_MICROS = 7_258_118_400 * MICROS_PER_SECOND  # 2200-01-01T00:00:00Z
+
+
+class BadRecords:
+    """Corrupted copies of valid records mixed into one file kind's records at random positions, keeping
+    ``bad / (valid + bad)`` at ``fraction`` as records go by (generators' ``--bad-fraction``).
+
+    The kinds are ``COMMON_BAD_KINDS[fmt]`` plus ``extra``: a kind to (corrupt a copy of a valid record in its
+    Avro form in place, the reason the readers give it). ``by_reason`` counts what was written."""
+
+    def __init__(self, fmt: str, message: type, id_field: str, fraction: float, rng: np.random.Generator,
+                 extra: dict[str, tuple[Callable[[dict], None], str]] | None = None) -> None:
+        self.fmt, self.message, self.id_field, self.rng = fmt, message, id_field, rng
+        self.extra = dict(extra or {})
+        self.kinds = (*COMMON_BAD_KINDS[fmt], *self.extra)
+        self.ratio = fraction / (1.0 - fraction)
+        self.valid = self.written = 0
+        self.by_reason: dict[str, int] = {}
+
+    def _corrupt(self, kind: str, record: dict) -> Any:
+        """``record`` corrupted as ``kind`` and encoded for the format."""
+        rng = self.rng
+        if kind in self.extra:
+            self.extra[kind][0](record)
+        elif kind == "empty_device":
+            record["device_id"] = ""
+        elif kind == "negative_time":
+            record["event_time_micros"] = -int(rng.integers(1, MICROS_PER_DAY * 365))
+        elif kind == "absurd_time":
+            record["event_time_micros"] = YEAR_2200_MICROS + int(rng.integers(0, MICROS_PER_DAY * 365))
+        elif kind == "missing_device":
+            del record["device_id"]
+        elif kind == "string_time":
+            record["event_time_micros"] = str(record["event_time_micros"])
+        elif kind == "missing_time":
+            del record["event_time_micros"]
+        elif kind == "broken_json":
+            line = json.dumps(without_none(record))
+            return line[:int(rng.integers(1, len(line) - 1))] + "\n"
+        else:  # "garbage"
+            return garbage_delimited(rng)
+        return encode_record(self.fmt, self.message, record)
+
+    def add(self, records: list, valid: Callable[[int], dict]) -> list:
+        """``records`` (encoded) with bad records mixed in; ``valid(i)`` is a fresh copy of valid record ``i`` in
+        Avro form."""
+        n = len(records)
+        self.valid += n
+        n_bad = int(math.floor(self.ratio * self.valid + 0.5)) - self.written if n else 0
+        if n_bad <= 0:
+            return records
+        bad = []
+        for index, k in zip(self.rng.integers(0, n, size=n_bad).tolist(),
+                            self.rng.integers(0, len(self.kinds), size=n_bad).tolist()):
+            kind, record = self.kinds[k], valid(index)
+            record[self.id_field] = f"bad-{self.written + len(bad)}"
+            bad.append(self._corrupt(kind, record))
+            reason = self.extra[kind][1] if kind in self.extra else COMMON_BAD_REASONS[kind]
+            self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+        self.written += n_bad
+        return interleave(records, bad, self.rng)
+
+
+def write_domain(path: Path, buckets: Iterable[int]) -> Path:
+    """An output domain for ``python -m pipelines.aggregate --domain``: Avro ``AggregationBucket`` records of the
+    buckets, sorted, 16-byte big-endian."""
+    schema = load_avro_schema("aggregation_bucket")
+    with open(path, "wb") as handle:
+        fastavro.writer(handle, schema, [{"bucket": bucket.to_bytes(16, "big")} for bucket in sorted(set(buckets))])
+    return path
+
+
+def merged_counts(*counts: dict[str, int]) -> dict[str, int]:
+    """Counts per key added up over several dicts, sorted by key (bad records by reason over file kinds)."""
+    merged: dict[str, int] = {}
+    for part in counts:
+        for key, count in part.items():
+            merged[key] = merged.get(key, 0) + count
+    return dict(sorted(merged.items()))

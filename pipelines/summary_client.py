@@ -1,0 +1,291 @@
+"""The summary-report clients: ARA sources and triggers, or PAA ad events, in; aggregatable reports out.
+
+    python -m pipelines.summary_client ara --sources PATH --triggers PATH --output DIR [--l0 20] [--l1 65536]
+        [--public-key KEYFILE [--key-id ID]] [--seed N] [--streaming [--allowed-lateness-seconds S]]
+        [--shards 64] [--input-format avro|jsonl|pb] [Beam options]
+    python -m pipelines.summary_client paa --events PATH --output DIR [--reach-value 32768] [the same options]
+
+Simulates every device's browser: ``ara`` runs ARA-SR-Client (seed 000 Alg. 2: last-touch attribution with
+priorities, per-source budgets L0 and L1), ``paa`` runs PAA-SR-Client (Alg. 3: the reach-counting shared-storage
+function, budgets per (device, reporting origin, 10-minute window)). Every trigger (ARA) or ad event (PAA)
+sends exactly one report, null or not, padded to 20 contributions. Writes ``DIR/reports-*.avro``
+(``AggregatableReport``, what ``python -m pipelines.aggregate`` reads: clear-text CBOR payloads, or HPKE-encrypted
+with ``--public-key``), ``DIR/dead_letters-*.jsonl`` and ``DIR/summary.json``; prints counts and paths.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import apache_beam as beam
+
+from pipelines.common import (
+    CliError,
+    CliParser,
+    cli_main,
+    counters,
+    execute,
+    input_files,
+    output_files,
+    prepare_output,
+    read_records,
+)
+from schemas.aggregatable import decode_payload, read_key_file
+from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, FORMATS, PAA_EVENT
+from schemas.formats import load_avro_schema
+from transforms.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
+from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
+from transforms.measurement import DEFAULT_SHARDS
+from transforms.mechanisms.aggregatable_client import ContributionLimits, SummaryClient
+from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
+from transforms.mechanisms.ara_summary import AraSummaryClient
+from transforms.mechanisms.noise import make_source
+from transforms.mechanisms.paa import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
+from transforms.summary_clients import (
+    METRICS_NAMESPACE,
+    REPORTS,
+    ClientInput,
+    SummaryReportsBatch,
+    SummaryReportsStreaming,
+)
+
+OUTPUT_PREFIXES = ("reports", "dead_letters")
+ALGORITHMS = {"ara": "ARA-SR-Client (seed 000 Alg. 2)", "paa": "PAA-SR-Client (seed 000 Alg. 3)"}
+GUARANTEES = {
+    "ara": "with the Aggregation Service (seed 000 Alg. 1) and its per-report budget, the summary reports are "
+    "(eps*, delta*)-DP per source (Cor. 4.4): a source contributes at most L0 non-zero values summing to at most L1",
+    "paa": "with the Aggregation Service (seed 000 Alg. 1) and its per-report budget, the summary reports are "
+    "(eps*, delta*)-DP per (device, reporting origin, 10-minute window) (Cor. 4.6): each such unit contributes at "
+    "most L0 non-zero values summing to at most L1; no per-device guarantee over several windows is claimed",
+}
+
+
+@dataclass(frozen=True)
+class ClientJob:
+    """Everything a run needs besides Beam's own options."""
+
+    client_name: str  # "ara" or "paa"
+    inputs: tuple[ClientInput, ...]
+    input_format: str | None
+    output: str
+    limits: ContributionLimits
+    reach_value: int | None  # PAA only
+    public_key_file: str | None
+    public_key: tuple[str, bytes] | None  # (key id, raw X25519 public key)
+    seed: int | None
+    streaming: bool
+    allowed_lateness_seconds: int
+    shards: int
+
+    def client(self) -> SummaryClient:
+        if self.client_name == "ara":
+            return AraSummaryClient(self.limits)
+        return PaaSummaryClient(ReachCounting(self.reach_value), self.limits)
+
+
+def _add_common(parser: CliParser, unit: str) -> None:
+    parser.add_argument("--output", required=True, help="output directory (local path or a Beam filesystem URL)")
+    parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
+    budget = parser.add_argument_group("budgets (Alg. 2 and 3 Params)")
+    budget.add_argument("--l0", type=int, default=DEFAULT_L0,
+                        help=f"Lambda_0: non-zero contributions per {unit} (default {DEFAULT_L0})")
+    budget.add_argument("--l1", type=int, default=DEFAULT_L1,
+                        help=f"Lambda_1: sum of contributed values per {unit} (default {DEFAULT_L1})")
+    run = parser.add_argument_group("run")
+    run.add_argument("--public-key", help="encrypt payloads (HPKE) to this key file ({\"keys\": [{\"id\", \"key\"}]})")
+    run.add_argument("--key-id", help="the key of --public-key to use when it holds several")
+    run.add_argument("--seed", type=int, help="seeded report ids and delays for simulation and tests (default: secure)")
+    run.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFn, event-time timers)")
+    run.add_argument("--allowed-lateness-seconds", type=int, default=0,
+                     help="streaming: how late an event may arrive behind the watermark (default 0)")
+    run.add_argument("--shards", type=int, default=DEFAULT_SHARDS,
+                     help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
+
+
+def build_parser() -> CliParser:
+    parser = CliParser(
+        prog="python -m pipelines.summary_client",
+        description="The browser clients that send aggregatable reports (seed 000 Sec. 2.1), simulated per device. "
+        "Unknown options are passed to Beam.",
+    )
+    sub = parser.add_subparsers(dest="client", required=True, metavar="CLIENT")
+    ara = sub.add_parser("ara", help="ARA-SR-Client (Alg. 2): sources and triggers in, one report per trigger",
+                         description="ARA-SR-Client (seed 000 Alg. 2): sources and triggers in, one report per trigger.")
+    ara.add_argument("--sources", required=True, help="file or glob of ARA sources (Avro, JSON Lines, delimited protobuf)")
+    ara.add_argument("--triggers", required=True, help="file or glob of ARA triggers")
+    _add_common(ara, "source")
+    paa = sub.add_parser("paa", help="PAA-SR-Client (Alg. 3): ad events in, one report per event",
+                         description="PAA-SR-Client (seed 000 Alg. 3) with the reach-counting shared-storage function: "
+                         "ad events in, one report per event.")
+    paa.add_argument("--events", required=True, help="file or glob of PAA ad events")
+    paa.add_argument("--reach-value", type=int, default=DEFAULT_REACH_VALUE,
+                     help=f"value of a campaign's first sighting on a device, in [1, L1] (default {DEFAULT_REACH_VALUE})")
+    _add_common(paa, "(device, reporting origin, 10-minute window)")
+    return parser
+
+
+def _public_key(path: str | None, key_id: str | None) -> tuple[str, bytes] | None:
+    if path is None:
+        if key_id is not None:
+            raise CliError("--key-id needs --public-key")
+        return None
+    try:
+        keys = read_key_file(path)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    if key_id is None:
+        if len(keys) != 1:
+            raise CliError(f"key file {path!r} holds {len(keys)} keys: choose one with --key-id")
+        key_id = next(iter(keys))
+    if key_id not in keys:
+        raise CliError(f"key file {path!r} has no key {key_id!r}")
+    return key_id, keys[key_id]
+
+
+def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
+    """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
+    args, beam_args = build_parser().parse_known_args(argv)
+    for option, value, low in (("--l0", args.l0, 1), ("--l1", args.l1, 1), ("--shards", args.shards, 1),
+                               ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0)):
+        if value < low:
+            raise CliError(f"{option} must be >= {low}, got {value}")
+    if args.client == "ara":
+        inputs = (ClientInput(args.sources, ARA_SOURCE, False), ClientInput(args.triggers, ARA_TRIGGER, True))
+        reach_value = None
+    else:
+        inputs = (ClientInput(args.events, PAA_EVENT, True),)
+        reach_value = args.reach_value
+        if not 1 <= reach_value <= args.l1:
+            raise CliError(f"--reach-value must be in [1, --l1 = {args.l1}], got {reach_value}")
+    job = ClientJob(
+        client_name=args.client,
+        inputs=inputs,
+        input_format=args.input_format,
+        output=args.output,
+        limits=ContributionLimits(args.l0, args.l1),
+        reach_value=reach_value,
+        public_key_file=args.public_key,
+        public_key=_public_key(args.public_key, args.key_id),
+        seed=args.seed,
+        streaming=args.streaming,
+        allowed_lateness_seconds=args.allowed_lateness_seconds,
+        shards=args.shards,
+    )
+    return job, beam_args
+
+
+def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
+    """The job's graph: read and validate, replay every device's client, write reports and dead letters."""
+    source = make_source(job.seed)
+    client = job.client()
+    if job.streaming:
+        read = [
+            pipeline | f"Read_{item.spec.name}" >> ReadEvents(item.pattern, item.spec, job.input_format)
+            for item in job.inputs
+        ]
+        rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
+        replayed = rows | "Clients" >> SummaryReportsStreaming(
+            client, source, job.public_key, job.allowed_lateness_seconds * 1_000_000
+        )
+        dead_letters = [*(result.dead_letters for result in read), replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
+    else:
+        replayed = pipeline | "Clients" >> SummaryReportsBatch(
+            client, job.inputs, source, job.public_key, job.input_format, job.shards
+        )
+        dead_letters = replayed[DEAD_LETTERS]
+    # The streaming DirectRunner would write one shard per bundle: one file there.
+    replayed[REPORTS] | "WriteReports" >> beam.io.WriteToAvro(
+        f"{job.output.rstrip('/')}/reports", schema=load_avro_schema("aggregatable_report"), file_name_suffix=".avro",
+        num_shards=1 if job.streaming else 0,
+    )
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
+
+
+def _records(output: str, prefix: str):
+    for path in output_files(output, prefix):
+        yield from read_records(path)
+
+
+def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
+    """summary.json: parameters, randomness, guarantee, and counts (reports read back from the files)."""
+    io_counts = counters(result, IO_NAMESPACE)
+    client_counts = counters(result, METRICS_NAMESPACE)
+    dead_by_reason: dict[str, int] = {}
+    for letter in _records(job.output, "dead_letters"):
+        dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
+    reports = null_reports = 0
+    for report in _records(job.output, "reports"):  # exact, whatever the runner's counters say
+        reports += 1
+        if job.public_key is None:
+            null_reports += not decode_payload(report["payload"])
+    if job.public_key is not None:  # encrypted: the counters (exact in batch)
+        null_reports = client_counts.get("null_reports", 0)
+    parameters = {
+        "client": job.client_name,
+        "algorithm": ALGORITHMS[job.client_name],
+        **{item.spec.name: item.pattern for item in job.inputs},
+        "output": job.output,
+        "l0": job.limits.l0,
+        "l1": job.limits.l1,
+        "payload": "encrypted (HPKE)" if job.public_key else "clear text",
+        "public_key_file": job.public_key_file,
+        "key_id": job.public_key[0] if job.public_key else None,
+        "noise_source": "seeded" if job.seed is not None else "secure",
+        "seed": job.seed,
+        "streaming": job.streaming,
+        "allowed_lateness_seconds": job.allowed_lateness_seconds,
+    }
+    if job.client_name == "paa":
+        parameters.update(shared_storage_function="reach counting", reach_value=job.reach_value, window_minutes=10)
+    return {
+        "pipeline": "summary_client",
+        "parameters": parameters,
+        "privacy": GUARANTEES[job.client_name],
+        "counts": {
+            "read": io_counts.get("read", 0),
+            "parsed": io_counts.get("parsed", 0),
+            "dead_lettered": sum(dead_by_reason.values()),
+            "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
+            "devices_replayed": client_counts.get("devices_replayed"),
+            "reports": reports,
+            "null_reports": null_reports,
+        },
+        "counters_note": "Beam counters under-report on the streaming DirectRunner; report counts come from the files "
+        "(null reports too, unless the payloads are encrypted)." if job.streaming else None,
+        "elapsed_seconds": round(elapsed_seconds, 3),
+        "outputs": {prefix: output_files(job.output, prefix) for prefix in OUTPUT_PREFIXES},
+    }
+
+
+def run(job: ClientJob, beam_args: list[str]) -> dict:
+    """Runs the job to completion and returns (and writes) its summary."""
+    files = input_files([item.pattern for item in job.inputs], job.input_format)
+    prepare_output(job.output, OUTPUT_PREFIXES)
+    print(f"summary client {job.client_name}: {len(files)} input file(s), {ALGORITHMS[job.client_name]}, "
+          f"L0 = {job.limits.l0}, L1 = {job.limits.l1}", flush=True)
+    return execute(job, beam_args, build, summarise, streaming=job.streaming)
+
+
+def report_lines(job: ClientJob, summary: dict) -> list[str]:
+    counts, parameters = summary["counts"], summary["parameters"]
+    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
+    payload = parameters["payload"] + (f" to key {parameters['key_id']}" if parameters["key_id"] else "")
+    lines = [
+        f"{parameters['algorithm']}: {summary['privacy']}",
+        f"report ids and delays: {parameters['noise_source']}; payloads: {payload}",
+        f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
+        f"reports {counts['reports']} (null {counts['null_reports']})",
+        f"took {summary['elapsed_seconds']:.1f} s",
+        "outputs:",
+    ]
+    for paths in summary["outputs"].values():
+        lines += [f"  {path}" for path in ([paths] if isinstance(paths, str) else paths)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(argv, parse_job, run, report_lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
