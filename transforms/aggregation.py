@@ -59,7 +59,8 @@ from transforms.mechanisms.noise import RandomSource
 from transforms.mechanisms.privacy_filter import epsilon_units
 
 REPORT_SHARDS = 16
-BUCKET_SHARDS = 16
+BUCKET_SHARD_BITS = 4
+BUCKET_SHARDS = 1 << BUCKET_SHARD_BITS
 DECODE_BATCH = 65_536  # reports decoded together (bounds a file's memory)
 MAX_REPORT_AGE_SECONDS = 90 * 24 * 3600
 STATS, GROUPS, WRITTEN = "stats", "groups", "written"
@@ -114,6 +115,14 @@ _unpack = pickle.loads
 
 def report_shard(report_id: str) -> int:
     return zlib.crc32(report_id.encode("ascii")) % REPORT_SHARDS
+
+
+def bucket_shards(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """The bucket shard of each key: the top bits of a multiplicative hash of both words, so structured keys
+    (campaign bits high, value bits low) still spread over every shard."""
+    with np.errstate(over="ignore"):
+        mixed = (high ^ low) * np.uint64(0x9E3779B97F4A7C15)
+    return (mixed >> np.uint64(64 - BUCKET_SHARD_BITS)).astype(np.int64)
 
 
 def _raw_report(record) -> str:
@@ -291,7 +300,7 @@ class _SumShardFn(beam.DoFn):
             low.append(chunk.low[contributions])
             values.append(chunk.values[contributions])
         sums = KeyedSums.of(np.concatenate(high), np.concatenate(low), np.concatenate(values))
-        shard_of = (sums.low % BUCKET_SHARDS).astype(np.int64)
+        shard_of = bucket_shards(sums.high, sums.low)
         for shard in np.unique(shard_of).tolist():
             mine = shard_of == shard
             yield shard, (_SUMS, _pack(KeyedSums(*(column[mine] for column in sums))))
@@ -325,7 +334,7 @@ class _ParseDomainFn(beam.DoFn):
         words = np.frombuffer(b"".join(full), ">u8").reshape(len(full), 2).astype(np.uint64)
         others = keys_of(buckets)
         high, low = np.concatenate([words[:, 0], others[0]]), np.concatenate([words[:, 1], others[1]])
-        shard_of = (low % BUCKET_SHARDS).astype(np.int64)
+        shard_of = bucket_shards(high, low)
         for shard in np.unique(shard_of).tolist():
             mine = shard_of == shard
             yield shard, (_DOMAIN, _pack((high[mine], low[mine])))
