@@ -25,6 +25,12 @@ demo: $(STAMP)
 	$(BIN)/python -m pipelines.generate microbenchmark --knob1 0.1 --knob2 0.1 --batch-size 200 --out $(DEMO_DIR)/microbenchmark --seed 7 --bad-fraction 0.001
 	$(BIN)/python -m pipelines.compare_policies --impressions '$(DEMO_DIR)/microbenchmark/impressions-*' \
 		--conversions '$(DEMO_DIR)/microbenchmark/conversions-*' --batch-size 200 --output $(DEMO_DIR)/measurement --runner=FnApiRunner
+	$(BIN)/python -m pipelines.generate ara --out $(DEMO_DIR)/ara --devices 5000 --days 30 --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.summary_client ara --sources '$(DEMO_DIR)/ara/sources-*' --triggers '$(DEMO_DIR)/ara/triggers-*' \
+		--output $(DEMO_DIR)/ara-reports --runner=FnApiRunner
+	rm -f $(DEMO_DIR)/ledger.db  # a fresh privacy-budget ledger, so the demo can run again
+	$(BIN)/python -m pipelines.aggregate --reports '$(DEMO_DIR)/ara-reports/reports-*' --domain $(DEMO_DIR)/ara/domain.avro \
+		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
 
 # Regenerate schemas/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
 protos: $(STAMP)
@@ -37,6 +43,7 @@ results: $(STAMP)
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/kanon_throughput.py
 	$(BIN)/python benchmarks/measurement_throughput.py
+	$(BIN)/python benchmarks/aggregation_throughput.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache build *.egg-info
