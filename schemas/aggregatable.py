@@ -51,8 +51,8 @@ NULL_CONTRIBUTION = (0, 0, 0)  # bucket, value, filtering id: padding, dropped b
 
 _SUITE = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, AEADId.CHACHA20_POLY1305)
 _ENC_BYTES = 32  # X25519 encapsulated key
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
 
 
 class ReportError(ValueError):
@@ -108,46 +108,44 @@ def parse_shared_info(text: str) -> SharedInfo:
     ``scheduled_report_time``; Attribution Reporting also needs ``attribution_destination``.
     The major version must be one the public service supports (0 or 1).
     """
+    match = _BROWSER_SHARED_INFO.fullmatch(text)
+    if match is not None:
+        api, destination, debug, report_id, origin, scheduled, registration, version = match.groups()
+        attribution = api in ATTRIBUTION_APIS
+        if not origin.isspace() and (destination is not None and not destination.isspace() if attribution else True):
+            return SharedInfo(version, api, report_id.lower(), origin, int(scheduled), registration,
+                              destination if attribution else None, debug is not None)
     try:
-        info = orjson.loads(text)  # strict RFC 8259 JSON, several times faster than json.loads
+        info = orjson.loads(text)  # strict RFC 8259 JSON
     except (orjson.JSONDecodeError, TypeError):
         raise ReportError("malformed_shared_info") from None
     if type(info) is not dict:
         raise ReportError("malformed_shared_info")
-    return _accept_shared_info(info) or _checked_shared_info(info)
+    return _checked_shared_info(info)
 
 
-_KNOWN_VERSIONS = frozenset(("0.1", "1.0"))
-_API_SET = frozenset(APIS)
-
-
-def _accept_shared_info(info: dict) -> SharedInfo | None:
-    """The common case of ``parse_shared_info`` in one expression (it runs for every report of a job); None
-    sends the record through the field-by-field checks, which find the reason."""
-    get = info.get
-    version, api, report_id, origin = get("version"), get("api"), get("report_id"), get("reporting_origin")
-    scheduled, registration = get("scheduled_report_time"), get("source_registration_time")
-    destination, debug = get("attribution_destination"), get("debug_mode")
-    attribution = api in ATTRIBUTION_APIS
-    if (
-        version in _KNOWN_VERSIONS and api in _API_SET
-        and type(report_id) is str and len(report_id) == 36 and _UUID.match(report_id)
-        and type(origin) is str and origin and not origin.isspace()
-        and type(scheduled) is str and scheduled.isdigit() and scheduled.isascii() and len(scheduled) <= 12
-        and (registration is None or (type(registration) is str and registration.isdigit() and registration.isascii()
-                                      and len(registration) <= 12))
-        and (not attribution or (type(destination) is str and destination and not destination.isspace()))
-        and (debug is None or debug == "enabled")
-    ):
-        return SharedInfo(version, api, report_id.lower(), origin, int(scheduled), registration,
-                          destination if attribution else None, debug == "enabled")
-    return None
+# shared_info exactly as a browser serialises it (compact JSON, keys in alphabetical order, strings without
+# escapes): one regular expression reads every field at once, several times faster than decoding the JSON and
+# checking each field (this runs for every report of a job). A string without escapes, quotes and control
+# characters decodes to itself, so the fields are what a JSON parser would return; any other text (other key
+# orders, spaces, escapes, extra keys) goes through the JSON parser and the field-by-field checks.
+_JSON_TEXT = r'([^"\\\x00-\x1f]+)'
+_BROWSER_SHARED_INFO = re.compile(
+    r'\{"api":"(attribution-reporting|attribution-reporting-debug|protected-audience|shared-storage)"'
+    r'(?:,"attribution_destination":"' + _JSON_TEXT + r'")?'
+    r'(?:,"debug_mode":"(enabled)")?'
+    r',"report_id":"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"'
+    r',"reporting_origin":"' + _JSON_TEXT + r'"'
+    r',"scheduled_report_time":"([0-9]{1,12})"'
+    r'(?:,"source_registration_time":"([0-9]{1,12})")?'
+    r',"version":"(0\.1|1\.0)"\}'
+)
 
 
 def _checked_shared_info(info: dict) -> SharedInfo:
     """``parse_shared_info`` field by field: the first problem's reason, or the validated fields."""
     version = _required_text(info, "version")
-    match = _VERSION.match(version)
+    match = _VERSION.fullmatch(version)
     if match is None:
         raise ReportError("invalid_field:version")
     if str(int(match.group(1))) not in SUPPORTED_MAJOR_VERSIONS:
@@ -156,7 +154,7 @@ def _checked_shared_info(info: dict) -> SharedInfo:
     if api not in APIS:
         raise ReportError("unknown_api")
     report_id = _required_text(info, "report_id")
-    if not _UUID.match(report_id):
+    if not _UUID.fullmatch(report_id):
         raise ReportError("invalid_field:report_id")
     origin = _required_text(info, "reporting_origin")
     scheduled = int(_seconds(info, "scheduled_report_time", required=True))

@@ -233,3 +233,52 @@ def test_decoding_many_payloads_together_equals_decoding_each():
             expected = error.reason
         assert columns.errors.get(index, found.get(index, [])) == expected, index
     assert len(columns.errors) == 500 and decode_payloads([]).owner.size == 0
+
+
+def test_the_browser_serialisation_shortcut_agrees_with_the_json_path():
+    """shared_info in a browser's exact serialisation is read by one regular expression; every text must give
+    the same fields (or reason) as decoding the JSON and checking field by field."""
+    import orjson
+
+    from schemas.aggregatable import _checked_shared_info
+
+    def slow(text: str):
+        try:
+            info = orjson.loads(text)
+            if type(info) is not dict:
+                return "malformed_shared_info"
+            return _checked_shared_info(info)
+        except orjson.JSONDecodeError:
+            return "malformed_shared_info"
+        except ReportError as error:
+            return error.reason
+
+    def fast(text: str):
+        try:
+            return parse_shared_info(text)
+        except ReportError as error:
+            return error.reason
+
+    base = dict(api="attribution-reporting", report_id=RID.upper(), reporting_origin="https://adtech.test",
+                scheduled_report_time=1_700_000_000, attribution_destination="https://shop.test")
+    texts = [
+        shared_info_json(**base),
+        shared_info_json(**base, debug_mode=True, source_registration_time=1_699_920_000, version="0.1"),
+        shared_info_json(**dict(base, api="shared-storage", attribution_destination=None)),
+        shared_info_json(**dict(base, api="protected-audience")),  # a destination the api does not use
+        shared_info_json(**dict(base, reporting_origin="   ")),
+        shared_info_json(**dict(base, attribution_destination=" ")),
+        shared_info_json(**dict(base, api="attribution-reporting-debug", attribution_destination=None)),
+        shared_info_json(**dict(base, reporting_origin="https://ädtech.test")),
+        shared_info_json(**base).replace("adtech", r"ad\u0074ech"),  # an escape: the JSON path
+        shared_info_json(**base).replace("1.0", "1.00"),
+        shared_info_json(**base).replace("1.0", "2.0"),
+        shared_info_json(**base).replace('"1700000000"', '"17000000000000"'),
+        shared_info_json(**base).replace('"}', '","extra":"x"}'),
+        shared_info_json(**base).replace("https://adtech.test", "https://adtech.test\n"),
+        shared_info_json(**base).replace(RID.upper(), RID + r"\n"),
+        shared_info_json(**base)[:-1],
+        json.dumps(json.loads(shared_info_json(**base)), indent=1),
+    ]
+    for text in texts:
+        assert fast(text) == slow(text), text
