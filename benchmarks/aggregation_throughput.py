@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, pipeline_child, run_child, write_json
+from harness import ROOT, compare, pipeline_child, print_comparison, run_sides, write_json
 
 NOW = 1_767_225_600
 FULL = {"reports": 200_000, "contributions": 5, "buckets": 100_000, "domain-buckets": 100_000}
@@ -106,41 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     kind = "encrypted" if args.encrypted else "clear"
     data_dir = args.data or os.path.join(tempfile.gettempdir(), f"pm-beam-aggregation-bench-{scale['reports']}-{kind}")
     reports, domain, key_args = _dataset(data_dir, scale, args.encrypted)
-    pipeline_runs, reference_runs = [], []
-    for index in range(runs):
+
+    def job_args() -> list[str]:  # a fresh output directory and ledger for every run
         out_dir = tempfile.mkdtemp(prefix="pm-beam-aggregation-bench-out-")
-        job_args = ["--reports", reports, "--domain", domain, "--output", out_dir, "--now", str(NOW), "--mode", "domain",
-                    "--epsilon", "10", "--ledger", f"sqlite:///{out_dir}/ledger.db", *key_args, "--runner=FnApiRunner"]
-        pipeline_runs.append(run_child(_PIPELINE_CHILD, job_args))
-        reference_runs.append(run_child(_REFERENCE_CHILD, job_args))
-        print(f"run {index + 1}/{runs}: pipeline {pipeline_runs[-1]['seconds']:.2f} s, "
-              f"reference {reference_runs[-1]['seconds']:.2f} s", flush=True)
+        return ["--reports", reports, "--domain", domain, "--output", out_dir, "--now", str(NOW), "--mode", "domain",
+                "--epsilon", "10", "--ledger", f"sqlite:///{out_dir}/ledger.db", *key_args, "--runner=FnApiRunner"]
+
+    pipeline_runs, reference_runs = run_sides(_PIPELINE_CHILD, _REFERENCE_CHILD, job_args, runs)
     contributions = pipeline_runs[0]["contributions"]
     assert all(r["contributions"] == contributions for r in pipeline_runs + reference_runs), "runs disagree"
-    rate = statistics.median(contributions / r["seconds"] for r in pipeline_runs)
-    reference_rate = statistics.median(r["contributions"] / r["seconds"] for r in reference_runs)
-    peak = max(max(r["peak_rss_mb"], r["worker_peak_rss_mb"]) for r in pipeline_runs)
-    result = {
-        "name": "aggregation_throughput",
-        "runs": runs,
-        "payloads": kind,
-        "reports": scale["reports"],
-        "contributions": contributions,
-        "buckets": scale["buckets"],
-        "domain_buckets": scale["domain-buckets"],
-        "released_buckets": pipeline_runs[0]["released"],
-        "events_per_second": round(rate),
-        "peak_rss_mb": round(peak, 1),
-        "reference_events_per_second": round(reference_rate),
-        "ratio": round(rate / reference_rate, 3),
-        "pipeline_seconds": [round(r["seconds"], 3) for r in pipeline_runs],
-        "reference_seconds": [round(r["seconds"], 3) for r in reference_runs],
-    }
-    print(f"{'':28}{'contributions/s (median)':>26}{'peak RSS MB':>14}")
-    print(f"{'pipeline (FnApiRunner)':28}{result['events_per_second']:>26,}{result['peak_rss_mb']:>14,.0f}")
-    print(f"{'plain Python/numpy':28}{result['reference_events_per_second']:>26,}"
-          f"{max(r['peak_rss_mb'] for r in reference_runs):>14,.0f}")
-    print(f"ratio pipeline / reference: {result['ratio']:.2f}  (target: >= 200,000 contributions/s, peak RSS < 2048 MB)")
+    result = compare("aggregation_throughput", pipeline_runs, reference_runs, "contributions", {
+        "payloads": kind, "reports": scale["reports"], "contributions": contributions, "buckets": scale["buckets"],
+        "domain_buckets": scale["domain-buckets"], "released_buckets": pipeline_runs[0]["released"]})
+    print_comparison(result, "contributions", ">= 200,000 contributions/s, peak RSS < 2048 MB")
     write_json(args.json, result)
     return 0
 

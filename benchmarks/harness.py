@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
+from typing import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,3 +44,44 @@ def write_json(path: str | None, result: dict) -> None:
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=2)
             handle.write("\n")
+
+
+def run_sides(pipeline_code: str, reference_code: str, job_args: Callable[[], list[str]], runs: int) -> tuple[list, list]:
+    """``runs`` alternating runs of the pipeline and the reference, each in a fresh process with ``job_args()``."""
+    pipeline_runs, reference_runs = [], []
+    for index in range(runs):
+        arguments = job_args()
+        pipeline_runs.append(run_child(pipeline_code, arguments))
+        reference_runs.append(run_child(reference_code, arguments))
+        print(f"run {index + 1}/{runs}: pipeline {pipeline_runs[-1]['seconds']:.2f} s, "
+              f"reference {reference_runs[-1]['seconds']:.2f} s", flush=True)
+    return pipeline_runs, reference_runs
+
+
+def compare(name: str, pipeline_runs: list[dict], reference_runs: list[dict], count: str, fields: dict) -> dict:
+    """The result of a benchmark: the median ``count`` per second of each side, their ratio, the pipeline's peak
+    RSS (its process or its largest worker) and every run's seconds, with ``fields`` describing the data."""
+    rate = statistics.median(r[count] / r["seconds"] for r in pipeline_runs)
+    reference_rate = statistics.median(r[count] / r["seconds"] for r in reference_runs)
+    return {
+        "name": name,
+        "runs": len(pipeline_runs),
+        **fields,
+        "events_per_second": round(rate),
+        "peak_rss_mb": round(max(max(r["peak_rss_mb"], r.get("worker_peak_rss_mb", 0)) for r in pipeline_runs), 1),
+        "reference_events_per_second": round(reference_rate),
+        "reference_peak_rss_mb": round(max(r["peak_rss_mb"] for r in reference_runs), 1),
+        "ratio": round(rate / reference_rate, 3),
+        "pipeline_seconds": [round(r["seconds"], 3) for r in pipeline_runs],
+        "reference_seconds": [round(r["seconds"], 3) for r in reference_runs],
+    }
+
+
+def print_comparison(result: dict, unit: str, target: str) -> None:
+    """The human-readable table of ``compare``'s result."""
+    heading = f"{unit}/s (median)"
+    width = max(18, len(heading) + 2)
+    print(f"{'':24}{heading:>{width}}{'peak RSS MB':>14}")
+    print(f"{'pipeline (FnApiRunner)':24}{result['events_per_second']:>{width},}{result['peak_rss_mb']:>14,.0f}")
+    print(f"{'plain Python/numpy':24}{result['reference_events_per_second']:>{width},}{result['reference_peak_rss_mb']:>14,.0f}")
+    print(f"ratio pipeline / reference: {result['ratio']:.2f}  (target: {target})")

@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, pipeline_child, run_child, write_json
+from harness import ROOT, compare, pipeline_child, print_comparison, run_sides, write_json
 
 FULL = {"joins": 1_000_000, "groups": 20_000, "users": 200_000, "days": 30}
 QUICK = {"joins": 200_000, "groups": 4_000, "users": 40_000, "days": 30}
@@ -82,34 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     pattern = _dataset(data_dir, scale)
     out_dir = tempfile.mkdtemp(prefix="pm-beam-kanon-bench-out-")
     job_args = ["--input", pattern, "--output", out_dir, "--runner=FnApiRunner"]
-    pipeline_runs, reference_runs = [], []
-    for index in range(runs):
-        pipeline_runs.append(run_child(_PIPELINE_CHILD, job_args))
-        reference_runs.append(run_child(_REFERENCE_CHILD, job_args))
-        print(f"run {index + 1}/{runs}: pipeline {pipeline_runs[-1]['seconds']:.2f} s, "
-              f"reference {reference_runs[-1]['seconds']:.2f} s", flush=True)
-    joins = pipeline_runs[0]["joins"]
-    rate = statistics.median(joins / r["seconds"] for r in pipeline_runs)
-    reference_rate = statistics.median(r["joins"] / r["seconds"] for r in reference_runs)
-    peak = max(r["peak_rss_mb"] for r in pipeline_runs)
-    result = {
-        "name": "kanon_throughput",
-        "runs": runs,
-        "joins": joins,
-        "groups": scale["groups"],
-        "days": scale["days"],
-        "events_per_second": round(rate),
-        "peak_rss_mb": round(peak, 1),
-        "reference_events_per_second": round(reference_rate),
-        "ratio": round(rate / reference_rate, 3),
-        "pipeline_seconds": [round(r["seconds"], 3) for r in pipeline_runs],
-        "reference_seconds": [round(r["seconds"], 3) for r in reference_runs],
-    }
-    print(f"{'':24}{'joins/s (median)':>18}{'peak RSS MB':>14}")
-    print(f"{'pipeline (FnApiRunner)':24}{result['events_per_second']:>18,}{result['peak_rss_mb']:>14,.0f}")
-    print(f"{'plain Python/numpy':24}{result['reference_events_per_second']:>18,}"
-          f"{max(r['peak_rss_mb'] for r in reference_runs):>14,.0f}")
-    print(f"ratio pipeline / reference: {result['ratio']:.2f}  (target: >= 150,000 joins/s, peak RSS <= 2048 MB)")
+    pipeline_runs, reference_runs = run_sides(_PIPELINE_CHILD, _REFERENCE_CHILD, lambda: job_args, runs)
+    result = compare("kanon_throughput", pipeline_runs, reference_runs, "joins",
+                     {"joins": pipeline_runs[0]["joins"], "groups": scale["groups"], "days": scale["days"]})
+    print_comparison(result, "joins", ">= 150,000 joins/s, peak RSS <= 2048 MB")
     write_json(args.json, result)
     return 0
 

@@ -27,13 +27,11 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.common import (
     CliError,
     CliParser,
-    configure_logging,
+    cli_main,
     execute,
-    fail,
     input_files,
     output_files,
     prepare_output,
-    print_lines,
     read_records,
 )
 from schemas.aggregatable import read_key_file
@@ -294,14 +292,7 @@ def report_lines(job: AggregateRun, summary: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging()
-    try:
-        job, beam_args = parse_job(argv)
-        summary = run(job, beam_args)
-    except CliError as error:
-        return fail(error)
-    print_lines(report_lines(job, summary))
-    return 0 if summary["status"] == "ok" else FAILED_EXIT
+    return cli_main(argv, parse_job, run, report_lines, lambda summary: 0 if summary["status"] == "ok" else FAILED_EXIT)
 
 
 if __name__ == "__main__":

@@ -156,8 +156,10 @@ def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable
     return summary
 
 
-def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_lines: Callable) -> int:
-    """A pipeline's ``main``: parse, run, print the report; a CliError is one line and exit status 2."""
+def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_lines: Callable,
+             exit_status: Callable[[dict], int] = lambda summary: 0) -> int:
+    """A pipeline's ``main``: parse, run, print the report; a CliError is one line and exit status 2; otherwise
+    ``exit_status(summary)`` (0 unless the job says it failed)."""
     configure_logging()
     try:
         job, beam_args = parse_job(argv)
@@ -165,4 +167,4 @@ def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_
     except CliError as error:
         return fail(error)
     print_lines(report_lines(job, summary))
-    return 0
+    return exit_status(summary)
