@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import pickle
 import zlib
 from collections import Counter
@@ -69,6 +70,7 @@ DUPLICATE, NOT_DEBUG = "duplicate_report_id", "not_debug_report"
 NOT_ERRORS = (DUPLICATE, NOT_DEBUG)
 SUMMARY_PREFIX, DEBUG_PREFIX = "summary_report", "debug_summary_report"
 _SUMS, _DOMAIN = 0, 1
+_log = logging.getLogger("pmbeam.aggregation")  # progress lines, level INFO
 
 
 @dataclass(frozen=True)
@@ -217,8 +219,11 @@ class _ParseReportsFn(beam.DoFn):
                 if len(batch.payloads) == DECODE_BATCH:
                     yield from self._route(path, batch, list(identities), stats)
                     batch = _Batch()
+                    _log.info("%s: %d reports read", path, position + 1)
         yield from self._route(path, batch, list(identities), stats)
         stats["read"] = position + 1
+        _log.info("%s: %d reports read, %d dead letters", path, position + 1, sum(
+            count for name, count in stats.items() if name.startswith("dead_lettered:")))
         yield beam.pvalue.TaggedOutput(STATS, dict(stats))
 
     def _route(self, path: str, batch: _Batch, identities: list[tuple], stats: Counter):

@@ -272,3 +272,12 @@ def test_domain_files_in_avro_and_text_with_bad_buckets_as_dead_letters(debug_re
     assert _run(debug_reports, output, "--domain", str(domain_dir / "*"), "--debug", "--no-noise") == 0
     assert {b: row["metric"] for b, row in _facts(output).items()} == {1: 30, 2: 61, 3: 90, 12: 0}
     assert _summary(output)["counts"]["dead_lettered_by_reason"]["malformed_bucket"] == 3
+
+
+def test_a_postgresql_ledger_serves_the_job_and_refuses_the_second_query(tmp_path, postgres_url):
+    reports = write_avro(str(tmp_path / "r.avro"), [record(shared_info(i), [(1, 5, 0)]) for i in range(3)])
+    assert _run(Path(reports), tmp_path / "a", "--mode", "key-discovery", "--ledger", postgres_url, "--seed", "1") == 0
+    summary = _summary(tmp_path / "a")
+    assert summary["receipt"]["charge"] == "charged" and summary["receipt"]["units"] == 1
+    assert _run(Path(reports), tmp_path / "b", "--mode", "key-discovery", "--ledger", postgres_url) == 1
+    assert _summary(tmp_path / "b")["receipt"]["code"] == "PRIVACY_BUDGET_EXHAUSTED"

@@ -9,7 +9,6 @@ from fractions import Fraction
 
 import pytest
 
-from tests.support.postgres import postgres_dsn, postgres_url  # noqa: F401  (fixtures)
 from transforms.ledger import (
     ChargeOutcome,
     JobAlreadyCompleted,
