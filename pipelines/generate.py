@@ -144,7 +144,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
-from google.protobuf.internal.encoder import _VarintBytes
 
 from pipelines.datasets import ara, criteo, paa, patcg, reports
 from pipelines.datasets.files import (  # shared with the dataset generators of pipelines.datasets
@@ -158,6 +157,8 @@ from pipelines.datasets.files import (  # shared with the dataset generators of 
     write_generation_json,
 )
 from pipelines.datasets.files import encode_record as _encode_record
+from pipelines.datasets.files import garbage_delimited as _garbage_delimited
+from pipelines.datasets.files import interleave as _interleave
 from pipelines.datasets.files import iso_micros as _iso_micros
 from pipelines.datasets.files import stream as _stream
 from pipelines.datasets.files import without_none as _without_none
@@ -428,21 +429,6 @@ def _encode_valid(fmt: str, names: list[str], groups: np.ndarray, users: np.ndar
     message = events_pb2.JoinEvent
     return [encode_delimited(message(interest_group=names[g], user_id=f"u{u:0{width}d}", event_time_micros=t))
             for g, u, t in zip(gl, ul, tl)]
-
-
-def _garbage_delimited(rng: np.random.Generator) -> bytes:
-    """A length-prefixed message that never parses: field 1 (length-delimited) claiming 100 bytes, followed by
-    fewer. The prefix is right, so a reader carries on with the next message."""
-    payload = b"\x0a\x64" + rng.integers(0, 256, size=int(rng.integers(0, 40)), dtype=np.uint8).tobytes()
-    return _VarintBytes(len(payload)) + payload
-
-
-def _interleave(records: list, bad: list, rng: np.random.Generator) -> list:
-    """``records`` with ``bad`` inserted at random positions (the order of each kept)."""
-    slots = np.zeros(len(records) + len(bad), dtype=bool)
-    slots[rng.choice(len(records) + len(bad), size=len(bad), replace=False)] = True
-    valid_iter, bad_iter = iter(records), iter(bad)
-    return [next(bad_iter) if is_bad else next(valid_iter) for is_bad in slots.tolist()]
 
 
 def _encode_bad(fmt: str, kind: str, group: str, user: str, time_micros: int,
