@@ -12,6 +12,7 @@ COMMANDS = {
     "compare-policies": ("pipelines.compare_policies", "Cookie Monster, ARA-like and IPA-like side by side (seed 003)"),
     "evaluate": ("pipelines.evaluate", "reproduce the Cookie Monster evaluation and Appendix D bias detection"),
     "summary-client": ("pipelines.summary_client", "ARA and PAA clients: aggregatable reports (seed 000 Alg. 2, 3)"),
+    "event-level": ("pipelines.event_level", "ARA event-level reports with randomized response (seed 000 Alg. 4, 8)"),
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "generate": ("pipelines.generate", "synthetic input data"),
 }

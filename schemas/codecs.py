@@ -15,7 +15,9 @@ Reasons (stable strings, counted per reason in every run's summary):
 ``reversed_epochs``; for the summary-report clients' events (ARA sources and triggers, PAA events) also
 ``invalid_key:<name>`` (not "0x" and 1 to 32 hex digits), ``duplicate_name:<name>``, ``too_many:<name>`` (more
 than 20 entries), ``out_of_range:<name>``, ``nonpositive:expiry_seconds``, ``value_too_large:<name>`` (above
-65536) and ``unknown_api:api``.
+65536) and ``unknown_api:api``; for the event-level sources and triggers (seed 000 Sec. 2.2) also
+``negative_value:trigger_data`` and ``nonpositive:value`` (the configuration of an event-level source is judged
+by the pipeline, with ``transforms.mechanisms.event_level``'s ``ConfigurationError`` reasons).
 """
 from __future__ import annotations
 
@@ -46,9 +48,12 @@ from schemas.rows import (
     AttributionRequest,
     Conversion,
     DeadLetter,
+    EventLevelSource,
+    EventLevelTrigger,
     Impression,
     JoinEvent,
     PaaEvent,
+    TriggerSpec,
 )
 
 # Timestamps are UTC microseconds since the Unix epoch. Anything at or after
@@ -373,7 +378,116 @@ PAA_EVENT = EventSpec(
     accept=_accept_paa_event,
 )
 
-EVENT_SPECS = {spec.name: spec for spec in (JOIN_EVENT, IMPRESSION, CONVERSION, ARA_SOURCE, ARA_TRIGGER, PAA_EVENT)}
+def _int_list(values: Any) -> tuple | None:
+    """An optional list of 64-bit integers on the fast path (missing = ()), or None."""
+    if values == () or values is None:
+        return ()
+    if type(values) is list and all(type(value) is int and -_INT64 <= value < _INT64 for value in values):
+        return tuple(values)
+    return None
+
+
+def _fast_trigger_specs(specs: Any) -> tuple | None | bool:
+    """An event-level source's trigger specs on the fast path: None (missing or empty: the defaults), a tuple of
+    ``TriggerSpec``, or False (ask ``validate``)."""
+    if specs is None or specs == () or specs == []:
+        return None
+    if type(specs) is not list:
+        return False
+    out = []
+    for item in specs:
+        if type(item) is not dict:
+            return False
+        data, ends = _int_list(item.get("trigger_data")), _int_list(item.get("window_ends_seconds"))
+        buckets = _int_list(item.get("summary_buckets"))
+        if data is None or ends is None or buckets is None:
+            return False
+        out.append(TriggerSpec(data, ends, buckets))
+    return tuple(out)
+
+
+def _accept_event_level_source(record: dict) -> EventLevelSource | None:
+    get = record.get
+    device, time, source, origin = get("device_id"), get("event_time_micros"), get("source_id"), get("reporting_origin")
+    destination, kind, expiry, priority = get("destination"), get("source_type"), get("expiry_seconds"), get("priority")
+    filters, reports, matching = get("filter_data", ()), get("max_event_level_reports"), get("trigger_data_matching")
+    specs = _fast_trigger_specs(get("trigger_specs"))
+    if not (
+        _name(device) and _name(source) and _name(origin) and _name(destination) and _name(kind)
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+        and (expiry is None or (type(expiry) is int and -_INT64 <= expiry < _INT64))
+        and (priority is None or (type(priority) is int and -_INT64 <= priority < _INT64))
+        and (reports is None or (type(reports) is int and -_INT64 <= reports < _INT64))
+        and (matching is None or (type(matching) is str and matching.isascii()))
+        and _names(filters) and specs is not False
+    ):
+        return None
+    return EventLevelSource(
+        device, time, source, origin, destination, kind, MAX_EXPIRY_SECONDS if expiry is None else expiry,
+        priority or 0, tuple(filters), reports, matching or "", specs,
+    )
+
+
+def _accept_event_level_trigger(record: dict) -> EventLevelTrigger | None:
+    get = record.get
+    device, time, trigger, origin = get("device_id"), get("event_time_micros"), get("trigger_id"), get("reporting_origin")
+    destination, filters, data, value = get("destination"), get("filters", ()), get("trigger_data"), get("value")
+    if (
+        _name(device) and _name(trigger) and _name(origin) and _name(destination)
+        and type(time) is int and 0 <= time < MAX_EVENT_TIME_MICROS
+        and _names(filters)
+        and type(data) is int and 0 <= data < _INT64
+        and (value is None or (type(value) is int and 1 <= value < _INT64))
+    ):
+        return EventLevelTrigger(device, time, trigger, origin, destination, tuple(filters), data, 1 if value is None else value)
+    return None
+
+
+EVENT_LEVEL_SOURCE = EventSpec(
+    name="event_level_source",
+    row_type=EventLevelSource,
+    proto_type=events_pb2.EventLevelSource,
+    avro_schema="event_level_source",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("source_id", "string"),
+        FieldSpec("reporting_origin", "string"),
+        FieldSpec("destination", "string"),
+        FieldSpec("source_type", "string"),
+        FieldSpec("expiry_seconds", "expiry_unclamped"),
+        FieldSpec("priority", "int64"),
+        FieldSpec("filter_data", "strings"),
+        FieldSpec("max_event_level_reports", "optional_int64"),
+        FieldSpec("trigger_data_matching", "text"),
+        FieldSpec("trigger_specs", "trigger_specs"),
+    ),
+    accept=_accept_event_level_source,
+)
+
+EVENT_LEVEL_TRIGGER = EventSpec(
+    name="event_level_trigger",
+    row_type=EventLevelTrigger,
+    proto_type=events_pb2.EventLevelTrigger,
+    avro_schema="event_level_trigger",
+    fields=(
+        FieldSpec("device_id", "string"),
+        FieldSpec("event_time_micros", "timestamp_micros"),
+        FieldSpec("trigger_id", "string"),
+        FieldSpec("reporting_origin", "string"),
+        FieldSpec("destination", "string"),
+        FieldSpec("filters", "strings"),
+        FieldSpec("trigger_data", "nonnegative_int64"),
+        FieldSpec("value", "positive_int64"),
+    ),
+    accept=_accept_event_level_trigger,
+)
+
+EVENT_SPECS = {
+    spec.name: spec
+    for spec in (JOIN_EVENT, IMPRESSION, CONVERSION, ARA_SOURCE, ARA_TRIGGER, PAA_EVENT, EVENT_LEVEL_SOURCE,
+                 EVENT_LEVEL_TRIGGER)
+}
 
 
 def event_spec(name: str) -> EventSpec:
@@ -641,6 +755,57 @@ def _api(name: str, value: Any) -> str:
     return value
 
 
+def _expiry_unclamped(name: str, value: Any) -> int:
+    """An event-level source's expiry in seconds (missing = 30 days), not clamped: the event-level configuration
+    refuses one outside [1 day, 30 days] (``expiry_out_of_range``)."""
+    return _int64(name, value, MAX_EXPIRY_SECONDS)
+
+
+def _optional_int64(name: str, value: Any) -> int | None:
+    """An optional signed 64-bit integer (missing = None)."""
+    return None if value is None else _int64(name, value)
+
+
+def _nonnegative_int64(name: str, value: Any) -> int:
+    """A required signed 64-bit integer >= 0 (an event-level trigger's data)."""
+    if value is None:
+        raise _Invalid(f"missing_field:{name}")
+    value = _int64(name, value)
+    if value < 0:
+        raise _Invalid(f"negative_value:{name}")
+    return value
+
+
+def _positive_int64(name: str, value: Any) -> int:
+    """An optional signed 64-bit integer >= 1 (missing = 1: an event-level trigger's value)."""
+    value = _int64(name, value, 1)
+    if value < 1:
+        raise _Invalid(f"nonpositive:{name}")
+    return value
+
+
+def _int64s(name: str, value: Any) -> tuple:
+    """An optional list of signed 64-bit integers (missing = ())."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise _Invalid(f"wrong_type:{name}")
+    return tuple(_int64(name, item) for item in value)
+
+
+def _trigger_specs(name: str, value: Any) -> tuple | None:
+    """An event-level source's trigger specs: None when missing or empty (the source type's defaults)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(isinstance(i, Mapping) for i in value):
+        raise _Invalid(f"wrong_type:{name}")
+    if not value:
+        return None
+    return tuple(
+        TriggerSpec(*(_int64s(f"{name}.{field}", item.get(field)) for field in TriggerSpec._fields)) for item in value
+    )
+
+
 _CONVERTERS: dict[str, Callable[[str, Any], Any]] = {
     "string": _string,
     "text": _text,
@@ -653,8 +818,14 @@ _CONVERTERS: dict[str, Callable[[str, Any], Any]] = {
     "trigger_data": _trigger_data,
     "aggregatable_values": _aggregatable_values,
     "api": _api,
+    "expiry_unclamped": _expiry_unclamped,
+    "optional_int64": _optional_int64,
+    "nonnegative_int64": _nonnegative_int64,
+    "positive_int64": _positive_int64,
+    "trigger_specs": _trigger_specs,
 }
-_MESSAGE_LISTS = ("aggregation_keys", "trigger_data", "aggregatable_values")  # kinds that are repeated messages
+# kinds that are repeated messages
+_MESSAGE_LISTS = ("aggregation_keys", "trigger_data", "aggregatable_values", "trigger_specs")
 
 
 def validate(spec: EventSpec, record: Any) -> NamedTuple | str:

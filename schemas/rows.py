@@ -201,3 +201,63 @@ class PaaEvent(NamedTuple):
     reporting_origin: str
     api: str
     campaign_id: str
+
+
+class TriggerSpec(NamedTuple):
+    """One entry of an event-level source's trigger specification (seed 000 Sec. 2.2, trigSpec): the trigger data
+    values it covers, their reporting window ends (seconds after the source; empty: the source type's defaults)
+    and summary buckets (increasing thresholds; empty: 1, ..., max reports)."""
+
+    trigger_data: tuple
+    window_ends_seconds: tuple
+    summary_buckets: tuple
+
+
+class EventLevelSource(NamedTuple):
+    """An Attribution Reporting source registration for event-level reports (seed 000 Sec. 2.2, Alg. 4).
+
+    Syntactically valid only: the event-level configuration (source type, expiry, max reports, matching, trigger
+    specs) is judged by ``transforms.mechanisms.event_level`` (its ``ConfigurationError`` reasons).
+    ``max_event_level_reports`` and ``trigger_specs`` None take the source type's defaults;
+    ``trigger_data_matching`` "" is ``modulus``."""
+
+    device_id: str
+    event_time_micros: int
+    source_id: str
+    reporting_origin: str
+    destination: str
+    source_type: str
+    expiry_seconds: int
+    priority: int
+    filter_data: tuple
+    max_event_level_reports: int | None
+    trigger_data_matching: str
+    trigger_specs: tuple | None
+
+
+class EventLevelTrigger(NamedTuple):
+    """An Attribution Reporting trigger registration for event-level reports (seed 000 Sec. 2.2, Alg. 4):
+    ``trigger_data`` >= 0, ``value`` >= 1 (default 1)."""
+
+    device_id: str
+    event_time_micros: int
+    trigger_id: str
+    reporting_origin: str
+    destination: str
+    filters: tuple
+    trigger_data: int
+    value: int
+
+
+class EventLevelReport(NamedTuple):
+    """One ARA event-level report (seed 000 Sec. 2.2): truthful (Alg. 4) or from the source's randomized output
+    (Alg. 8), with the same shape. ``report_time`` is UTC microseconds (the source time plus the window end)."""
+
+    source_id: str
+    reporting_origin: str
+    destination: str
+    trigger_data: int
+    window_index: int
+    summary_bucket: int
+    report_time: int
+    randomized_trigger_rate: float

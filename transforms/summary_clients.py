@@ -65,7 +65,7 @@ class ClientInput(NamedTuple):
     reports: bool
 
 
-def _devices(chunks: Iterable[tuple[int, bytes]], inputs: Sequence[ClientInput]) -> dict[str, list]:
+def device_rows(chunks: Iterable[tuple[int, bytes]], inputs: Sequence[ClientInput]) -> dict[str, list]:
     """A shard's chunks as rows per device, for the devices that have a report event (the other devices'
     rows are not even built)."""
     devices: dict[str, list] = {}
@@ -97,7 +97,7 @@ class _ReplayShardsFn(beam.DoFn):
 
     def process(self, element):
         _, chunks = element  # (shard, [(kind, deflated pickle)])
-        devices = _devices(chunks, self._inputs)
+        devices = device_rows(chunks, self._inputs)
         client = self._client
         for device_id in sorted(devices):
             events = devices[device_id]
@@ -169,7 +169,7 @@ class _ClientRecord(Pending):
         self.state = state
 
 
-class _DeviceEventsPerBundleFn(beam.DoFn):
+class DeviceEventsPerBundleFn(beam.DoFn):
     """Streaming, before any state: a bundle's events grouped per device, emitted at the end of the bundle as
     ``(device_id, events)`` timestamped with the device's earliest event. The stateful DoFn then reads and writes
     a device's state once per bundle rather than once per event: each state write costs about a millisecond in
@@ -255,7 +255,7 @@ class SummaryReportsStreaming(beam.PTransform):
     def expand(self, rows):
         replayed = (
             rows
-            | "PerDevice" >> beam.ParDo(_DeviceEventsPerBundleFn()).with_output_types(Tuple[str, Any])  # (device, events)
+            | "PerDevice" >> beam.ParDo(DeviceEventsPerBundleFn()).with_output_types(Tuple[str, Any])  # (device, events)
             | "Devices" >> beam.ParDo(_ClientFn(self._client, self._source, self._lateness)).with_outputs(
                 DEAD_LETTERS, main=REPORTS
             )

@@ -62,6 +62,7 @@ MICROS_PER_SECOND = 1_000_000
 MAX_REPORTS_SENT = "max_reports_sent"
 REPORT_WITHHELD = "report_withheld"
 DEACTIVATION_POLICIES = (MAX_REPORTS_SENT, REPORT_WITHHELD)
+DRAW = object()  # ``register_source``'s default: draw s* from the client's random source
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class RegisteredEventSource:
     """A source in S with V(s, ·), U(s, ·), N(s) (indexed by spec position) and its choice s* of Alg. 8."""
 
     __slots__ = ("source", "index", "expires_micros", "values", "last_bucket", "sent", "fake", "fake_by_window", "rate",
-                 "counts", "inactive")
+                 "counts", "inactive", "scheduled")
 
     def __init__(self, source: EventSource, index: int, fake: Output | None, rate: float) -> None:
         self.source = source
@@ -143,6 +144,7 @@ class RegisteredEventSource:
         self.sent = 0  # N(s)
         self.counts = [0] * len(source.config.cells)  # the truthful run's n_{t,w}: an element of O (sensitive)
         self.inactive = False
+        self.scheduled = [False] * specs  # per t: are the windows of (s, t) queued in the client?
         self.fake = fake  # s*: None is ⊥ (truthful)
         self.rate = rate
         self.fake_by_window: dict[tuple[int, int], list[EventLevelReport]] = {}
@@ -175,21 +177,41 @@ class EventLevelClient:
         if self.epsilon is not None and self.random_source is None:
             raise ValueError("randomized response needs a random_source")
 
-    def register_source(self, source: EventSource) -> RegisteredEventSource:
+    def register_source(self, source: EventSource, randomized: Output | None | object = DRAW) -> RegisteredEventSource:
         """Alg. 4, "Source registration" (and Alg. 8's choice of s* when noise is on), after passing the
-        windows that end at or before the registration."""
+        windows that end at or before the registration. ``randomized``: s* chosen by the caller (None for ⊥,
+        or an output of O, e.g. drawn for many sources at once with ``randomized_response_array``) rather
+        than drawn here from ``random_source``; only with noise on."""
         self.advance_to(source.event_time_micros)
         fake, rate = None, 0.0
         if self.epsilon is not None:
-            fake = randomized_response(source.config, self.epsilon, self.random_source)
+            if randomized is DRAW:
+                fake = randomized_response(source.config, self.epsilon, self.random_source)
+            else:
+                fake = None if randomized is None else tuple(int(count) for count in randomized)
             rate = randomized_trigger_rate(count_outputs(source.config), self.epsilon)
+        elif randomized is not DRAW and randomized is not None:
+            raise ValueError("a randomized output needs noise on (an epsilon)")
         registered = RegisteredEventSource(source, len(self.sources), fake, rate)
         registered.inactive = self.deactivation == MAX_REPORTS_SENT and source.config.max_event_level_reports == 0
         self.sources.append(registered)
-        for t, spec in enumerate(source.config.trigger_specs):
-            for w, end in enumerate(spec.window_ends):
-                heapq.heappush(self.windows, (window_time_micros(source, end), registered.index, t, w))
+        if fake is not None:  # s*'s reports go out at its windows' ends, whatever the triggers
+            for t in range(len(source.config.trigger_specs)):
+                self._schedule(registered, t, source.event_time_micros)
         return registered
+
+    def _schedule(self, registered: RegisteredEventSource, t: int, after_micros: int) -> None:
+        """Queue the windows of (s, t) that end after ``after_micros``. A window of (s, t) does nothing while
+        V(s, t) = 0, so a truthful source's windows of t are queued only at the first trigger attributed to t
+        (the earlier ones have passed, with nothing to do): most sources never get a trigger for most t."""
+        if registered.scheduled[t]:
+            return
+        registered.scheduled[t] = True
+        source = registered.source
+        for w, end in enumerate(source.config.trigger_specs[t].window_ends):
+            time = window_time_micros(source, end)
+            if time > after_micros:
+                heapq.heappush(self.windows, (time, registered.index, t, w))
 
     def attribute(self, trigger: EventTrigger) -> RegisteredEventSource | None:
         """The source ``trigger`` goes to (see the module docstring), or None."""
@@ -223,7 +245,9 @@ class EventLevelClient:
         spec = chosen.source.config.spec_for(trigger.trigger_data)
         if spec is None:
             return None  # exact matching and a trigger data the source does not list: ignored
-        chosen.values[chosen.source.config.trigger_specs.index(spec)] += value
+        t = chosen.source.config.trigger_specs.index(spec)
+        chosen.values[t] += value
+        self._schedule(chosen, t, trigger.event_time_micros)
         return chosen
 
     def advance_to(self, time_micros: int) -> list[EventLevelReport]:
@@ -246,23 +270,43 @@ class EventLevelClient:
         source = registered.source
         config = source.config
         spec = config.trigger_specs[t]
-        time = window_time_micros(source, spec.window_ends[w])
-        cell = config.cells.index((t, w))
         true_reports = []
-        for bucket in spec.summary_buckets:
-            if registered.last_bucket[t] < bucket <= registered.values[t]:
-                registered.last_bucket[t] = bucket
-                if registered.sent < config.max_event_level_reports:
-                    registered.sent += 1
-                    registered.counts[cell] += 1
-                    true_reports.append(EventLevelReport(source.source_id, spec.value, w, bucket, time, registered.rate))
-                    if self.deactivation == MAX_REPORTS_SENT and registered.sent == config.max_event_level_reports:
+        if registered.values[t] > registered.last_bucket[t]:  # otherwise no bucket is crossed (most windows)
+            time = window_time_micros(source, spec.window_ends[w])
+            cell = config.cells.index((t, w))
+            for bucket in spec.summary_buckets:
+                if registered.last_bucket[t] < bucket <= registered.values[t]:
+                    registered.last_bucket[t] = bucket
+                    if registered.sent < config.max_event_level_reports:
+                        registered.sent += 1
+                        registered.counts[cell] += 1
+                        true_reports.append(EventLevelReport(source.source_id, spec.value, w, bucket, time, registered.rate))
+                        if self.deactivation == MAX_REPORTS_SENT and registered.sent == config.max_event_level_reports:
+                            registered.inactive = True
+                    elif self.deactivation == REPORT_WITHHELD:
                         registered.inactive = True
-                elif self.deactivation == REPORT_WITHHELD:
-                    registered.inactive = True
         if registered.fake is None:
             return true_reports
         return registered.fake_by_window.get((spec.value, w), [])
+
+    def forget_expired(self) -> int:
+        """Drop the sources that expired at or before ``now_micros``: no trigger can go to them any more and
+        their windows (which end at the expiry at the latest) have passed. The remaining sources keep their
+        order, so attribution ties go as before; returns how many were dropped. For long-running devices."""
+        now = self.now_micros
+        if now is None:
+            return 0
+        kept = [registered for registered in self.sources if registered.expires_micros > now]
+        if len(kept) == len(self.sources):
+            return 0
+        renumber = {registered.index: new for new, registered in enumerate(kept)}
+        for registered in kept:
+            registered.index = renumber[registered.index]
+        dropped = len(self.sources) - len(kept)
+        self.sources = kept
+        # a monotone renumbering keeps the heap ordered; every pending window belongs to a kept source
+        self.windows = [(time, renumber[index], t, w) for time, index, t, w in self.windows]
+        return dropped
 
     def _check_time(self, time_micros: int) -> None:
         if self.now_micros is not None and time_micros < self.now_micros:

@@ -40,7 +40,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -204,9 +204,10 @@ class EventLevelConfig:
     def trigger_data_values(self) -> tuple[int, ...]:
         return tuple(spec.value for spec in self.trigger_specs)
 
-    @property
+    @cached_property
     def cells(self) -> tuple[tuple[int, int], ...]:
-        """(spec index, window index) of every count n_{t,w} of an output, in the order of its tuple."""
+        """(spec index, window index) of every count n_{t,w} of an output, in the order of its tuple (computed once:
+        the client looks a cell up at every window it passes)."""
         return tuple((t, w) for t, spec in enumerate(self.trigger_specs) for w in range(len(spec.window_ends)))
 
     @property

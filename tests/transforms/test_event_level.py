@@ -1,0 +1,140 @@
+"""The event-level PTransforms: batch against the plain replay (noise off: the mechanism's client), streaming
+(TestStream, shuffled arrival) against batch with seeded noise, dead letters, late events, the portable runner."""
+from __future__ import annotations
+
+import random
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.utils.timestamp import Timestamp
+
+from tests.support.event_level_events import (
+    DAY,
+    MINUTE,
+    client_replay,
+    hand_built,
+    random_events,
+    source,
+    split,
+    write_jsonl,
+)
+from transforms.event_level import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
+from transforms.io import DEAD_LETTERS
+from transforms.measurement import END_OF_INPUT
+from transforms.mechanisms.event_devices import replay_devices
+from transforms.mechanisms.noise import SeededSource
+
+SEED = 11
+EPSILON = 1.5  # low enough that many sources are randomized
+
+
+def per_device(rows) -> dict[str, list]:
+    devices: dict[str, list] = {}
+    for row in rows:
+        devices.setdefault(row.device_id, []).append(row)
+    return devices
+
+
+def expected(rows, epsilon):
+    return list(replay_devices(per_device(rows), epsilon, SeededSource(SEED)))
+
+
+def inputs(tmp_path, rows, source_lines=(), trigger_lines=()):
+    sources, triggers = split(rows)
+    return (write_jsonl(tmp_path / "sources.jsonl", sources, source_lines),
+            write_jsonl(tmp_path / "triggers.jsonl", triggers, trigger_lines))
+
+
+def test_noiseless_batch_is_the_mechanismsclient_replay(tmp_path):
+    rows = hand_built()
+    devices = per_device(rows)
+    plain = [report for device in sorted(devices) for report in client_replay(devices[device])]
+    sources, triggers = inputs(tmp_path, rows)
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | EventLevelReportsBatch(sources, triggers, None, SeededSource(SEED), shards=3)
+        assert_that(out[REPORTS] | beam.Map(tuple), equal_to(plain))
+
+
+def test_batch_dead_letters_invalid_configurations_and_malformed_events(tmp_path):
+    rows = hand_built()
+    bad = [source("d1", 3, "video", "video"), source("d2", 3, "states", max_reports=20),
+           source("d3", 3, "expiry", expiry_days=31)]
+    sources, triggers = inputs(tmp_path, rows + bad, source_lines=['{"device_id": "d1"}'],
+                               trigger_lines=['{"device_id": "d1", "event_time_micros": 5, "trigger_id": "t", '
+                                              '"reporting_origin": "o", "destination": "x", "trigger_data": -2}', "{"])
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=2)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: letter.reason), equal_to([
+            "unknown_source_type", "too_many_states", "expiry_out_of_range", "missing_field:event_time_micros",
+            "negative_value:trigger_data", "malformed_json",
+        ]), label="dead")
+
+
+def _milli(micros: int) -> Timestamp:
+    return Timestamp(micros=micros // 1000 * 1000)
+
+
+def _stream(rows, seed: int, late=()) -> TestStream:
+    """``rows`` shuffled within six chunks of time; the watermark passes a chunk only once it is all in (nothing
+    is late) and stops short of window ends inside it, then ``late`` rows arrive behind the watermark."""
+    rng = random.Random(seed)
+    rows = sorted(rows, key=lambda row: row.event_time_micros)
+    stream = TestStream()
+    chunk = max(1, len(rows) // 6)
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        rng.shuffle(part)
+        stream = stream.add_elements(part)
+        following = rows[start + chunk:start + chunk + 1]
+        if following:
+            stream = stream.advance_watermark_to(_milli(following[0].event_time_micros - MINUTE))
+    stream = stream.advance_watermark_to(_milli(rows[-1].event_time_micros + DAY))
+    if late:
+        stream = stream.add_elements(list(late))
+    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+
+
+def _streaming_options() -> PipelineOptions:
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    return options
+
+
+def test_streaming_with_shuffled_arrival_equals_batch(tmp_path):
+    rows = hand_built() + random_events(seed=5)
+    want = expected(rows, EPSILON)
+    assert any(report.randomized_trigger_rate > 0 for report in want)
+    sources, triggers = inputs(tmp_path, rows)
+    with TestPipeline(runner="FnApiRunner") as p:  # batch equals the plain replay ...
+        out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=4)
+        assert_that(out[REPORTS], equal_to(want))
+    late = [rows[0]._replace(event_time_micros=rows[0].event_time_micros - MINUTE, source_id="late")]
+    with TestPipeline(options=_streaming_options()) as p:  # ... and so does streaming
+        out = p | _stream(rows, seed=9, late=late) | EventLevelReportsStreaming(EPSILON, SeededSource(SEED))
+        assert_that(out[REPORTS], equal_to(want), label="reports")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: letter.reason), equal_to(["late"]), label="late")
+
+
+def test_streaming_with_allowed_lateness_takes_a_late_event_in():
+    rows = hand_built()
+    late = rows[2]  # d1's first trigger, sent after the watermark passed it (by less than the allowed lateness)
+    on_time = rows[:2] + rows[3:]
+    stream = (TestStream().add_elements(on_time[:2]).advance_watermark_to(_milli(late.event_time_micros + MINUTE))
+              .add_elements([late] + on_time[2:]).advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity())
+    with TestPipeline(options=_streaming_options()) as p:
+        out = p | stream | EventLevelReportsStreaming(EPSILON, SeededSource(SEED), allowed_lateness_micros=60 * MINUTE)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="late")
+
+
+def test_portable_runner_loopback(tmp_path):
+    rows = hand_built()
+    sources, triggers = inputs(tmp_path, rows)
+    options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"])
+    with beam.Pipeline(options=options) as p:
+        out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=2)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)))

@@ -1,0 +1,227 @@
+"""Beam wiring of ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 with Alg. 8's randomized response).
+
+The client (``transforms/mechanisms/event_client.py``) does the work, per device, through
+``transforms/mechanisms/event_devices.py`` (rows to configurations, s* for many sources at once, a device's
+replay); this module only moves each device's events to it, with the summary clients' sharding, packing and
+buffering helpers (``transforms/summary_clients.py``, ``transforms/measurement.py``):
+
+Batch (``EventLevelReportsBatch``):
+    files ─ ReadEvents (a source whose configuration is refused at the job's epsilon is a dead letter with the
+          ``ConfigurationError`` reason), folded per file into device shards ─► (shard, (kind, deflated rows))
+          ─ GroupByKey ─► _ReplayShardsFn: the s* of every source of the shard chosen at once (secure noise: one
+          ``randomized_response_array`` call per configuration), then every device with a source replays its
+          whole history in time order in one call ─► EventLevelReport rows
+Streaming (``EventLevelReportsStreaming``):
+    rows ─ grouped per device within each bundle ─► _DeviceFn (state: buffered events, the device's client;
+          one event-time timer, at the earliest of the next buffered event and the next window end) ─►
+          EventLevelReport rows
+
+The streaming stage replays what arrived only once the watermark has passed it (plus the allowed lateness),
+in the batch order, and passes a window (sending its reports) once the watermark has passed its end, so arrival
+order never changes a report, and both paths send the same reports for the same input and seed: with a seeded
+source a source's s* is a function of (seed, device, source id, source time). An event behind what its device
+has already replayed is a dead letter ``late``. A device forgets its sources once they expire.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+from typing import Any, Tuple
+
+import apache_beam as beam
+from apache_beam.coders import BytesCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.utils.timestamp import Timestamp
+
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, row_to_dict
+from schemas.rows import DeadLetter, EventLevelSource
+from transforms.io import DEAD_LETTERS, ReadEvents
+from transforms.measurement import DEFAULT_SHARDS, Pending, RowShards, after_milli, stamped
+from transforms.mechanisms.event_devices import (
+    EventLevelDevice,
+    SourceCheck,
+    choose_randomized,
+    event_order,
+    replay_devices,
+)
+from transforms.mechanisms.noise import RandomSource
+from transforms.summary_clients import ClientInput, DeviceEventsPerBundleFn, device_rows
+
+METRICS_NAMESPACE = "pmbeam.event_level"
+REPORTS = "reports"
+_SOURCES, _TRIGGERS = 0, 1
+
+
+class _ReplayShardsFn(beam.DoFn):
+    """Batch: the s* of every source of a shard at once, then every device with a source replays its whole
+    history in one call (a device with triggers only sends nothing)."""
+
+    def __init__(self, inputs: tuple[ClientInput, ...], epsilon: float | None, source: RandomSource) -> None:
+        self._inputs, self._epsilon, self._source = inputs, epsilon, source
+
+    def setup(self) -> None:
+        self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
+        self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
+        self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
+
+    def process(self, element):
+        _, chunks = element  # (shard, [(kind, deflated pickle)])
+        stats: dict[str, int] = {}
+        reports = 0
+        for report in replay_devices(device_rows(chunks, self._inputs), self._epsilon, self._source, stats):
+            reports += 1
+            yield report
+        self._sources.inc(stats.get("sources", 0))
+        self._randomized.inc(stats.get("randomized_sources", 0))
+        self._reports.inc(reports)
+
+
+class EventLevelReportsBatch(beam.PTransform):
+    """Batch path: files of ``EventLevelSource`` and ``EventLevelTrigger`` events in; outputs ``reports``
+    (``EventLevelReport`` rows) and ``dead_letters`` (what the readers refused, and sources whose configuration
+    is refused at ``epsilon``). ``epsilon`` None: noise off (Alg. 4 alone, randomized trigger rate 0)."""
+
+    def __init__(
+        self,
+        sources: str,
+        triggers: str,
+        epsilon: float | None,
+        random_source: RandomSource,
+        input_format: str | None = None,
+        shards: int = DEFAULT_SHARDS,
+    ) -> None:
+        super().__init__()
+        self._inputs = (ClientInput(sources, EVENT_LEVEL_SOURCE, True), ClientInput(triggers, EVENT_LEVEL_TRIGGER, False))
+        self._epsilon, self._source, self._format, self._shards = epsilon, random_source, input_format, shards
+
+    def expand(self, pbegin):
+        checks = (SourceCheck(self._epsilon), None)
+        read = [
+            pbegin | f"Read_{item.spec.name}" >> ReadEvents(
+                item.pattern, item.spec, self._format, fold=functools.partial(RowShards, self._shards, kind),
+                check=checks[kind],
+            )
+            for kind, item in enumerate(self._inputs)
+        ]
+        reports = (
+            [result.events for result in read]
+            | "FlattenEvents" >> beam.Flatten()
+            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, deflated pickle)])
+            | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(self._inputs, self._epsilon, self._source))
+        )
+        return {
+            REPORTS: reports,
+            DEAD_LETTERS: [result.dead_letters for result in read] | "FlattenDeadLetters" >> beam.Flatten(),
+        }
+
+
+class _DeviceRecord(Pending):
+    """A device's Beam state: its buffered events, how far it has replayed (``cut``) and its client."""
+
+    def __init__(self, epsilon: float | None, source: RandomSource) -> None:
+        super().__init__()
+        self.cut = 0
+        self.device = EventLevelDevice(epsilon, source)
+
+    def rearm_at_next(self, flush, lateness_micros: int) -> None:
+        """After a flush: the timer for the earliest of the next buffered event and the next window end (a
+        window ending at T passes once every event before T is final, so at a cut >= T)."""
+        dues = [after_milli(min(time for time, _ in self.items)) + lateness_micros] if self.items else []
+        window = self.device.next_window_micros()
+        if window is not None:
+            dues.append(after_milli(window - 1) + lateness_micros)
+        self.target = min(dues) if dues else None
+        if self.target is not None:
+            flush.set(Timestamp(micros=self.target))
+
+
+class _DeviceFn(beam.DoFn):
+    """Streaming: one device's client over state. Events are replayed in the batch order once the watermark
+    passed them (plus the allowed lateness), and a window passes once the watermark passed its end; the
+    record is kept pickled, as bytes (Beam's state cache walks every object it holds; bytes reference none)."""
+
+    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def __init__(self, epsilon: float | None, source: RandomSource, lateness_micros: int) -> None:
+        self._epsilon, self._source, self._lateness = epsilon, source, lateness_micros
+
+    def setup(self) -> None:
+        self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
+        self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
+        self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
+
+    def _read(self, state) -> _DeviceRecord:
+        raw = state.read()
+        return _DeviceRecord(self._epsilon, self._source) if raw is None else pickle.loads(raw)
+
+    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
+        device_id, events = element  # a bundle's events of the device
+        record = self._read(state)
+        for event in events:
+            if event.event_time_micros < record.cut:
+                yield beam.pvalue.TaggedOutput(
+                    DEAD_LETTERS, DeadLetter(raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {device_id}")
+                )
+            else:
+                record.add(event.event_time_micros, event, flush, self._lateness)
+        state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+    @on_timer(FLUSH)
+    def on_flush(
+        self,
+        key=beam.DoFn.KeyParam,
+        fired=beam.DoFn.TimestampParam,
+        state=beam.DoFn.StateParam(RECORD),
+        flush=beam.DoFn.TimerParam(FLUSH),
+    ):
+        record = self._read(state)
+        record.cut = max(fired.micros - self._lateness, record.cut)
+        events = sorted((event for _, event in record.take(record.cut)), key=event_order)
+        sources = [(key, event) for event in events if type(event) is EventLevelSource]
+        chosen = choose_randomized(sources, self._epsilon, self._source)
+        device = record.device
+        reports = device.feed(events, chosen) + device.advance_to(record.cut)
+        for report in reports:
+            yield stamped(report, fired.micros)
+        device.forget_expired()
+        record.rearm_at_next(flush, self._lateness)
+        state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        self._sources.inc(len(sources))
+        self._randomized.inc(sum(choice is not None for choice in chosen))
+        self._reports.inc(len(reports))
+
+
+class EventLevelReportsStreaming(beam.PTransform):
+    """Streaming path over a PCollection of ``EventLevelSource`` and ``EventLevelTrigger`` rows (already validated,
+    including ``SourceCheck`` at ``epsilon``); outputs ``reports`` (``EventLevelReport`` rows) and ``dead_letters``
+    (``late`` events only: parse and configuration dead letters come from the reader)."""
+
+    def __init__(self, epsilon: float | None, random_source: RandomSource, allowed_lateness_micros: int = 0) -> None:
+        super().__init__()
+        self._epsilon, self._source, self._lateness = epsilon, random_source, allowed_lateness_micros
+
+    def expand(self, rows):
+        replayed = (
+            rows
+            | "PerDevice" >> beam.ParDo(DeviceEventsPerBundleFn()).with_output_types(Tuple[str, Any])  # (device, events)
+            | "Devices" >> beam.ParDo(_DeviceFn(self._epsilon, self._source, self._lateness)).with_outputs(
+                DEAD_LETTERS, main=REPORTS
+            )
+        )
+        return {REPORTS: replayed[REPORTS], DEAD_LETTERS: replayed[DEAD_LETTERS]}
+
+
+def read_streaming_rows(pbegin, sources: str, triggers: str, epsilon: float | None, input_format: str | None = None):
+    """The streaming recipe's input from files: (rows, [dead letters of each reader]); sources checked at
+    ``epsilon`` (``SourceCheck``)."""
+    read = [
+        pbegin | f"Read_{spec.name}" >> ReadEvents(pattern, spec, input_format, check=check)
+        for pattern, spec, check in ((sources, EVENT_LEVEL_SOURCE, SourceCheck(epsilon)),
+                                     (triggers, EVENT_LEVEL_TRIGGER, None))
+    ]
+    rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
+    return rows, [result.dead_letters for result in read]
