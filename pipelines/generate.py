@@ -25,6 +25,8 @@ sources and triggers, and Private Aggregation ad events; their models are docume
 ``pipelines/datasets/ara.py`` and ``pipelines/datasets/paa.py``. ``python -m pipelines.generate reports --out DIR``
 writes aggregatable reports and an output domain directly, for the Aggregation Service
 (``python -m pipelines.aggregate``; model in ``pipelines/datasets/reports.py``).
+``python -m pipelines.generate event-level --out DIR [--sources N | --devices N]`` writes ARA sources and
+triggers for event-level reports (model in ``pipelines/datasets/event_level.py``).
 
 The ``kanon`` model
 -------------------
@@ -145,7 +147,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from pipelines.datasets import ara, criteo, paa, patcg, reports
+from pipelines.datasets import ara, criteo, event_level, paa, patcg, reports
 from pipelines.datasets.files import (  # shared with the dataset generators of pipelines.datasets
     EXTENSIONS,
     MICROS_PER_DAY,
@@ -1101,6 +1103,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "domain (model: see the docstring of pipelines/datasets/reports.py).")
     reports.add_arguments(reports_parser)
     reports_parser.set_defaults(run=functools.partial(_dataset_main, reports.DATASET, reports.run_cli))
+    event_parser = sub.add_parser("event-level", help="ARA sources and triggers for event-level reports (seed 000 "
+                                                      "Alg. 4 and 8)",
+                                  description="Attribution Reporting sources and triggers for event-level reports, "
+                                              "default and custom trigger specs (model: see the docstring of "
+                                              "pipelines/datasets/event_level.py).")
+    event_level.add_arguments(event_parser)
+    event_parser.set_defaults(run=functools.partial(_dataset_main, event_level.DATASET, event_level.run_cli))
     return parser
 
 
