@@ -132,6 +132,14 @@ def print_lines(lines: Iterable[str]) -> None:
         print(line)
 
 
+def output_lines(summary: dict) -> list[str]:
+    """The closing lines of a report: every output path of the summary, one a line."""
+    lines = []
+    for paths in summary["outputs"].values():
+        lines += [f"  {path}" for path in ([paths] if isinstance(paths, str) else paths)]
+    return lines
+
+
 def input_files(patterns: Iterable[str], input_format: str | None) -> list[str]:
     """Every file the patterns match, each with a format we can tell; a CliError otherwise."""
     files = [path for pattern in patterns for path in require_input(pattern)]

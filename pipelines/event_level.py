@@ -29,6 +29,7 @@ from pipelines.common import (
     execute,
     input_files,
     output_files,
+    output_lines,
     prepare_output,
     read_records,
 )
@@ -212,9 +213,8 @@ def report_lines(job: EventLevelJob, summary: dict) -> list[str]:
         f"sources {counts['sources']} (randomized {counts['randomized_sources']}), reports {counts['reports']}",
         f"took {summary['elapsed_seconds']:.1f} s",
         "outputs:",
+        *output_lines(summary),
     ]
-    for paths in summary["outputs"].values():
-        lines += [f"  {path}" for path in ([paths] if isinstance(paths, str) else paths)]
     return lines
 
 

@@ -35,6 +35,7 @@ from pipelines.common import (
     execute,
     input_files,
     output_files,
+    output_lines,
     prepare_output,
     read_records,
 )
@@ -388,10 +389,7 @@ def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
             f"SENSITIVE budget consumption over {stats['device_epochs']} requested device-epochs: "
             f"average {stats['average_epsilon']:.4f}, maximum {stats['maximum_epsilon']:.4f}"
         )
-    lines += [f"took {summary['elapsed_seconds']:.1f} s", "outputs:"]
-    for paths in summary["outputs"].values():
-        lines += [f"  {path}" for path in ([paths] if isinstance(paths, str) else paths)]
-    return lines
+    return lines + [f"took {summary['elapsed_seconds']:.1f} s", "outputs:", *output_lines(summary)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from pipelines.common import (
     execute,
     input_files,
     output_files,
+    output_lines,
     prepare_output,
     read_records,
 )
@@ -277,9 +278,8 @@ def report_lines(job: ClientJob, summary: dict) -> list[str]:
         f"reports {counts['reports']} (null {counts['null_reports']})",
         f"took {summary['elapsed_seconds']:.1f} s",
         "outputs:",
+        *output_lines(summary),
     ]
-    for paths in summary["outputs"].values():
-        lines += [f"  {path}" for path in ([paths] if isinstance(paths, str) else paths)]
     return lines
 
 

@@ -67,14 +67,14 @@ from pipelines.datasets.files import (
     prepare_output,
     print_outputs,
     shard_paths,
-    start_micros_of,
     stream,
+    time_span_start,
     write_domain,
     write_file,
     write_generation_json,
 )
 from schemas import events_pb2
-from schemas.codecs import FORMATS, MAX_AGGREGATABLE_VALUE, MAX_EVENT_TIME_MICROS
+from schemas.codecs import FORMATS, MAX_AGGREGATABLE_VALUE
 from schemas.formats import load_avro_schema
 
 DATASET = "ara"
@@ -246,9 +246,7 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         raise ValueError(f"--impressions-per-day must be in (0, 1000], got {impressions_per_day}")
     if not 0 <= bad_fraction < 1:
         raise ValueError(f"--bad-fraction must be in [0, 1), got {bad_fraction}")
-    start_micros = start_micros_of(start)
-    if start_micros < 0 or start_micros + days * MICROS_PER_DAY > MAX_EVENT_TIME_MICROS:
-        raise ValueError("the data's days must lie between 1970-01-01 and 2100-01-01 (UTC)")
+    start_micros = time_span_start(start, days)
 
     out = prepare_output(out_dir, ("sources", "triggers"))
     model_seq, row_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)

@@ -32,7 +32,7 @@ import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes
 
 from schemas import events_pb2
-from schemas.codecs import FORMATS, encode_delimited
+from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS, encode_delimited
 from schemas.formats import load_avro_schema
 
 MICROS_PER_SECOND = 1_000_000
@@ -53,6 +53,15 @@ def parse_start(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return (moment - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+
+
+def time_span_start(start: str | int, days: int) -> int:
+    """``start`` as epoch microseconds (``start_micros_of``), with the ``days`` after it inside the range the
+    event readers accept; a ``ValueError`` otherwise."""
+    start_micros = start_micros_of(start)
+    if start_micros < 0 or start_micros + days * MICROS_PER_DAY > MAX_EVENT_TIME_MICROS:
+        raise ValueError("the data's days must lie between 1970-01-01 and 2100-01-01 (UTC)")
+    return start_micros
 
 
 def start_micros_of(start: str | int) -> int:
