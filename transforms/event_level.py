@@ -25,7 +25,6 @@ has already replayed is a dead letter ``late``. A device forgets its sources onc
 from __future__ import annotations
 
 import functools
-import json
 import pickle
 from typing import Any, Tuple
 
@@ -36,8 +35,8 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, row_to_dict
-from schemas.rows import DeadLetter, EventLevelSource
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
+from schemas.rows import EventLevelSource
 from transforms.io import DEAD_LETTERS, ReadEvents
 from transforms.measurement import DEFAULT_SHARDS, Pending, RowShards, after_milli, stamped
 from transforms.mechanisms.event_devices import (
@@ -48,7 +47,7 @@ from transforms.mechanisms.event_devices import (
     replay_devices,
 )
 from transforms.mechanisms.noise import RandomSource
-from transforms.summary_clients import ClientInput, DeviceEventsPerBundleFn, device_rows
+from transforms.summary_clients import ClientInput, DeviceEventsPerBundleFn, buffer_device_events, device_rows
 
 METRICS_NAMESPACE = "pmbeam.event_level"
 REPORTS = "reports"
@@ -161,13 +160,7 @@ class _DeviceFn(beam.DoFn):
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
         record = self._read(state)
-        for event in events:
-            if event.event_time_micros < record.cut:
-                yield beam.pvalue.TaggedOutput(
-                    DEAD_LETTERS, DeadLetter(raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {device_id}")
-                )
-            else:
-                record.add(event.event_time_micros, event, flush, self._lateness)
+        yield from buffer_device_events(device_id, events, record, flush, self._lateness)
         state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
 
     @on_timer(FLUSH)

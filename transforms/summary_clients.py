@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import pickle
-from typing import Any, Iterable, NamedTuple, Sequence, Tuple
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
@@ -169,6 +169,18 @@ class _ClientRecord(Pending):
         self.state = state
 
 
+def buffer_device_events(device_id: str, events: Iterable, record: Pending, flush, lateness_micros: int) -> Iterator:
+    """Buffer a bundle's events of one device in its record (arming the flush timer); an event behind the
+    record's cut (already replayed past) is a ``late`` dead letter."""
+    for event in events:
+        if event.event_time_micros < record.cut:
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTERS, DeadLetter(raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {device_id}")
+            )
+        else:
+            record.add(event.event_time_micros, event, flush, lateness_micros)
+
+
 class DeviceEventsPerBundleFn(beam.DoFn):
     """Streaming, before any state: a bundle's events grouped per device, emitted at the end of the bundle as
     ``(device_id, events)`` timestamped with the device's earliest event. The stateful DoFn then reads and writes
@@ -208,13 +220,7 @@ class _ClientFn(beam.DoFn):
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
         record = self._read(state)
-        for event in events:
-            if event.event_time_micros < record.cut:
-                yield beam.pvalue.TaggedOutput(
-                    DEAD_LETTERS, DeadLetter(raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {device_id}")
-                )
-            else:
-                record.add(event.event_time_micros, event, flush, self._lateness)
+        yield from buffer_device_events(device_id, events, record, flush, self._lateness)
         state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
 
     @on_timer(FLUSH)
