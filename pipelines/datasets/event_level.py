@@ -19,7 +19,8 @@ Times are UTC microseconds in ``[start, start + days)``; ``start`` defaults to 2
   3 of its advertiser's categories (drawn once per seed).
 * **Sources** (ad impressions). A device sees ``Poisson(EL_SOURCES_PER_DAY * days)`` ads (2 a day) at
   uniform times, each of an advertiser drawn by popularity and one of its campaigns, uniformly. 10 % are
-  clicks: **navigation** sources (priority 100, expiry null: 30 days); the rest are views: **event** sources
+  clicks (``--navigation-share F``, default ``EL_CLICK_SHARE`` = 0.1; 1 makes every source a click, 0 none):
+  **navigation** sources (priority 100, expiry null: 30 days); the rest are views: **event** sources
   (priority 0, expiry 7 days), so a click wins attribution over later views.
   ``--devices N`` sets the number of devices (Poisson sources each); ``--sources N`` writes exactly N sources
   over ``ceil(N / (2 * days))`` devices (the same model conditioned on the total: each source goes to a
@@ -35,6 +36,12 @@ Times are UTC microseconds in ``[start, start + days)``; ``start`` defaults to 2
   - ``value`` (every campaign of shop 5, about 6.8 % of the sources): summary buckets over purchase values,
     exact matching on trigger data 0 (purchases; other conversions are ignored). Navigation: 4 reports,
     windows 7 d / 30 d, buckets 1, 5, 10, 20 (|O| = 15); event: 2 reports, window 7 d, buckets 5, 20 (|O| = 3).
+
+  ``--default-configs`` turns both off: every source uses the default configuration (the three fields null).
+  The triggers stay the same records (same ids, times, destinations, filters and trigger data, the random
+  draws unchanged) except that the purchases of shop 5 carry no value (null, i.e. 1): the default
+  configurations count triggers, and a value of up to 20 would cross all of a default source's summary buckets
+  at once.
 * **Triggers** (conversions). Within its attribution window (the source's expiry), a view converts with
   probability 1 % to 3 % depending on its shop (``EL_VIEW_CONVERSION``: 1.0, 1.4, ..., 3.0 % for shops 0..5,
   about 1.6 % over the popularity mix), a click with 5 % (``EL_CLICK_CONVERSION``). A converting ad leads to
@@ -48,10 +55,11 @@ Times are UTC microseconds in ``[start, start + days)``; ``start`` defaults to 2
   purchase, add-to-cart, checkout, sign-up, lead, page-view, download, subscribe, with probabilities
   ``EL_CONVERSION_WEIGHTS``); event sources see it modulo 2. ``value`` is null (1) except for the purchases of
   shop 5 (the ``value`` configurations), which carry ``ceil(price / 10)`` in 1..20, the price lognormal (median
-  $40, sigma 0.8) capped at $200.
+  $40, sigma 0.8) capped at $200 (with ``--default-configs`` every value is null, see above).
 
 Expected counts: 2 sources per device and day; about 2.5 triggers from ads and 0.5 organic ones per 100
-sources (a 30-day default run), i.e. about 3 triggers per 100 sources.
+sources (a 30-day default run), i.e. about 3 triggers per 100 sources. Clicks convert more often and have
+longer windows, so ``--navigation-share 1`` gives about 6 triggers from ads per 100 sources.
 
 Ids: devices ``device-N`` (zero padded to the digits of the device count), sources ``sN-K`` and triggers
 ``tN-K`` (device N's K-th). Devices are generated in chunks of ``EL_CHUNK_DEVICES`` (1,000), each from its own
@@ -62,7 +70,10 @@ Memory is one chunk whatever the size; progress goes to stderr; 1,000,000 source
 ``--bad-fraction F`` adds corrupted copies of valid records (see ``files.BadRecords``: empty device ids,
 negative and absurd timestamps; for JSON Lines also missing device ids, string timestamps and truncated lines;
 for protobuf also missing timestamps and unparsable messages) so that ``bad / (valid + bad)`` is F in each file
-kind. The same seed gives the same files byte for byte.
+kind. ``--navigation-share F`` and ``--default-configs`` (see the model) draw no extra random numbers whatever
+their values: a seed's random streams stay the same, so with ``--default-configs`` the records change only where
+the model says, and with F = 0.1 (the default) the files are exactly those of a run without the option. The same
+seed gives the same files byte for byte.
 """
 from __future__ import annotations
 
@@ -192,7 +203,7 @@ def _campaign_kind(campaign: int) -> str | None:
     return "fast" if campaign in EL_FAST_CAMPAIGNS else None
 
 
-def _model(rng: np.random.Generator) -> _Model:
+def _model(rng: np.random.Generator, default_configs: bool = False) -> _Model:
     categories = np.array([[(2 * a + j) % len(EL_CATALOGUE) for j in range(EL_CATEGORIES_PER_ADVERTISER)]
                            for a in range(EL_ADVERTISERS)])
     filters, index, size, configs = [], [], [], []
@@ -202,7 +213,7 @@ def _model(rng: np.random.Generator) -> _Model:
             filters.append([EL_CATALOGUE[i] for i in chosen])
             index.append([chosen[j % len(chosen)] for j in range(3)])
             size.append(len(chosen))
-            kind = _campaign_kind(a * EL_CAMPAIGNS_PER_ADVERTISER + c)
+            kind = None if default_configs else _campaign_kind(a * EL_CAMPAIGNS_PER_ADVERTISER + c)
             configs.append((None, None) if kind is None else
                            (EL_CUSTOM_SPECS[kind]["event"], EL_CUSTOM_SPECS[kind]["navigation"]))
     weights = 1.0 / np.arange(1, EL_ADVERTISERS + 1)
@@ -240,8 +251,9 @@ def _truncated_delays(rng: np.random.Generator, windows: np.ndarray) -> np.ndarr
 
 
 def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: int, total: int | None, *,
-           days: int, start: int) -> _Chunk:
-    """Devices ``[lo, hi)`` with ``total`` sources (None: Poisson per device)."""
+           days: int, start: int, navigation_share: float = EL_CLICK_SHARE, values: bool = True) -> _Chunk:
+    """Devices ``[lo, hi)`` with ``total`` sources (None: Poisson per device); ``values`` False: every trigger
+    value null (the prices are drawn all the same, so the other columns do not change)."""
     rng = stream(seq, chunk)
     span = days * MICROS_PER_DAY
     end = start + span
@@ -252,7 +264,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
     times = start + rng.integers(0, span, size=total, dtype=np.int64)
     advertiser = rng.choice(EL_ADVERTISERS, size=total, p=model.weights)
     campaign = advertiser * EL_CAMPAIGNS_PER_ADVERTISER + rng.integers(0, EL_CAMPAIGNS_PER_ADVERTISER, size=total)
-    click = rng.random(total) < EL_CLICK_SHARE
+    click = rng.random(total) < navigation_share
     order = np.lexsort((times, device))  # device by device, in time order
     device, times, advertiser, campaign, click = device[order], times[order], advertiser[order], campaign[order], click[order]
 
@@ -285,7 +297,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
     t_category = np.concatenate([t_category, o_category])
     t_data = rng.choice(len(EL_CONVERSION_TYPES), size=t_device.size, p=EL_CONVERSION_WEIGHTS)
     prices = np.minimum(np.exp(np.log(EL_PRICE_MEDIAN) + EL_PRICE_SIGMA * rng.standard_normal(t_device.size)), EL_PRICE_CAP)
-    valued = (t_data == 0) & np.isin(t_advertiser, EL_VALUE_ADVERTISERS)
+    valued = (t_data == 0) & np.isin(t_advertiser, EL_VALUE_ADVERTISERS) & values
     t_value = np.where(valued, np.clip(np.ceil(prices / EL_DOLLARS_PER_VALUE), 1, EL_MAX_VALUE), 0).astype(np.int64)
     keep = t_times < end
     t_order = np.lexsort((t_times, t_device))
@@ -342,10 +354,13 @@ def _trigger_records(part: _Chunk, names: list[str]) -> list[dict]:
 
 def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = None, sources: int | None = None,
                          days: int = 30, start: str | int = EL_START, seed: int = 0, fmt: str = "avro",
-                         shards: int = 1, bad_fraction: float = 0.0, progress: bool = True) -> EventLevelStats:
+                         shards: int = 1, bad_fraction: float = 0.0, navigation_share: float = EL_CLICK_SHARE,
+                         default_configs: bool = False, progress: bool = True) -> EventLevelStats:
     """Write the dataset of the module docstring to ``out_dir`` and return what was written: ``devices`` devices
     (default 5,000) or exactly ``sources`` sources (not both). ``start`` is an ISO 8601 date(-time) or epoch
-    microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
+    microseconds; ``navigation_share`` the probability that a source is a click (in [0, 1]); ``default_configs``
+    True gives every source the default configuration (and every trigger a null value). Raises ``ValueError`` for
+    a bad option (the message names it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     days = check_integer("--days", days, 1, 3650)
@@ -358,11 +373,16 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
     shards = check_integer("--shards", shards, 1, 10_000)
     if not (isinstance(bad_fraction, (int, float)) and 0 <= bad_fraction < 1):
         raise ValueError(f"--bad-fraction must be in [0, 1), got {bad_fraction}")
+    if isinstance(navigation_share, bool) or not (isinstance(navigation_share, (int, float))
+                                                  and 0 <= navigation_share <= 1):
+        raise ValueError(f"--navigation-share must be a number in [0, 1], got {navigation_share}")
+    navigation_share = float(navigation_share)
+    default_configs = bool(default_configs)
     start_micros = time_span_start(start, days)
 
     out = prepare_output(out_dir, ("sources", "triggers"))
     model_seq, row_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
-    model = _model(np.random.default_rng(model_seq))
+    model = _model(np.random.default_rng(model_seq), default_configs)
     sync_marker = np.random.default_rng(marker_seq).bytes(16)
     log = Progress(DATASET, progress)
     chunks = -(-devices // EL_CHUNK_DEVICES)
@@ -380,7 +400,8 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
         for c in range(shard * chunks // shards, (shard + 1) * chunks // shards):
             lo, hi = c * EL_CHUNK_DEVICES, min(devices, (c + 1) * EL_CHUNK_DEVICES)
             total = None if sources is None else sources * hi // devices - sources * lo // devices
-            part = _chunk(model, row_seq, c, lo, hi, total, days=days, start=start_micros)
+            part = _chunk(model, row_seq, c, lo, hi, total, days=days, start=start_micros,
+                          navigation_share=navigation_share, values=not default_configs)
             names = [f"device-{d:0{width}d}" for d in range(lo, hi)]
             if kind == "sources":
                 rows = _source_records(model, part, names)
@@ -412,32 +433,35 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
         source_files=written["sources"], trigger_files=written["triggers"],
     )
     parameters = {"devices": devices, "sources": sources, "days": days, "seed": seed, "format": fmt, "shards": shards,
-                  "bad_fraction": bad_fraction, "start": iso_micros(start_micros), "start_micros": start_micros}
-    write_generation_json(out, DATASET, parameters, event_level_model(model), stats)
+                  "bad_fraction": bad_fraction, "start": iso_micros(start_micros), "start_micros": start_micros,
+                  "navigation_share": navigation_share, "default_configs": default_configs}
+    write_generation_json(out, DATASET, parameters, event_level_model(model, navigation_share, default_configs), stats)
     return stats
 
 
-def event_level_model(model: _Model) -> dict:
-    """The model constants (for ``generation.json``)."""
+def event_level_model(model: _Model, navigation_share: float = EL_CLICK_SHARE, default_configs: bool = False) -> dict:
+    """The model constants (for ``generation.json``), with the options that change them."""
+    value = (f"purchases of shops {list(EL_VALUE_ADVERTISERS)}: ceil(price / {EL_DOLLARS_PER_VALUE}) in "
+             f"[1, {EL_MAX_VALUE}], price lognormal (median {EL_PRICE_MEDIAN}, sigma {EL_PRICE_SIGMA}) capped at "
+             f"{EL_PRICE_CAP}; otherwise null (1)")
     return {
         "advertisers": [{"site": _site(a), "reporting_origin": _ad_tech(a),
                          "categories": [EL_CATALOGUE[i] for i in model.categories[a].tolist()],
                          "popularity": round(float(model.weights[a]), 6),
                          "view_conversion": EL_VIEW_CONVERSION[a]} for a in range(EL_ADVERTISERS)],
-        "campaigns": [{"campaign": g, "filter_data": list(model.filters[g]), "trigger_specs": _campaign_kind(g) or "default"}
+        "campaigns": [{"campaign": g, "filter_data": list(model.filters[g]),
+                       "trigger_specs": "default" if default_configs else _campaign_kind(g) or "default"}
                       for g in range(len(model.filters))],
         "custom_specs": EL_CUSTOM_SPECS,
         "sources": f"Poisson({EL_SOURCES_PER_DAY} * days) per device, uniform times",
-        "navigation_share": EL_CLICK_SHARE, "navigation_priority": EL_CLICK_PRIORITY,
+        "navigation_share": navigation_share, "navigation_priority": EL_CLICK_PRIORITY,
         "navigation_expiry_seconds": None, "event_expiry_seconds": EL_VIEW_EXPIRY_SECONDS,
         "conversion_probability": {"view": list(EL_VIEW_CONVERSION), "click": EL_CLICK_CONVERSION},
         "triggers_per_conversion": f"1 + Poisson({EL_EXTRA_CONVERSIONS})",
         "conversion_delay": f"exponential, mean {EL_CONVERSION_DELAY_DAYS} days, truncated to the expiry",
         "organic_conversions_per_device_day": EL_ORGANIC_PER_DAY, "in_filter_share": EL_IN_FILTER_SHARE,
         "trigger_data": dict(zip(EL_CONVERSION_TYPES, EL_CONVERSION_WEIGHTS)),
-        "value": f"purchases of shops {list(EL_VALUE_ADVERTISERS)}: ceil(price / {EL_DOLLARS_PER_VALUE}) in "
-                 f"[1, {EL_MAX_VALUE}], price lognormal (median {EL_PRICE_MEDIAN}, sigma {EL_PRICE_SIGMA}) capped at "
-                 f"{EL_PRICE_CAP}; otherwise null (1)",
+        "value": "null (1): default configurations only" if default_configs else value,
         "chunk_devices": EL_CHUNK_DEVICES,
     }
 
@@ -458,6 +482,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
     parser.add_argument("--bad-fraction", type=float, default=0.0,
                         help="fraction of written records that are malformed, in [0, 1) (default 0)")
+    parser.add_argument("--navigation-share", type=float, default=EL_CLICK_SHARE, metavar="F",
+                        help=f"fraction of sources that are clicks (navigation sources), in [0, 1] "
+                             f"(default {EL_CLICK_SHARE:g})")
+    parser.add_argument("--default-configs", action="store_true",
+                        help="every source uses ARA's default configuration (no custom trigger specs; trigger "
+                             "values null)")
     parser.add_argument("--start-date", default=EL_START,
                         help=f"start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601 (default {EL_START})")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -468,7 +498,8 @@ def run_cli(args: argparse.Namespace) -> int:
     began = time.monotonic()
     stats = generate_event_level(args.out, devices=args.devices, sources=args.sources, days=args.days,
                                  start=args.start_date, seed=args.seed, fmt=args.format, shards=args.shards,
-                                 bad_fraction=args.bad_fraction, progress=not args.quiet)
+                                 bad_fraction=args.bad_fraction, navigation_share=args.navigation_share,
+                                 default_configs=args.default_configs, progress=not args.quiet)
     print(f"generate {DATASET}: wrote {stats.devices:,} devices, {stats.sources:,} sources ({stats.navigation:,} "
           f"navigation, {stats.custom_specs:,} with custom trigger specs) and {stats.triggers:,} triggers "
           f"({stats.organic_triggers:,} organic), {stats.bad_sources + stats.bad_triggers:,} bad records, "

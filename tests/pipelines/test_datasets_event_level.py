@@ -224,10 +224,73 @@ def test_cli_writes_and_summarises(tmp_path, capsys):
     assert (tmp_path / "sources-00000-of-00001.avro").exists() and (tmp_path / "triggers-00000-of-00001.avro").exists()
 
 
+def test_default_options_keep_the_files(tmp_path):
+    """--navigation-share 0.1 and no --default-configs are the files of before these options (counts fixed then)."""
+    def files(stats):
+        return [Path(path).read_bytes() for path in (*stats.source_files, *stats.trigger_files)]
+
+    implicit = generate_event_level(tmp_path / "a", sources=20_000, seed=1, progress=False)
+    explicit = generate_event_level(tmp_path / "b", sources=20_000, seed=1, navigation_share=EL_CLICK_SHARE,
+                                    default_configs=False, progress=False)
+    assert files(implicit) == files(explicit)
+    assert (implicit.devices, implicit.sources, implicit.navigation, implicit.custom_specs, implicit.triggers,
+            implicit.organic_triggers) == (334, 20_000, 1_959, 1_903, 626, 96)
+    parameters = json.loads((tmp_path / "a" / "generation.json").read_text())["parameters"]
+    assert (parameters["navigation_share"], parameters["default_configs"]) == (0.1, False)
+
+
+def test_all_navigation_with_default_configs_from_the_cli(tmp_path, capsys):
+    argv = ["event-level", "--out", str(tmp_path), "--sources", "3000", "--days", "5", "--seed", "3",
+            "--navigation-share", "1", "--default-configs", "--quiet"]
+    assert generate.main(argv) == 0
+    assert "3,000 sources (3,000 navigation, 0 with custom trigger specs)" in capsys.readouterr().out
+    recorded = json.loads((tmp_path / "generation.json").read_text())
+    stats = recorded["stats"]
+    assert (recorded["parameters"]["navigation_share"], recorded["parameters"]["default_configs"]) == (1.0, True)
+    assert recorded["model"]["navigation_share"] == 1.0
+    assert {campaign["trigger_specs"] for campaign in recorded["model"]["campaigns"]} == {"default"}
+    assert (stats["sources"], stats["navigation"], stats["custom_specs"], stats["converted_views"]) == (3000, 3000, 0, 0)
+    sources = avro_records(sorted(tmp_path.glob("sources-*")), "event_level_source")
+    triggers = avro_records(sorted(tmp_path.glob("triggers-*")), "event_level_trigger")
+    assert len(sources) == 3000 and len(triggers) == stats["triggers"] > 0
+    for source in sources:
+        assert source["source_type"] == "navigation" and source["priority"] == 100 and source["expiry_seconds"] is None
+        assert (source["max_event_level_reports"], source["trigger_data_matching"], source["trigger_specs"]) == (
+            None, None, None)
+    assert all(trigger["value"] is None for trigger in triggers)
+
+
+def test_default_configs_change_only_the_configurations_and_values(tmp_path):
+    """The same sources but for the three configuration fields, the same triggers but for shop 5's values."""
+    custom = generate_event_level(tmp_path / "a", devices=400, days=10, seed=5, progress=False)
+    default = generate_event_level(tmp_path / "b", devices=400, days=10, seed=5, default_configs=True, progress=False)
+    assert default.custom_specs == 0 < custom.custom_specs
+    configuration = ("max_event_level_reports", "trigger_data_matching", "trigger_specs")
+    sources = avro_records(default.source_files, "event_level_source")
+    assert sources == [{**source, **dict.fromkeys(configuration)}
+                       for source in avro_records(custom.source_files, "event_level_source")]
+    before = avro_records(custom.trigger_files, "event_level_trigger")
+    assert any(trigger["value"] is not None for trigger in before)
+    assert avro_records(default.trigger_files, "event_level_trigger") == [{**t, "value": None} for t in before]
+
+
+def test_navigation_share_zero_gives_views_only(tmp_path):
+    stats = generate_event_level(tmp_path, sources=5000, days=10, seed=2, navigation_share=0, progress=False)
+    assert (stats.sources, stats.navigation, stats.converted_clicks) == (5000, 0, 0)
+    sources = avro_records(stats.source_files, "event_level_source")
+    assert {source["source_type"] for source in sources} == {"event"}
+    assert stats.custom_specs == sum(source["trigger_specs"] is not None for source in sources) > 0
+    for share in (-0.1, 1.5, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="--navigation-share must be a number in"):
+            generate_event_level(tmp_path / "bad", sources=10, navigation_share=share, progress=False)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--devices", "0"], "--devices must be an integer"),
     (["--sources", "0"], "--sources must be an integer"),
     (["--bad-fraction", "1"], "--bad-fraction must be in [0, 1)"),
+    (["--navigation-share", "1.01"], "--navigation-share must be a number in [0, 1], got 1.01"),
+    (["--navigation-share", "-0.5"], "--navigation-share must be a number in [0, 1], got -0.5"),
     (["--start-date", "yesterday"], "--start-date must be a date"),
 ])
 def test_cli_rejects_bad_options_with_one_line(tmp_path, capsys, argv, message):
