@@ -22,6 +22,8 @@ setup(
         "cbor2>=5.6",
         "pyhpke>=0.6",
         "orjson>=3.10",
+        "polars>=1.30",
+        "pyarrow>=14",
     ],
     extras_require={
         "postgres": ["psycopg[binary]>=3.2"],

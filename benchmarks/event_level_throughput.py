@@ -68,13 +68,15 @@ def _dataset(data_dir: str, sources: int) -> tuple[str, str]:
     if os.path.exists(marker):
         with open(marker, encoding="utf-8") as handle:
             parameters = json.load(handle)["parameters"]
-        wanted = {"sources": sources, "seed": 1, "format": "avro", "shards": SHARDS}
+        wanted = {"sources": sources, "seed": 1, "format": "avro", "shards": SHARDS, "navigation_share": 1.0,
+                  "default_configs": True}
         if all(parameters.get(name) == value for name, value in wanted.items()):
             return patterns
     print(f"generating {sources:,} sources into {data_dir} ...", flush=True)
     os.makedirs(data_dir, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pipelines.generate", "event-level", "--out", data_dir, "--sources",
-                    str(sources), "--seed", "1", "--shards", str(SHARDS), "--quiet"], check=True, cwd=ROOT)
+                    str(sources), "--seed", "1", "--shards", str(SHARDS), "--navigation-share", "1", "--default-configs",
+                    "--quiet"], check=True, cwd=ROOT)
     return patterns
 
 

@@ -898,6 +898,14 @@ def read_jsonl(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Pars
             yield parse_json_line(spec, line, f"{source}:{number}")
 
 
+def avro_record(spec: EventSpec, record: Any, source: str, index: int) -> Parsed:
+    """The row of the decoded Avro record at ``index`` of the file ``source``, or its dead letter."""
+    row = validate(spec, record)
+    if type(row) is str:
+        return DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}")
+    return row
+
+
 def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parsed]:
     """Every record of an Avro container file.
 
@@ -924,11 +932,7 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
             return
         # the unrolled fast path first (this loop runs once per record), ``validate`` for the rest
         row = accept(record) if type(record) is dict else None
-        if row is None:
-            row = validate(spec, record)
-            if type(row) is str:
-                row = DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}")
-        yield row
+        yield avro_record(spec, record, source, index) if row is None else row
         index += 1
 
 

@@ -26,40 +26,105 @@ from __future__ import annotations
 
 import functools
 import pickle
-from typing import Any, Tuple
+from typing import Any, Iterator, Tuple
 
 import apache_beam as beam
+import polars as pl
 from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
-from schemas.rows import EventLevelSource
-from transforms.io import DEAD_LETTERS, ReadEvents
-from transforms.measurement import DEFAULT_SHARDS, Pending, RowShards, after_milli, stamped
-from transforms.mechanisms.event_devices import (
-    EventLevelDevice,
-    SourceCheck,
-    choose_randomized,
-    event_order,
-    replay_devices,
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, avro_record
+from schemas.frames import (
+    EVENT_LEVEL_SOURCE_COLUMNS,
+    POSITION,
+    frame_bytes,
+    frame_of_bytes,
+    read_frame,
+    source_rows,
+    sources_frame,
+    split_event_level_sources,
 )
+from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
+from transforms.io import DEAD_LETTERS, FrameRead, ReadEvents, row_json_line
+from transforms.measurement import DEFAULT_SHARDS, Pending, RowShards, after_milli, device_shard, stamped, unpack_chunk
+from transforms.mechanisms.event_devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
+from transforms.mechanisms.event_frames import refuse_sources, replay_frame
 from transforms.mechanisms.noise import RandomSource
-from transforms.summary_clients import ClientInput, DeviceEventsPerBundleFn, buffer_device_events, device_rows
+from transforms.summary_clients import DeviceEventsPerBundleFn, buffer_device_events
 
 METRICS_NAMESPACE = "pmbeam.event_level"
 REPORTS = "reports"
 _SOURCES, _TRIGGERS = 0, 1
 
 
-class _ReplayShardsFn(beam.DoFn):
-    """Batch: the s* of every source of a shard at once, then every device with a source replays its whole
-    history in one call (a device with triggers only sends nothing)."""
+class _SourceFrameReader:
+    """The columnar shortcut for Avro files of sources (a ``FrameReader``): ``schemas.frames`` decodes and
+    judges the file, ``event_frames.refuse_sources`` applies ``SourceCheck`` once per configuration."""
 
-    def __init__(self, inputs: tuple[ClientInput, ...], epsilon: float | None, source: RandomSource) -> None:
-        self._inputs, self._epsilon, self._source = inputs, epsilon, source
+    def __init__(self, epsilon: float | None) -> None:
+        self._epsilon = epsilon
+
+    def read(self, handle, path: str) -> FrameRead | None:
+        frame = read_frame(handle, EVENT_LEVEL_SOURCE_COLUMNS)
+        if frame is None:
+            return None
+        split = split_event_level_sources(frame)  # (accepted rows' frame with POSITION, other records)
+        kept, reasons = refuse_sources(split.rows, self._epsilon)
+        dead = []
+        if kept.height < split.rows.height:
+            refused = split.rows.filter(reasons.is_not_null())
+            dead = [DeadLetter(raw=row_json_line(row), reason=reason, source=f"{path}#{position}")
+                    for position, reason, row in zip(refused[POSITION].to_list(), reasons.drop_nulls().to_list(),
+                                                     source_rows(refused))]
+        others = [(position, avro_record(EVENT_LEVEL_SOURCE, record, path, position)) for position, record in split.others]
+        latest = kept["event_time_micros"].max() if kept.height else -1
+        return FrameRead(kept.drop(POSITION), kept.height, latest, dead, others)
+
+
+class SourceFrameShards:
+    """Folds one file's sources into per-shard source frames (``schemas.frames.SOURCE_FRAME_COLUMNS``), as
+    Arrow IPC bytes tagged ``_SOURCES`` (a ``RowFold`` with ``add_frame``): rows of the codec readers and frames
+    of ``_SourceFrameReader`` alike. Shards are ``measurement.device_shard``'s, as the triggers'."""
+
+    flush_rows = 200_000
+
+    def __init__(self, shards: int) -> None:
+        self._shards = shards
+        self._rows: list[EventLevelSource] = []
+        self._frames: list[pl.DataFrame] = []
+        self.pending = 0
+
+    def add(self, row: EventLevelSource) -> None:
+        self._rows.append(row)
+        self.pending += 1
+
+    def add_frame(self, frame: pl.DataFrame) -> None:
+        self._frames.append(frame)
+        self.pending += frame.height
+
+    def drain(self) -> Iterator[tuple[int, tuple[int, bytes]]]:
+        frames = self._frames + ([sources_frame(self._rows)] if self._rows else [])
+        self._rows, self._frames, self.pending = [], [], 0
+        if not frames:
+            return
+        frame = pl.concat(frames)
+        devices = frame["device_id"].unique().to_list()
+        shard_of = dict(zip(devices, (device_shard(device, self._shards) for device in devices)))
+        shards = frame["device_id"].replace_strict(shard_of, return_dtype=pl.Int64).alias("_shard")
+        for (shard,), part in frame.with_columns(shards).partition_by("_shard", as_dict=True).items():
+            yield shard, (_SOURCES, frame_bytes(part.drop("_shard")))
+
+
+class _ReplayShardsFn(beam.DoFn):
+    """Batch: a shard's sources (frames) and triggers (rows) replayed with ``event_frames.replay_frame``: the s*
+    of every source at once, then every device with a source that may report replays its whole history in one
+    call."""
+
+    def __init__(self, epsilon: float | None, source: RandomSource) -> None:
+        self._epsilon, self._source = epsilon, source
 
     def setup(self) -> None:
         self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
@@ -67,14 +132,21 @@ class _ReplayShardsFn(beam.DoFn):
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
 
     def process(self, element):
-        _, chunks = element  # (shard, [(kind, deflated pickle)])
-        stats: dict[str, int] = {}
+        _, chunks = element  # (shard, [(kind, Arrow IPC bytes of sources | deflated pickle of trigger rows)])
+        frames, triggers = [], []
+        for kind, payload in chunks:
+            if kind == _SOURCES:
+                frames.append(frame_of_bytes(payload))
+            else:
+                triggers.extend(EventLevelTrigger._make(packed) for packed in unpack_chunk(payload))
+        stats = {"sources": 0, "randomized_sources": 0}
         reports = 0
-        for report in replay_devices(device_rows(chunks, self._inputs), self._epsilon, self._source, stats):
-            reports += 1
-            yield report
-        self._sources.inc(stats.get("sources", 0))
-        self._randomized.inc(stats.get("randomized_sources", 0))
+        if frames:  # otherwise triggers only: nothing to report
+            for report in replay_frame(pl.concat(frames), triggers, self._epsilon, self._source, stats):
+                reports += 1
+                yield report
+        self._sources.inc(stats["sources"])
+        self._randomized.inc(stats["randomized_sources"])
         self._reports.inc(reports)
 
 
@@ -93,23 +165,25 @@ class EventLevelReportsBatch(beam.PTransform):
         shards: int = DEFAULT_SHARDS,
     ) -> None:
         super().__init__()
-        self._inputs = (ClientInput(sources, EVENT_LEVEL_SOURCE, True), ClientInput(triggers, EVENT_LEVEL_TRIGGER, False))
+        self._sources, self._triggers = sources, triggers
         self._epsilon, self._source, self._format, self._shards = epsilon, random_source, input_format, shards
 
     def expand(self, pbegin):
-        checks = (SourceCheck(self._epsilon), None)
         read = [
-            pbegin | f"Read_{item.spec.name}" >> ReadEvents(
-                item.pattern, item.spec, self._format, fold=functools.partial(RowShards, self._shards, kind),
-                check=checks[kind],
-            )
-            for kind, item in enumerate(self._inputs)
+            pbegin | "Read_event_level_source" >> ReadEvents(
+                self._sources, EVENT_LEVEL_SOURCE, self._format, fold=functools.partial(SourceFrameShards, self._shards),
+                check=SourceCheck(self._epsilon), frames=_SourceFrameReader(self._epsilon),
+            ),
+            pbegin | "Read_event_level_trigger" >> ReadEvents(
+                self._triggers, EVENT_LEVEL_TRIGGER, self._format,
+                fold=functools.partial(RowShards, self._shards, _TRIGGERS),
+            ),
         ]
         reports = (
             [result.events for result in read]
             | "FlattenEvents" >> beam.Flatten()
-            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, deflated pickle)])
-            | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(self._inputs, self._epsilon, self._source))
+            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, sources frame | trigger rows)])
+            | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(self._epsilon, self._source))
         )
         return {
             REPORTS: reports,

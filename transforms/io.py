@@ -11,6 +11,7 @@ distribution ``event_time_micros`` records each file's latest event time.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
@@ -46,6 +47,27 @@ class RowFold(Protocol):
         """The aggregates of the rows added since the last drain; empties the fold."""
 
 
+class FrameRead(NamedTuple):
+    """A whole file read by a ``FrameReader``: ``frame``, the rows it accepted as one columnar value (for the
+    fold's ``add_frame``), ``rows`` and ``latest`` (their count and latest event time, -1 for none), ``dead``,
+    the dead letters the reader's own check of those rows made, and ``others``, the other records as (position
+    in the file, row or dead letter), which go on like the rows of a codec reader."""
+
+    frame: Any
+    rows: int
+    latest: int
+    dead: list
+    others: list
+
+
+class FrameReader(Protocol):
+    """A columnar shortcut for whole Avro files (``ReadEvents``' ``frames``): the file as a ``FrameRead``, or
+    None to leave it to the codec reader. It gives each record the same fate as the codec reader and the
+    job's ``check`` would."""
+
+    def read(self, handle: Any, path: str) -> FrameRead | None: ...
+
+
 _CHECK_MASK = (1 << 16) - 1
 # Log progress every 2^20 valid records of one file (logger "pmbeam.io", level INFO).
 _PROGRESS_MASK = (1 << 20) - 1
@@ -61,11 +83,13 @@ class _ParseFileFn(beam.DoFn):
         fmt: str | None,
         fold: Callable[[], RowFold] | None = None,
         check: Callable[[Any], str | None] | None = None,
+        frames: FrameReader | None = None,
     ) -> None:
         self._spec = spec
         self._fmt = fmt
         self._fold = fold
         self._check = check
+        self._frames = frames
 
     def setup(self) -> None:
         self._read = Metrics.counter(METRICS_NAMESPACE, "read")
@@ -73,22 +97,35 @@ class _ParseFileFn(beam.DoFn):
         self._dead = Metrics.counter(METRICS_NAMESPACE, "dead_lettered")
         self._latest = Metrics.distribution(METRICS_NAMESPACE, "event_time_micros")
 
+    def _framed(self, readable: fileio.ReadableFile, fmt: str) -> FrameRead | None:
+        if self._frames is None or fmt != "avro":
+            return None
+        with readable.open() as handle:
+            return self._frames.read(handle, readable.metadata.path)
+
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
-        reader = READERS[format_of(path, self._fmt)]
+        fmt = format_of(path, self._fmt)
         parsed = 0
         latest = -1
         dead_by_reason: dict[str, int] = {}
         fold = self._fold() if self._fold else None
         add = fold.add if fold is not None else None
         check = self._check
-        with readable.open() as handle:
-            for item in reader(self._spec, handle, path):
+        framed = self._framed(readable, fmt)
+        if framed is not None:
+            fold.add_frame(framed.frame)
+            parsed, latest = framed.rows, framed.latest
+            for letter in framed.dead:
+                dead_by_reason[letter.reason] = dead_by_reason.get(letter.reason, 0) + 1
+                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
+        with readable.open() if framed is None else contextlib.nullcontext() as handle:
+            items = enumerate(READERS[fmt](self._spec, handle, path)) if framed is None else framed.others
+            for position, item in items:
                 if type(item) is not DeadLetter and check is not None:
                     reason = check(item)
                     if reason is not None:
-                        position = parsed + sum(dead_by_reason.values())
-                        item = DeadLetter(raw=_json_line(item), reason=reason, source=f"{path}#{position}")
+                        item = DeadLetter(raw=row_json_line(item), reason=reason, source=f"{path}#{position}")
                 if type(item) is DeadLetter:
                     dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
@@ -123,7 +160,10 @@ class ReadEvents(beam.PTransform):
     With ``fold`` (a factory of ``RowFold``), ``events`` carries the fold's
     aggregates instead of the rows. With ``check`` (a row to a dead-letter
     reason, or None), rows valid for the schema but not for the job (an
-    attribution window longer than allowed) become dead letters too.
+    attribution window longer than allowed) become dead letters too. With
+    ``frames`` (a ``FrameReader``, which needs a ``fold`` with an ``add_frame``
+    method), Avro files the reader takes are decoded as columns, with the same
+    rows and dead letters as record by record.
     """
 
     def __init__(
@@ -133,6 +173,7 @@ class ReadEvents(beam.PTransform):
         fmt: str | None = None,
         fold: Callable[[], RowFold] | None = None,
         check: Callable[[Any], str | None] | None = None,
+        frames: FrameReader | None = None,
     ) -> None:
         super().__init__()
         self._pattern = file_pattern
@@ -140,6 +181,7 @@ class ReadEvents(beam.PTransform):
         self._fmt = fmt
         self._fold = fold
         self._check = check
+        self._frames = frames
 
     def expand(self, pbegin):
         return (
@@ -148,7 +190,8 @@ class ReadEvents(beam.PTransform):
             | "SpreadFiles" >> beam.Reshuffle()
             | "Open" >> fileio.ReadMatches()
             | "Parse"
-            >> beam.ParDo(_ParseFileFn(self._spec, self._fmt, self._fold, self._check)).with_outputs(DEAD_LETTERS, main="events")
+            >> beam.ParDo(_ParseFileFn(self._spec, self._fmt, self._fold, self._check, self._frames))
+            .with_outputs(DEAD_LETTERS, main="events")
         )
 
 
@@ -169,7 +212,8 @@ class CountDeadLetters(beam.PTransform):
         return dead_letters | beam.Map(count)
 
 
-def _json_line(row: NamedTuple) -> str:
+def row_json_line(row: NamedTuple) -> str:
+    """A row as one JSON line (JSON Lines outputs, and the ``raw`` of a dead letter made from a row)."""
     return json.dumps(row_to_dict(row), sort_keys=False)
 
 
@@ -189,7 +233,7 @@ class WriteRecords(beam.PTransform):
 
     def expand(self, rows):
         if self._fmt == "jsonl":
-            return rows | "ToJson" >> beam.Map(_json_line) | "WriteJsonl" >> beam.io.WriteToText(
+            return rows | "ToJson" >> beam.Map(row_json_line) | "WriteJsonl" >> beam.io.WriteToText(
                 self._prefix, file_name_suffix=".jsonl", num_shards=self._num_shards
             )
         return rows | "ToDict" >> beam.Map(row_to_dict) | "WriteAvro" >> beam.io.WriteToAvro(

@@ -24,7 +24,7 @@ What the Beam wiring (``transforms/event_level.py``) replays, batch and streamin
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -133,30 +133,44 @@ def _keyed_choice(config: EventLevelConfig, epsilon: float, source: RandomSource
     return unrank_output(config, source.keyed_child((KEY, "output", *key)).randbelow(k))
 
 
-def choose_randomized(sources: Sequence[tuple[str, EventLevelSource]], epsilon: float | None,
-                      random_source: RandomSource) -> list[Output | None]:
-    """Alg. 8's s* for each (device id, source row): None (truthful) or an output of O (see the module docstring).
-    All None with noise off (``epsilon`` None)."""
-    if epsilon is None:
-        return [None] * len(sources)
-    configs = [source_config(row) for _, row in sources]
+def choose_outputs(configs: Sequence[EventLevelConfig], codes: np.ndarray, epsilon: float, random_source: RandomSource,
+                   keys: Callable[[], Sequence[tuple]]) -> dict[int, Output]:
+    """Alg. 8's s* for many sources, the source at position i having the configuration ``configs[codes[i]]``:
+    {position: output of O} for the sources that send a random output (the others are truthful). A seeded
+    source draws each source's s* from its key (device id, source id, source time), ``keys()[i]``; a secure
+    source draws every configuration's sources with one ``randomized_response_array`` call."""
+    chosen: dict[int, Output] = {}
     if random_source.kind != "secure":  # keyed: a function of (seed, device, source id, source time)
-        return [
-            _keyed_choice(config, epsilon, random_source, (device_id, row.source_id, row.event_time_micros))
-            for config, (device_id, row) in zip(configs, sources)
-        ]
-    groups: dict[EventLevelConfig, list[int]] = {}
-    for position, config in enumerate(configs):
-        groups.setdefault(config, []).append(position)
-    chosen: list[Output | None] = [None] * len(sources)
-    for config, positions in groups.items():
-        ranks = randomized_response_array(config, epsilon, random_source, len(positions))
+        for position, (code, key) in enumerate(zip(codes.tolist(), keys())):
+            output = _keyed_choice(configs[code], epsilon, random_source, key)
+            if output is not None:
+                chosen[position] = output
+        return chosen
+    for code, config in enumerate(configs):
+        positions = np.flatnonzero(codes == code)
+        if not positions.size:
+            continue
+        ranks = randomized_response_array(config, epsilon, random_source, positions.size)
         lanes = np.flatnonzero(ranks != TRUTHFUL)
         if lanes.size:
             outputs = unrank_outputs_array(config, ranks[lanes])
-            for lane, output in zip(lanes.tolist(), outputs.tolist()):
-                chosen[positions[lane]] = tuple(output)
+            for position, output in zip(positions[lanes].tolist(), outputs.tolist()):
+                chosen[position] = tuple(output)
     return chosen
+
+
+def choose_randomized(sources: Sequence[tuple[str, EventLevelSource]], epsilon: float | None,
+                      random_source: RandomSource) -> list[Output | None]:
+    """Alg. 8's s* for each (device id, source row): None (truthful) or an output of O (see the module docstring
+    and ``choose_outputs``). All None with noise off (``epsilon`` None)."""
+    if epsilon is None:
+        return [None] * len(sources)
+    codes: dict[EventLevelConfig, int] = {}
+    positions = np.fromiter((codes.setdefault(source_config(row), len(codes)) for _, row in sources), np.int64,
+                            len(sources))
+    chosen = choose_outputs(list(codes), positions, epsilon, random_source,
+                            lambda: [(device_id, row.source_id, row.event_time_micros) for device_id, row in sources])
+    return [chosen.get(position) for position in range(len(sources))]
 
 
 class EventLevelDevice:
@@ -223,24 +237,35 @@ class EventLevelDevice:
         return rows
 
 
+def replay_device(events: Iterable[tuple[object, Output | None]], epsilon: float | None,
+                  random_source: RandomSource) -> list[EventLevelReport]:
+    """One device's whole history, (row, s*) pairs of its sources and (row, None) of its triggers in any order,
+    replayed in ``event_order`` to the end of time: its reports, in the order they are sent."""
+    ordered = sorted(events, key=lambda pair: event_order(pair[0]))
+    device = EventLevelDevice(epsilon, random_source)
+    reports = device.feed([row for row, _ in ordered],
+                          [choice for row, choice in ordered if type(row) is EventLevelSource])
+    return reports + device.flush()
+
+
 def replay_devices(devices: dict[str, list], epsilon: float | None, random_source: RandomSource,
                    stats: dict | None = None) -> Iterator[EventLevelReport]:
     """Batch: every device's whole history (rows of sources and triggers, any order) replayed in one call, the
     s* of all their sources chosen at once; the reports device by device (sorted by id), in the order sent.
     ``stats``, when given, gets the counts ``sources`` and ``randomized_sources`` added."""
     order = sorted(devices)
-    histories = [sorted(devices[device_id], key=event_order) for device_id in order]
-    sources = [(device_id, row) for device_id, events in zip(order, histories)
-               for row in events if type(row) is EventLevelSource]
+    sources = [(device_id, row) for device_id in order for row in devices[device_id] if type(row) is EventLevelSource]
     chosen = choose_randomized(sources, epsilon, random_source)
-    if stats is not None:
-        stats["sources"] = stats.get("sources", 0) + len(sources)
-        stats["randomized_sources"] = stats.get("randomized_sources", 0) + sum(c is not None for c in chosen)
-    position = 0
-    for device_id, events in zip(order, histories):
-        count = sum(1 for row in events if type(row) is EventLevelSource)
-        device = EventLevelDevice(epsilon, random_source)
-        yield from device.feed(events, chosen[position:position + count])
-        yield from device.flush()
-        position += count
+    add_stats(stats, len(sources), sum(choice is not None for choice in chosen))
+    choices = iter(chosen)
+    for device_id in order:
+        yield from replay_device(
+            [(row, next(choices) if type(row) is EventLevelSource else None) for row in devices[device_id]],
+            epsilon, random_source)
 
+
+def add_stats(stats: dict | None, sources: int, randomized: int) -> None:
+    """Adds to ``stats`` (when given) the counts ``sources`` and ``randomized_sources``."""
+    if stats is not None:
+        stats["sources"] = stats.get("sources", 0) + sources
+        stats["randomized_sources"] = stats.get("randomized_sources", 0) + randomized

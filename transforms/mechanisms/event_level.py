@@ -210,6 +210,11 @@ class EventLevelConfig:
         the client looks a cell up at every window it passes)."""
         return tuple((t, w) for t, spec in enumerate(self.trigger_specs) for w in range(len(spec.window_ends)))
 
+    @cached_property
+    def output_count(self) -> int:
+        """|O| (``count_outputs``), computed once per configuration: the client reads it at every registration."""
+        return _output_table(self).total
+
     @property
     def caps(self) -> tuple[int, ...]:
         """Per trigger data, the most reports it can send: min(b_t, M)."""
@@ -335,7 +340,7 @@ def _output_table(config: EventLevelConfig) -> _OutputTable:
 
 def count_outputs(config: EventLevelConfig) -> int:
     """|O|, exactly (a Python int): the number of output configurations of Sec. 2.2 (27 in Table 1's example)."""
-    return _output_table(config).total
+    return config.output_count
 
 
 def count_outputs_by_polynomial(config: EventLevelConfig) -> int:
