@@ -11,6 +11,9 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.utils.timestamp import Timestamp
 
+from pipelines.datasets.event_level import generate_event_level
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
+from schemas.rows import DeadLetter
 from tests.support.event_level_events import (
     DAY,
     MINUTE,
@@ -24,7 +27,7 @@ from tests.support.event_level_events import (
 from transforms.event_level import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
 from transforms.io import DEAD_LETTERS
 from transforms.measurement import END_OF_INPUT
-from transforms.mechanisms.event_devices import replay_devices
+from transforms.mechanisms.event_devices import SourceCheck, replay_devices
 from transforms.mechanisms.noise import SeededSource
 
 SEED = 11
@@ -138,3 +141,27 @@ def test_portable_runner_loopback(tmp_path):
     with beam.Pipeline(options=options) as p:
         out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=2)
         assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)))
+
+
+def test_batch_on_generated_avro_with_bad_records_matches_the_row_path(tmp_path):
+    """The columnar Avro path: the same reports as the row replay and the same dead letters (reason and
+    position) as the row readers with the job's configuration check."""
+    generate_event_level(tmp_path, sources=4_000, seed=6, bad_fraction=0.02, shards=2, progress=False)
+    check = SourceCheck(EPSILON)
+    rows, dead = [], []
+    for spec, kind in ((EVENT_LEVEL_SOURCE, "sources"), (EVENT_LEVEL_TRIGGER, "triggers")):
+        for path in sorted(tmp_path.glob(f"{kind}-*.avro")):
+            with open(path, "rb") as handle:
+                for position, item in enumerate(read_avro(spec, handle, str(path))):
+                    reason = item.reason if type(item) is DeadLetter else check(item)
+                    if reason is None:
+                        rows.append(item)
+                    else:
+                        dead.append((reason, item.source if type(item) is DeadLetter else f"{path}#{position}"))
+    assert len(dead) > 50
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | EventLevelReportsBatch(str(tmp_path / "sources-*.avro"), str(tmp_path / "triggers-*.avro"), EPSILON,
+                                         SeededSource(SEED), shards=3)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: (letter.reason, letter.source)), equal_to(dead),
+                    label="dead")
