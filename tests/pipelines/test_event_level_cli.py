@@ -9,7 +9,15 @@ import pytest
 
 from pipelines import event_level
 from pipelines.__main__ import COMMANDS
-from tests.support.event_level_events import hand_built, random_events, source, split, write_avro, write_jsonl
+from tests.support.event_level_events import (
+    hand_built,
+    per_device,
+    random_events,
+    source,
+    split,
+    write_avro,
+    write_jsonl,
+)
 from transforms.mechanisms.event_devices import replay_devices
 from transforms.mechanisms.noise import SeededSource
 
@@ -54,10 +62,7 @@ def _reports(output) -> list[tuple]:
 
 
 def _expected() -> list[tuple]:
-    devices: dict[str, list] = {}
-    for row in _rows():
-        devices.setdefault(row.device_id, []).append(row)
-    return sorted(tuple(report) for report in replay_devices(devices, EPSILON, SeededSource(7)))
+    return sorted(tuple(report) for report in replay_devices(per_device(_rows()), EPSILON, SeededSource(7)))
 
 
 @pytest.mark.parametrize("fmt, output_format", [("jsonl", "avro"), ("avro", "jsonl")])

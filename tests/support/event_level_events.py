@@ -121,6 +121,14 @@ def write_pb(path: Path, rows: Iterable) -> str:
     return str(path)
 
 
+def per_device(rows: Iterable) -> dict[str, list]:
+    """Rows grouped by device id, in their order."""
+    devices: dict[str, list] = {}
+    for row in rows:
+        devices.setdefault(row.device_id, []).append(row)
+    return devices
+
+
 def split(rows: Iterable) -> tuple[list, list]:
     rows = list(rows)
     return [r for r in rows if type(r) is EventLevelSource], [r for r in rows if type(r) is EventLevelTrigger]

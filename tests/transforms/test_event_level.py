@@ -19,6 +19,7 @@ from tests.support.event_level_events import (
     MINUTE,
     client_replay,
     hand_built,
+    per_device,
     random_events,
     source,
     split,
@@ -32,13 +33,6 @@ from transforms.mechanisms.noise import SeededSource
 
 SEED = 11
 EPSILON = 1.5  # low enough that many sources are randomized
-
-
-def per_device(rows) -> dict[str, list]:
-    devices: dict[str, list] = {}
-    for row in rows:
-        devices.setdefault(row.device_id, []).append(row)
-    return devices
 
 
 def expected(rows, epsilon):

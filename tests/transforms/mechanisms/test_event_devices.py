@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from schemas.rows import EventLevelSource, TriggerSpec
-from tests.support.event_level_events import DAY, client_replay, hand_built, random_events, source, trigger
+from tests.support.event_level_events import DAY, client_replay, hand_built, per_device, random_events, source, trigger
 from transforms.mechanisms.event_client import EventLevelClient, EventSource, EventTrigger
 from transforms.mechanisms.event_devices import (
     EventLevelDevice,
@@ -105,9 +105,7 @@ def test_choices_at_the_extremes():
 
 @pytest.mark.parametrize("rows", [hand_built(), random_events(seed=1)], ids=["hand_built", "random"])
 def test_noiseless_replay_is_the_mechanisms_client(rows):
-    devices: dict[str, list] = {}
-    for row in rows:
-        devices.setdefault(row.device_id, []).append(row)
+    devices = per_device(rows)
     expected = [report for device in sorted(devices) for report in client_replay(devices[device])]
     assert expected  # the inputs do send reports
     assert [tuple(report) for report in replay_devices(devices, None, SeededSource(0))] == expected

@@ -11,19 +11,12 @@ from pipelines.datasets.event_level import generate_event_level
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
 from schemas.frames import sources_frame
 from schemas.rows import TriggerSpec
-from tests.support.event_level_events import source, split, trigger
+from tests.support.event_level_events import per_device, source, split, trigger
 from transforms.mechanisms.event_devices import SourceCheck, replay_devices
 from transforms.mechanisms.event_frames import attributable_sources, code_configs, refuse_sources, replay_frame, triggers_frame
 from transforms.mechanisms.noise import SeededSource
 
 SEED = 5
-
-
-def per_device(rows) -> dict[str, list]:
-    devices: dict[str, list] = {}
-    for row in rows:
-        devices.setdefault(row.device_id, []).append(row)
-    return devices
 
 
 def both(rows, epsilon):
