@@ -17,7 +17,8 @@ path, never a second definition of validity:
 **Frames.** A source frame (``SOURCE_FRAME_COLUMNS``) holds ``EventLevelSource`` rows column by column, the
 rows' defaults applied; ``sources_frame`` and ``source_rows`` convert both ways, ``frame_bytes`` and
 ``frame_of_bytes`` move a frame between pipeline stages as Arrow IPC. A whole file is held in memory while it
-is read (about 1 GB for 5 million sources).
+is read: about 600 bytes a source at the peak (150 MB measured for a file of 240,000 sources), so very large
+inputs should come as several files, as they should anyway (files are the unit of parallelism).
 """
 from __future__ import annotations
 

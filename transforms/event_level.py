@@ -2,15 +2,19 @@
 
 The client (``transforms/mechanisms/event_client.py``) does the work, per device, through
 ``transforms/mechanisms/event_devices.py`` (rows to configurations, s* for many sources at once, a device's
-replay); this module only moves each device's events to it, with the summary clients' sharding, packing and
-buffering helpers (``transforms/summary_clients.py``, ``transforms/measurement.py``):
+replay) and, in batch, ``transforms/mechanisms/event_frames.py`` (which sources a replay needs); this module
+only moves each device's events to it, with the summary clients' sharding, packing and buffering helpers
+(``transforms/summary_clients.py``, ``transforms/measurement.py``):
 
 Batch (``EventLevelReportsBatch``):
-    files ─ ReadEvents (a source whose configuration is refused at the job's epsilon is a dead letter with the
-          ``ConfigurationError`` reason), folded per file into device shards ─► (shard, (kind, deflated rows))
-          ─ GroupByKey ─► _ReplayShardsFn: the s* of every source of the shard chosen at once (secure noise: one
-          ``randomized_response_array`` call per configuration), then every device with a source replays its
-          whole history in time order in one call ─► EventLevelReport rows
+    source files ─ ReadEvents: Avro files as columns (``_SourceFrameReader``: ``schemas/frames.py``, each
+          distinct configuration checked once at the job's epsilon; a refused one is a dead letter with the
+          ``ConfigurationError`` reason), other files record by record; folded per file into device shards
+          (``SourceFrameShards``) ─► (shard, (_SOURCES, Arrow IPC bytes of a source frame))
+    trigger files ─ ReadEvents, folded into the same device shards ─► (shard, (_TRIGGERS, deflated rows))
+          ─ GroupByKey ─► _ReplayShardsFn: ``event_frames.replay_frame`` (the s* of every source of the shard
+          chosen at once, then the sources a trigger may reach and the randomized ones replayed with their
+          devices' triggers, in time order, one call per device) ─► EventLevelReport rows
 Streaming (``EventLevelReportsStreaming``):
     rows ─ grouped per device within each bundle ─► _DeviceFn (state: buffered events, the device's client;
           one event-time timer, at the earliest of the next buffered event and the next window end) ─►
