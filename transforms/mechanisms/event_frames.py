@@ -32,9 +32,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
-from schemas.frames import source_rows, trigger_specs_of
+from schemas.frames import frame_of_columns, source_rows, trigger_specs_of
 from schemas.rows import EventLevelReport, EventLevelSource, EventLevelTrigger
 from transforms.mechanisms.event_devices import add_stats, choose_outputs, config_or_reason, replay_device, source_config
 from transforms.mechanisms.event_level import EventLevelConfig
@@ -45,6 +44,8 @@ KEY_COLUMNS = ("device_id", "destination", "reporting_origin")  # who may take w
 MICROS_PER_SECOND = 1_000_000
 ROW = "row"  # a source's position in the frame
 CONFIG = "config"  # a source's configuration code
+_TRIGGER_COLUMNS = {**{name: pl.String() for name in KEY_COLUMNS}, "event_time_micros": pl.Int64(),
+                    "filters": pl.List(pl.String())}
 
 
 def _config_table(sources: pl.DataFrame) -> tuple[pl.DataFrame, list[EventLevelSource]]:
@@ -84,15 +85,14 @@ def refuse_sources(sources: pl.DataFrame, epsilon: float | None) -> tuple[pl.Dat
 
 
 def triggers_frame(triggers: Sequence[EventLevelTrigger]) -> pl.DataFrame:
-    """The columns of ``triggers`` that attribution reads (built through Arrow: polars' own list constructor
-    costs several microseconds a row)."""
-    return pl.from_arrow(pa.table({
-        "device_id": pa.array([trigger.device_id for trigger in triggers], pa.string()),
-        "destination": pa.array([trigger.destination for trigger in triggers], pa.string()),
-        "reporting_origin": pa.array([trigger.reporting_origin for trigger in triggers], pa.string()),
-        "event_time_micros": pa.array([trigger.event_time_micros for trigger in triggers], pa.int64()),
-        "filters": pa.array([trigger.filters for trigger in triggers], pa.list_(pa.string())),
-    }))
+    """The columns of ``triggers`` that attribution reads."""
+    return frame_of_columns({
+        "device_id": [trigger.device_id for trigger in triggers],
+        "destination": [trigger.destination for trigger in triggers],
+        "reporting_origin": [trigger.reporting_origin for trigger in triggers],
+        "event_time_micros": [trigger.event_time_micros for trigger in triggers],
+        "filters": [trigger.filters for trigger in triggers],
+    }, _TRIGGER_COLUMNS)
 
 
 def attributable_sources(coded: pl.DataFrame, configs: Sequence[EventLevelConfig], triggers: pl.DataFrame) -> pl.Series:
