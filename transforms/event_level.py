@@ -29,7 +29,6 @@ has already replayed is a dead letter ``late``. A device forgets its sources onc
 from __future__ import annotations
 
 import functools
-import pickle
 from typing import Any, Iterator, Tuple
 
 import apache_beam as beam
@@ -57,7 +56,7 @@ from transforms.measurement import DEFAULT_SHARDS, Pending, RowShards, after_mil
 from transforms.mechanisms.event_devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
 from transforms.mechanisms.event_frames import refuse_sources, replay_frame
 from transforms.mechanisms.noise import RandomSource
-from transforms.summary_clients import DeviceEventsPerBundleFn, buffer_device_events
+from transforms.summary_clients import DeviceEventsPerBundleFn, buffer_device_events, read_record, write_record
 
 METRICS_NAMESPACE = "pmbeam.event_level"
 REPORTS = "reports"
@@ -218,7 +217,7 @@ class _DeviceRecord(Pending):
 class _DeviceFn(beam.DoFn):
     """Streaming: one device's client over state. Events are replayed in the batch order once the watermark
     passed them (plus the allowed lateness), and a window passes once the watermark passed its end; the
-    record is kept pickled, as bytes (Beam's state cache walks every object it holds; bytes reference none)."""
+    record is kept pickled, as bytes (``read_record``)."""
 
     RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
@@ -231,15 +230,14 @@ class _DeviceFn(beam.DoFn):
         self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
 
-    def _read(self, state) -> _DeviceRecord:
-        raw = state.read()
-        return _DeviceRecord(self._epsilon, self._source) if raw is None else pickle.loads(raw)
+    def _new_record(self) -> _DeviceRecord:
+        return _DeviceRecord(self._epsilon, self._source)
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
-        record = self._read(state)
+        record = read_record(state, self._new_record)
         yield from buffer_device_events(device_id, events, record, flush, self._lateness)
-        state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        write_record(state, record)
 
     @on_timer(FLUSH)
     def on_flush(
@@ -249,7 +247,7 @@ class _DeviceFn(beam.DoFn):
         state=beam.DoFn.StateParam(RECORD),
         flush=beam.DoFn.TimerParam(FLUSH),
     ):
-        record = self._read(state)
+        record = read_record(state, self._new_record)
         record.cut = max(fired.micros - self._lateness, record.cut)
         events = sorted((event for _, event in record.take(record.cut)), key=event_order)
         sources = [(key, event) for event in events if type(event) is EventLevelSource]
@@ -260,7 +258,7 @@ class _DeviceFn(beam.DoFn):
             yield stamped(report, fired.micros)
         device.forget_expired()
         record.rearm_at_next(flush, self._lateness)
-        state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        write_record(state, record)
         self._sources.inc(len(sources))
         self._randomized.inc(sum(choice is not None for choice in chosen))
         self._reports.inc(len(reports))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import pickle
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
@@ -169,6 +169,19 @@ class _ClientRecord(Pending):
         self.state = state
 
 
+def read_record(state, new: Callable[[], Pending]) -> Pending:
+    """A device's record from a ``BytesCoder`` state, where it is kept pickled (``write_record``), or ``new()``
+    for a device without one. Beam's SDK state cache measures every object it holds by walking everything it
+    references (about 5 ms a write for a device with a few dozen sources), and bytes reference nothing."""
+    raw = state.read()
+    return new() if raw is None else pickle.loads(raw)
+
+
+def write_record(state, record: Pending) -> None:
+    """Store a device's record in its ``BytesCoder`` state, pickled (read back by ``read_record``)."""
+    state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def buffer_device_events(device_id: str, events: Iterable, record: Pending, flush, lateness_micros: int) -> Iterator:
     """Buffer a bundle's events of one device in its record (arming the flush timer); an event behind the
     record's cut (already replayed past) is a ``late`` dead letter."""
@@ -201,11 +214,7 @@ class DeviceEventsPerBundleFn(beam.DoFn):
 
 class _ClientFn(beam.DoFn):
     """Streaming: one device's client over state; events are replayed, in the client's order, once the watermark
-    passed them (plus the allowed lateness).
-
-    The device's record is kept pickled, as bytes: Beam's SDK state cache measures every object it holds by
-    walking everything it references (about 5 ms a write for a device with a few dozen sources here), and
-    bytes reference nothing."""
+    passed them (plus the allowed lateness). The device's record is kept pickled, as bytes (``read_record``)."""
 
     RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
@@ -213,15 +222,14 @@ class _ClientFn(beam.DoFn):
     def __init__(self, client: SummaryClient, source: RandomSource, lateness_micros: int) -> None:
         self._client, self._source, self._lateness = client, source, lateness_micros
 
-    def _read(self, state) -> _ClientRecord:
-        raw = state.read()
-        return _ClientRecord(self._client.new_state()) if raw is None else pickle.loads(raw)
+    def _new_record(self) -> _ClientRecord:
+        return _ClientRecord(self._client.new_state())
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
-        record = self._read(state)
+        record = read_record(state, self._new_record)
         yield from buffer_device_events(device_id, events, record, flush, self._lateness)
-        state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        write_record(state, record)
 
     @on_timer(FLUSH)
     def on_flush(
@@ -232,14 +240,14 @@ class _ClientFn(beam.DoFn):
         flush=beam.DoFn.TimerParam(FLUSH),
     ):
         client = self._client
-        record = self._read(state)
+        record = read_record(state, self._new_record)
         record.cut = max(fired.micros - self._lateness, record.cut)
         events = sorted((event for _, event in record.take(record.cut)), key=client.order)
         for report in client.replay(key, events, record.state, self._source):
             yield stamped(report, fired.micros)
         client.forget_before(record.state, record.cut)
         record.rearm(flush, self._lateness)
-        state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        write_record(state, record)
 
 
 class SummaryReportsStreaming(beam.PTransform):
