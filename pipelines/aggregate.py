@@ -28,6 +28,8 @@ from pipelines.common import (
     CliError,
     CliParser,
     cli_main,
+    dead_letters_by_reason,
+    dead_letters_text,
     execute,
     input_files,
     output_files,
@@ -189,10 +191,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
     receipt, written = (_read_back(f"{out}/{name}.jsonl") for name in ("receipt", WRITTEN))
     receipt = receipt[0]
     stats = receipt.pop("stats")
-    dead_by_reason: dict[str, int] = {}
-    for path in output_files(out, "dead_letters"):
-        for letter in read_records(path):
-            dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
+    dead_by_reason = dead_letters_by_reason(out)
     facts = sorted(entry["path"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
     debug = sorted(entry["path"] for entry in written if entry["kind"] == DEBUG_PREFIX)
     released = sum(entry["records"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
@@ -220,7 +219,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "contributions_other_filtering_ids": stats.get("contributions_other_filtering_ids", 0),
             "report_errors": receipt["errors"],
             "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
+            "dead_lettered_by_reason": dead_by_reason,
             "released_buckets": released,
         },
         "elapsed_seconds": round(elapsed_seconds, 3),
@@ -267,12 +266,11 @@ def run(job: AggregateRun, beam_args: list[str]) -> dict:
 
 def report_lines(job: AggregateRun, summary: dict) -> list[str]:
     counts, receipt = summary["counts"], summary["receipt"]
-    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     lines = [
         f"guarantee: {summary['privacy']['guarantee']}",
         f"noise source: {summary['parameters']['noise_source']}",
         f"read {counts['read']} reports, aggregated {counts['aggregated_reports']} ({counts['contributions']} contributions), "
-        f"dead letters {counts['dead_lettered']} ({reasons})",
+        f"{dead_letters_text(counts)}",
     ]
     if summary["status"] != "ok":
         return lines + [f"FAILED {receipt['code']}: {receipt['message']}", f"  {summary['outputs']['summary']}"]

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from typing import Any, Callable, Iterable, Iterator
 
 import apache_beam as beam
@@ -113,6 +114,17 @@ def output_files(output_dir: str, prefix: str) -> list[str]:
     return sorted(m.path for m in matches)
 
 
+def output_records(output_dir: str, prefix: str) -> Iterator[dict]:
+    """The records of every shard ``<output_dir>/<prefix>-*`` a run wrote."""
+    for path in output_files(output_dir, prefix):
+        yield from read_records(path)
+
+
+def dead_letters_by_reason(output_dir: str) -> dict[str, int]:
+    """How many dead letters a run wrote under ``output_dir``, per reason, sorted by reason."""
+    return dict(sorted(Counter(letter["reason"] for letter in output_records(output_dir, "dead_letters")).items()))
+
+
 def write_summary(output_dir: str, summary: dict) -> str:
     """Writes ``<output_dir>/summary.json`` and returns its path."""
     path = f"{output_dir.rstrip('/')}/summary.json"
@@ -133,11 +145,24 @@ def print_lines(lines: Iterable[str]) -> None:
 
 
 def output_lines(summary: dict) -> list[str]:
-    """The closing lines of a report: every output path of the summary, one a line."""
-    lines = []
+    """The closing lines of a report: the time taken, then every output path of the summary, one a line."""
+    lines = [f"took {summary['elapsed_seconds']:.1f} s", "outputs:"]
     for paths in summary["outputs"].values():
         lines += [f"  {path}" for path in ([paths] if isinstance(paths, str) else paths)]
     return lines
+
+
+def dead_letters_text(counts: dict) -> str:
+    """``dead letters N (reason n, ...)`` from a summary's counts."""
+    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
+    return f"dead letters {counts['dead_lettered']} ({reasons})"
+
+
+def check_minimums(*checks: tuple[str, int, int]) -> None:
+    """A CliError for the first ``(option, value, low)`` whose value is below ``low``."""
+    for option, value, low in checks:
+        if value < low:
+            raise CliError(f"{option} must be >= {low}, got {value}")
 
 
 def input_files(patterns: Iterable[str], input_format: str | None) -> list[str]:

@@ -24,14 +24,17 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
+    check_minimums,
     cli_main,
     counters,
+    dead_letters_by_reason,
+    dead_letters_text,
     execute,
     input_files,
     output_files,
     output_lines,
+    output_records,
     prepare_output,
-    read_records,
 )
 from schemas.codecs import FORMATS
 from transforms.event_level import (
@@ -107,10 +110,8 @@ def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
     args, beam_args = build_parser().parse_known_args(argv)
     if not (math.isfinite(args.epsilon) and 0 <= args.epsilon <= MAX_EPSILON):
         raise CliError(f"--epsilon must be in [0, {MAX_EPSILON:g}], got {args.epsilon}")
-    for option, value, low in (("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0),
-                               ("--seed", 0 if args.seed is None else args.seed, 0)):
-        if value < low:
-            raise CliError(f"{option} must be >= {low}, got {value}")
+    check_minimums(("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0),
+                   ("--seed", 0 if args.seed is None else args.seed, 0))
     job = EventLevelJob(
         sources=args.sources,
         triggers=args.triggers,
@@ -145,20 +146,13 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob) -> None:
     dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
 
 
-def _records(output: str, prefix: str):
-    for path in output_files(output, prefix):
-        yield from read_records(path)
-
-
 def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports and dead letters read back from the
     files, so exact on every runner)."""
     io_counts = counters(result, IO_NAMESPACE)
     client_counts = counters(result, METRICS_NAMESPACE)
-    dead_by_reason: dict[str, int] = {}
-    for letter in _records(job.output, "dead_letters"):
-        dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
-    reports = sum(1 for _ in _records(job.output, "reports"))
+    dead_by_reason = dead_letters_by_reason(job.output)
+    reports = sum(1 for _ in output_records(job.output, "reports"))
     return {
         "pipeline": "event_level",
         "parameters": {
@@ -182,7 +176,7 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
             "read": io_counts.get("read", 0),
             "parsed": io_counts.get("parsed", 0),
             "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
+            "dead_lettered_by_reason": dead_by_reason,
             "sources": client_counts.get("sources", 0),
             "randomized_sources": client_counts.get("randomized_sources", 0),
             "reports": reports,
@@ -204,18 +198,14 @@ def run(job: EventLevelJob, beam_args: list[str]) -> dict:
 
 def report_lines(job: EventLevelJob, summary: dict) -> list[str]:
     counts, parameters = summary["counts"], summary["parameters"]
-    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     seed = f" (seed {parameters['seed']})" if parameters["seed"] is not None else ""
-    lines = [
+    return [
         f"{parameters['algorithm']}: {summary['privacy']}",
         f"noise source: {parameters['noise_source']}{seed}",
-        f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
+        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
         f"sources {counts['sources']} (randomized {counts['randomized_sources']}), reports {counts['reports']}",
-        f"took {summary['elapsed_seconds']:.1f} s",
-        "outputs:",
         *output_lines(summary),
     ]
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

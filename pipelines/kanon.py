@@ -19,12 +19,16 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
+    check_minimums,
     cli_main,
     counters,
+    dead_letters_by_reason,
+    dead_letters_text,
     distribution_max,
     execute,
     input_files,
     output_files,
+    output_lines,
     prepare_output,
     read_records,
 )
@@ -107,10 +111,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     if all(value is None for value in (args.epsilon, args.delta, args.noise_epsilon, args.noise_delta)):
         args.epsilon, args.delta = DEFAULT_EPSILON, DEFAULT_DELTA
     draw = draw_from_args(parser, args)
-    if args.k < 1:
-        raise CliError(f"--k must be >= 1, got {args.k}")
-    if args.allowed_lateness_seconds < 0:
-        raise CliError(f"--allowed-lateness-seconds must be >= 0, got {args.allowed_lateness_seconds}")
+    check_minimums(("--k", args.k, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0))
     job = KAnonJob(
         input=args.input,
         input_format=args.input_format,
@@ -164,10 +165,7 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs where exact)."""
     io_counts = counters(result, IO_NAMESPACE)
     kanon_counts = counters(result, KANON_NAMESPACE)
-    dead_by_reason: dict[str, int] = {}
-    for path in output_files(job.output, "dead_letters"):
-        for letter in read_records(path):
-            dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
+    dead_by_reason = dead_letters_by_reason(job.output)
     last_event = distribution_max(result, IO_NAMESPACE, "event_time_micros")
     last_step = hour_step(last_event) if last_event is not None else None
     latest: dict[str, tuple[int, bool]] = {}
@@ -199,7 +197,7 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
             "read": io_counts.get("read", 0),
             "parsed": io_counts.get("parsed", 0),
             "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
+            "dead_lettered_by_reason": dead_by_reason,
             "groups": kanon_counts.get("groups", 0),
             "verdict_records": records,
             "last_step": last_step,
@@ -223,18 +221,13 @@ def run(job: KAnonJob, beam_args: list[str]) -> dict:
 
 def report_lines(job: KAnonJob, summary: dict) -> list[str]:
     counts = summary["counts"]
-    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     return [
         *privacy_lines(job.draw, job.window_steps, job.k),
         f"noise source: {summary['parameters']['noise_source']}",
-        f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
+        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
         f"groups {counts['groups']}, verdict records {counts['verdict_records']}, "
         f"k-anonymous at the last step ({counts['last_step']}): {counts['groups_k_anonymous_at_last_step']}",
-        f"took {summary['elapsed_seconds']:.1f} s",
-        "outputs:",
-        *(f"  {path}" for path in summary["outputs"]["verdicts"]),
-        *(f"  {path}" for path in summary["outputs"]["dead_letters"]),
-        f"  {summary['outputs']['summary']}",
+        *output_lines(summary),
     ]
 
 

@@ -30,14 +30,17 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
+    check_minimums,
     cli_main,
     counters,
+    dead_letters_by_reason,
+    dead_letters_text,
     execute,
     input_files,
     output_files,
     output_lines,
+    output_records,
     prepare_output,
-    read_records,
 )
 from schemas.codecs import CONVERSION, FORMATS, IMPRESSION
 from transforms.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
@@ -190,10 +193,8 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
         raise CliError("--alpha and --beta go together")
     if args.expected_value is not None and args.alpha is None:
         raise CliError("--expected-value needs --alpha and --beta")
-    for option, value, low in (("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1),
-                               ("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0)):
-        if value < low:
-            raise CliError(f"{option} must be >= {low}, got {value}")
+    check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1),
+                   ("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0))
     if args.bias_kappa is None and (args.heartbeats or args.bias_count or args.bias_beta is not None):
         raise CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
     try:
@@ -265,15 +266,10 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:
     dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
 
 
-def _records(output: str, prefix: str):
-    for path in output_files(output, prefix):
-        yield from read_records(path)
-
-
 def budget_statistics(output: str) -> dict | None:
     """Average and maximum consumption over the device-epochs requested (seed 003 Fig. 4), from the budget files."""
     count, total, largest = 0, Fraction(0), 0.0
-    for row in _records(output, OUTPUTS[BUDGETS][0]):
+    for row in output_records(output, OUTPUTS[BUDGETS][0]):
         count += 1
         total += Fraction(row["consumed_epsilon"])
         largest = max(largest, row["consumed_epsilon"])
@@ -286,13 +282,11 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs, exact)."""
     io_counts = counters(result, IO_NAMESPACE)
     measurement_counts = counters(result, METRICS_NAMESPACE)
-    dead_by_reason: dict[str, int] = {}
-    for letter in _records(job.output, "dead_letters"):
-        dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
+    dead_by_reason = dead_letters_by_reason(job.output)
     statuses = {EXECUTED: 0, REJECTED: 0}
-    for query_result in _records(job.output, OUTPUTS[RESULTS][0]):
+    for query_result in output_records(job.output, OUTPUTS[RESULTS][0]):
         statuses[query_result["status"]] += 1
-    waiting = sum(row["waiting_reports"] for row in _records(job.output, INCOMPLETE_PREFIX))
+    waiting = sum(row["waiting_reports"] for row in output_records(job.output, INCOMPLETE_PREFIX))
     config = job.config
     summary = {
         "pipeline": "measurement",
@@ -326,10 +320,10 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
             "read": io_counts.get("read", 0),
             "parsed": io_counts.get("parsed", 0),
             "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
+            "dead_lettered_by_reason": dead_by_reason,
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
-            "reports": sum(1 for _ in _records(job.output, OUTPUTS[REPORTS][0]))
+            "reports": sum(1 for _ in output_records(job.output, OUTPUTS[REPORTS][0]))
             if job.streaming
             else measurement_counts.get("reports", 0),
             "queries_executed": statuses[EXECUTED],
@@ -367,7 +361,6 @@ def run(job: MeasurementJob, beam_args: list[str]) -> dict:
 
 def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
     counts = summary["counts"]
-    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     lines = [
         f"policy {summary['parameters']['policy']}: {summary['privacy']}",
         f"noise source: {summary['parameters']['noise_source']}",
@@ -379,7 +372,7 @@ def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
             f"heartbeats {'on' if bias['heartbeats'] else 'off'}; each query result carries a bias bound"
         )
     lines += [
-        f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
+        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
         f"reports {counts['reports']}; queries executed {counts['queries_executed']}, rejected {counts['queries_rejected']}; "
         f"reports waiting for a full batch {counts['reports_waiting_for_a_full_batch']}",
     ]
@@ -389,7 +382,7 @@ def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
             f"SENSITIVE budget consumption over {stats['device_epochs']} requested device-epochs: "
             f"average {stats['average_epsilon']:.4f}, maximum {stats['maximum_epsilon']:.4f}"
         )
-    return lines + [f"took {summary['elapsed_seconds']:.1f} s", "outputs:", *output_lines(summary)]
+    return lines + output_lines(summary)
 
 
 def main(argv: list[str] | None = None) -> int:

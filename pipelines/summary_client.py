@@ -22,14 +22,17 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
+    check_minimums,
     cli_main,
     counters,
+    dead_letters_by_reason,
+    dead_letters_text,
     execute,
     input_files,
     output_files,
     output_lines,
+    output_records,
     prepare_output,
-    read_records,
 )
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, FORMATS, PAA_EVENT
@@ -146,10 +149,8 @@ def _public_key(path: str | None, key_id: str | None) -> tuple[str, bytes] | Non
 def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    for option, value, low in (("--l0", args.l0, 1), ("--l1", args.l1, 1), ("--shards", args.shards, 1),
-                               ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0)):
-        if value < low:
-            raise CliError(f"{option} must be >= {low}, got {value}")
+    check_minimums(("--l0", args.l0, 1), ("--l1", args.l1, 1), ("--shards", args.shards, 1),
+                   ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0))
     if args.client == "ara":
         inputs = (ClientInput(args.sources, ARA_SOURCE, False), ClientInput(args.triggers, ARA_TRIGGER, True))
         reach_value = None
@@ -202,20 +203,13 @@ def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
     dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
 
 
-def _records(output: str, prefix: str):
-    for path in output_files(output, prefix):
-        yield from read_records(path)
-
-
 def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports read back from the files)."""
     io_counts = counters(result, IO_NAMESPACE)
     client_counts = counters(result, METRICS_NAMESPACE)
-    dead_by_reason: dict[str, int] = {}
-    for letter in _records(job.output, "dead_letters"):
-        dead_by_reason[letter["reason"]] = dead_by_reason.get(letter["reason"], 0) + 1
+    dead_by_reason = dead_letters_by_reason(job.output)
     reports = null_reports = 0
-    for report in _records(job.output, "reports"):  # exact, whatever the runner's counters say
+    for report in output_records(job.output, "reports"):  # exact, whatever the runner's counters say
         reports += 1
         if job.public_key is None:
             null_reports += not decode_payload(report["payload"])
@@ -246,7 +240,7 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
             "read": io_counts.get("read", 0),
             "parsed": io_counts.get("parsed", 0),
             "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dict(sorted(dead_by_reason.items())),
+            "dead_lettered_by_reason": dead_by_reason,
             "devices_replayed": client_counts.get("devices_replayed"),
             "reports": reports,
             "null_reports": null_reports,
@@ -269,18 +263,14 @@ def run(job: ClientJob, beam_args: list[str]) -> dict:
 
 def report_lines(job: ClientJob, summary: dict) -> list[str]:
     counts, parameters = summary["counts"], summary["parameters"]
-    reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     payload = parameters["payload"] + (f" to key {parameters['key_id']}" if parameters["key_id"] else "")
-    lines = [
+    return [
         f"{parameters['algorithm']}: {summary['privacy']}",
         f"report ids and delays: {parameters['noise_source']}; payloads: {payload}",
-        f"read {counts['read']}, parsed {counts['parsed']}, dead letters {counts['dead_lettered']} ({reasons})",
+        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
         f"reports {counts['reports']} (null {counts['null_reports']})",
-        f"took {summary['elapsed_seconds']:.1f} s",
-        "outputs:",
         *output_lines(summary),
     ]
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
