@@ -134,7 +134,7 @@ _BROWSER_SHARED_INFO = re.compile(
     r'\{"api":"(attribution-reporting|attribution-reporting-debug|protected-audience|shared-storage)"'
     r'(?:,"attribution_destination":"' + _JSON_TEXT + r'")?'
     r'(?:,"debug_mode":"(enabled)")?'
-    r',"report_id":"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"'
+    r',"report_id":"(' + _UUID.pattern + r')"'
     r',"reporting_origin":"' + _JSON_TEXT + r'"'
     r',"scheduled_report_time":"([0-9]{1,12})"'
     r'(?:,"source_registration_time":"([0-9]{1,12})")?'
@@ -257,28 +257,32 @@ class PayloadColumns(NamedTuple):
     errors: dict  # payload index -> dead-letter reason
 
 
-def _layout(entries: int) -> tuple[bytes, bytes, int]:
-    """The canonical payload of ``entries`` contributions with one-byte filtering ids, as ``encode_payload`` and
-    Chromium write it: the fixed prefix, the fixed suffix and one entry's length. Every entry has the same
-    bytes except its id (offset 5), value (offsets 13 to 16) and bucket (offsets 25 to 40)."""
-    one = cbor2.dumps({"operation": "histogram", "data": [{"bucket": bytes(16), "value": bytes(4), "id": b"\0"}]},
-                      canonical=True)
-    size = len(cbor2.dumps({"bucket": bytes(16), "value": bytes(4), "id": b"\0"}, canonical=True))
-    prefix, suffix = one[:7], one[7 + size:]
-    return prefix[:6] + bytes((0x80 + entries,)), suffix, size
-
-
-_ENTRY_SIZE = _layout(1)[2]
-_ENTRY_TEMPLATE = np.frombuffer(cbor2.dumps({"bucket": bytes(16), "value": bytes(4), "id": b"\0"}, canonical=True), np.uint8)
+# The canonical payload with one-byte filtering ids, as ``encode_payload`` and Chromium write it: a fixed prefix
+# (up to the array header), the entries and a fixed suffix. Every entry has the same bytes as ``_ENTRY`` except
+# its id (offset 5), value (offsets 13 to 16) and bucket (offsets 25 to 40).
+_NULL_ENTRY = {"bucket": bytes(BUCKET_BYTES), "value": bytes(VALUE_BYTES), "id": b"\0"}
+_ENTRY = cbor2.dumps(_NULL_ENTRY, canonical=True)
+_ENTRY_SIZE = len(_ENTRY)
+_ENTRY_TEMPLATE = np.frombuffer(_ENTRY, np.uint8)
+_ONE_ENTRY = cbor2.dumps({"operation": "histogram", "data": [_NULL_ENTRY]}, canonical=True)
+_PREFIX, _SUFFIX = _ONE_ENTRY[:6], _ONE_ENTRY[7 + _ENTRY_SIZE:]  # around the one-byte array header
+_HEADER_SIZE = len(_PREFIX) + 1 + len(_SUFFIX)  # a payload's bytes besides its entries
 _ID_AT, _VALUE_AT, _BUCKET_AT = 5, 13, 25
 _FIXED_RANGES = ((0, _ID_AT), (_ID_AT + 1, _VALUE_AT), (_VALUE_AT + VALUE_BYTES, _BUCKET_AT))
+_LOW = 2**64 - 1  # a bucket's low 64 bits
+
+
+def _layout(entries: int) -> tuple[bytes, bytes]:
+    """The fixed prefix and suffix of the canonical payload of ``entries`` (< 24) contributions."""
+    return _PREFIX + bytes((0x80 + entries,)), _SUFFIX
 
 
 def _decode_same_layout(payloads: list[bytes], entries: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Payloads of one length that may have the canonical layout of ``entries`` entries: which of them do
     (a boolean per payload) and their (id, value, high, low) matrices of shape (payloads, entries), meaningful
     only in the rows that fit. Views and slices throughout: this is memory-bound."""
-    prefix, suffix, size = _layout(entries)
+    prefix, suffix = _layout(entries)
+    size = _ENTRY_SIZE
     length = len(prefix) + entries * size + len(suffix)
     rows = np.frombuffer(b"".join(payloads), np.uint8).reshape(len(payloads), length)
     fits = (rows[:, :len(prefix)] == np.frombuffer(prefix, np.uint8)).all(axis=1)
@@ -302,11 +306,10 @@ def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
     by_length: dict[int, list[int]] = {}
     for index, payload in enumerate(payloads):
         by_length.setdefault(len(payload), []).append(index)
-    header = len(_layout(0)[0]) + len(_layout(0)[1])
     parts: list[tuple[np.ndarray, ...]] = []
     others: list[int] = []
     for length, indexes in by_length.items():
-        entries, rest = divmod(length - header, _ENTRY_SIZE)
+        entries, rest = divmod(length - _HEADER_SIZE, _ENTRY_SIZE)
         if rest or not 0 <= entries < 24:
             others.extend(indexes)
             continue
@@ -336,9 +339,6 @@ def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
         order = np.argsort(owner, kind="stable")
         owner, high, low, values, ids = owner[order], high[order], low[order], values[order], ids[order]
     return PayloadColumns(owner, high, low, values, ids, errors)
-
-
-_LOW = 2**64 - 1
 
 
 def generate_key_pair() -> tuple[bytes, bytes]:
