@@ -695,7 +695,7 @@ def _records(name: str, value: Any, inner: str | None = None) -> list:
         return []
     if inner is not None and isinstance(value, Mapping):
         value = [{"name": key, inner: item} for key, item in value.items()]
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(i, Mapping) for i in value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(i, Mapping) for i in value):
         raise _Invalid(f"wrong_type:{name}")
     if len(value) > MAX_AGGREGATION_ENTRIES:
         raise _Invalid(f"too_many:{name}")
@@ -788,7 +788,7 @@ def _int64s(name: str, value: Any) -> tuple:
     """An optional list of signed 64-bit integers (missing = ())."""
     if value is None:
         return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+    if not isinstance(value, (list, tuple)):
         raise _Invalid(f"wrong_type:{name}")
     return tuple(_int64(name, item) for item in value)
 
@@ -797,7 +797,7 @@ def _trigger_specs(name: str, value: Any) -> tuple | None:
     """An event-level source's trigger specs: None when missing or empty (the source type's defaults)."""
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(isinstance(i, Mapping) for i in value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(i, Mapping) for i in value):
         raise _Invalid(f"wrong_type:{name}")
     if not value:
         return None
