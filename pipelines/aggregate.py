@@ -39,7 +39,7 @@ from pipelines.common import (
 from schemas.aggregatable import read_key_file
 from transforms.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
 from transforms.io import DEAD_LETTERS, WriteDeadLetters
-from transforms.ledger import LedgerError, LedgerLimits, open_ledger
+from transforms.ledger import LedgerError, LedgerLimits, open_ledger, redact_url
 from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MODES, AggregationParams
 from transforms.mechanisms.noise import as_fraction, make_source
 from transforms.mechanisms.privacy_filter import epsilon_units
@@ -203,7 +203,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
         "parameters": {
             "reports": run.reports, "domain": run.domain, "output": run.output, "mode": params.mode,
             "epsilon": str(params.epsilon), "delta": str(params.delta), "l1": params.l1, "l0": params.l0,
-            "job_id": run.job.job_id, "ledger": _redacted(run.job.ledger_url), "filtering_ids": list(run.job.filtering_ids),
+            "job_id": run.job.job_id, "ledger": redact_url(run.job.ledger_url), "filtering_ids": list(run.job.filtering_ids),
             "epsilon_star_units": run.job.limits.epsilon_star_units, "max_uses": run.job.limits.max_uses,
             "encrypted_payloads": bool(run.job.private_keys), "debug": run.job.debug, "noise": run.job.noise,
             "noise_source": "none" if not run.job.noise else "seeded" if run.seed is not None else "secure",
@@ -233,14 +233,6 @@ def _read_back(path: str) -> list[dict]:
     records = list(read_records(path))
     FileSystems.delete([path])
     return records
-
-
-def _redacted(url: str | None) -> str | None:
-    """A ledger URL without its password."""
-    if url is None or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
 
 
 def run(job: AggregateRun, beam_args: list[str]) -> dict:

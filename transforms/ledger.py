@@ -212,11 +212,13 @@ def open_ledger(url: str, limits: LedgerLimits) -> Ledger:
         return _SqliteLedger(path, limits)
     if url.startswith(("postgresql://", "postgres://")):
         return _PostgresLedger(url, limits)
-    raise LedgerConfigError(f"unsupported ledger URL {_redact(url)!r}: use sqlite:///path/to/ledger.db or postgresql://...")
+    raise LedgerConfigError(f"unsupported ledger URL {redact_url(url)!r}: use sqlite:///path/to/ledger.db or postgresql://...")
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password."""
+def redact_url(url: str | None) -> str | None:
+    """``url`` without its password (None stays None)."""
+    if url is None:
+        return None
     try:
         parts = urlsplit(url)
         if parts.password is None:
@@ -455,7 +457,7 @@ class _PostgresLedger(_SqlLedger):
             raise LedgerConfigError("a PostgreSQL ledger needs the psycopg driver: "
                                     "pip install 'privacy-measurement-beam[postgres]'") from error
         self._psycopg = psycopg
-        where = _redact(url)
+        where = redact_url(url)
         options = {} if "connect_timeout" in url else {"connect_timeout": 30}
         conn = None
         try:
