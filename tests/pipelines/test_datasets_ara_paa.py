@@ -15,20 +15,11 @@ import pytest
 from pipelines import generate
 from pipelines.datasets.ara import ARA_CLICK_SHARE, ARA_COUNT_VALUE, ARA_VIEW_EXPIRY_SECONDS, generate_ara
 from pipelines.datasets.paa import PAA_PROTECTED_AUDIENCE_SHARE, generate_paa, paa_campaigns
-from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, MAX_EXPIRY_SECONDS, PAA_EVENT, READERS, format_of
-from schemas.rows import DeadLetter
+from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, MAX_EXPIRY_SECONDS, PAA_EVENT
+from tests.support.files import output_bytes, read_rows
 from transforms.mechanisms.paa import campaign_bucket
 
 DAY = 86_400 * 1_000_000
-
-
-def read(paths, spec):
-    valid, dead = [], []
-    for path in paths:
-        with open(path, "rb") as handle:
-            for row in READERS[format_of(path)](spec, handle, path):
-                (dead if isinstance(row, DeadLetter) else valid).append(row)
-    return valid, dead
 
 
 def domain(stats) -> list[int]:
@@ -40,8 +31,8 @@ def domain(stats) -> list[int]:
 def ara(tmp_path_factory):
     """1,000 devices over 30 days (about 60,000 sources), Avro, read back."""
     stats = generate_ara(tmp_path_factory.mktemp("ara"), devices=1000, seed=4, progress=False)
-    sources, dead_s = read(stats.source_files, ARA_SOURCE)
-    triggers, dead_t = read(stats.trigger_files, ARA_TRIGGER)
+    sources, dead_s = read_rows(stats.source_files, ARA_SOURCE)
+    triggers, dead_t = read_rows(stats.trigger_files, ARA_TRIGGER)
     assert dead_s == dead_t == []
     return stats, sources, triggers
 
@@ -76,24 +67,21 @@ def test_ara_counts_and_shape(ara):
 
 
 def test_ara_is_deterministic_and_the_same_in_every_format(tmp_path):
-    def files(stats):
-        return [Path(path).read_bytes() for path in (*stats.source_files, *stats.trigger_files)]
-
     first = generate_ara(tmp_path / "a", devices=150, days=10, seed=8, progress=False)
     again = generate_ara(tmp_path / "b", devices=150, days=10, seed=8, progress=False)
-    assert files(first) == files(again)
-    assert files(generate_ara(tmp_path / "c", devices=150, days=10, seed=9, progress=False)) != files(first)
-    rows = read(first.source_files, ARA_SOURCE)[0], read(first.trigger_files, ARA_TRIGGER)[0]
+    assert output_bytes(first) == output_bytes(again)
+    assert output_bytes(generate_ara(tmp_path / "c", devices=150, days=10, seed=9, progress=False)) != output_bytes(first)
+    rows = read_rows(first.source_files, ARA_SOURCE)[0], read_rows(first.trigger_files, ARA_TRIGGER)[0]
     for fmt in ("jsonl", "pb"):
         other = generate_ara(tmp_path / fmt, devices=150, days=10, seed=8, fmt=fmt, shards=2, progress=False)
         assert len(other.source_files) == 2
-        assert (read(other.source_files, ARA_SOURCE)[0], read(other.trigger_files, ARA_TRIGGER)[0]) == rows
+        assert (read_rows(other.source_files, ARA_SOURCE)[0], read_rows(other.trigger_files, ARA_TRIGGER)[0]) == rows
 
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonl", "pb"])
 def test_bad_records_read_back_with_their_reasons(tmp_path, fmt):
     stats = generate_ara(tmp_path / "ara", devices=100, days=10, seed=1, fmt=fmt, bad_fraction=0.05, progress=False)
-    (sources, dead_s), (triggers, dead_t) = read(stats.source_files, ARA_SOURCE), read(stats.trigger_files, ARA_TRIGGER)
+    (sources, dead_s), (triggers, dead_t) = read_rows(stats.source_files, ARA_SOURCE), read_rows(stats.trigger_files, ARA_TRIGGER)
     assert (len(sources), len(triggers), len(dead_s), len(dead_t)) == (stats.sources, stats.triggers, stats.bad_sources,
                                                                        stats.bad_triggers)
     reasons: dict[str, int] = {}
@@ -102,14 +90,14 @@ def test_bad_records_read_back_with_their_reasons(tmp_path, fmt):
     assert reasons == stats.bad_by_reason
     assert abs(stats.bad_sources / (stats.sources + stats.bad_sources) - 0.05) < 0.001
     paa = generate_paa(tmp_path / "paa", devices=50, days=3, seed=1, fmt=fmt, bad_fraction=0.05, progress=False)
-    events, dead = read(paa.event_files, PAA_EVENT)
+    events, dead = read_rows(paa.event_files, PAA_EVENT)
     assert (len(events), len(dead)) == (paa.events, paa.bad_events)
     assert {letter.reason for letter in dead} == set(paa.bad_by_reason)
 
 
 def test_paa_shape_and_determinism(tmp_path):
     stats = generate_paa(tmp_path / "a", devices=1000, days=7, seed=3, progress=False)
-    events, dead = read(stats.event_files, PAA_EVENT)
+    events, dead = read_rows(stats.event_files, PAA_EVENT)
     assert dead == [] and len(events) == stats.events
     # per device: Poisson(1.5 * 7) sessions of 1 + Poisson(3) views, mean 42, variance 10.5 * (4 + 16) = 210
     # (compound Poisson: lambda E[N^2]); over 1,000 devices the total has sd sqrt(210,000) = 458; 5 sd = 2,291

@@ -31,8 +31,9 @@ from pipelines.datasets.criteo import (
     generate_criteo,
 )
 from pipelines.datasets.files import parse_start
-from schemas.codecs import CONVERSION, IMPRESSION, READERS, format_of
-from schemas.rows import Conversion, DeadLetter, Impression
+from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.rows import Conversion, Impression
+from tests.support.files import read_rows
 from transforms.mechanisms.attribution import select_relevant
 
 DAY = 86_400 * 1_000_000
@@ -42,18 +43,9 @@ SCALE = 0.002  # about 24,000 impressions, 2,600 conversions, 20,000 devices
 AUGMENT = 3
 
 
-def read_rows(paths, spec):
-    valid, dead = [], []
-    for path in sorted(str(p) for p in paths):
-        with open(path, "rb") as handle:
-            for row in READERS[format_of(path)](spec, handle, path):
-                (dead if isinstance(row, DeadLetter) else valid).append(row)
-    return valid, dead
-
-
 def read_dataset(stats: CriteoStats):
-    impressions, dead_i = read_rows(stats.impression_files, IMPRESSION)
-    conversions, dead_c = read_rows(stats.conversion_files, CONVERSION)
+    impressions, dead_i = read_rows(sorted(stats.impression_files), IMPRESSION)
+    conversions, dead_c = read_rows(sorted(stats.conversion_files), CONVERSION)
     assert dead_i == [] and dead_c == []
     return impressions, conversions
 
@@ -205,7 +197,7 @@ def test_requests_select_the_click(runs):
 
 def test_query_stats(tmp_path):
     stats = generate_criteo(tmp_path, scale=0.01, seed=5, progress=False)
-    conversions, dead = read_rows(stats.conversion_files, CONVERSION)
+    conversions, dead = read_rows(sorted(stats.conversion_files), CONVERSION)
     assert dead == [] and len(conversions) == stats.conversions
     pairs = collections.Counter((c.advertiser_site, c.attribution_request.query_key) for c in conversions)
     assert stats.queries == sum(n // 350 for n in pairs.values()) > 0

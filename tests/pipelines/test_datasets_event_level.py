@@ -22,9 +22,9 @@ from pipelines.datasets.event_level import (
     EL_VIEW_EXPIRY_SECONDS,
     generate_event_level,
 )
-from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, READERS, format_of
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
 from schemas.formats import load_avro_schema
-from schemas.rows import DeadLetter
+from tests.support.files import output_bytes, read_rows
 from transforms.mechanisms.event_client import EventLevelClient, EventSource, EventTrigger
 from transforms.mechanisms.event_level import (
     EventLevelConfig,
@@ -46,15 +46,6 @@ def avro_records(paths, schema: str) -> list[dict]:
         with open(path, "rb") as handle:
             records.extend(fastavro.reader(handle, reader_schema=parsed))
     return records
-
-
-def read(paths, spec):
-    valid, dead = [], []
-    for path in paths:
-        with open(path, "rb") as handle:
-            for row in READERS[format_of(path)](spec, handle, path):
-                (dead if isinstance(row, DeadLetter) else valid).append(row)
-    return valid, dead
 
 
 def config_of(record: dict) -> EventLevelConfig:
@@ -80,9 +71,9 @@ def test_files_read_with_fastavro_and_the_project_readers(dataset):
     assert (len(sources), len(triggers)) == (stats.sources, stats.triggers)
     assert set(sources[0]) == {field["name"] for field in load_avro_schema("event_level_source")["fields"]}
     assert set(triggers[0]) == {field["name"] for field in load_avro_schema("event_level_trigger")["fields"]}
-    rows, dead = read(stats.source_files, EVENT_LEVEL_SOURCE)
+    rows, dead = read_rows(stats.source_files, EVENT_LEVEL_SOURCE)
     assert dead == [] and [row.source_id for row in rows] == [record["source_id"] for record in sources]
-    rows, dead = read(stats.trigger_files, EVENT_LEVEL_TRIGGER)
+    rows, dead = read_rows(stats.trigger_files, EVENT_LEVEL_TRIGGER)
     assert dead == [] and [row.trigger_id for row in rows] == [record["trigger_id"] for record in triggers]
     recorded = json.loads((Path(stats.source_files[0]).parent / "generation.json").read_text())
     assert recorded["dataset"] == "event-level" and recorded["stats"]["sources"] == stats.sources
@@ -185,25 +176,24 @@ def test_sources_scale_gives_exactly_that_many(tmp_path):
 
 
 def test_deterministic_and_the_same_in_every_format(tmp_path):
-    def files(stats):
-        return [Path(path).read_bytes() for path in (*stats.source_files, *stats.trigger_files)]
-
     first = generate_event_level(tmp_path / "a", devices=1500, days=10, seed=8, progress=False)
     again = generate_event_level(tmp_path / "b", devices=1500, days=10, seed=8, progress=False)
-    assert files(first) == files(again)
-    assert files(generate_event_level(tmp_path / "c", devices=1500, days=10, seed=9, progress=False)) != files(first)
-    rows = read(first.source_files, EVENT_LEVEL_SOURCE)[0], read(first.trigger_files, EVENT_LEVEL_TRIGGER)[0]
+    assert output_bytes(first) == output_bytes(again)
+    other_seed = generate_event_level(tmp_path / "c", devices=1500, days=10, seed=9, progress=False)
+    assert output_bytes(other_seed) != output_bytes(first)
+    rows = read_rows(first.source_files, EVENT_LEVEL_SOURCE)[0], read_rows(first.trigger_files, EVENT_LEVEL_TRIGGER)[0]
     for fmt in ("jsonl", "pb"):
         other = generate_event_level(tmp_path / fmt, devices=1500, days=10, seed=8, fmt=fmt, shards=2, progress=False)
         assert len(other.source_files) == 2 and all(Path(path).stat().st_size for path in other.source_files)
-        assert (read(other.source_files, EVENT_LEVEL_SOURCE)[0], read(other.trigger_files, EVENT_LEVEL_TRIGGER)[0]) == rows
+        assert (read_rows(other.source_files, EVENT_LEVEL_SOURCE)[0],
+                read_rows(other.trigger_files, EVENT_LEVEL_TRIGGER)[0]) == rows
 
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonl", "pb"])
 def test_bad_records_fraction_and_reasons(tmp_path, fmt):
     stats = generate_event_level(tmp_path, devices=200, days=10, seed=1, fmt=fmt, bad_fraction=0.05, progress=False)
-    (sources, dead_s), (triggers, dead_t) = (read(stats.source_files, EVENT_LEVEL_SOURCE),
-                                             read(stats.trigger_files, EVENT_LEVEL_TRIGGER))
+    (sources, dead_s), (triggers, dead_t) = (read_rows(stats.source_files, EVENT_LEVEL_SOURCE),
+                                             read_rows(stats.trigger_files, EVENT_LEVEL_TRIGGER))
     assert (len(sources), len(triggers), len(dead_s), len(dead_t)) == (stats.sources, stats.triggers, stats.bad_sources,
                                                                        stats.bad_triggers)
     reasons: dict[str, int] = {}
@@ -226,13 +216,10 @@ def test_cli_writes_and_summarises(tmp_path, capsys):
 
 def test_default_options_keep_the_files(tmp_path):
     """--navigation-share 0.1 and no --default-configs are the files of before these options (counts fixed then)."""
-    def files(stats):
-        return [Path(path).read_bytes() for path in (*stats.source_files, *stats.trigger_files)]
-
     implicit = generate_event_level(tmp_path / "a", sources=20_000, seed=1, progress=False)
     explicit = generate_event_level(tmp_path / "b", sources=20_000, seed=1, navigation_share=EL_CLICK_SHARE,
                                     default_configs=False, progress=False)
-    assert files(implicit) == files(explicit)
+    assert output_bytes(implicit) == output_bytes(explicit)
     assert (implicit.devices, implicit.sources, implicit.navigation, implicit.custom_specs, implicit.triggers,
             implicit.organic_triggers) == (334, 20_000, 1_959, 1_903, 626, 96)
     parameters = json.loads((tmp_path / "a" / "generation.json").read_text())["parameters"]

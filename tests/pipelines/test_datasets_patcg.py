@@ -26,8 +26,9 @@ from pipelines.datasets.patcg import (
     patcg_request,
 )
 from schemas import events_pb2
-from schemas.codecs import CONVERSION, IMPRESSION, READERS, format_of
-from schemas.rows import Conversion, DeadLetter, Impression
+from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.rows import Conversion, Impression
+from tests.support.files import read_rows
 
 DAY = 86_400 * 1_000_000
 START = parse_start("2024-01-01")
@@ -35,18 +36,9 @@ SMALL = 0.0005  # 8,000 users, about 12,000 conversions
 STATS_SCALE = 0.002  # 32,000 users, about 48,000 conversions and 2,300 users shown ads
 
 
-def read_rows(paths, spec):
-    valid, dead = [], []
-    for path in sorted(str(p) for p in paths):
-        with open(path, "rb") as handle:
-            for row in READERS[format_of(path)](spec, handle, path):
-                (dead if isinstance(row, DeadLetter) else valid).append(row)
-    return valid, dead
-
-
 def read_dataset(stats: PatcgStats):
-    impressions, dead_i = read_rows(stats.impression_files, IMPRESSION)
-    conversions, dead_c = read_rows(stats.conversion_files, CONVERSION)
+    impressions, dead_i = read_rows(sorted(stats.impression_files), IMPRESSION)
+    conversions, dead_c = read_rows(sorted(stats.conversion_files), CONVERSION)
     assert dead_i == [] and dead_c == []
     return impressions, conversions
 

@@ -9,6 +9,7 @@ import pytest
 
 from pipelines import event_level
 from pipelines.__main__ import COMMANDS
+from tests.support.cli import run_main
 from tests.support.event_level_events import (
     hand_built,
     per_device,
@@ -44,11 +45,7 @@ def inputs(tmp_path_factory):
 
 
 def _run(capsys, argv) -> tuple[int, dict, str]:
-    status = event_level.main([str(arg) for arg in argv])
-    printed = capsys.readouterr()
-    output = argv[argv.index("--output") + 1]
-    summary = json.loads((output / "summary.json").read_text()) if status == 0 else {}
-    return status, summary, printed.out + printed.err
+    return run_main(event_level.main, capsys, argv)
 
 
 def _reports(output) -> list[tuple]:

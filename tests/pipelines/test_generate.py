@@ -23,8 +23,9 @@ from pipelines.generate import (
     midnight_utc_micros,
     parse_start,
 )
-from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, READERS, format_of
-from schemas.rows import Conversion, DeadLetter, Impression, JoinEvent
+from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT
+from schemas.rows import Conversion, Impression
+from tests.support.files import read_rows
 
 START = midnight_utc_micros("2026-01-05")
 DAY = 86_400 * 1_000_000
@@ -42,15 +43,6 @@ EXPECTED_REASONS = {
 }
 
 
-def read_all(files: list[str]) -> tuple[list[JoinEvent], list[DeadLetter]]:
-    valid, dead = [], []
-    for path in files:
-        with open(path, "rb") as handle:
-            for parsed in READERS[format_of(path)](JOIN_EVENT, handle, path):
-                (dead if isinstance(parsed, DeadLetter) else valid).append(parsed)
-    return valid, dead
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One small run per format with bad records and two shards: fmt -> (stats, out dir, valid, dead)."""
@@ -58,7 +50,7 @@ def runs(tmp_path_factory):
     for fmt in ("avro", "jsonl", "pb"):
         out = tmp_path_factory.mktemp(f"gen_{fmt}")
         stats = generate_kanon(out, **SMALL, seed=7, bad_fraction=0.05, fmt=fmt, shards=2, progress=False)
-        result[fmt] = (stats, out, *read_all(stats.files))
+        result[fmt] = (stats, out, *read_rows(stats.files, JOIN_EVENT))
     return result
 
 
@@ -67,7 +59,7 @@ def clean(tmp_path_factory):
     """A run without bad records: (stats, valid rows)."""
     out = tmp_path_factory.mktemp("gen_clean")
     stats = generate_kanon(out, **SMALL, seed=3, fmt="avro", progress=False)
-    return stats, read_all(stats.files)[0]
+    return stats, read_rows(stats.files, JOIN_EVENT)[0]
 
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonl", "pb"])
@@ -101,7 +93,7 @@ def test_valid_joins_do_not_depend_on_format_shards_or_bad_records(runs, clean, 
     assert rows["avro"] == rows["jsonl"] == rows["pb"]
     stats = generate_kanon(tmp_path, **SMALL, seed=7, fmt="jsonl", shards=1, progress=False)
     assert stats.bad_written == 0
-    assert sorted(read_all(stats.files)[0]) == rows["avro"]
+    assert sorted(read_rows(stats.files, JOIN_EVENT)[0]) == rows["avro"]
 
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonl", "pb"])
@@ -113,8 +105,8 @@ def test_same_seed_gives_the_same_files(tmp_path, fmt):
     assert first.joins_written == second.joins_written
     for a, b in zip(first.files, second.files):
         assert Path(a).read_bytes() == Path(b).read_bytes()
-    assert read_all(first.files)[0] == read_all(second.files)[0]
-    assert read_all(first.files)[0] != read_all(other.files)[0]
+    assert read_rows(first.files, JOIN_EVENT)[0] == read_rows(second.files, JOIN_EVENT)[0]
+    assert read_rows(first.files, JOIN_EVENT)[0] != read_rows(other.files, JOIN_EVENT)[0]
     assert (tmp_path / "a" / "generation.json").read_bytes() == (tmp_path / "b" / "generation.json").read_bytes()
 
 
@@ -177,7 +169,7 @@ def test_cli_writes_files_and_summary(tmp_path, capsys):
     assert summary["parameters"]["start_micros"] == midnight_utc_micros("2026-02-02")
     files = sorted(out.glob("joins-*-of-00003.jsonl"))
     assert len(files) == 3
-    valid, dead = read_all([str(f) for f in files])
+    valid, dead = read_rows(files, JOIN_EVENT)
     assert len(valid) == summary["stats"]["joins_written"] and len(dead) == summary["stats"]["bad_written"]
     assert "wrote" in capsys.readouterr().out
     # A second run with fewer shards replaces the earlier shards.
@@ -216,18 +208,9 @@ MICRO_REASONS = {
 }
 
 
-def read_events(spec, files: list[str]) -> tuple[list, list[DeadLetter]]:
-    valid, dead = [], []
-    for path in files:
-        with open(path, "rb") as handle:
-            for parsed in READERS[format_of(path)](spec, handle, path):
-                (dead if isinstance(parsed, DeadLetter) else valid).append(parsed)
-    return valid, dead
-
-
 def read_micro(stats: MicrobenchmarkStats) -> dict:
-    impressions, dead_impressions = read_events(IMPRESSION, stats.impression_files)
-    conversions, dead_conversions = read_events(CONVERSION, stats.conversion_files)
+    impressions, dead_impressions = read_rows(stats.impression_files, IMPRESSION)
+    conversions, dead_conversions = read_rows(stats.conversion_files, CONVERSION)
     return {"impressions": impressions, "dead_impressions": dead_impressions, "conversions": conversions,
             "dead_conversions": dead_conversions}
 
@@ -402,9 +385,9 @@ def test_micro_cli_writes_files_and_summary(tmp_path, capsys):
     assert summary["stats"]["users"] == 40 and summary["stats"]["impressions_per_user"] == 3
     impression_files = sorted(str(p) for p in out.glob("impressions-*-of-00003.pb"))
     assert len(impression_files) == 3
-    valid, dead = read_events(IMPRESSION, impression_files)
+    valid, dead = read_rows(impression_files, IMPRESSION)
     assert len(valid) == summary["stats"]["impressions"] == 120 and len(dead) == summary["stats"]["bad_impressions"]
-    valid, dead = read_events(CONVERSION, [str(out / "conversions-00000-of-00001.pb")])
+    valid, dead = read_rows([str(out / "conversions-00000-of-00001.pb")], CONVERSION)
     assert len(valid) == summary["stats"]["conversions"] == 80 and len(dead) == summary["stats"]["bad_conversions"]
     printed = capsys.readouterr().out
     assert "wrote 40 users x 3 = 120 impressions and 80 conversions" in printed

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from pipelines import compare_policies, measurement
+from tests.support.cli import run_main
 from tests.support.measurement_data import nike_example, random_population, write_jsonl
 
 
@@ -18,10 +19,8 @@ def nike(tmp_path):
 
 
 def _run(capsys, impressions, conversions, output, *extra) -> tuple[int, dict, str]:
-    status = measurement.main(["--impressions", impressions, "--conversions", conversions, "--output", str(output), *extra])
-    printed = capsys.readouterr()
-    summary = json.loads((output / "summary.json").read_text()) if status == 0 else {}
-    return status, summary, printed.out + printed.err
+    return run_main(measurement.main, capsys,
+                    ["--impressions", impressions, "--conversions", conversions, "--output", output, *extra])
 
 
 def _lines(output, prefix) -> list[str]:

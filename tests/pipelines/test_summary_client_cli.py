@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import glob
-import json
 
 import fastavro
 import pytest
@@ -17,6 +16,7 @@ from schemas.aggregatable import (
     parse_shared_info,
     write_key_file,
 )
+from tests.support.cli import run_main
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +35,7 @@ def paa_data(tmp_path_factory):
 
 
 def _run(capsys, argv) -> tuple[int, dict, str]:
-    status = summary_client.main([str(arg) for arg in argv])
-    printed = capsys.readouterr()
-    output = argv[argv.index("--output") + 1]
-    summary = json.loads((output / "summary.json").read_text()) if status == 0 else {}
-    return status, summary, printed.out + printed.err
+    return run_main(summary_client.main, capsys, argv)
 
 
 def _reports(output) -> list[dict]:

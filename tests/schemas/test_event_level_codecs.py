@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 
 import pytest
 
@@ -19,14 +18,10 @@ from schemas.codecs import (
     read_jsonl,
     validate,
 )
-from schemas.formats import AVRO_DIR, load_avro_schema
+from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter, EventLevelReport, EventLevelSource, EventLevelTrigger, TriggerSpec
 from tests.support.event_level_events import hand_built, record_of, split, write_avro, write_jsonl, write_pb
-
-
-def _avro_fields(name: str) -> list[str]:
-    with open(AVRO_DIR / f"{name}.avsc", encoding="utf-8") as handle:
-        return [field["name"] for field in json.load(handle)["fields"]]
+from tests.support.files import avro_field_names
 
 
 @pytest.mark.parametrize("avsc, message, row", [
@@ -36,7 +31,7 @@ def _avro_fields(name: str) -> list[str]:
 ])
 def test_avro_proto_and_row_fields_match_in_order(avsc, message, row):
     proto_fields = [field.name for field in message.DESCRIPTOR.fields]
-    assert _avro_fields(avsc) == proto_fields == list(row._fields)
+    assert avro_field_names(avsc) == proto_fields == list(row._fields)
     assert [field.number for field in message.DESCRIPTOR.fields] == list(range(1, len(proto_fields) + 1))
     assert message.DESCRIPTOR.name == row.__name__
 

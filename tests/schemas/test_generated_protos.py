@@ -1,7 +1,6 @@
 """The committed generated code and the three descriptions of each record (proto, Avro, NamedTuple) agree."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from schemas import events_pb2, reports_pb2
 from schemas.codecs import JOIN_EVENT
 from schemas.formats import AVRO_DIR, PROTO_DIR, SCHEMA_DIR, load_avro_schema
 from schemas.rows import JoinEvent, KAnonVerdict
+from tests.support.files import avro_field_names
 
 PROTOS = ("events", "reports")
 
@@ -49,11 +49,6 @@ def test_schema_files_are_where_formats_says():
         assert (AVRO_DIR / f"{name}.avsc").is_file()
 
 
-def _avro_fields(name: str) -> list[str]:
-    with open(AVRO_DIR / f"{name}.avsc", encoding="utf-8") as handle:
-        return [field["name"] for field in json.load(handle)["fields"]]
-
-
 @pytest.mark.parametrize(
     "avsc, message, row",
     [("join_event", events_pb2.JoinEvent, JoinEvent), ("kanon_verdict", reports_pb2.KAnonVerdict, KAnonVerdict)],
@@ -61,7 +56,7 @@ def _avro_fields(name: str) -> list[str]:
 def test_avro_proto_and_row_fields_match_in_order(avsc, message, row):
     """Field names, in order, are the same in the .avsc, the proto message (by declaration) and the NamedTuple."""
     proto_fields = [field.name for field in message.DESCRIPTOR.fields]
-    assert _avro_fields(avsc) == proto_fields == list(row._fields)
+    assert avro_field_names(avsc) == proto_fields == list(row._fields)
     # The parsed schema the writers use describes the same record.
     assert [field["name"] for field in load_avro_schema(avsc)["fields"]] == proto_fields
     assert message.DESCRIPTOR.name == row.__name__

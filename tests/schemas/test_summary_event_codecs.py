@@ -20,8 +20,9 @@ from schemas.codecs import (
     encode_delimited,
     validate,
 )
-from schemas.formats import AVRO_DIR, load_avro_schema
+from schemas.formats import load_avro_schema
 from schemas.rows import AggregatableTriggerData, AggregatableValue, AggregationKey, DeadLetter
+from tests.support.files import avro_field_names
 from tests.support.summary_events import paa_event, record_of, source, trigger
 
 SPECS = (ARA_SOURCE, ARA_TRIGGER, PAA_EVENT)
@@ -34,15 +35,10 @@ ROWS = {
 }
 
 
-def _avro_fields(name: str) -> list[str]:
-    with open(AVRO_DIR / f"{name}.avsc", encoding="utf-8") as handle:
-        return [field["name"] for field in json.load(handle)["fields"]]
-
-
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
 def test_avro_proto_row_and_codec_fields_match_in_order(spec):
     proto_fields = [field.name for field in spec.proto_type.DESCRIPTOR.fields]
-    assert _avro_fields(spec.avro_schema) == proto_fields == list(spec.row_type._fields) == [f.name for f in spec.fields]
+    assert avro_field_names(spec.avro_schema) == proto_fields == list(spec.row_type._fields) == [f.name for f in spec.fields]
     assert [field.number for field in spec.proto_type.DESCRIPTOR.fields] == list(range(1, len(proto_fields) + 1))
     assert spec.proto_type.DESCRIPTOR.name == spec.row_type.__name__
     assert spec.proto_type.DESCRIPTOR.fields_by_name["event_time_micros"].has_presence

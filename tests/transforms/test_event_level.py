@@ -2,14 +2,11 @@
 (TestStream, shuffled arrival) against batch with seeded noise, dead letters, late events, the portable runner."""
 from __future__ import annotations
 
-import random
-
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.utils.timestamp import Timestamp
 
 from pipelines.datasets.event_level import generate_event_level
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
@@ -25,6 +22,7 @@ from tests.support.event_level_events import (
     split,
     write_jsonl,
 )
+from tests.support.streams import milli, shuffled_stream, streaming_options
 from transforms.event_level import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
 from transforms.io import DEAD_LETTERS
 from transforms.measurement import END_OF_INPUT
@@ -71,36 +69,6 @@ def test_batch_dead_letters_invalid_configurations_and_malformed_events(tmp_path
         ]), label="dead")
 
 
-def _milli(micros: int) -> Timestamp:
-    return Timestamp(micros=micros // 1000 * 1000)
-
-
-def _stream(rows, seed: int, late=()) -> TestStream:
-    """``rows`` shuffled within six chunks of time; the watermark passes a chunk only once it is all in (nothing
-    is late) and stops short of window ends inside it, then ``late`` rows arrive behind the watermark."""
-    rng = random.Random(seed)
-    rows = sorted(rows, key=lambda row: row.event_time_micros)
-    stream = TestStream()
-    chunk = max(1, len(rows) // 6)
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        rng.shuffle(part)
-        stream = stream.add_elements(part)
-        following = rows[start + chunk:start + chunk + 1]
-        if following:
-            stream = stream.advance_watermark_to(_milli(following[0].event_time_micros - MINUTE))
-    stream = stream.advance_watermark_to(_milli(rows[-1].event_time_micros + DAY))
-    if late:
-        stream = stream.add_elements(list(late))
-    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
-
-
-def _streaming_options() -> PipelineOptions:
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    return options
-
-
 def test_streaming_with_shuffled_arrival_equals_batch(tmp_path):
     rows = hand_built() + random_events(seed=5)
     want = expected(rows, EPSILON)
@@ -110,8 +78,10 @@ def test_streaming_with_shuffled_arrival_equals_batch(tmp_path):
         out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=4)
         assert_that(out[REPORTS], equal_to(want))
     late = [rows[0]._replace(event_time_micros=rows[0].event_time_micros - MINUTE, source_id="late")]
-    with TestPipeline(options=_streaming_options()) as p:  # ... and so does streaming
-        out = p | _stream(rows, seed=9, late=late) | EventLevelReportsStreaming(EPSILON, SeededSource(SEED))
+    # shuffled within six chunks of time; the watermark stops a minute short of each chunk
+    stream = shuffled_stream(rows, seed=9, chunks=6, lead_micros=MINUTE, tail_micros=DAY, late=late)
+    with TestPipeline(options=streaming_options()) as p:  # ... and so does streaming
+        out = p | stream | EventLevelReportsStreaming(EPSILON, SeededSource(SEED))
         assert_that(out[REPORTS], equal_to(want), label="reports")
         assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: letter.reason), equal_to(["late"]), label="late")
 
@@ -120,9 +90,9 @@ def test_streaming_with_allowed_lateness_takes_a_late_event_in():
     rows = hand_built()
     late = rows[2]  # d1's first trigger, sent after the watermark passed it (by less than the allowed lateness)
     on_time = rows[:2] + rows[3:]
-    stream = (TestStream().add_elements(on_time[:2]).advance_watermark_to(_milli(late.event_time_micros + MINUTE))
+    stream = (TestStream().add_elements(on_time[:2]).advance_watermark_to(milli(late.event_time_micros + MINUTE))
               .add_elements([late] + on_time[2:]).advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity())
-    with TestPipeline(options=_streaming_options()) as p:
+    with TestPipeline(options=streaming_options()) as p:
         out = p | stream | EventLevelReportsStreaming(EPSILON, SeededSource(SEED), allowed_lateness_micros=60 * MINUTE)
         assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
         assert_that(out[DEAD_LETTERS], equal_to([]), label="late")

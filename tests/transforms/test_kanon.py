@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
@@ -11,6 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from tests.support.naive_kanon import naive_changes, naive_verdicts
 from tests.support.sources import ConstantSource
+from tests.support.streams import streaming_options
 from transforms.kanon import KAnonymityVerdicts
 from transforms.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
 from transforms.mechanisms.kanon_group import KAnonParameters
@@ -105,12 +106,6 @@ def test_batch_long_windows_latch_and_restart_on_the_week_and_month_grid(window)
         assert_that(out["verdicts"], equal_to(expected))
 
 
-def _streaming_options() -> PipelineOptions:
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    return options
-
-
 def _timestamped(j: JoinEvent):
     return beam.window.TimestampedValue(j, j.event_time_micros / MICROS_PER_SECOND)
 
@@ -136,7 +131,7 @@ def test_streaming_equals_batch_with_out_of_order_joins_and_dead_letters_late_on
     stream = stream.advance_watermark_to_infinity()
     # Batch releases the literal algorithm's verdicts (test above); streaming must release the same.
     expected = literal_verdicts(on_time, source, emit)
-    with TestPipeline(options=_streaming_options()) as p:
+    with TestPipeline(options=streaming_options()) as p:
         out = p | stream | KAnonymityVerdicts(params, source, streaming=True, allowed_lateness_micros=lateness)
         assert_that(out["verdicts"], equal_to(expected), label="verdicts")
         assert_that(
@@ -157,7 +152,7 @@ def test_streaming_accepts_a_join_within_the_allowed_lateness():
     # Advance past every timer before the end: on the streaming DirectRunner, outputs of timers that a timer set
     # while the watermark is already at infinity can miss a downstream assert_that.
     stream = stream.advance_watermark_to(_watermark_at(20, lateness)).advance_watermark_to_infinity()
-    with TestPipeline(options=_streaming_options()) as p:
+    with TestPipeline(options=streaming_options()) as p:
         out = p | stream | KAnonymityVerdicts(params, ConstantSource(), streaming=True, allowed_lateness_micros=lateness)
         # Without noise, step 0 is k-anonymous only if the straggler "e" (the fifth user) was counted.
         assert_that(out["verdicts"], equal_to([verdict("g", 0, True), verdict("g", 4, False)]))

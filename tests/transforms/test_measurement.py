@@ -1,19 +1,18 @@
 """The measurement PTransforms: batch on hand-built data, streaming (TestStream) against batch, the portable runner."""
 from __future__ import annotations
 
-import random
 from fractions import Fraction
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.utils.timestamp import Timestamp
 
 from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
 from tests.support.measurement_data import impression, nike_example, random_population, write_jsonl
+from tests.support.streams import milli, shuffled_stream, streaming_options
 from transforms.io import DEAD_LETTERS
 from transforms.measurement import (
     BUDGETS,
@@ -113,31 +112,6 @@ def test_invalid_conversions_become_dead_letters_and_the_rest_goes_on(tmp_path):
         assert_that(out[REPORTS] | beam.combiners.Count.Globally(), equal_to([3]), label="reports")
 
 
-def _milli(micros: int) -> Timestamp:
-    """TestStream watermarks are whole milliseconds."""
-    return Timestamp(micros=micros // 1000 * 1000)
-
-
-def _stream(rows, seed: int, late=()):
-    """A TestStream of ``rows`` in shuffled order within chunks of time; the watermark only passes a chunk
-    once it is all in (so nothing is late), then ``late`` rows arrive behind the watermark."""
-    rng = random.Random(seed)
-    rows = sorted(rows, key=lambda r: r.event_time_micros)
-    stream = TestStream()
-    chunk = max(1, len(rows) // 5)
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        rng.shuffle(part)
-        stream = stream.add_elements(part)
-        following = rows[start + chunk:start + chunk + 1]
-        if following:
-            stream = stream.advance_watermark_to(_milli(following[0].event_time_micros - MICROS_PER_DAY))
-    stream = stream.advance_watermark_to(_milli(rows[-1].event_time_micros + 400 * MICROS_PER_DAY))
-    if late:
-        stream = stream.add_elements(list(late))
-    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
-
-
 # Policies, and Appendix D bias detection on the on-device ones (Thm. 15 with heartbeats, Thm. 16 without).
 CONFIGS = {
     "cookie_monster": MeasurementConfig(policy="cookie_monster"),
@@ -172,10 +146,10 @@ def test_streaming_with_out_of_order_events_equals_batch(name):
     expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
     assert expected.reports and expected.results and expected.budgets
     late = [impressions[0]._replace(impression_id="late-one")]
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with TestPipeline(options=options) as p:
-        out = p | _stream(impressions + conversions, seed=5, late=late) | MeasureStreaming(
+    stream = shuffled_stream(impressions + conversions, seed=5, chunks=5, lead_micros=MICROS_PER_DAY,
+                             tail_micros=400 * MICROS_PER_DAY, late=late)
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | MeasureStreaming(
             config, SeededSource(SEED), 3, emit_budgets=True
         )
         assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
@@ -213,18 +187,16 @@ def test_streaming_allowed_lateness(lateness_days):
     stream = (
         TestStream()
         .add_elements(rows[:3])  # I1 (day 1), c0 (day 2), I3 (day 8.2)
-        .advance_watermark_to(_milli(int(8.5 * MICROS_PER_DAY)))
+        .advance_watermark_to(milli(int(8.5 * MICROS_PER_DAY)))
         .add_elements([straggler])
         .add_elements(rows[3:])
-        .advance_watermark_to(_milli(400 * MICROS_PER_DAY))
+        .advance_watermark_to(milli(400 * MICROS_PER_DAY))
         .advance_watermark_to(END_OF_INPUT)
         .advance_watermark_to_infinity()
     )
     kept = [*rows, straggler] if lateness_days else rows
     expected = simulate(kept, config, SeededSource(SEED), 2)
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with TestPipeline(options=options) as p:
+    with TestPipeline(options=streaming_options()) as p:
         out = p | stream | MeasureStreaming(
             config, SeededSource(SEED), 2, allowed_lateness_micros=lateness_days * MICROS_PER_DAY
         )

@@ -2,22 +2,18 @@
 device, late events, and the portable runner."""
 from __future__ import annotations
 
-import random
-
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
-from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.utils.timestamp import Timestamp
 
 from schemas.aggregatable import decode_payload
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.rows import AraSource, AraTrigger
+from tests.support.streams import shuffled_stream, streaming_options
 from tests.support.summary_events import DAY, MINUTE, random_ara, random_paa, write_jsonl
 from transforms.io import DEAD_LETTERS
-from transforms.measurement import END_OF_INPUT
 from transforms.mechanisms.aggregatable_client import ContributionLimits, report_record_of
 from transforms.mechanisms.ara_summary import AraSummaryClient
 from transforms.mechanisms.noise import SeededSource
@@ -73,38 +69,13 @@ def test_paa_batch_equals_the_plain_replay(tmp_path):
         assert_that(pairs(out[REPORTS]), equal_to(expected_records(PAA, rows)))
 
 
-def _milli(micros: int) -> Timestamp:
-    return Timestamp(micros=micros // 1000 * 1000)
-
-
-def _stream(rows, seed: int, late=()) -> TestStream:
-    """``rows`` in shuffled order within five chunks of time; the watermark passes a chunk only once it is all
-    in (nothing is late), then ``late`` rows arrive behind the watermark."""
-    rng = random.Random(seed)
-    rows = sorted(rows, key=lambda row: row.event_time_micros)
-    stream = TestStream()
-    chunk = max(1, len(rows) // 5)
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        rng.shuffle(part)
-        stream = stream.add_elements(part)
-        following = rows[start + chunk:start + chunk + 1]
-        if following:
-            stream = stream.advance_watermark_to(_milli(following[0].event_time_micros - MINUTE))
-    stream = stream.advance_watermark_to(_milli(rows[-1].event_time_micros + DAY))
-    if late:
-        stream = stream.add_elements(list(late))
-    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
-
-
 @pytest.mark.parametrize("client, rows", [(ARA, random_ara(seed=3)), (PAA, random_paa(seed=4))], ids=["ara", "paa"])
 def test_streaming_with_out_of_order_events_equals_the_plain_replay(client, rows):
     """Batch equals the plain replay (above), so this is streaming equal to batch."""
     late = [rows[0]._replace(device_id="dev0", event_time_micros=rows[0].event_time_micros - MINUTE)]
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with TestPipeline(options=options) as p:
-        out = p | _stream(rows, seed=9, late=late) | SummaryReportsStreaming(client, SeededSource(SEED))
+    stream = shuffled_stream(rows, seed=9, chunks=5, lead_micros=MINUTE, tail_micros=DAY, late=late)
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | SummaryReportsStreaming(client, SeededSource(SEED))
         assert_that(pairs(out[REPORTS]), equal_to(expected_records(client, rows)), label="reports")
         assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(["late"]), label="late")
 
