@@ -13,14 +13,12 @@ test suite.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, compare, pipeline_child, print_comparison, run_sides, write_json
+from harness import ROOT, benchmark_parser, cached, compare, pipeline_child, print_comparison, run_sides, runs_of, write_json
 
 NOW = 1_767_225_600
 FULL = {"reports": 200_000, "contributions": 5, "buckets": 100_000, "domain-buckets": 100_000}
@@ -61,16 +59,12 @@ print(json.dumps({"seconds": elapsed, "contributions": int(columns.owner.size), 
 
 def _dataset(data_dir: str, scale: dict, encrypted: bool) -> tuple[str, str, list[str]]:
     """The reports pattern, the domain file and the extra job options (the private key) of the cached dataset."""
-    marker = os.path.join(data_dir, "generation.json")
     key_args: list[str] = []
     if encrypted:
         key_args = ["--private-key", os.path.join(data_dir, "private_key.json")]
     wanted = {name.replace("-", "_"): value for name, value in scale.items()}
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8") as handle:
-            parameters = json.load(handle)["parameters"]
-        if all(parameters.get(name) == value for name, value in wanted.items()) and parameters["encrypted"] == encrypted:
-            return os.path.join(data_dir, "reports-*.avro"), os.path.join(data_dir, "domain.avro"), key_args
+    if cached(data_dir, {**wanted, "encrypted": encrypted}):
+        return os.path.join(data_dir, "reports-*.avro"), os.path.join(data_dir, "domain.avro"), key_args
     print(f"generating {scale['reports']:,} reports into {data_dir} ...", flush=True)
     os.makedirs(data_dir, exist_ok=True)
     extra = []
@@ -93,15 +87,11 @@ write_key_file(os.path.join(sys.argv[1], "public_key.json"), {"bench": public})
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="40,000 reports, one run each (a smoke test)")
-    parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
-    parser.add_argument("--json", help="write the results as JSON here")
-    parser.add_argument("--data", help="dataset cache directory (default: a directory under the system temp dir)")
+    parser = benchmark_parser(__doc__, "40,000 reports, one run each (a smoke test)")
     parser.add_argument("--encrypted", action="store_true", help="HPKE-encrypted payloads (the job decrypts them)")
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else FULL
-    runs = args.runs or (1 if args.quick else 3)
+    runs = runs_of(args)
     kind = "encrypted" if args.encrypted else "clear"
     data_dir = args.data or os.path.join(tempfile.gettempdir(), f"pm-beam-aggregation-bench-{scale['reports']}-{kind}")
     reports, domain, key_args = _dataset(data_dir, scale, args.encrypted)

@@ -16,14 +16,12 @@ each, their ratio, and the peak RSS of the job process. Never part of the test s
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, compare, pipeline_child, print_comparison, run_sides, write_json
+from harness import ROOT, benchmark_parser, cached, compare, pipeline_child, print_comparison, run_sides, runs_of, write_json
 
 FULL, QUICK = 1_000_000, 100_000
 EPSILON = 14
@@ -63,15 +61,10 @@ print(json.dumps({"seconds": elapsed, "sources": stats.get("sources", 0), "read"
 
 def _dataset(data_dir: str, sources: int) -> tuple[str, str]:
     """The sources and triggers patterns of the cached dataset (generated when missing or of another size)."""
-    marker = os.path.join(data_dir, "generation.json")
     patterns = os.path.join(data_dir, "sources-*.avro"), os.path.join(data_dir, "triggers-*.avro")
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8") as handle:
-            parameters = json.load(handle)["parameters"]
-        wanted = {"sources": sources, "seed": 1, "format": "avro", "shards": SHARDS, "navigation_share": 1.0,
-                  "default_configs": True}
-        if all(parameters.get(name) == value for name, value in wanted.items()):
-            return patterns
+    if cached(data_dir, {"sources": sources, "seed": 1, "format": "avro", "shards": SHARDS, "navigation_share": 1.0,
+                         "default_configs": True}):
+        return patterns
     print(f"generating {sources:,} sources into {data_dir} ...", flush=True)
     os.makedirs(data_dir, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pipelines.generate", "event-level", "--out", data_dir, "--sources",
@@ -81,14 +74,9 @@ def _dataset(data_dir: str, sources: int) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK:,} sources, one run each (a smoke test)")
-    parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
-    parser.add_argument("--json", help="write the results as JSON here")
-    parser.add_argument("--data", help="dataset cache directory (default: a directory under the system temp dir)")
-    args = parser.parse_args(argv)
+    args = benchmark_parser(__doc__, f"{QUICK:,} sources, one run each (a smoke test)").parse_args(argv)
     scale = QUICK if args.quick else FULL
-    runs = args.runs or (1 if args.quick else 3)
+    runs = runs_of(args)
     data_dir = args.data or os.path.join(tempfile.gettempdir(), f"pm-beam-event-level-bench-{scale}")
     sources, triggers = _dataset(data_dir, scale)
 

@@ -1,6 +1,8 @@
-"""What the throughput benchmarks share: running a measurement in a fresh Python process."""
+"""What the throughput benchmarks share: their common options, the dataset cache check, running a measurement in a
+fresh Python process and reporting it."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -18,6 +20,32 @@ def run_child(code: str, args: list[str]) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def benchmark_parser(doc: str, quick_help: str) -> argparse.ArgumentParser:
+    """The options every throughput benchmark takes (--quick, --runs, --json, --data); ``doc``'s first line
+    describes it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
+    parser.add_argument("--json", help="write the results as JSON here")
+    parser.add_argument("--data", help="dataset cache directory (default: a directory under the system temp dir)")
+    return parser
+
+
+def runs_of(args: argparse.Namespace) -> int:
+    """The runs of each side ``benchmark_parser``'s options ask for."""
+    return args.runs or (1 if args.quick else 3)
+
+
+def cached(data_dir: str, wanted: dict) -> bool:
+    """Whether ``data_dir`` holds a dataset its generation.json records with every parameter of ``wanted``."""
+    marker = os.path.join(data_dir, "generation.json")
+    if not os.path.exists(marker):
+        return False
+    with open(marker, encoding="utf-8") as handle:
+        parameters = json.load(handle)["parameters"]
+    return all(parameters.get(name) == value for name, value in wanted.items())
 
 
 def pipeline_child(module: str, fields: dict[str, str]) -> str:

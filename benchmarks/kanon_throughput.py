@@ -12,14 +12,12 @@ process. Never part of the test suite.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, compare, pipeline_child, print_comparison, run_sides, write_json
+from harness import ROOT, benchmark_parser, cached, compare, pipeline_child, print_comparison, run_sides, runs_of, write_json
 
 FULL = {"joins": 1_000_000, "groups": 20_000, "users": 200_000, "days": 30}
 QUICK = {"joins": 200_000, "groups": 4_000, "users": 40_000, "days": 30}
@@ -53,12 +51,8 @@ print(json.dumps({"seconds": elapsed, "joins": joins, "verdicts": verdicts,
 
 
 def _dataset(data_dir: str, scale: dict) -> str:
-    marker = os.path.join(data_dir, "generation.json")
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8") as handle:
-            parameters = json.load(handle)["parameters"]
-            if all(parameters.get(name) == value for name, value in scale.items()):
-                return os.path.join(data_dir, "joins-*.avro")
+    if cached(data_dir, scale):
+        return os.path.join(data_dir, "joins-*.avro")
     print(f"generating {scale['joins']:,} joins into {data_dir} ...", flush=True)
     subprocess.run(
         [sys.executable, "-m", "pipelines.generate", "kanon", "--out", data_dir, "--seed", "1", "--quiet",
@@ -69,14 +63,9 @@ def _dataset(data_dir: str, scale: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200,000 joins, one run each (a smoke test)")
-    parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
-    parser.add_argument("--json", help="write the results as JSON here")
-    parser.add_argument("--data", help="dataset cache directory (default: a directory under the system temp dir)")
-    args = parser.parse_args(argv)
+    args = benchmark_parser(__doc__, "200,000 joins, one run each (a smoke test)").parse_args(argv)
     scale = QUICK if args.quick else FULL
-    runs = args.runs or (1 if args.quick else 3)
+    runs = runs_of(args)
     data_dir = args.data or os.path.join(tempfile.gettempdir(), f"pm-beam-kanon-bench-{scale['joins']}")
     pattern = _dataset(data_dir, scale)
     out_dir = tempfile.mkdtemp(prefix="pm-beam-kanon-bench-out-")

@@ -22,14 +22,13 @@ the issue's target is at least 150,000 events/s and at most half that memory.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, pipeline_child, run_child, write_json
+from harness import ROOT, cached, pipeline_child, run_child, write_json
 
 DATASETS = {"knob1=0.1": {"knob1": 0.1, "knob2": 0.1, "shards": 2}, "knob1=0.01": {"knob1": 0.01, "knob2": 0.1, "shards": 6}}
 PUBLISHED_MB = {"knob1=0.1": 260, "knob1=0.01": 1350}
@@ -61,12 +60,8 @@ print(json.dumps({"seconds": elapsed, "events": len(events), "executed": sum(r.s
 
 
 def _dataset(data_dir: str, scale: dict) -> tuple[str, str]:
-    marker = os.path.join(data_dir, "generation.json")
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8") as handle:
-            parameters = json.load(handle)["parameters"]
-        if parameters.get("knob1") == scale["knob1"] and parameters.get("knob2") == scale["knob2"]:
-            return os.path.join(data_dir, "impressions-*.avro"), os.path.join(data_dir, "conversions-*.avro")
+    if cached(data_dir, {"knob1": scale["knob1"], "knob2": scale["knob2"]}):
+        return os.path.join(data_dir, "impressions-*.avro"), os.path.join(data_dir, "conversions-*.avro")
     print(f"generating the microbenchmark knob1 = {scale['knob1']}, knob2 = {scale['knob2']} into {data_dir} ...", flush=True)
     subprocess.run(
         [sys.executable, "-m", "pipelines.generate", "microbenchmark", "--out", data_dir, "--seed", "1", "--quiet",
