@@ -154,8 +154,12 @@ from pipelines.datasets.files import (  # shared with the dataset generators of 
     MICROS_PER_HOUR,
     MICROS_PER_SECOND,
     PROGRESS_SECONDS,
+    YEAR_2200_MICROS,
+    BadRecords,
     last_touch_request,
     parse_start,
+    prepare_output,
+    seed_streams,
     write_generation_json,
 )
 from pipelines.datasets.files import encode_record as _encode_record
@@ -163,7 +167,6 @@ from pipelines.datasets.files import garbage_delimited as _garbage_delimited
 from pipelines.datasets.files import interleave as _interleave
 from pipelines.datasets.files import iso_micros as _iso_micros
 from pipelines.datasets.files import stream as _stream
-from pipelines.datasets.files import without_none as _without_none
 from pipelines.datasets.files import write_file as _write_file
 from schemas import events_pb2
 from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS, encode_delimited
@@ -186,7 +189,6 @@ DAILY_AMPLITUDE = 0.75
 NUM_DSPS = 8
 CHUNK_JOINS = 100_000  # expected joins generated and written at once
 
-YEAR_2200_MICROS = 7_258_118_400 * MICROS_PER_SECOND  # 2200-01-01T00:00:00Z
 
 # Bad-record kinds each format can express (see the module docstring).
 BAD_KINDS = {
@@ -490,17 +492,11 @@ def generate_kanon(out_dir: str | os.PathLike, *, groups: int = 2000, users: int
     if start_micros < 0 or start_micros % MICROS_PER_DAY:
         raise ValueError("the start must be a UTC midnight at or after 1970-01-01")
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("joins-*-of-*.*"):  # an earlier run's shards, possibly another count or format
-        if stale.suffix.lstrip(".") in EXTENSIONS.values():
-            stale.unlink()
-
-    setup_seq, joins_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
+    out = prepare_output(out_dir, ("joins",))  # removes an earlier run's shards, of any count or format
+    (setup_seq, joins_seq, bad_seq, _), sync_marker = seed_streams(seed, 4)
     model = _build_groups(np.random.default_rng(setup_seq), groups=groups, users=users, joins=joins, days=days, k=k)
     join_rng = np.random.default_rng(joins_seq)
     bad_rng = np.random.default_rng(bad_seq)
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
     if model.expected_joins < 0.97 * joins:
         print(f"generate kanon: warning: only about {model.expected_joins:,.0f} of {joins:,} joins fit "
               f"{users:,} users", file=sys.stderr, flush=True)
@@ -623,15 +619,20 @@ MICRO_BAD_KINDS = {
                "report_above_query", "missing_value", "garbage"),
     },
 }
-_MICRO_BAD_REASONS = {
-    "missing_device": "missing_field:device_id", "empty_device": "empty_field:device_id",
-    "empty_advertiser": "empty_field:advertiser_site", "negative_time": "negative_timestamp:event_time_micros",
-    "absurd_time": "absurd_timestamp:event_time_micros", "empty_filter_key": "empty_field:filter_keys",
-    "string_time": "wrong_type:event_time_micros", "missing_time": "missing_field:event_time_micros",
-    "negative_value": "negative_value:value", "unknown_logic": "unknown_logic",
-    "nonpositive_epsilon": "nonpositive:requested_epsilon", "report_above_query": "report_sensitivity_above_query",
-    "missing_request": "missing_field:attribution_request", "missing_value": "missing_field:value",
-    "broken_json": "malformed_json", "garbage": "malformed_protobuf",
+# The microbenchmark's own corruptions (files.BadRecords makes the others): a kind to (corrupt a valid record in
+# its Avro form in place, the reason the readers give it).
+_MICRO_EXTRA_BAD = {
+    "empty_advertiser": (lambda r: r.update(advertiser_site=""), "empty_field:advertiser_site"),
+    "empty_filter_key": (lambda r: r.update(filter_keys=[""]), "empty_field:filter_keys"),
+    "negative_value": (lambda r: r.update(value=-MICRO_VALUE), "negative_value:value"),
+    "unknown_logic": (lambda r: r["attribution_request"].update(logic="most_touch"), "unknown_logic"),
+    "nonpositive_epsilon": (lambda r: r["attribution_request"].update(
+        requested_epsilon=-r["attribution_request"]["requested_epsilon"]), "nonpositive:requested_epsilon"),
+    "report_above_query": (lambda r: r["attribution_request"].update(
+        report_global_sensitivity=2 * r["attribution_request"]["query_global_sensitivity"]),
+        "report_sensitivity_above_query"),
+    "missing_request": (lambda r: r.pop("attribution_request"), "missing_field:attribution_request"),
+    "missing_value": (lambda r: r.pop("value"), "missing_field:value"),
 }
 
 
@@ -728,80 +729,13 @@ def _micro_impression_record(device: str, time_micros: int, impression_id: str) 
     }
 
 
-def _micro_bad(fmt: str, kind: str, record: dict, message: type, rng: np.random.Generator) -> Any:
-    """``record`` (a valid record in its Avro form, copied) corrupted as ``kind`` and encoded for ``fmt``."""
-    request = record.get("attribution_request")
-    if kind == "missing_device":
-        del record["device_id"]
-    elif kind == "empty_device":
-        record["device_id"] = ""
-    elif kind == "empty_advertiser":
-        record["advertiser_site"] = ""
-    elif kind == "negative_time":
-        record["event_time_micros"] = -int(rng.integers(1, MICROS_PER_DAY * 365))
-    elif kind == "absurd_time":
-        record["event_time_micros"] = YEAR_2200_MICROS + int(rng.integers(0, MICROS_PER_DAY * 365))
-    elif kind == "empty_filter_key":
-        record["filter_keys"] = [""]
-    elif kind == "string_time":
-        record["event_time_micros"] = str(record["event_time_micros"])
-    elif kind == "missing_time":
-        del record["event_time_micros"]
-    elif kind == "negative_value":
-        record["value"] = -MICRO_VALUE
-    elif kind == "unknown_logic":
-        request["logic"] = "most_touch"
-    elif kind == "nonpositive_epsilon":
-        request["requested_epsilon"] = -request["requested_epsilon"]
-    elif kind == "report_above_query":
-        request["report_global_sensitivity"] = 2 * request["query_global_sensitivity"]
-    elif kind == "missing_request":
-        del record["attribution_request"]
-    elif kind == "missing_value":
-        del record["value"]
-    elif kind == "broken_json":
-        line = json.dumps(_without_none(record))
-        return line[:int(rng.integers(1, len(line) - 1))] + "\n"
-    elif kind == "garbage":
-        return _garbage_delimited(rng)
-    else:  # pragma: no cover - kinds are fixed above
-        raise ValueError(kind)
-    return _encode_record(fmt, message, record)
-
-
-class _BadRecords:
-    """Adds corrupted copies of valid records to the records of one file kind, at random positions, keeping
-    ``bad / (valid + bad)`` at the requested fraction as records go by."""
-
-    def __init__(self, fmt: str, file_kind: str, fraction: float, rng: np.random.Generator):
-        self.fmt, self.rng = fmt, rng
-        self.kinds = MICRO_BAD_KINDS[file_kind][fmt]
-        self.prefix = "imp-bad-" if file_kind == "impressions" else "conv-bad-"
-        self.message = events_pb2.Impression if file_kind == "impressions" else events_pb2.Conversion
-        self.ratio = fraction / (1.0 - fraction)
-        self.valid = self.written = 0
-        self.by_reason: dict[str, int] = {}
-
-    def add(self, records: list, source: Callable[[int], dict]) -> list:
-        """``records`` (encoded) with bad records mixed in; ``source(i)`` is valid record ``i`` in Avro form."""
-        n = len(records)
-        self.valid += n
-        n_bad = int(math.floor(self.ratio * self.valid + 0.5)) - self.written if n else 0
-        if n_bad <= 0:
-            return records
-        sources = self.rng.integers(0, n, size=n_bad)
-        chosen = self.rng.integers(0, len(self.kinds), size=n_bad)
-        bad = []
-        id_field = "impression_id" if self.prefix.startswith("imp") else "conversion_id"
-        for src, k in zip(sources.tolist(), chosen.tolist()):
-            kind = self.kinds[k]
-            record = source(src)
-            record[id_field] = f"{self.prefix}{self.written + len(bad)}"
-            bad.append(_micro_bad(self.fmt, kind, record, self.message, self.rng))
-            reason = _MICRO_BAD_REASONS[kind]
-            self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
-        self.written += n_bad
-        return _interleave(records, bad, self.rng)
+def _micro_bad_records(fmt: str, file_kind: str, fraction: float, rng: np.random.Generator) -> BadRecords:
+    """The bad records of one file kind (``impressions`` or ``conversions``): ``MICRO_BAD_KINDS``, ids
+    ``imp-bad-N`` / ``conv-bad-N``."""
+    impressions = file_kind == "impressions"
+    return BadRecords(fmt, events_pb2.Impression if impressions else events_pb2.Conversion,
+                      "impression_id" if impressions else "conversion_id", fraction, rng, _MICRO_EXTRA_BAD,
+                      kinds=MICRO_BAD_KINDS[file_kind][fmt], id_prefix="imp-bad-" if impressions else "conv-bad-")
 
 
 def _encode_impressions(fmt: str, devices: list[str], times: list[int], ids: list[str]) -> list:
@@ -852,16 +786,9 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
         shards = max(1, math.ceil(total_impressions / MICRO_IMPRESSIONS_PER_SHARD))
     epsilon = micro_epsilon(batch_size)
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for pattern in ("impressions-*-of-*.*", "conversions-*-of-*.*"):  # an earlier run's files
-        for stale in out.glob(pattern):
-            if stale.suffix.lstrip(".") in EXTENSIONS.values():
-                stale.unlink()
-
-    conv_seq, imp_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
+    out = prepare_output(out_dir)  # removes an earlier run's impression and conversion files
+    (conv_seq, imp_seq, bad_seq, _), sync_marker = seed_streams(seed, 4)
     bad_rng = np.random.default_rng(bad_seq)
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
     ext = EXTENSIONS[fmt]
     device_width = len(str(users))
     log = (lambda text: print(f"generate microbenchmark: {text}", file=sys.stderr, flush=True)) if progress else None
@@ -882,7 +809,7 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
                                         product_names[p], requests[p])
 
     conv_records = [_encode_record(fmt, events_pb2.Conversion, conversion(i)) for i in range(n_conv)]
-    conv_bad = _BadRecords(fmt, "conversions", bad_fraction, bad_rng)
+    conv_bad = _micro_bad_records(fmt, "conversions", bad_fraction, bad_rng)
     conv_records = conv_bad.add(conv_records, conversion)
     conversion_paths = [out / f"conversions-00000-of-00001.{ext}"]
     _write_file(conversion_paths[0], fmt, load_avro_schema("conversion") if fmt == "avro" else None, sync_marker,
@@ -894,7 +821,7 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
     # Impressions: fixed chunks of consecutive users, each chunk its own stream; shards are ranges of users.
     chunk_users = max(1, MICRO_CHUNK_IMPRESSIONS // per_user)
     imp_width = len(str(total_impressions))
-    imp_bad = _BadRecords(fmt, "impressions", bad_fraction, bad_rng)
+    imp_bad = _micro_bad_records(fmt, "impressions", bad_fraction, bad_rng)
     schema = load_avro_schema("impression") if fmt == "avro" else None
     impression_paths = [out / f"impressions-{s:05d}-of-{shards:05d}.{ext}" for s in range(shards)]
     written = 0
@@ -1072,44 +999,31 @@ def build_parser() -> argparse.ArgumentParser:
     micro.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     micro.set_defaults(run=_micro_main)
 
-    patcg_like = sub.add_parser("patcg-like", help="impressions and conversions like PATCG's (Cookie Monster Sec. 8.3)",
-                                description="A PATCG-like dataset of seed 003 Sec. 8.3 at --scale times the paper's "
-                                            "size (model: see the docstring of pipelines/datasets/patcg.py).")
-    patcg.add_arguments(patcg_like)
-    patcg_like.set_defaults(run=functools.partial(_dataset_main, patcg.DATASET, patcg.run_cli))
-    criteo_like = sub.add_parser("criteo-like",
-                                 help="impressions and conversions like Criteo's, optionally augmented "
-                                      "(Cookie Monster Sec. 8.4)",
-                                 description="A Criteo-like dataset of seed 003 Sec. 8.4 at --scale times the paper's "
-                                             "size, with --augment synthetic impressions per conversion (Criteo++) "
-                                             "(model: see the docstring of pipelines/datasets/criteo.py).")
-    criteo.add_arguments(criteo_like)
-    criteo_like.set_defaults(run=functools.partial(_dataset_main, criteo.DATASET, criteo.run_cli))
-    ara_parser = sub.add_parser("ara", help="ARA sources and triggers for the summary-report client (seed 000 Alg. 2)",
-                                description="Attribution Reporting sources and triggers for python -m "
-                                            "pipelines.summary_client ara (model: see the docstring of "
-                                            "pipelines/datasets/ara.py).")
-    ara.add_arguments(ara_parser)
-    ara_parser.set_defaults(run=functools.partial(_dataset_main, ara.DATASET, ara.run_cli))
-    paa_parser = sub.add_parser("paa", help="Private Aggregation ad events for the summary-report client (seed 000 "
-                                            "Alg. 3)",
-                                description="Private Aggregation ad events for python -m pipelines.summary_client paa "
-                                            "(model: see the docstring of pipelines/datasets/paa.py).")
-    paa.add_arguments(paa_parser)
-    paa_parser.set_defaults(run=functools.partial(_dataset_main, paa.DATASET, paa.run_cli))
-    reports_parser = sub.add_parser("reports", help="aggregatable reports and an output domain for the Aggregation "
-                                                    "Service (python -m pipelines.aggregate)",
-                                    description="Synthetic aggregatable reports (Avro AggregatableReport) and an output "
-                                                "domain (model: see the docstring of pipelines/datasets/reports.py).")
-    reports.add_arguments(reports_parser)
-    reports_parser.set_defaults(run=functools.partial(_dataset_main, reports.DATASET, reports.run_cli))
-    event_parser = sub.add_parser("event-level", help="ARA sources and triggers for event-level reports (seed 000 "
-                                                      "Alg. 4 and 8)",
-                                  description="Attribution Reporting sources and triggers for event-level reports, "
-                                              "default and custom trigger specs (model: see the docstring of "
-                                              "pipelines/datasets/event_level.py).")
-    event_level.add_arguments(event_parser)
-    event_parser.set_defaults(run=functools.partial(_dataset_main, event_level.DATASET, event_level.run_cli))
+    for module, name, help_text, description in (
+        (patcg, "patcg-like", "impressions and conversions like PATCG's (Cookie Monster Sec. 8.3)",
+         "A PATCG-like dataset of seed 003 Sec. 8.3 at --scale times the paper's size (model: see the docstring of "
+         "pipelines/datasets/patcg.py)."),
+        (criteo, "criteo-like", "impressions and conversions like Criteo's, optionally augmented (Cookie Monster "
+         "Sec. 8.4)",
+         "A Criteo-like dataset of seed 003 Sec. 8.4 at --scale times the paper's size, with --augment synthetic "
+         "impressions per conversion (Criteo++) (model: see the docstring of pipelines/datasets/criteo.py)."),
+        (ara, "ara", "ARA sources and triggers for the summary-report client (seed 000 Alg. 2)",
+         "Attribution Reporting sources and triggers for python -m pipelines.summary_client ara (model: see the "
+         "docstring of pipelines/datasets/ara.py)."),
+        (paa, "paa", "Private Aggregation ad events for the summary-report client (seed 000 Alg. 3)",
+         "Private Aggregation ad events for python -m pipelines.summary_client paa (model: see the docstring of "
+         "pipelines/datasets/paa.py)."),
+        (reports, "reports", "aggregatable reports and an output domain for the Aggregation Service (python -m "
+         "pipelines.aggregate)",
+         "Synthetic aggregatable reports (Avro AggregatableReport) and an output domain (model: see the docstring "
+         "of pipelines/datasets/reports.py)."),
+        (event_level, "event-level", "ARA sources and triggers for event-level reports (seed 000 Alg. 4 and 8)",
+         "Attribution Reporting sources and triggers for event-level reports, default and custom trigger specs "
+         "(model: see the docstring of pipelines/datasets/event_level.py)."),
+    ):
+        dataset_parser = sub.add_parser(name, help=help_text, description=description)
+        module.add_arguments(dataset_parser)
+        dataset_parser.set_defaults(run=functools.partial(_dataset_main, module.DATASET, module.run_cli))
     return parser
 
 

@@ -61,11 +61,13 @@ from pipelines.datasets.files import (
     Progress,
     add_common_arguments,
     check_integer,
+    chunk_ranges,
     encode_record,
     iso_micros,
     merged_counts,
     prepare_output,
     print_outputs,
+    seed_streams,
     shard_paths,
     stream,
     time_span_start,
@@ -249,11 +251,9 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
     start_micros = time_span_start(start, days)
 
     out = prepare_output(out_dir, ("sources", "triggers"))
-    model_seq, row_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
+    (model_seq, row_seq, bad_seq, _), sync_marker = seed_streams(seed, 4)
     model = _model(np.random.default_rng(model_seq))
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
     log = Progress(DATASET, progress)
-    chunks = -(-devices // ARA_CHUNK_DEVICES)
     width = len(str(devices - 1))
     totals = {"sources": 0, "clicks": 0, "triggers": 0, "organic": 0, "devices": 0}
     bad = {kind: BadRecords(fmt, message, id_field, bad_fraction, stream(bad_seq, index), extra)
@@ -270,8 +270,7 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         """The encoded records of ``kind`` for the chunks of ``shard`` (each chunk generated for each kind: the
         generation is cheap next to the encoding, and memory stays one chunk)."""
         message = events_pb2.AraSource if kind == "sources" else events_pb2.AraTrigger
-        for c in range(shard * chunks // shards, (shard + 1) * chunks // shards):
-            lo, hi = c * ARA_CHUNK_DEVICES, min(devices, (c + 1) * ARA_CHUNK_DEVICES)
+        for c, lo, hi in chunk_ranges(devices, ARA_CHUNK_DEVICES, shard, shards):
             sources, triggers, clicks, organic = _chunk(model, row_seq, c, lo, hi, days=days, rate=impressions_per_day,
                                                         start=start_micros, width=width)
             rows = sources if kind == "sources" else triggers

@@ -156,6 +156,7 @@ from pipelines.datasets.files import (
     last_touch_request,
     prepare_output,
     print_outputs,
+    seed_streams,
     shard_paths,
     start_micros_of,
     stream,
@@ -424,8 +425,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     augment_micros = CRITEO_AUGMENT_WINDOW_DAYS * MICROS_PER_DAY
 
     out = prepare_output(out_dir)
-    adv_seq, imp_seq, aug_seq, marker_seq, device_seq = np.random.SeedSequence(seed).spawn(5)
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
+    (adv_seq, imp_seq, aug_seq, _, device_seq), sync_marker = seed_streams(seed, 5, marker=3)
     log = Progress(DATASET, progress)
     adv = criteo_advertisers(np.random.Generator(np.random.PCG64(adv_seq)), scale)
     devices = criteo_population(np.random.Generator(np.random.PCG64(device_seq)), adv.impressions)

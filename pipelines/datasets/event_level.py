@@ -90,11 +90,13 @@ from pipelines.datasets.files import (
     BadRecords,
     Progress,
     check_integer,
+    chunk_ranges,
     encode_record,
     iso_micros,
     merged_counts,
     prepare_output,
     print_outputs,
+    seed_streams,
     shard_paths,
     stream,
     time_span_start,
@@ -381,11 +383,9 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
     start_micros = time_span_start(start, days)
 
     out = prepare_output(out_dir, ("sources", "triggers"))
-    model_seq, row_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(4)
+    (model_seq, row_seq, bad_seq, _), sync_marker = seed_streams(seed, 4)
     model = _model(np.random.default_rng(model_seq), default_configs)
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
     log = Progress(DATASET, progress)
-    chunks = -(-devices // EL_CHUNK_DEVICES)
     width = len(str(devices - 1))
     totals = {"sources": 0, "navigation": 0, "custom": 0, "triggers": 0, "organic": 0, "views": 0, "clicks": 0}
     custom = np.array([[config is not None for config in pair] for pair in model.configs])
@@ -397,8 +397,7 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
         """The encoded records of ``kind`` for the chunks of ``shard`` (each chunk's columns are drawn for each
         kind: that is cheap next to the encoding, and memory stays one chunk)."""
         message = SOURCE_MESSAGE if kind == "sources" else TRIGGER_MESSAGE
-        for c in range(shard * chunks // shards, (shard + 1) * chunks // shards):
-            lo, hi = c * EL_CHUNK_DEVICES, min(devices, (c + 1) * EL_CHUNK_DEVICES)
+        for c, lo, hi in chunk_ranges(devices, EL_CHUNK_DEVICES, shard, shards):
             total = None if sources is None else sources * hi // devices - sources * lo // devices
             part = _chunk(model, row_seq, c, lo, hi, total, days=days, start=start_micros,
                           navigation_share=navigation_share, values=not default_configs)

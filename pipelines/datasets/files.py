@@ -25,7 +25,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import fastavro
 import numpy as np
@@ -45,6 +45,23 @@ EXTENSIONS = {fmt: fmt for fmt in FORMATS}  # file extension of each format
 def stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
     """An independent PCG64 stream for the child ``key`` of ``seq`` (what ``seq.spawn`` would give, without state)."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, *key))))
+
+
+def seed_streams(seed: int, count: int, marker: int = -1) -> tuple[list[np.random.SeedSequence], bytes]:
+    """A generator's ``count`` independent seed sequences, spawned from ``seed`` (one per role: model, rows, bad
+    records, ...), and the Avro sync marker: 16 bytes drawn from the sequence at index ``marker`` (the last by
+    default), so a seed gives the same files byte for byte."""
+    seqs = np.random.SeedSequence(seed).spawn(count)
+    return seqs, np.random.default_rng(seqs[marker]).bytes(16)
+
+
+def chunk_ranges(total: int, size: int, shard: int = 0, shards: int = 1) -> Iterator[tuple[int, int, int]]:
+    """``(chunk, lo, hi)`` for the chunks ``[lo, hi)`` of ``size`` items of ``range(total)`` that shard ``shard``
+    of ``shards`` holds: the shards split the chunks into consecutive ranges (more shards than chunks leave some
+    empty)."""
+    chunks = -(-total // size)
+    for c in range(shard * chunks // shards, (shard + 1) * chunks // shards):
+        yield c, c * size, min(total, (c + 1) * size)
 
 
 def parse_start(text: str) -> int:
@@ -309,13 +326,15 @@ class BadRecords:
     ``bad / (valid + bad)`` at ``fraction`` as records go by (generators' ``--bad-fraction``).
 
     The kinds are ``COMMON_BAD_KINDS[fmt]`` plus ``extra``: a kind to (corrupt a copy of a valid record in its
-    Avro form in place, the reason the readers give it). ``by_reason`` counts what was written."""
+    Avro form in place, the reason the readers give it); ``kinds`` chooses them (and their order) instead. Bad
+    records get the ids ``<id_prefix><n>``. ``by_reason`` counts what was written."""
 
     def __init__(self, fmt: str, message: type, id_field: str, fraction: float, rng: np.random.Generator,
-                 extra: dict[str, tuple[Callable[[dict], None], str]] | None = None) -> None:
-        self.fmt, self.message, self.id_field, self.rng = fmt, message, id_field, rng
+                 extra: dict[str, tuple[Callable[[dict], None], str]] | None = None, *,
+                 kinds: Sequence[str] | None = None, id_prefix: str = "bad-") -> None:
+        self.fmt, self.message, self.id_field, self.id_prefix, self.rng = fmt, message, id_field, id_prefix, rng
         self.extra = dict(extra or {})
-        self.kinds = (*COMMON_BAD_KINDS[fmt], *self.extra)
+        self.kinds = (*COMMON_BAD_KINDS[fmt], *self.extra) if kinds is None else tuple(kinds)
         self.ratio = fraction / (1.0 - fraction)
         self.valid = self.written = 0
         self.by_reason: dict[str, int] = {}
@@ -356,7 +375,7 @@ class BadRecords:
         for index, k in zip(self.rng.integers(0, n, size=n_bad).tolist(),
                             self.rng.integers(0, len(self.kinds), size=n_bad).tolist()):
             kind, record = self.kinds[k], valid(index)
-            record[self.id_field] = f"bad-{self.written + len(bad)}"
+            record[self.id_field] = f"{self.id_prefix}{self.written + len(bad)}"
             bad.append(self._corrupt(kind, record))
             reason = self.extra[kind][1] if kind in self.extra else COMMON_BAD_REASONS[kind]
             self.by_reason[reason] = self.by_reason.get(reason, 0) + 1

@@ -44,10 +44,12 @@ from pipelines.datasets.files import (
     Progress,
     add_common_arguments,
     check_integer,
+    chunk_ranges,
     encode_record,
     iso_micros,
     prepare_output,
     print_outputs,
+    seed_streams,
     shard_paths,
     stream,
     time_span_start,
@@ -140,18 +142,15 @@ def generate_paa(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
     start_micros = time_span_start(start, days)
 
     out = prepare_output(out_dir, ("events",))
-    row_seq, bad_seq, marker_seq = np.random.SeedSequence(seed).spawn(3)
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
+    (row_seq, bad_seq, _), sync_marker = seed_streams(seed, 3)
     log = Progress(DATASET, progress)
-    chunks = -(-devices // PAA_CHUNK_DEVICES)
     width = len(str(devices - 1))
     written = {"events": 0}
     bad = BadRecords(fmt, events_pb2.PaaEvent, "event_id", bad_fraction, np.random.default_rng(bad_seq),
                      {"unknown_api": (lambda r: r.update(api="fledge"), "unknown_api:api")})
 
     def records(shard: int) -> Iterator[list]:
-        for c in range(shard * chunks // shards, (shard + 1) * chunks // shards):
-            lo, hi = c * PAA_CHUNK_DEVICES, min(devices, (c + 1) * PAA_CHUNK_DEVICES)
+        for c, lo, hi in chunk_ranges(devices, PAA_CHUNK_DEVICES, shard, shards):
             rows = _chunk(row_seq, c, lo, hi, days=days, start=start_micros, width=width)
             written["events"] += len(rows)
             yield bad.add([encode_record(fmt, events_pb2.PaaEvent, row) for row in rows], lambda i, rows=rows: {**rows[i]})

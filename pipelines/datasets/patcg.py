@@ -106,6 +106,7 @@ from pipelines.datasets.files import (
     last_touch_request,
     prepare_output,
     print_outputs,
+    seed_streams,
     shard_paths,
     start_micros_of,
     stream,
@@ -258,8 +259,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
     p_impressed = patcg_impressed_probability(window_days)
 
     out = prepare_output(out_dir)
-    count_seq, row_seq, marker_seq = np.random.SeedSequence(seed).spawn(3)
-    sync_marker = np.random.default_rng(marker_seq).bytes(16)
+    (count_seq, row_seq, _), sync_marker = seed_streams(seed, 3)
     log = Progress(DATASET, progress)
     chunks = -(-users // PATCG_CHUNK_USERS)
 

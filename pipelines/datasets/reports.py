@@ -29,10 +29,9 @@ from pathlib import Path
 import fastavro
 import numpy as np
 
-from pipelines.datasets.files import Progress
+from pipelines.datasets.files import Progress, write_domain
 from schemas.aggregatable import (
     API_ATTRIBUTION_REPORTING,
-    bucket_bytes,
     encode_payload,
     encrypt_payload,
     read_key_file,
@@ -135,8 +134,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     for writer, handle in zip(writers, handles):
         writer.flush()
         handle.close()
-    with open(out / "domain.avro", "wb") as handle:
-        fastavro.writer(handle, load_avro_schema("aggregation_bucket"), ({"bucket": bucket_bytes(k)} for k in domain_keys))
+    write_domain(out / "domain.avro", domain_keys)
     stats.files = tuple(str(path) for path in paths) + (str(out / "domain.avro"),)
     parameters = {"reports": reports, "contributions": contributions, "buckets": buckets, "domain_buckets": domain_buckets,
                   "domain_overlap": domain_overlap, "pad_to": pad_to, "encrypted": public_key is not None, "seed": seed,
