@@ -290,7 +290,7 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
             write_file(path, fmt, load_avro_schema(schema) if fmt == "avro" else None, sync_marker, records(kind, s))
         written[kind] = [str(path) for path in paths]
     domain = ara_domain(model)
-    domain_path = write_domain(out / "domain.avro", domain)
+    domain_path = write_domain(out / "domain.avro", domain, sync_marker)
     stats = AraStats(
         devices=devices, sources=totals["sources"], clicks=totals["clicks"], triggers=totals["triggers"],
         organic_triggers=totals["organic"], bad_sources=bad["sources"].written, bad_triggers=bad["triggers"].written,

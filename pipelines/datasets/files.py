@@ -383,12 +383,13 @@ class BadRecords:
         return interleave(records, bad, self.rng)
 
 
-def write_domain(path: Path, buckets: Iterable[int]) -> Path:
+def write_domain(path: Path, buckets: Iterable[int], sync_marker: bytes) -> Path:
     """An output domain for ``python -m pipelines.aggregate --domain``: Avro ``AggregationBucket`` records of the
-    buckets, sorted, 16-byte big-endian."""
+    buckets, sorted, 16-byte big-endian; ``sync_marker`` the generator's (so the same seed writes the same bytes)."""
     schema = load_avro_schema("aggregation_bucket")
     with open(path, "wb") as handle:
-        fastavro.writer(handle, schema, [{"bucket": bucket.to_bytes(16, "big")} for bucket in sorted(set(buckets))])
+        fastavro.writer(handle, schema, [{"bucket": bucket.to_bytes(16, "big")} for bucket in sorted(set(buckets))],
+                        sync_marker=sync_marker)
     return path
 
 

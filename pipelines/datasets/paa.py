@@ -161,7 +161,7 @@ def generate_paa(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
     for s, path in enumerate(paths):
         write_file(path, fmt, schema, sync_marker, records(s))
     domain = [campaign_bucket(campaign) for _, campaign in paa_campaigns()]
-    domain_path = write_domain(out / "domain.avro", domain)
+    domain_path = write_domain(out / "domain.avro", domain, sync_marker)
     stats = PaaStats(devices=devices, events=written["events"], bad_events=bad.written,
                      bad_by_reason=dict(sorted(bad.by_reason.items())), domain_buckets=len(set(domain)),
                      event_files=[str(path) for path in paths], domain_files=[str(domain_path)])

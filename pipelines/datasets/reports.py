@@ -93,7 +93,8 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     schema = load_avro_schema("aggregatable_report")
     paths = [out / f"reports-{shard:05d}-of-{shards:05d}.avro" for shard in range(shards)]
     handles = [open(path, "wb") for path in paths]
-    writers = [fastavro.write.Writer(handle, schema, sync_marker=seed.to_bytes(16, "big")) for handle in handles]
+    sync_marker = seed.to_bytes(16, "big")
+    writers = [fastavro.write.Writer(handle, schema, sync_marker=sync_marker) for handle in handles]
     max_value = DEFAULT_L1 // contributions
     written_ids: list[str] = []
     for first in range(0, reports, CHUNK):
@@ -134,7 +135,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     for writer, handle in zip(writers, handles):
         writer.flush()
         handle.close()
-    write_domain(out / "domain.avro", domain_keys)
+    write_domain(out / "domain.avro", domain_keys, sync_marker)
     stats.files = tuple(str(path) for path in paths) + (str(out / "domain.avro"),)
     parameters = {"reports": reports, "contributions": contributions, "buckets": buckets, "domain_buckets": domain_buckets,
                   "domain_overlap": domain_overlap, "pad_to": pad_to, "encrypted": public_key is not None, "seed": seed,
