@@ -97,6 +97,8 @@ def test_rates_of_the_model(dataset):
     # about 1.3 triggers per converting ad (a few past the end are dropped) and Poisson(0.3) organic per device
     assert abs(stats.organic_triggers - 300) < 5 * math.sqrt(300)
     driven = stats.triggers - stats.organic_triggers
+    # the data are seeded, so the next three bands are deterministic checks of the model (no chance failures),
+    # around its expectations: 1.3 triggers per converting ad, about 3 triggers per 100 sources
     assert 1.1 < driven / (stats.converted_clicks + stats.converted_views) < 1.35
     assert 0.02 < stats.triggers / n < 0.04
 
@@ -163,7 +165,8 @@ def test_triggers_are_attributed_and_reported(tmp_path):
             reported.add(kinds[report.source_id])
         attributed += sum(sum(r.values) > 0 for r in client.sources)
     assert reported == {("navigation", False), ("navigation", True), ("event", False), ("event", True)}
-    # most ads that converted get a trigger (the rest went to a later ad of the same shop, or past the end)
+    # most ads that converted get a trigger (the rest went to a later ad of the same shop, or past the end);
+    # seeded data, so a deterministic check
     assert attributed >= 0.7 * (stats.converted_clicks + stats.converted_views)
 
 
@@ -202,7 +205,8 @@ def test_bad_records_fraction_and_reasons(tmp_path, fmt):
     assert reasons == stats.bad_by_reason
     expected = {"avro": 3, "jsonl": 6, "pb": 5}[fmt]  # files.COMMON_BAD_KINDS, each with its own reason
     assert len(reasons) == expected
-    # the count of bad records is rounded per chunk to keep bad / (valid + bad) at the fraction
+    # the count of bad records is rounded per chunk to keep bad / (valid + bad) at the fraction (deterministic;
+    # the triggers' chunks are small, so their rounding moves the fraction more)
     assert abs(stats.bad_sources / (stats.sources + stats.bad_sources) - 0.05) < 0.001
     assert abs(stats.bad_triggers / (stats.triggers + stats.bad_triggers) - 0.05) < 0.01
 
