@@ -32,12 +32,12 @@ from typing import Any, Iterable, Iterator, NamedTuple, Protocol, Sequence
 from schemas.aggregatable import encode_payload, encrypt_payload, report_record, shared_info_json
 from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
 from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.time_steps import MICROS_PER_SECOND
 
 PAD_TO = 20  # contributions per payload, as Chrome pads them
 REPORT_VERSION = "1.0"
 MIN_DELAY_SECONDS = 10 * 60  # a report is scheduled 10 minutes to 1 hour after its event
 MAX_DELAY_SECONDS = 60 * 60
-MICROS_PER_SECOND = 1_000_000
 _NULL_PAYLOAD = encode_payload([], pad_to=PAD_TO)  # the clear-text payload of every null report (CBOR is slow)
 
 

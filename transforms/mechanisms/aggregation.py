@@ -234,7 +234,7 @@ def report_hour(info: SharedInfo) -> int:
     return info.scheduled_report_time // SECONDS_PER_HOUR
 
 
-def report_unit_group(info: SharedInfo) -> tuple[tuple[tuple[str, ...], str], int]:
+def report_unit_group(info: SharedInfo) -> tuple[tuple, int]:
     """A report's (identity, hour): with the job's filtering ids, its budget units."""
     return report_identity(info), report_hour(info)
 

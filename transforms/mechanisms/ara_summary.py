@@ -33,14 +33,9 @@ from typing import Iterable, Iterator
 
 from schemas.aggregatable import API_ATTRIBUTION_REPORTING
 from schemas.rows import AraSource, AraTrigger
-from transforms.mechanisms.aggregatable_client import (
-    MICROS_PER_SECOND,
-    ClientReport,
-    ContributionBudget,
-    ContributionLimits,
-    make_report,
-)
+from transforms.mechanisms.aggregatable_client import ClientReport, ContributionBudget, ContributionLimits, make_report
 from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.time_steps import MICROS_PER_SECOND
 
 
 class RegisteredSource:
@@ -67,20 +62,26 @@ def filters_match(trigger_filters: Iterable[str], source_filters: Iterable[str])
     return not trigger_filters or not trigger_filters.isdisjoint(source_filters)
 
 
+def can_take(registered: RegisteredSource, trigger: AraTrigger) -> bool:
+    """Matching (step 1 above): the source has the trigger's destination and reporting origin, is active at the
+    trigger's time (registered at or before it, not expired) and its filters match. Also the event-level
+    client's rule (``event_client``), on its registered sources and triggers, which have the same fields."""
+    source = registered.source
+    return (
+        source.destination == trigger.destination
+        and source.reporting_origin == trigger.reporting_origin
+        and source.event_time_micros <= trigger.event_time_micros < registered.expires_micros
+        and filters_match(trigger.filters, source.filter_data)
+    )
+
+
 def attribute(device: AraDevice, trigger: AraTrigger) -> RegisteredSource | None:
-    """The source ``trigger`` is attributed to: among the active sources of its destination and reporting origin
-    whose filters match, the one of highest priority, then the most recently registered; None if none matches."""
+    """The source ``trigger`` is attributed to: among the sources that can take it (``can_take``), the one of
+    highest priority, then the most recently registered; None if none matches."""
     best, best_rank = None, None
-    time = trigger.event_time_micros
     for index, registered in enumerate(device.sources):
-        source = registered.source
-        if (
-            source.destination == trigger.destination
-            and source.reporting_origin == trigger.reporting_origin
-            and source.event_time_micros <= time < registered.expires_micros
-            and filters_match(trigger.filters, source.filter_data)
-        ):
-            rank = (source.priority, index)
+        if can_take(registered, trigger):
+            rank = (registered.source.priority, index)
             if best_rank is None or rank > best_rank:
                 best, best_rank = registered, rank
     return best

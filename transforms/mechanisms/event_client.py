@@ -11,11 +11,12 @@ reported buckets U(s, t) and the number of reports sent N(s).
   inactive: "the source now gets marked as inactive and no further purchases get attributed to this
   source", see ``deactivation`` below), have the
   trigger's destination and reporting origin and whose filters intersect the trigger's (trigFilt ∩ srcFilt
-  ≠ ∅, ``ara_summary.filters_match``), the one of highest priority, ties to the most recently registered
-  (as ``ara_summary``; with equal priorities this is Alg. 4's reverse chronological scan). Its trigger data
-  is mapped to the source's spec (``EventLevelConfig.spec_for``); if none matches the trigger is ignored
-  (one departure from the letter of Alg. 4, whose scan would go on to an older source; as in ARA, and as
-  ``ara_summary`` does for budgets, the source is chosen first). Then V(s, t) += value.
+  ≠ ∅) (``ara_summary.can_take``, plus the inactive mark), the one of highest priority, ties to the most
+  recently registered (as ``ara_summary``; with equal priorities this is Alg. 4's reverse chronological
+  scan). Its trigger data is mapped to the source's spec (``EventLevelConfig.spec_index``); if none matches
+  the trigger is ignored (one departure from the letter of Alg. 4, whose scan would go on to an older
+  source; as in ARA, and as ``ara_summary`` does for budgets, the source is chosen first). Then
+  V(s, t) += value.
 * **Passing of the window w of (s, t)** at registration time + end_w: for each summary bucket b_i of t in
   increasing order, if U(s, t) < b_i <= V(s, t): U(s, t) <- b_i, and if N(s) < M, N(s) += 1 and a report
   (srcId, t, b_i) is sent. A window covers the triggers registered before its end: a trigger at exactly
@@ -48,7 +49,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from transforms.mechanisms.ara_summary import filters_match
+from transforms.mechanisms.ara_summary import can_take
 from transforms.mechanisms.event_level import (
     EventLevelConfig,
     Output,
@@ -57,8 +58,8 @@ from transforms.mechanisms.event_level import (
     randomized_trigger_rate,
 )
 from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.time_steps import MICROS_PER_SECOND
 
-MICROS_PER_SECOND = 1_000_000
 MAX_REPORTS_SENT = "max_reports_sent"
 REPORT_WITHHELD = "report_withheld"
 DEACTIVATION_POLICIES = (MAX_REPORTS_SENT, REPORT_WITHHELD)
@@ -216,16 +217,9 @@ class EventLevelClient:
     def attribute(self, trigger: EventTrigger) -> RegisteredEventSource | None:
         """The source ``trigger`` goes to (see the module docstring), or None."""
         best = None
-        time = trigger.event_time_micros
         for registered in self.sources:
-            source = registered.source
-            if (
-                not registered.inactive
-                and source.destination == trigger.destination
-                and source.reporting_origin == trigger.reporting_origin
-                and source.event_time_micros <= time < registered.expires_micros
-                and filters_match(trigger.filters, source.filter_data)
-                and (best is None or (source.priority, registered.index) > (best.source.priority, best.index))
+            if not registered.inactive and can_take(registered, trigger) and (
+                best is None or (registered.source.priority, registered.index) > (best.source.priority, best.index)
             ):
                 best = registered
         return best
@@ -242,10 +236,9 @@ class EventLevelClient:
         chosen = self.attribute(trigger)
         if chosen is None:
             return None
-        spec = chosen.source.config.spec_for(trigger.trigger_data)
-        if spec is None:
+        t = chosen.source.config.spec_index(trigger.trigger_data)
+        if t is None:
             return None  # exact matching and a trigger data the source does not list: ignored
-        t = chosen.source.config.trigger_specs.index(spec)
         chosen.values[t] += value
         self._schedule(chosen, t, trigger.event_time_micros)
         return chosen

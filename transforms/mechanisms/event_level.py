@@ -220,14 +220,20 @@ class EventLevelConfig:
         """Per trigger data, the most reports it can send: min(b_t, M)."""
         return tuple(min(len(spec.summary_buckets), self.max_event_level_reports) for spec in self.trigger_specs)
 
-    def spec_for(self, trigger_data: int) -> TriggerDataSpec | None:
-        """The spec a trigger's data maps to: ``modulus``, trigger_data % n; ``exact``, the equal value or None."""
+    def spec_index(self, trigger_data: int) -> int | None:
+        """The position t in ``trigger_specs`` a trigger's data maps to: ``modulus``, trigger_data % n; ``exact``,
+        the position of the equal value or None."""
         if self.matching == MODULUS:
-            return self.trigger_specs[trigger_data % len(self.trigger_specs)]
-        for spec in self.trigger_specs:
+            return trigger_data % len(self.trigger_specs)
+        for t, spec in enumerate(self.trigger_specs):
             if spec.value == trigger_data:
-                return spec
+                return t
         return None
+
+    def spec_for(self, trigger_data: int) -> TriggerDataSpec | None:
+        """The spec a trigger's data maps to (``spec_index``), or None."""
+        t = self.spec_index(trigger_data)
+        return None if t is None else self.trigger_specs[t]
 
 
 def default_windows(source_type: str, expiry_seconds: int) -> tuple[int, ...]:

@@ -43,6 +43,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
+from typing import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -718,12 +719,17 @@ def _discrete_laplace_exact_array(source: RandomSource, t: int, s: int, size: in
     """
     q = math.exp(-s / t)
     accept = (1 + q) / 2 * -math.expm1(-1) / (t * -math.expm1(-1 / t))
+    return _first_accepted(size, lambda need: _discrete_laplace_attempts(source, t, s, math.ceil(need * 1.02 / accept) + 16))
+
+
+def _first_accepted(size: int, round_of: Callable[[int], np.ndarray]) -> np.ndarray:
+    """The first ``size`` values, in order, of rounds ``round_of(need)`` run until there are enough: each round
+    returns the accepted values (int64) of a batch of lanes, in lane order, ``need`` being how many are missing."""
     batches, have = [], 0
     while have < size:
         need = size - have
-        values = _discrete_laplace_attempts(source, t, s, math.ceil(need * 1.02 / accept) + 16)[:need]
-        batches.append(values)
-        have += values.size
+        batches.append(round_of(need)[:need])
+        have += batches[-1].size
     return np.concatenate(batches) if batches else np.empty(0, dtype=np.int64)
 
 
@@ -893,22 +899,16 @@ class TruncatedDiscreteLaplace:
         1000: about a minute for 100,000 draws), as for the per-draw ``sample``.
         """
         untruncated = self.untruncated
+
+        def inside_bound(draws: np.ndarray) -> np.ndarray:
+            return draws[np.abs(draws) <= self.bound]
+
         if isinstance(source, SeededSource):
-            accepted = np.empty(0, dtype=np.int64)
-            while accepted.size < size:
-                draws = untruncated.sample_array(source, size - accepted.size)
-                accepted = np.concatenate([accepted, draws[np.abs(draws) <= self.bound]])
-            return accepted
+            return _first_accepted(size, lambda need: inside_bound(untruncated.sample_array(source, need)))
         size = _check_size(size)
         inverse = float(1 / self.scale)
         tail = -inverse * (self.bound + 1)  # ln q^{bound + 1}
         # 1 - 2 q^{b+1} / (1 + q) = (1 - q^{b+1}) - q^{b+1} (1 - q) / (1 + q), without cancellation
         inside = max(-math.expm1(tail) - math.exp(tail) * math.tanh(inverse / 2), 1e-12)
-        batches, have = [], 0
-        while have < size:
-            need = size - have
-            lanes = min(math.ceil(need * 1.02 / inside) + 16, max(need, 2**22))
-            draws = untruncated.sample_exact_array(source, lanes)
-            batches.append(draws[np.abs(draws) <= self.bound][:need])
-            have += batches[-1].size
-        return np.concatenate(batches) if batches else np.empty(0, dtype=np.int64)
+        return _first_accepted(size, lambda need: inside_bound(
+            untruncated.sample_exact_array(source, min(math.ceil(need * 1.02 / inside) + 16, max(need, 2**22)))))
