@@ -38,10 +38,10 @@ from schemas.rows import EventLevelReport, EventLevelSource, EventLevelTrigger
 from transforms.mechanisms.event_devices import add_stats, choose_outputs, config_or_reason, replay_device, source_config
 from transforms.mechanisms.event_level import EventLevelConfig
 from transforms.mechanisms.noise import RandomSource
+from transforms.mechanisms.time_steps import MICROS_PER_SECOND
 
 CONFIG_COLUMNS = ("source_type", "expiry_seconds", "max_event_level_reports", "trigger_data_matching", "trigger_specs")
 KEY_COLUMNS = ("device_id", "destination", "reporting_origin")  # who may take whose triggers
-MICROS_PER_SECOND = 1_000_000
 ROW = "row"  # a source's position in the frame
 CONFIG = "config"  # a source's configuration code
 _TRIGGER_COLUMNS = {**{name: pl.String() for name in KEY_COLUMNS}, "event_time_micros": pl.Int64(),

@@ -45,9 +45,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from schemas.codecs import MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS, SECONDS_PER_DAY
 from transforms.mechanisms.noise import RandomSource, as_fraction, randbelow_array
 
-SECONDS_PER_DAY = 86_400
 NAVIGATION = "navigation"
 EVENT = "event"
 SOURCE_TYPES = (NAVIGATION, EVENT)
@@ -59,8 +59,6 @@ MAX_TRIGGER_DATA = 32  # "trigSpec ... is a list of at most 32 elements" (Sec. 2
 MAX_WINDOWS = 5  # "at most five reporting windows" (Sec. 2.2)
 MAX_EVENT_LEVEL_REPORTS = 20
 MAX_TRIGGER_DATA_VALUE = 2**32 - 1
-MIN_EXPIRY_SECONDS = SECONDS_PER_DAY
-MAX_EXPIRY_SECONDS = 30 * SECONDS_PER_DAY
 DEFAULT_EXPIRY_SECONDS = MAX_EXPIRY_SECONDS
 MAX_STATES = 2**32 - 1
 MAX_EPSILON = 14.0
