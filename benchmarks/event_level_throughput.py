@@ -8,10 +8,10 @@ Generates the sources and triggers once (``python -m pipelines.generate event-le
 the default configuration, about 3 triggers per 100 sources; cached under --data), then runs the whole
 ``pipelines.event_level`` batch job in a fresh process per run (in-memory FnApiRunner, epsilon 14, secure
 randomized response, Avro reports) and the same work as a plain Python/numpy loop without Beam: the project's
-readers and configuration check, every device's ARA-Event-Client (``transforms/mechanisms/event_client.py``) fed
-in time order, and the s* of Alg. 8 for every source (``transforms/mechanisms/event_level.py``'s vectorised
+readers and configuration check, every device's ARA-Event-Client (``transforms/event_level/mechanisms/client.py``) fed
+in time order, and the s* of Alg. 8 for every source (``transforms/event_level/mechanisms/randomized_response.py``'s vectorised
 randomized response), through the same helpers the pipeline's replay uses
-(``transforms/mechanisms/event_devices.py``), without writing files. Reports the median sources per second of
+(``transforms/event_level/mechanisms/devices.py``), without writing files. Reports the median sources per second of
 each, their ratio, and the peak RSS of the job process. Never part of the test suite.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ import glob, json, resource, sys, time
 from pipelines.event_level import parse_job
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, READERS, format_of
 from schemas.rows import DeadLetter
-from transforms.mechanisms.event_devices import SourceCheck, replay_devices
-from transforms.mechanisms.noise import make_source
+from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
+from transforms.core.mechanisms.noise import make_source
 job, _ = parse_job(sys.argv[1:])
 started = time.perf_counter()
 check = SourceCheck(job.epsilon)

@@ -29,9 +29,9 @@ import glob, json, resource, sys, time
 from schemas.codecs import JOIN_EVENT, READERS, format_of
 from schemas.rows import DeadLetter
 from pipelines.kanon import parse_job
-from transforms.kanon import GroupJoinsByGroup
-from transforms.mechanisms.kanon_batch import GroupJoins, batch_group_verdicts
-from transforms.mechanisms.noise import make_source
+from transforms.kanon.verdicts import GroupJoinsByGroup
+from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts
+from transforms.core.mechanisms.noise import make_source
 job, _ = parse_job(sys.argv[1:])
 parameters, source = job.parameters(), make_source(job.seed)
 started = time.perf_counter()

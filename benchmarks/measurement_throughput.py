@@ -10,7 +10,7 @@ knob1 = 0.1 (20,000 users, 280,000 events) and knob1 = 0.01 (200,000 users,
 DirectRunner: with ``--workers 2``, its multi-processing mode with two SDK
 worker processes; with ``--workers 1``, the in-process FnApiRunner; secure
 noise) and the same simulation as a plain Python loop without Beam (the same
-codecs read every record, ``transforms.mechanisms.simulation.simulate``
+codecs read every record, ``transforms.budgeting.mechanisms.simulation.simulate``
 replays every device and runs the queries). Reports the median events per
 second of each, their ratio, and peak resident memory: of the job process,
 and of the largest worker process. Never part of the test suite.
@@ -43,8 +43,8 @@ import glob, json, resource, sys, time
 from schemas.codecs import CONVERSION, IMPRESSION, READERS, format_of
 from schemas.rows import DeadLetter
 from pipelines.measurement import parse_job
-from transforms.mechanisms.noise import make_source
-from transforms.mechanisms.simulation import simulate
+from transforms.core.mechanisms.noise import make_source
+from transforms.budgeting.mechanisms.simulation import simulate
 job, _ = parse_job(sys.argv[1:])
 started = time.perf_counter()
 events = []

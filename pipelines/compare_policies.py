@@ -19,7 +19,7 @@ import sys
 
 from pipelines.common import CliError, configure_logging, fail
 from pipelines.measurement import parse_job, run
-from transforms.mechanisms.budgeting import POLICIES
+from transforms.budgeting.mechanisms.policies import POLICIES
 
 COLUMNS = (
     "policy", "reports", "queries_executed", "queries_rejected", "requested_device_epochs",

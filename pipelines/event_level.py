@@ -37,18 +37,18 @@ from pipelines.common import (
     prepare_output,
 )
 from schemas.codecs import FORMATS
-from transforms.event_level import (
+from transforms.event_level.reports import (
     METRICS_NAMESPACE,
     REPORTS,
     EventLevelReportsBatch,
     EventLevelReportsStreaming,
     read_streaming_rows,
 )
-from transforms.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
-from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.measurement import DEFAULT_SHARDS
-from transforms.mechanisms.event_level import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
-from transforms.mechanisms.noise import make_source
+from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
+from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
+from transforms.budgeting.measurement import DEFAULT_SHARDS
+from transforms.event_level.mechanisms.randomized_response import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
+from transforms.core.mechanisms.noise import make_source
 
 OUTPUT_PREFIXES = ("reports", "dead_letters")
 DEFAULT_EPSILON = 14.0

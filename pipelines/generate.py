@@ -683,7 +683,7 @@ def micro_impressions_per_user(knob2: float, days: int) -> int:
 
 def micro_epsilon(batch_size: int) -> float:
     """The requested epsilon, ``Delta ln(1/beta) / (alpha B c~)`` with ``Delta = c~ = 5`` (as
-    ``transforms.mechanisms.query.AccuracyTarget.epsilon`` computes it)."""
+    ``transforms.budgeting.mechanisms.queries.AccuracyTarget.epsilon`` computes it)."""
     return MICRO_VALUE * math.log(1 / MICRO_BETA) / (MICRO_ALPHA * batch_size * MICRO_VALUE)
 
 

@@ -21,7 +21,7 @@ import sys
 from fractions import Fraction
 from typing import NoReturn, Sequence
 
-from transforms.mechanisms.accounting import (
+from transforms.kanon.mechanisms.accounting import (
     DrawParameters,
     instance_guarantee,
     solve_draw_parameters,

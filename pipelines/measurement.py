@@ -43,9 +43,9 @@ from pipelines.common import (
     prepare_output,
 )
 from schemas.codecs import CONVERSION, FORMATS, IMPRESSION
-from transforms.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
-from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.measurement import (
+from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
+from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
+from transforms.budgeting.measurement import (
     BUDGETS,
     DEFAULT_SHARDS,
     INCOMPLETE,
@@ -56,12 +56,12 @@ from transforms.measurement import (
     MeasureBatch,
     MeasureStreaming,
 )
-from transforms.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
-from transforms.mechanisms.budgeting import POLICIES
-from transforms.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
-from transforms.mechanisms.epochs import DEFAULT_EPOCH_DAYS, MICROS_PER_DAY, EpochClock
-from transforms.mechanisms.noise import as_fraction, make_source
-from transforms.mechanisms.query import DEFAULT_BATCH_SIZE, EXECUTED, REJECTED, AccuracyTarget
+from transforms.budgeting.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
+from transforms.budgeting.mechanisms.policies import POLICIES
+from transforms.budgeting.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
+from transforms.core.mechanisms.epochs import DEFAULT_EPOCH_DAYS, MICROS_PER_DAY, EpochClock
+from transforms.core.mechanisms.noise import as_fraction, make_source
+from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE, EXECUTED, REJECTED, AccuracyTarget
 
 OUTPUTS = {
     REPORTS: ("reports", "attribution_report"),

@@ -37,15 +37,15 @@ from pipelines.common import (
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, FORMATS, PAA_EVENT
 from schemas.formats import load_avro_schema
-from transforms.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
-from transforms.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.measurement import DEFAULT_SHARDS
-from transforms.mechanisms.aggregatable_client import ContributionLimits, SummaryClient
-from transforms.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
-from transforms.mechanisms.ara_summary import AraSummaryClient
-from transforms.mechanisms.noise import make_source
-from transforms.mechanisms.paa import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
-from transforms.summary_clients import (
+from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
+from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
+from transforms.budgeting.measurement import DEFAULT_SHARDS
+from transforms.summary_reports.mechanisms.contributions import ContributionLimits, SummaryClient
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
+from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient
+from transforms.core.mechanisms.noise import make_source
+from transforms.summary_reports.mechanisms.paa_client import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
+from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
     REPORTS,
     ClientInput,

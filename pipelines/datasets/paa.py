@@ -3,7 +3,7 @@
 The input of ``python -m pipelines.summary_client paa`` (PAA-SR-Client with the reach-counting shared-storage
 function, seed 000 Alg. 3): ad views on devices, written as ``DIR/events-SSSSS-of-NNNNN.<ext>`` (Avro with
 ``schemas/avro/paa_event.avsc``, JSON Lines or delimited protobuf), the output domain of every campaign's
-bucket, ``DIR/domain.avro`` (``transforms.mechanisms.paa.campaign_bucket``, for ``python -m pipelines.aggregate
+bucket, ``DIR/domain.avro`` (``transforms.summary_reports.mechanisms.paa_client.campaign_bucket``, for ``python -m pipelines.aggregate
 --domain``), and ``DIR/generation.json`` (parameters, model constants, counts).
 
 The model
@@ -61,7 +61,7 @@ from schemas import events_pb2
 from schemas.aggregatable import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
-from transforms.mechanisms.paa import campaign_bucket
+from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 
 DATASET = "paa"
 

@@ -39,7 +39,7 @@ from schemas.aggregatable import (
     shared_info_json,
 )
 from schemas.formats import load_avro_schema
-from transforms.mechanisms.aggregation import DEFAULT_L1
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
 
 DATASET = "reports"
 ORIGINS = 1

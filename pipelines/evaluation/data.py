@@ -19,7 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.common import require_input
 from schemas.codecs import CONVERSION, IMPRESSION, READERS, EventSpec, format_of
 from schemas.rows import Conversion, Impression
-from transforms.mechanisms.simulation import devices_in_order
+from transforms.budgeting.mechanisms.simulation import devices_in_order
 
 PROGRESS_EVERY = 1_000_000
 

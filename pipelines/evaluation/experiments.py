@@ -25,8 +25,8 @@ from pipelines.evaluation.data import Dataset, load_dataset
 from pipelines.evaluation.output import Progress, write_csv, write_dict_csv
 from pipelines.evaluation.runs import POLICY_ORDER, Runner, RunResult, RunSpec
 from pipelines.generate import MICRO_BATCH_SIZE, MICRO_VALUE, generate_microbenchmark
-from transforms.mechanisms.bias import BiasDetection
-from transforms.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource
+from transforms.budgeting.mechanisms.bias import BiasDetection
+from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource
 
 BUDGET_COLUMNS = ("avg_budget_requested", "avg_budget_converted", "avg_budget_all", "max_budget")
 QUERY_COLUMNS = ("policy", "epoch_days", "querier_site", "query_key", "batch_index", "executed", "true_value",

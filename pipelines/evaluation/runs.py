@@ -1,7 +1,7 @@
 """One evaluation run point: a policy (and epoch length, bias detection) on a loaded dataset, with its metrics.
 
 The run is the in-memory reference of the measurement job
-(``transforms.mechanisms.simulation.simulate``), which the tests hold equal
+(``transforms.budgeting.mechanisms.simulation.simulate``), which the tests hold equal
 to the Beam batch and streaming paths; running it in process lets a sweep
 share one loaded dataset across dozens of points. Seeded randomness only
 (simulation mode): report ids and the released noise come from the run's
@@ -17,11 +17,11 @@ import numpy as np
 
 from pipelines.evaluation.data import Dataset
 from pipelines.evaluation.metrics import BudgetMetrics, QueryOutcome, budget_metrics, quantile_or_none, query_outcomes, truth_of
-from transforms.mechanisms.bias import BiasDetection
-from transforms.mechanisms.device import MeasurementConfig
-from transforms.mechanisms.epochs import MICROS_PER_DAY, EpochClock
-from transforms.mechanisms.noise import SeededSource
-from transforms.mechanisms.simulation import Simulation, simulate
+from transforms.budgeting.mechanisms.bias import BiasDetection
+from transforms.budgeting.mechanisms.device import MeasurementConfig
+from transforms.core.mechanisms.epochs import MICROS_PER_DAY, EpochClock
+from transforms.core.mechanisms.noise import SeededSource
+from transforms.budgeting.mechanisms.simulation import Simulation, simulate
 
 POLICY_ORDER = ("ipa_like", "ara_like", "cookie_monster")
 

@@ -20,7 +20,7 @@ from pipelines.datasets.ara import ARA_CLICK_SHARE, ARA_COUNT_VALUE, ARA_VIEW_EX
 from pipelines.datasets.paa import PAA_PROTECTED_AUDIENCE_SHARE, generate_paa, paa_campaigns
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, MAX_EXPIRY_SECONDS, PAA_EVENT
 from tests.support.files import output_bytes, read_rows
-from transforms.mechanisms.paa import campaign_bucket
+from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 
 DAY = 86_400 * 1_000_000
 

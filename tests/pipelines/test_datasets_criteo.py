@@ -34,7 +34,7 @@ from pipelines.datasets.files import parse_start
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.rows import Conversion, Impression
 from tests.support.files import read_rows
-from transforms.mechanisms.attribution import select_relevant
+from transforms.budgeting.mechanisms.attribution import select_relevant
 
 DAY = 86_400 * 1_000_000
 START = parse_start("2024-01-01")

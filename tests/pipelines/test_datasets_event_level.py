@@ -25,8 +25,8 @@ from pipelines.datasets.event_level import (
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
 from schemas.formats import load_avro_schema
 from tests.support.files import output_bytes, read_rows
-from transforms.mechanisms.event_client import EventLevelClient, EventSource, EventTrigger
-from transforms.mechanisms.event_level import (
+from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
+from transforms.event_level.mechanisms.randomized_response import (
     EventLevelConfig,
     TriggerDataSpec,
     check_configuration,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 
-from transforms.mechanisms.event_level import SECONDS_PER_DAY, EventLevelConfig, TriggerDataSpec
+from transforms.event_level.mechanisms.randomized_response import SECONDS_PER_DAY, EventLevelConfig, TriggerDataSpec
 
 
 def seed_example(matching: str = "exact") -> EventLevelConfig:

@@ -12,8 +12,8 @@ from schemas import events_pb2
 from schemas.codecs import encode_delimited
 from schemas.formats import load_avro_schema
 from schemas.rows import EventLevelSource, EventLevelTrigger, TriggerSpec
-from transforms.mechanisms.event_client import EventLevelClient, EventSource, EventTrigger
-from transforms.mechanisms.event_devices import source_config
+from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
+from transforms.event_level.mechanisms.devices import source_config
 
 ORIGIN = "https://adtech.test"
 SHOP = "https://shop.test"

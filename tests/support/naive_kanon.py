@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Hashable
 
-from transforms.mechanisms.noise import RandomSource, TruncatedLaplace
+from transforms.core.mechanisms.noise import RandomSource, TruncatedLaplace
 
 
 def naive_verdicts(

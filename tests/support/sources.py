@@ -5,7 +5,7 @@ import hashlib
 
 import numpy as np
 
-from transforms.mechanisms.noise import RandomSource, SeededSource
+from transforms.core.mechanisms.noise import RandomSource, SeededSource
 
 
 class ConstantSource(RandomSource):

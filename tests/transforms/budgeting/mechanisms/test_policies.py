@@ -1,0 +1,319 @@
+"""Budgeting policies (``transforms/budgeting/mechanisms/policies.py``; seed 003 Sec. 3.2, Code Listing 1, Thm. 4, Sec. 8.1).
+
+Every expected consumption below is computed by hand (or from exact rationals, independently of the module)
+in budget units of 10^-12 epsilon.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.measurement_events import at, conversion, impression, request
+from tests.support.sources import ConstantSource
+from transforms.budgeting.mechanisms.policies import (
+    POLICIES,
+    AraLike,
+    CookieMonster,
+    IpaLike,
+    ReportOutcome,
+    individual_loss_units,
+    make_policy,
+    scaled_loss_units,
+)
+from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay, sort_events
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+
+UNIT = 10**12  # budget units per epsilon
+NIKE = "nike.com"
+
+
+def ceil_sqrt_of_rational(value: Fraction) -> int:
+    """ceil(sqrt(value)) for a rational value > 0: the least r with r^2 >= ceil(value) (r^2 is an integer)."""
+    n = -(-value.numerator // value.denominator)
+    return math.isqrt(n - 1) + 1
+
+
+# --------------------------------------------------------------------------- Sec. 3.2, the Nike example
+
+
+def nike_example(prefill_e1: bool):
+    """Ann's device (Fig. 3): I1 (campaign a1) in e1, I2 (a2) in e2, nothing in e3, the $70 conversion in e4."""
+    config = MeasurementConfig(policy="cookie_monster", capacity_epsilon=Fraction(1))
+    capacity = config.capacity_units
+    state = DeviceState(capacity, consumed={(NIKE, 1): capacity} if prefill_e1 else None)
+    nike_request = request(
+        first_epoch=1, last_epoch=4, campaign_ids=("a1", "a2"), logic="last_n", last_n=2, dimension=2,
+        requested_epsilon=0.5, report_global_sensitivity=70.0, query_global_sensitivity=100.0,
+        query_key="shoes",
+    )
+    events = sort_events([
+        impression(at(1, 2), "I1", campaign_id="a1"),
+        impression(at(2, 3), "I2", campaign_id="a2"),
+        conversion(at(4, 1), "C1", 70.0, nike_request),
+    ])
+    reports = list(replay("ann", events, state, config, CookieMonster(), ConstantSource()))
+    return reports, state
+
+
+def test_nike_example_of_section_3_2():
+    reports, state = nike_example(prefill_e1=True)
+    (report,) = reports
+    # e1 is out of budget: halted, its consumption unchanged (still exactly the capacity), I1 dropped.
+    # e2 pays eps * report sensitivity / query sensitivity = 0.5 * 70 / 100 = 0.35 epsilon.
+    # e3 (no impression) and e4 (only the conversion, public to Nike) pay 0.
+    assert state.filters.consumed == {(NIKE, 1): UNIT, (NIKE, 2): 35 * 10**10, (NIKE, 3): 0, (NIKE, 4): 0}
+    # The whole $70 goes to I2, in the bucket of its campaign a2; the a1 entry is the null one.
+    assert report.histogram == (0.0, 70.0)
+    assert (report.querier_site, report.query_key, report.device_id, report.conversion_id) == (NIKE, "shoes", "ann", "C1")
+    assert (report.first_epoch, report.last_epoch) == (1, 4)
+    assert report.requested_epsilon == 0.5 and report.query_global_sensitivity == 100.0
+    assert report.conversion_time_micros == at(4, 1)
+
+
+def test_nike_example_with_budget_left_in_e1_credits_both_impressions():
+    """The counterfactual: with e1 not exhausted, both epochs pay 0.35 and the last two impressions split $70."""
+    (report,), state = nike_example(prefill_e1=False)
+    assert state.filters.consumed == {(NIKE, 1): 35 * 10**10, (NIKE, 2): 35 * 10**10, (NIKE, 3): 0, (NIKE, 4): 0}
+    assert report.histogram == (35.0, 35.0)
+
+
+# --------------------------------------------------------------------------- Thm. 4, the three cases
+
+
+def test_case_1_no_relevant_events_costs_nothing():
+    for single in (True, False):
+        assert individual_loss_units((), request(), 70.0, single_epoch=single) == 0
+
+
+def test_case_3_multi_epoch_costs_the_report_sensitivity_whatever_the_value():
+    wanted = request(requested_epsilon=0.5, report_global_sensitivity=70.0, query_global_sensitivity=100.0)
+    events = (impression(1, "i"),)
+    for value in (0.0, 1.0, 70.0, 1e6):
+        assert individual_loss_units(events, wanted, value, single_epoch=False) == 35 * 10**10
+
+
+def test_case_2_single_epoch_l1_is_the_norm_of_the_epoch_attribution():
+    # $30 over I1 (a1) and I2 (a2) equally: A(F_e) = (15, 15), ||.||_1 = 30; loss = 0.5 * 30 / 100 = 0.15.
+    wanted = request(campaign_ids=("a1", "a2"), dimension=2, logic="equal_credit", requested_epsilon=0.5,
+                     report_global_sensitivity=70.0, query_global_sensitivity=100.0)
+    events = (impression(1, "I1", campaign_id="a1"), impression(2, "I2", campaign_id="a2"))
+    assert individual_loss_units(events, wanted, 30.0, single_epoch=True) == 15 * 10**10
+    # Above the report sensitivity the attribution is clipped to 70: loss 0.35, as in case 3.
+    assert individual_loss_units(events, wanted, 500.0, single_epoch=True) == 35 * 10**10
+
+
+def test_case_2_single_epoch_l2_uses_an_exact_square_root_rounded_up():
+    # $70 over two campaigns: A(F_e) = (35, 35), ||.||_2 = 35 sqrt 2; loss = 1 * 35 sqrt 2 / 100 epsilon,
+    # i.e. ceil(0.35e12 sqrt 2) = ceil(sqrt(2 * (35e10)^2)) units.
+    wanted = request(campaign_ids=("a1", "a2"), dimension=2, logic="last_n", last_n=2, requested_epsilon=1.0,
+                     report_global_sensitivity=70.0, query_global_sensitivity=100.0, norm="L2")
+    events = (impression(1, "I1", campaign_id="a1"), impression(2, "I2", campaign_id="a2"))
+    expected = math.isqrt(2 * (35 * 10**10) ** 2 - 1) + 1
+    assert expected == 494_974_746_831  # 0.35e12 * sqrt 2 = 494,974,746,830.58...
+    assert individual_loss_units(events, wanted, 70.0, single_epoch=True) == expected
+    # Not a perfect square either: $90 equally over I1 (a1), I2 and I3 (a2) gives (30, 60), norm 30 sqrt 5.
+    wanted = wanted._replace(logic="equal_credit")
+    events = (impression(1, "I1", campaign_id="a1"), impression(2, "I2", campaign_id="a2"),
+              impression(3, "I3", campaign_id="a2"))
+    loss = individual_loss_units(events, wanted, 90.0, single_epoch=True)
+    assert loss == ceil_sqrt_of_rational(Fraction(UNIT, 100) ** 2 * (30**2 + 60**2)) == 670_820_393_250
+    # A perfect square is not rounded up: $70 over 3 a1 and 4 a2 impressions gives (30, 40), norm exactly 50.
+    events = tuple(impression(k, f"i{k}", campaign_id="a1" if k < 3 else "a2") for k in range(7))
+    assert individual_loss_units(events, wanted, 70.0, single_epoch=True) == 5 * 10**11
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.floats(min_value=0, max_value=1e4),
+    campaigns=st.lists(st.sampled_from(("a1", "a2", "a3")), min_size=1, max_size=6),
+    logic=st.sampled_from(("last_touch", "first_touch", "equal_credit", "last_n")),
+    epsilon=st.sampled_from((0.01, 0.1, 0.25, 1 / 3, 1.0, 2.5)),
+    report_sensitivity=st.floats(min_value=1.0, max_value=100.0),
+    which=st.sampled_from(("L1", "L2")),
+)
+def test_case_2_equals_the_exact_formula(value, campaigns, logic, epsilon, report_sensitivity, which):
+    """loss = ceil(eps * ||A(F_e)||_p / query sensitivity) units, from the histogram's exact rational entries, and
+    never above the case-3 loss."""
+    from transforms.budgeting.mechanisms.attribution import attribution_histogram
+
+    wanted = request(campaign_ids=("a1", "a2", "a3"), dimension=3, logic=logic, last_n=2, requested_epsilon=epsilon,
+                     report_global_sensitivity=report_sensitivity, query_global_sensitivity=100.0, norm=which)
+    events = tuple(impression(k, f"i{k}", campaign_id=c) for k, c in enumerate(campaigns))
+    histogram = attribution_histogram(events, wanted, value)
+    factor = Fraction(str(epsilon)) * UNIT / 100
+    if which == "L1":
+        expected = math.ceil(factor * sum(Fraction(v) for v in histogram))
+    else:
+        square = factor**2 * sum(Fraction(v) ** 2 for v in histogram)
+        expected = 0 if square == 0 else ceil_sqrt_of_rational(square)
+    # capped by case 3 (the report sensitivity read as its decimal), which also bounds the individual sensitivity
+    expected = min(expected, math.ceil(factor * Fraction(str(report_sensitivity))))
+    loss = individual_loss_units(events, wanted, value, single_epoch=True)
+    assert loss == expected
+    # Never more than eps times the report sensitivity (the clipping bound), read as the exact binary double the
+    # clipping uses; case 3 reads it as a decimal, see test_case_2_never_costs_more_than_case_3.
+    assert loss <= math.ceil(factor * Fraction(report_sensitivity))
+
+
+def test_case_2_never_costs_more_than_case_3():
+    """Thm. 4: case 2's ||A(F) - A(empty)|| is at most the report sensitivity, so its loss is at most case 3's."""
+    wanted = request(requested_epsilon=0.01, report_global_sensitivity=1.00001, query_global_sensitivity=100.0)
+    events = (impression(1, "i"),)
+    assert Fraction(1.00001) > Fraction("1.00001")  # the double is above the decimal it prints as
+    single = individual_loss_units(events, wanted, 2.0, single_epoch=True)  # clipped to the double 1.00001
+    multi = individual_loss_units(events, wanted, 2.0, single_epoch=False)
+    assert multi == 100_001_000  # 0.01 * 1.00001 / 100 epsilon, exactly, read as decimals
+    assert single <= multi
+
+
+def test_scaled_loss_units_rounds_up_and_full_epsilon():
+    assert scaled_loss_units(0.1, 1.0, 3.0) == 33_333_333_334  # 10^11 / 3 rounded up
+    assert scaled_loss_units(0.7, 100.0, 100.0) == 7 * 10**11  # the full requested epsilon
+    assert scaled_loss_units(1.0, 70.0, 100.0) == 7 * 10**11
+
+
+# --------------------------------------------------------------------------- the policies on hand-built devices
+
+
+WINDOW = range(1, 5)  # epochs 1..4
+MULTI = request(requested_epsilon=0.5, report_global_sensitivity=70.0, query_global_sensitivity=100.0,
+                campaign_ids=("a1", "a2"), dimension=2, logic="last_touch")
+RELEVANT = {2: [impression(at(2), "I2", campaign_id="a2")], 3: [impression(at(3), "I3", campaign_id="a1")]}
+FULL = 5 * 10**11  # eps = 0.5
+
+
+def test_cookie_monster_pays_zero_on_empty_epochs_and_report_over_query_on_the_others():
+    table = FilterTable(UNIT)
+    outcome = CookieMonster().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): 35 * 10**10, (NIKE, 3): 35 * 10**10, (NIKE, 4): 0}
+    assert outcome == ReportOutcome((50.0, 0.0), 70 * 10**10, 0)  # last touch: I3 of campaign a1
+
+
+def test_cookie_monster_drops_only_the_epochs_that_cannot_pay():
+    table = FilterTable(UNIT, {(NIKE, 3): UNIT - 35 * 10**10 + 1})  # one unit short for epoch 3
+    outcome = CookieMonster().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): 35 * 10**10, (NIKE, 3): UNIT - 35 * 10**10 + 1, (NIKE, 4): 0}
+    assert outcome == ReportOutcome((0.0, 50.0), 35 * 10**10, 1)  # I3 dropped: last touch falls back on I2 (a2)
+
+
+def test_cookie_monster_single_epoch_window_pays_the_individual_sensitivity():
+    table = FilterTable(UNIT)
+    outcome = CookieMonster().generate_report(table, NIKE, range(3, 4), RELEVANT, MULTI, 20.0)
+    assert table.consumed == {(NIKE, 3): 10**11}  # 0.5 * 20 / 100
+    assert outcome == ReportOutcome((20.0, 0.0), 10**11, 0)
+
+
+def test_ara_like_pays_full_epsilon_on_every_epoch_of_the_window():
+    table = FilterTable(UNIT)
+    outcome = AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert table.consumed == {(NIKE, e): FULL for e in WINDOW}  # empty epochs 1 and 4 included
+    assert outcome == ReportOutcome((50.0, 0.0), 4 * FULL, 0)
+
+
+def test_ara_like_is_all_or_nothing():
+    table = FilterTable(UNIT, {(NIKE, 4): FULL + 1})  # the empty epoch 4 cannot pay 0.5 more
+    outcome = AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert outcome == ReportOutcome((0.0, 0.0), 0, 4)
+    assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): 0, (NIKE, 3): 0, (NIKE, 4): FULL + 1}
+    # exactly at the boundary it pays
+    table = FilterTable(UNIT, {(NIKE, 4): FULL})
+    assert AraLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0).histogram == (50.0, 0.0)
+    assert table.consumed[(NIKE, 4)] == UNIT
+
+
+def test_ipa_like_consumes_nothing_on_device_but_touches_the_window():
+    table = FilterTable(UNIT, {(NIKE, 2): UNIT})  # even an exhausted device filter is ignored
+    outcome = IpaLike().generate_report(table, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert table.consumed == {(NIKE, 1): 0, (NIKE, 2): UNIT, (NIKE, 3): 0, (NIKE, 4): 0}
+    assert outcome == ReportOutcome((50.0, 0.0), 0, 0)
+
+
+def test_policy_registry():
+    assert set(POLICIES) == {"cookie_monster", "ara_like", "ipa_like"}
+    for name, policy in POLICIES.items():
+        assert make_policy(name) is policy and policy.name == name
+    assert isinstance(make_policy("cookie_monster"), CookieMonster)
+    with pytest.raises(ValueError, match="unknown budgeting policy 'pam'"):
+        make_policy("pam")
+
+
+# --------------------------------------------------------------------------- properties over any history
+
+EPOCHS = st.integers(min_value=0, max_value=5)
+IMPRESSIONS = st.lists(
+    st.tuples(EPOCHS, st.integers(min_value=0, max_value=6), st.sampled_from(("a1", "a2", "zz"))), max_size=8
+)
+REQUESTS = st.builds(
+    lambda first, span, logic, epsilon, report, which, dimension: request(
+        first_epoch=first, last_epoch=first + span, campaign_ids=("a1", "a2"), logic=logic, last_n=2,
+        dimension=dimension, requested_epsilon=epsilon, report_global_sensitivity=report,
+        query_global_sensitivity=100.0, norm=which,
+    ),
+    first=EPOCHS, span=st.integers(min_value=0, max_value=3),
+    logic=st.sampled_from(("last_touch", "first_touch", "equal_credit", "last_n")),
+    epsilon=st.sampled_from((0.1, 0.3, 0.5, 1.0)),
+    report=st.sampled_from((10.0, 70.0, 100.0)),
+    which=st.sampled_from(("L1", "L2")),
+    dimension=st.integers(min_value=2, max_value=4),
+)
+CONVERSIONS = st.lists(
+    st.tuples(st.integers(min_value=0, max_value=6), st.integers(min_value=0, max_value=6), st.floats(0, 200),
+              REQUESTS, st.sampled_from((NIKE, "adidas.com"))),
+    max_size=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    policy=st.sampled_from(sorted(POLICIES)),
+    capacity=st.sampled_from((Fraction(1), Fraction(1, 2), Fraction(3, 2))),
+    impressions=IMPRESSIONS,
+    conversions=CONVERSIONS,
+)
+def test_no_device_filter_ever_exceeds_its_capacity(policy, capacity, impressions, conversions):
+    config = MeasurementConfig(policy=policy, capacity_epsilon=capacity)
+    state = DeviceState(config.capacity_units)
+    events = [impression(at(e, d), f"i{k}", campaign_id=c) for k, (e, d, c) in enumerate(impressions)]
+    for k, (e, d, value, wanted, querier) in enumerate(conversions):
+        wanted = wanted._replace(last_epoch=min(wanted.last_epoch, e), first_epoch=min(wanted.first_epoch, e))
+        events.append(conversion(at(e, d), f"c{k}", value, wanted, querier_site=querier))
+    dimensions = {event.conversion_id: event.attribution_request.dimension for event in events[len(impressions):]}
+    previous: dict = {}
+    for report in replay("ann", sort_events(events), state, config, make_policy(policy), ConstantSource()):
+        assert len(report.histogram) == dimensions[report.conversion_id]
+        consumed = state.filters.consumed
+        assert all(0 <= units <= config.capacity_units for units in consumed.values())
+        assert all(consumed[key] >= units for key, units in previous.items())  # filters only fill up
+        if policy == "ipa_like":
+            assert not any(consumed.values())
+        previous = dict(consumed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    policy=st.sampled_from(sorted(POLICIES)),
+    impressions=IMPRESSIONS,
+    wanted=REQUESTS,
+    value=st.floats(0, 200),
+)
+def test_report_shape_does_not_depend_on_the_budget(policy, impressions, wanted, value):
+    relevant: dict = {}
+    for k, (e, d, c) in enumerate(sorted(impressions)):
+        if c != "zz":
+            relevant.setdefault(e, []).append(impression(at(e, d), f"i{k}", campaign_id=c))
+    epochs = range(wanted.first_epoch, wanted.last_epoch + 1)
+    fresh = FilterTable(UNIT)
+    exhausted = FilterTable(UNIT, {(NIKE, e): UNIT for e in epochs})
+    with_budget = make_policy(policy).generate_report(fresh, NIKE, epochs, relevant, wanted, value).histogram
+    without = make_policy(policy).generate_report(exhausted, NIKE, epochs, relevant, wanted, value).histogram
+    assert len(with_budget) == len(without) == wanted.dimension
+    assert all(type(v) is float for v in with_budget + without)
+    if policy == "ipa_like":
+        assert without == with_budget
+    else:  # out of budget everywhere: the null report, never a missing one
+        assert without == (0.0,) * wanted.dimension
+    assert all(units == UNIT for units in exhausted.consumed.values())

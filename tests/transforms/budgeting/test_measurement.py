@@ -1,0 +1,206 @@
+"""The measurement PTransforms: batch on hand-built data, streaming (TestStream) against batch, the portable runner."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that, equal_to
+
+from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
+from tests.support.measurement_data import impression, nike_example, random_population, write_jsonl
+from tests.support.streams import milli, shuffled_stream, streaming_options
+from transforms.core.io import DEAD_LETTERS
+from transforms.budgeting.measurement import (
+    BUDGETS,
+    END_OF_INPUT,
+    INCOMPLETE,
+    REPORTS,
+    RESULTS,
+    MeasureBatch,
+    MeasureStreaming,
+)
+from transforms.budgeting.mechanisms.bias import BiasDetection
+from transforms.budgeting.mechanisms.device import MeasurementConfig
+from transforms.core.mechanisms.epochs import MICROS_PER_DAY
+from transforms.core.mechanisms.noise import SeededSource
+from transforms.budgeting.mechanisms.queries import QueryBatch, execute
+from transforms.budgeting.mechanisms.simulation import simulate
+
+SEED = 7
+
+
+def budget(device: str, epoch: int, consumed: float) -> DeviceEpochBudget:
+    return DeviceEpochBudget("nike.example", device, epoch, consumed, 1.0)
+
+
+def report_shapes(reports):
+    """(query key, histogram) of each report: the report id is random."""
+    return sorted((r.query_key, r.histogram) for r in reports)
+
+
+@pytest.fixture()
+def nike_files(tmp_path):
+    impressions, conversions = nike_example()
+    return write_jsonl(tmp_path / "imps.jsonl", impressions), write_jsonl(tmp_path / "convs.jsonl", conversions)
+
+
+# (histograms of c0, c1, c2; budget rows) per policy, computed by hand (see tests/support/measurement_data.py).
+NIKE_EXPECTED = {
+    "cookie_monster": (
+        [(100.0, 0.0), (0.0, 70.0), (0.0, 0.0)],
+        [budget("ann", 0, 1.0), budget("ann", 1, 0.35), budget("ann", 2, 0.0), budget("ann", 3, 0.0)]
+        + [budget("bob", e, 0.0) for e in range(-1, 4)],
+    ),
+    # Every epoch of c1's window must pay 0.5; epoch 0 cannot, so nothing is paid and c1 carries zeros.
+    "ara_like": (
+        [(100.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
+        [budget("ann", 0, 1.0)] + [budget("ann", e, 0.0) for e in range(1, 4)]
+        + [budget("bob", e, 0.5) for e in range(-1, 4)],
+    ),
+    # No device budget: c1 sees both impressions (35 each). The one full batch (c0, c1; B = 2) pays
+    # min(1, 0.5) = 0.5 centrally on epochs 0..3; bob's report waits for a second report.
+    "ipa_like": (
+        [(100.0, 0.0), (35.0, 35.0), (0.0, 0.0)],
+        [budget("ann", e, 0.5) for e in range(4)] + [budget("bob", -1, 0.0)] + [budget("bob", e, 0.5) for e in range(4)],
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(NIKE_EXPECTED))
+def test_batch_gives_the_hand_computed_reports_budgets_and_queries(policy, nike_files):
+    histograms, budgets = NIKE_EXPECTED[policy]
+    config = MeasurementConfig(policy=policy)
+    source = SeededSource(SEED)
+    # The one full batch: ann's two reports, in conversion-time order.
+    batch = QueryBatch(
+        "nike.example", "q", 0, (22 * MICROS_PER_DAY, "ann", "c1"), 2,
+        (histograms[0][0] + histograms[1][0], histograms[0][1] + histograms[1][1]), 0.5, 100.0, (0, 1, 2, 3),
+    )
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*nike_files, config, source, batch_size=2, emit_budgets=True)
+        assert_that(out[REPORTS] | beam.Map(lambda r: (r.query_key, r.histogram)),
+                    equal_to([("q", h) for h in histograms]), label="reports")
+        assert_that(out[BUDGETS], equal_to(budgets), label="budgets")
+        assert_that(out[RESULTS], equal_to([execute(batch, SeededSource(SEED))]), label="results")
+        assert_that(out[INCOMPLETE], equal_to([IncompleteBatch("nike.example", "q", 1)]), label="incomplete")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="no_dead_letters")
+
+
+def test_reports_have_a_fixed_shape_and_carry_nothing_about_budgets(nike_files):
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*nike_files, MeasurementConfig(), SeededSource(SEED), batch_size=2)
+        shapes = out[REPORTS] | beam.Map(lambda r: (type(r) is AttributionReport, len(r.histogram), r.requested_epsilon))
+        assert_that(shapes, equal_to([(True, 2, 1.0), (True, 2, 0.5), (True, 2, 0.5)]))
+
+
+def test_invalid_conversions_become_dead_letters_and_the_rest_goes_on(tmp_path):
+    impressions, conversions = nike_example()
+    too_long = conversions[2]._replace(
+        conversion_id="long", attribution_request=conversions[2].attribution_request._replace(window_days=120)
+    )
+    paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", [*conversions, too_long])
+    with open(paths[1], "a") as handle:
+        handle.write('{"device_id": "x"\n')
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*paths, MeasurementConfig(), SeededSource(SEED), batch_size=2)
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(["window_too_long", "malformed_json"]),
+                    label="reasons")
+        assert_that(out[REPORTS] | beam.combiners.Count.Globally(), equal_to([3]), label="reports")
+
+
+# Policies, and Appendix D bias detection on the on-device ones (Thm. 15 with heartbeats, Thm. 16 without).
+CONFIGS = {
+    "cookie_monster": MeasurementConfig(policy="cookie_monster"),
+    "ara_like": MeasurementConfig(policy="ara_like"),
+    "ipa_like": MeasurementConfig(policy="ipa_like"),
+    "cookie_monster+bias": MeasurementConfig(bias=BiasDetection(Fraction(1, 2), heartbeats=True)),
+    "ara_like+bias": MeasurementConfig(policy="ara_like", bias=BiasDetection(Fraction(2), count="reports")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_batch_equals_the_in_memory_reference(name, tmp_path):
+    impressions, conversions = random_population(seed=4)
+    config = CONFIGS[name]
+    expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
+    assert expected.reports and expected.results and expected.budgets
+    assert all((r.bias_bound is not None) == (config.bias is not None) for r in expected.results)
+    paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | MeasureBatch(*paths, config, SeededSource(SEED), 3, emit_budgets=True, shards=4)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_streaming_with_out_of_order_events_equals_batch(name):
+    """Batch equals the reference (above), so streaming equal to the reference is streaming equal to batch."""
+    impressions, conversions = random_population(seed=3)
+    config = CONFIGS[name]
+    expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
+    assert expected.reports and expected.results and expected.budgets
+    late = [impressions[0]._replace(impression_id="late-one")]
+    stream = shuffled_stream(impressions + conversions, seed=5, chunks=5, lead_micros=MICROS_PER_DAY,
+                             tail_micros=400 * MICROS_PER_DAY, late=late)
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | MeasureStreaming(
+            config, SeededSource(SEED), 3, emit_budgets=True
+        )
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(["late"]), label="late")
+
+
+def test_portable_runner_loopback(nike_files):
+    histograms, budgets = NIKE_EXPECTED["cookie_monster"]
+    options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"])
+    with beam.Pipeline(options=options) as p:
+        out = p | MeasureBatch(*nike_files, MeasurementConfig(), SeededSource(SEED), batch_size=2, emit_budgets=True)
+        assert_that(out[REPORTS] | beam.Map(lambda r: r.histogram), equal_to(histograms), label="reports")
+        assert_that(out[BUDGETS], equal_to(budgets), label="budgets")
+
+
+def test_budget_rows_sum_to_the_exact_charges(nike_files):
+    # 0.35 is 0.5 * 70 / 100 in exact units: the float row is the nearest double to the exact Fraction.
+    _, budgets = NIKE_EXPECTED["cookie_monster"]
+    assert budgets[1].consumed_epsilon == float(Fraction(1, 2) * Fraction(70, 100))
+
+
+@pytest.mark.parametrize("lateness_days", [1, 0])
+def test_streaming_allowed_lateness(lateness_days):
+    """ann also has an unrelated impression at day 8.2; the watermark passes day 8.5 before I2 (day 8) arrives.
+    With a day of allowed lateness ann has not replayed past day 8 yet and I2 counts; without, her day-8.2
+    impression was replayed when the watermark passed it, so I2 is a dead letter ``late``."""
+    impressions, conversions = nike_example()
+    other = impression("ann", 8.2, "I3", "zz")
+    config = MeasurementConfig()
+    straggler = impressions[1]  # I2, the impression ann's c1 is attributed to
+    rows = sorted([impressions[0], other, *conversions], key=lambda row: row.event_time_micros)
+    stream = (
+        TestStream()
+        .add_elements(rows[:3])  # I1 (day 1), c0 (day 2), I3 (day 8.2)
+        .advance_watermark_to(milli(int(8.5 * MICROS_PER_DAY)))
+        .add_elements([straggler])
+        .add_elements(rows[3:])
+        .advance_watermark_to(milli(400 * MICROS_PER_DAY))
+        .advance_watermark_to(END_OF_INPUT)
+        .advance_watermark_to_infinity()
+    )
+    kept = [*rows, straggler] if lateness_days else rows
+    expected = simulate(kept, config, SeededSource(SEED), 2)
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | MeasureStreaming(
+            config, SeededSource(SEED), 2, allowed_lateness_micros=lateness_days * MICROS_PER_DAY
+        )
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        late = [] if lateness_days else ["late"]
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(late), label="late")

@@ -1,0 +1,131 @@
+"""The event-level PTransforms: batch against the plain replay (noise off: the mechanism's client), streaming
+(TestStream, shuffled arrival) against batch with seeded noise, dead letters, late events, the portable runner."""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.datasets.event_level import generate_event_level
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
+from schemas.rows import DeadLetter
+from tests.support.event_level_events import (
+    DAY,
+    MINUTE,
+    client_replay,
+    hand_built,
+    per_device,
+    random_events,
+    source,
+    split,
+    write_jsonl,
+)
+from tests.support.streams import milli, shuffled_stream, streaming_options
+from transforms.event_level.reports import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
+from transforms.core.io import DEAD_LETTERS
+from transforms.budgeting.measurement import END_OF_INPUT
+from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
+from transforms.core.mechanisms.noise import SeededSource
+
+SEED = 11
+EPSILON = 1.5  # low enough that many sources are randomized
+
+
+def expected(rows, epsilon):
+    return list(replay_devices(per_device(rows), epsilon, SeededSource(SEED)))
+
+
+def inputs(tmp_path, rows, source_lines=(), trigger_lines=()):
+    sources, triggers = split(rows)
+    return (write_jsonl(tmp_path / "sources.jsonl", sources, source_lines),
+            write_jsonl(tmp_path / "triggers.jsonl", triggers, trigger_lines))
+
+
+def test_noiseless_batch_is_the_mechanismsclient_replay(tmp_path):
+    rows = hand_built()
+    devices = per_device(rows)
+    plain = [report for device in sorted(devices) for report in client_replay(devices[device])]
+    sources, triggers = inputs(tmp_path, rows)
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | EventLevelReportsBatch(sources, triggers, None, SeededSource(SEED), shards=3)
+        assert_that(out[REPORTS] | beam.Map(tuple), equal_to(plain))
+
+
+def test_batch_dead_letters_invalid_configurations_and_malformed_events(tmp_path):
+    rows = hand_built()
+    bad = [source("d1", 3, "video", "video"), source("d2", 3, "states", max_reports=20),
+           source("d3", 3, "expiry", expiry_days=31)]
+    sources, triggers = inputs(tmp_path, rows + bad, source_lines=['{"device_id": "d1"}'],
+                               trigger_lines=['{"device_id": "d1", "event_time_micros": 5, "trigger_id": "t", '
+                                              '"reporting_origin": "o", "destination": "x", "trigger_data": -2}', "{"])
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=2)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: letter.reason), equal_to([
+            "unknown_source_type", "too_many_states", "expiry_out_of_range", "missing_field:event_time_micros",
+            "negative_value:trigger_data", "malformed_json",
+        ]), label="dead")
+
+
+def test_streaming_with_shuffled_arrival_equals_batch(tmp_path):
+    rows = hand_built() + random_events(seed=5)
+    want = expected(rows, EPSILON)
+    assert any(report.randomized_trigger_rate > 0 for report in want)
+    sources, triggers = inputs(tmp_path, rows)
+    with TestPipeline(runner="FnApiRunner") as p:  # batch equals the plain replay ...
+        out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=4)
+        assert_that(out[REPORTS], equal_to(want))
+    late = [rows[0]._replace(event_time_micros=rows[0].event_time_micros - MINUTE, source_id="late")]
+    # shuffled within six chunks of time; the watermark stops a minute short of each chunk
+    stream = shuffled_stream(rows, seed=9, chunks=6, lead_micros=MINUTE, tail_micros=DAY, late=late)
+    with TestPipeline(options=streaming_options()) as p:  # ... and so does streaming
+        out = p | stream | EventLevelReportsStreaming(EPSILON, SeededSource(SEED))
+        assert_that(out[REPORTS], equal_to(want), label="reports")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: letter.reason), equal_to(["late"]), label="late")
+
+
+def test_streaming_with_allowed_lateness_takes_a_late_event_in():
+    rows = hand_built()
+    late = rows[2]  # d1's first trigger, sent after the watermark passed it (by less than the allowed lateness)
+    on_time = rows[:2] + rows[3:]
+    stream = (TestStream().add_elements(on_time[:2]).advance_watermark_to(milli(late.event_time_micros + MINUTE))
+              .add_elements([late] + on_time[2:]).advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity())
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | EventLevelReportsStreaming(EPSILON, SeededSource(SEED), allowed_lateness_micros=60 * MINUTE)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="late")
+
+
+def test_portable_runner_loopback(tmp_path):
+    rows = hand_built()
+    sources, triggers = inputs(tmp_path, rows)
+    options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"])
+    with beam.Pipeline(options=options) as p:
+        out = p | EventLevelReportsBatch(sources, triggers, EPSILON, SeededSource(SEED), shards=2)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)))
+
+
+def test_batch_on_generated_avro_with_bad_records_matches_the_row_path(tmp_path):
+    """The columnar Avro path: the same reports as the row replay and the same dead letters (reason and
+    position) as the row readers with the job's configuration check."""
+    generate_event_level(tmp_path, sources=4_000, seed=6, bad_fraction=0.02, shards=2, progress=False)
+    check = SourceCheck(EPSILON)
+    rows, dead = [], []
+    for spec, kind in ((EVENT_LEVEL_SOURCE, "sources"), (EVENT_LEVEL_TRIGGER, "triggers")):
+        for path in sorted(tmp_path.glob(f"{kind}-*.avro")):
+            with open(path, "rb") as handle:
+                for position, item in enumerate(read_avro(spec, handle, str(path))):
+                    reason = item.reason if type(item) is DeadLetter else check(item)
+                    if reason is None:
+                        rows.append(item)
+                    else:
+                        dead.append((reason, item.source if type(item) is DeadLetter else f"{path}#{position}"))
+    assert len(dead) > 50
+    with TestPipeline(runner="FnApiRunner") as p:
+        out = p | EventLevelReportsBatch(str(tmp_path / "sources-*.avro"), str(tmp_path / "triggers-*.avro"), EPSILON,
+                                         SeededSource(SEED), shards=3)
+        assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda letter: (letter.reason, letter.source)), equal_to(dead),
+                    label="dead")

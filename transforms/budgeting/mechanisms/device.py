@@ -1,0 +1,246 @@
+"""One device's on-device logic, replayed in event-time order (seed 003 Appendix A Alg. 1, per device).
+
+``MeasurementConfig`` is the job's side of every request: the epoch clock,
+the per-epoch capacity eps_G, the default and longest attribution windows,
+and the accuracy target that may set the requested epsilon (Sec. 8.1).
+``resolve_request`` applies it to one conversion (or names why the request
+is unusable, for the dead-letter sink). ``DeviceState`` holds what a device
+keeps between events: its impressions by epoch and its privacy filters.
+``replay`` feeds it events in order and yields one ``ReportRecord`` per
+conversion. The batch path replays a device's whole history in one call; the
+streaming path calls ``replay`` from a timer with the events that became
+final and keeps the state in Beam state; both give the same reports.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+from typing import Iterable, Iterator, NamedTuple
+
+from schemas.rows import AttributionReport, AttributionRequest, Conversion, DeviceEpochBudget, Impression
+from transforms.budgeting.mechanisms.attribution import select_relevant
+from transforms.budgeting.mechanisms.bias import BiasDetection, bias_weight
+from transforms.budgeting.mechanisms.policies import BudgetPolicy, make_policy
+from transforms.core.mechanisms.epochs import MICROS_PER_DAY, EpochClock
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable, epsilon_units, units_float
+from transforms.budgeting.mechanisms.queries import AccuracyTarget
+
+DEFAULT_WINDOW_DAYS = 30
+DEFAULT_MAX_WINDOW_DAYS = 90
+
+
+@dataclass(frozen=True)
+class MeasurementConfig:
+    """Job parameters of on-device budgeting (defaults: seed 003 Sec. 8.1)."""
+
+    policy: str = "cookie_monster"
+    clock: EpochClock = field(default_factory=EpochClock)
+    capacity_epsilon: Fraction = Fraction(1)
+    default_window_days: int = DEFAULT_WINDOW_DAYS
+    max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
+    accuracy: AccuracyTarget | None = None
+    bias: BiasDetection | None = None
+
+    def __post_init__(self) -> None:
+        policy = make_policy(self.policy)
+        if self.bias is not None and not policy.supports_bias_detection:
+            raise ValueError(f"bias detection (Appendix D) needs an on-device policy; {self.policy} drops no data")
+        if self.capacity_epsilon <= 0:
+            raise ValueError(f"the per-epoch capacity eps_G must be > 0, got {self.capacity_epsilon}")
+        if not 1 <= self.default_window_days <= self.max_window_days:
+            raise ValueError(
+                f"the default attribution window ({self.default_window_days} days) must be between 1 day and the "
+                f"longest allowed window ({self.max_window_days} days)"
+            )
+
+    @cached_property
+    def capacity_units(self) -> int:
+        return epsilon_units(self.capacity_epsilon, "down")
+
+    @cached_property
+    def capacity_float(self) -> float:
+        return float(self.capacity_epsilon)
+
+    @property
+    def max_window_micros(self) -> int:
+        return self.max_window_days * MICROS_PER_DAY
+
+    def oldest_reachable_epoch(self, time_micros: int) -> int:
+        """The oldest epoch a conversion at ``time_micros`` may read: the epoch of t minus the longest window.
+        Filters and impressions of older epochs can never be used again by conversions at or after t."""
+        return self.clock.epoch_of(time_micros - self.max_window_micros)
+
+
+def resolve_request(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range] | str:
+    """The request with the job's defaults applied and its window as a range of epochs, or the reason
+    (a dead-letter reason) it cannot be served: ``window_too_long`` (more days than allowed, or explicit epochs
+    reaching further back than the longest allowed window), ``window_in_future`` (epochs after the
+    conversion's) or ``missing_field:requested_epsilon`` (no epsilon and no accuracy target)."""
+    request = conversion.attribution_request
+    if request.first_epoch is not None:
+        first, last = request.first_epoch, request.last_epoch
+        if last > config.clock.epoch_of(conversion.event_time_micros):
+            return "window_in_future"
+        if first < config.oldest_reachable_epoch(conversion.event_time_micros):
+            return "window_too_long"
+    else:
+        days = config.default_window_days if request.window_days is None else request.window_days
+        if days > config.max_window_days:
+            return "window_too_long"
+        first, last = config.clock.window_epochs(conversion.event_time_micros, days)
+    if config.accuracy is not None:
+        epsilon = config.accuracy.epsilon(request.query_global_sensitivity)
+    elif request.requested_epsilon is None:
+        return "missing_field:requested_epsilon"
+    else:
+        epsilon = request.requested_epsilon
+    if epsilon != request.requested_epsilon:
+        request = request._replace(requested_epsilon=epsilon)
+    return request, range(first, last + 1)
+
+
+class ReportRecord(NamedTuple):
+    """A generated report with what the query stage needs besides the public fields: its order key
+    (conversion time, device, conversion id) and the epochs it read (for IPA-like central budgets)."""
+
+    querier_site: str
+    query_key: str
+    conversion_time_micros: int
+    device_id: str
+    conversion_id: str
+    report_id: str
+    histogram: tuple
+    requested_epsilon: float
+    query_global_sensitivity: float
+    first_epoch: int
+    last_epoch: int
+    charged_units: int = 0  # SENSITIVE (evaluation only), like the two below: budget units charged on the device
+    dropped_epochs: int = 0  # epochs of the window that could not pay
+    bias_weight: float = 0.0  # Thm. 18's Delta of the report when bias detection is on, else 0
+
+    def public(self) -> AttributionReport:
+        """What the querier receives: no time, device, epochs or budget state."""
+        return AttributionReport(
+            self.report_id, self.querier_site, self.query_key, self.histogram, self.requested_epsilon,
+            self.query_global_sensitivity,
+        )
+
+
+class DeviceState:
+    """What a device keeps: impressions per epoch (time ordered), its filters, keyed (querier, epoch), and
+    the epochs in which it holds any event (``occupied``, for Appendix D bias detection)."""
+
+    __slots__ = ("impressions", "filters", "occupied")
+
+    def __init__(self, capacity_units: int, impressions: dict | None = None, consumed: dict | None = None) -> None:
+        self.impressions: dict[int, list[Impression]] = {} if impressions is None else impressions
+        self.filters = FilterTable(capacity_units, consumed)
+        self.occupied: set[int] = set()
+
+    def forget_before(self, epoch: int) -> None:
+        """Drop impressions and occupancy of epochs before ``epoch`` (no window can reach them any more)."""
+        for old in [e for e in self.impressions if e < epoch]:
+            del self.impressions[old]
+        self.occupied.difference_update([e for e in self.occupied if e < epoch])
+
+
+class _EveryEpoch:
+    """Heartbeats (Appendix D): an event in every device-epoch, so every epoch holds data."""
+
+    def __contains__(self, epoch: object) -> bool:
+        return True
+
+
+EVERY_EPOCH = _EveryEpoch()
+
+
+def _relevant_by_epoch(state: DeviceState, conversion: Conversion, request: AttributionRequest, epochs: range) -> dict:
+    """Step 1 of Code Listing 1 over the window: relevant impressions at or before the conversion, per epoch."""
+    found = {}
+    for epoch in epochs:
+        impressions = state.impressions.get(epoch)
+        if impressions:
+            relevant = select_relevant(impressions, conversion.advertiser_site, request, conversion.event_time_micros)
+            if relevant:
+                found[epoch] = relevant
+    return found
+
+
+def event_order(event: Impression | Conversion) -> tuple:
+    """The replay order: event time, impressions before conversions at the same time, then the id."""
+    if type(event) is Impression:
+        return (event.event_time_micros, 0, event.impression_id)
+    return (event.event_time_micros, 1, event.conversion_id)
+
+
+def replay(
+    device_id: str,
+    events: Iterable[Impression | Conversion],
+    state: DeviceState,
+    config: MeasurementConfig,
+    policy: BudgetPolicy,
+    source: RandomSource,
+) -> Iterator[ReportRecord]:
+    """Feed ``events`` (already in ``event_order``) to the device; one report per servable conversion.
+
+    A conversion whose request ``resolve_request`` refuses produces no report
+    (the reading stage dead-letters it with the same check).
+    """
+    epoch_of = config.clock.epoch_of
+    bias = config.bias
+    occupied = EVERY_EPOCH if bias is not None and bias.heartbeats else state.occupied
+    for event in events:
+        epoch = epoch_of(event.event_time_micros)
+        if bias is not None:
+            state.occupied.add(epoch)
+        if type(event) is Impression:
+            state.impressions.setdefault(epoch, []).append(event)
+            continue
+        resolved = resolve_request(event, config)
+        if isinstance(resolved, str):
+            continue
+        request, epochs = resolved
+        relevant = _relevant_by_epoch(state, event, request, epochs)
+        outcome = policy.generate_report(
+            state.filters, event.querier_site, epochs, relevant, request, event.value, occupied, bias
+        )
+        yield ReportRecord(
+            querier_site=event.querier_site,
+            query_key=request.query_key,
+            conversion_time_micros=event.event_time_micros,
+            device_id=device_id,
+            conversion_id=event.conversion_id,
+            report_id=source.keyed_token(("report", device_id, event.conversion_id)),
+            histogram=outcome.histogram,
+            requested_epsilon=request.requested_epsilon,
+            query_global_sensitivity=request.query_global_sensitivity,
+            first_epoch=epochs.start,
+            last_epoch=epochs.stop - 1,
+            charged_units=outcome.charged_units,
+            dropped_epochs=outcome.dropped_epochs,
+            bias_weight=0.0 if bias is None else bias_weight(request, len(epochs)),
+        )
+
+
+def sort_events(events: Iterable[Impression | Conversion]) -> list:
+    """``events`` in replay order."""
+    return sorted(events, key=event_order)
+
+
+
+def budget_rows(
+    device_id: str, consumed: dict, config: MeasurementConfig, keys: Iterable | None = None
+) -> list[DeviceEpochBudget]:
+    """SENSITIVE: a device's consumption per (querier, epoch) it was asked about (all of ``consumed``, or ``keys``)."""
+    capacity = config.capacity_float
+    return [
+        DeviceEpochBudget(key[0], device_id, key[1], units_float(consumed[key]), capacity)
+        for key in (consumed if keys is None else keys)
+    ]
+
+
+def with_central(row: DeviceEpochBudget, central_consumed: dict) -> DeviceEpochBudget:
+    """IPA-like: a device-epoch pays what the central filter of its (querier, epoch) paid."""
+    return row._replace(consumed_epsilon=units_float(central_consumed.get((row.querier_site, row.epoch), 0)))

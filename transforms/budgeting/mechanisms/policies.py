@@ -1,0 +1,196 @@
+"""On-device budgeting policies: how a report pays for the device-epochs it reads (seed 003 Sec. 3.3, 6, 8.1).
+
+Every policy turns one conversion's request and the relevant impressions of
+each epoch of its window into a fixed-shape histogram, paying budget from a
+``FilterTable`` keyed by (querier site, epoch):
+
+* ``CookieMonster``, Code Listing 1 / Appendix A Alg. 1 GenerateReport: for
+  each epoch of the window, the individual privacy loss of Thm. 4
+  (``individual_loss_units``) is ``try_consume``d from that epoch's filter;
+  an epoch that cannot pay contributes no events, the others still do.
+* ``AraLike``, Sec. 8.1 baseline: device-epoch filters with only the inherent
+  on-device optimisation (devices without the conversion pay nothing): every
+  epoch of the window pays the full requested epsilon, relevant events or
+  not; if any epoch cannot pay, none pays and the report carries zero value.
+* ``IpaLike``, Sec. 8.1 baseline: no device filters; the report uses all
+  relevant events and the budget is paid centrally per (querier, epoch) when
+  the query runs (``query.CentralBudget``). The device only records which
+  epochs the report read, for budget statistics.
+
+The shape of a report (m entries, m + 1 with Appendix D bias detection) never
+depends on budget state: a report that cannot pay is all zeros, not absent (no
+budget side channel). Beam-free.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from fractions import Fraction
+from functools import lru_cache
+from typing import TYPE_CHECKING, Container, Mapping, NamedTuple, Sequence
+
+from schemas.rows import AttributionRequest, Impression
+from transforms.budgeting.mechanisms.attribution import attribution_histogram
+from transforms.core.mechanisms.noise import as_fraction
+from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON, FilterTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transforms.budgeting.mechanisms.bias import BiasDetection
+
+
+@lru_cache(maxsize=4096)
+def _loss_per_unit_sensitivity(epsilon: float, query_sensitivity: float) -> Fraction:
+    """epsilon / query global sensitivity, in budget units (the factor of Eq. 4 and the last line of Listing 1)."""
+    return as_fraction(epsilon) * UNITS_PER_EPSILON / as_fraction(query_sensitivity)
+
+
+@lru_cache(maxsize=4096)
+def scaled_loss_units(epsilon: float, sensitivity: float, query_sensitivity: float) -> int:
+    """ceil(epsilon * sensitivity / query global sensitivity) in units: Thm. 4 case 3 with the report global
+    sensitivity; with ``sensitivity == query_sensitivity`` it is the full requested epsilon."""
+    return math.ceil(_loss_per_unit_sensitivity(epsilon, query_sensitivity) * as_fraction(sensitivity))
+
+
+def _histogram_loss_units(histogram: Sequence[float], request: AttributionRequest) -> int:
+    """ceil(epsilon * ||histogram||_p / query global sensitivity) in units, computed exactly (for L2, with an
+    integer square root of the exact rational square)."""
+    factor = _loss_per_unit_sensitivity(request.requested_epsilon, request.query_global_sensitivity)
+    if request.norm == "L1":
+        return math.ceil(factor * sum(abs(Fraction(value)) for value in histogram))
+    square = factor * factor * sum(Fraction(value) ** 2 for value in histogram)
+    root = math.isqrt(square.numerator // square.denominator)
+    while root * root * square.denominator < square.numerator:
+        root += 1
+    return root
+
+
+def individual_loss_units(
+    epoch_events: Sequence[Impression], request: AttributionRequest, value: float, single_epoch: bool
+) -> int:
+    """The individual privacy loss of one device-epoch for one report (seed 003 Thm. 4, Listing 1
+    ``compute_individual_privacy_loss``), in budget units, rounded up.
+
+    Case 1: no relevant events in the epoch: 0. Case 2: the window is this one
+    epoch: the norm of the epoch's own attribution A(F_e) (its individual
+    sensitivity ||A(F) - A(empty)||). Case 3: the report global sensitivity.
+    Each times requested epsilon / query global sensitivity (Eq. 4 with
+    Laplace scale sigma / sqrt 2 = query global sensitivity / epsilon).
+    """
+    if not epoch_events:
+        return 0
+    case_3 = scaled_loss_units(request.requested_epsilon, request.report_global_sensitivity, request.query_global_sensitivity)
+    if single_epoch:
+        # Thm. 4 bounds the individual sensitivity by the report's global one too: the clipped histogram's norm is
+        # at most the cap as a double, which can exceed its decimal reading (used by case 3) in the last place.
+        return min(case_3, _histogram_loss_units(attribution_histogram(epoch_events, request, value), request))
+    return case_3
+
+
+class ReportOutcome(NamedTuple):
+    """What generating one report did: its histogram (what the querier gets), and, SENSITIVE (evaluation
+    only), the budget units it charged on the device and how many epochs of its window could not pay."""
+
+    histogram: tuple
+    charged_units: int
+    dropped_epochs: int
+
+
+class BudgetPolicy(ABC):
+    """Generates one report's histogram from the relevant events of each epoch of its window, paying budget.
+
+    With ``bias`` (Appendix D, ``bias.py``), the histogram gets coordinate 0, kappa times the count of epochs
+    whose data was empty for the report (out of budget, or not in ``occupied``, the epochs in which the device
+    holds data), and every occupied epoch pays the extra loss of Thm. 17."""
+
+    name: str
+    supports_bias_detection = True
+
+    @abstractmethod
+    def generate_report(
+        self,
+        filters: FilterTable,
+        querier_site: str,
+        epochs: range,
+        relevant_by_epoch: Mapping[int, Sequence[Impression]],
+        request: AttributionRequest,
+        value: float,
+        occupied: Container[int] = (),
+        bias: BiasDetection | None = None,
+    ) -> ReportOutcome:
+        """The report; ``request.requested_epsilon`` is already resolved."""
+
+
+def _with_count(histogram: tuple, bias: BiasDetection | None, empty_epochs: int) -> tuple:
+    """``histogram`` with the Appendix D counting coordinate prepended when bias detection is on."""
+    return histogram if bias is None else (bias.coordinate(empty_epochs), *histogram)
+
+
+class CookieMonster(BudgetPolicy):
+    """Seed 003 Code Listing 1 (Appendix A Alg. 1, GenerateReport) with the IDP losses of Thm. 4."""
+
+    name = "cookie_monster"
+
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+        single_epoch = len(epochs) == 1
+        extra = 0 if bias is None else bias.extra_loss_units(request)
+        kept: list[Impression] = []
+        charged = dropped = empty = 0
+        for epoch in epochs:
+            events = relevant_by_epoch.get(epoch, ())  # Step 1
+            loss = individual_loss_units(events, request, value, single_epoch)  # Step 2
+            holds_data = bias is not None and epoch in occupied
+            if holds_data:
+                loss += extra  # Thm. 17: the counting coordinate's sensitivity
+            if filters.try_consume((querier_site, epoch), loss):  # Step 3: out of budget drops the epoch's events
+                kept.extend(events)
+                charged += loss
+                empty += not holds_data
+            else:
+                dropped += 1
+                empty += 1
+        histogram = attribution_histogram(kept, request, value)  # Step 4
+        return ReportOutcome(_with_count(histogram, bias, empty), charged, dropped)
+
+
+class AraLike(BudgetPolicy):
+    """Seed 003 Sec. 8.1: every epoch of the window pays the requested epsilon; all or nothing."""
+
+    name = "ara_like"
+
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+        full = scaled_loss_units(request.requested_epsilon, request.query_global_sensitivity, request.query_global_sensitivity)
+        if bias is not None:
+            full += bias.extra_loss_units(request)  # Thm. 17, charged like the rest: on every epoch
+        if not filters.try_consume_all(((querier_site, epoch), full) for epoch in epochs):
+            return ReportOutcome(_with_count((0.0,) * request.dimension, bias, len(epochs)), 0, len(epochs))
+        events = [event for epoch in epochs for event in relevant_by_epoch.get(epoch, ())]
+        empty = 0 if bias is None else sum(1 for epoch in epochs if epoch not in occupied)
+        histogram = attribution_histogram(events, request, value)
+        return ReportOutcome(_with_count(histogram, bias, empty), full * len(epochs), 0)
+
+
+class IpaLike(BudgetPolicy):
+    """Seed 003 Sec. 8.1: no on-device budget; the query pays centrally (``query.CentralBudget``). Nothing is
+    ever dropped, so there is no bias to detect."""
+
+    name = "ipa_like"
+    supports_bias_detection = False
+
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+        if bias is not None:
+            raise ValueError("ipa_like drops no data: bias detection applies to on-device policies only")
+        for epoch in epochs:
+            filters.touch((querier_site, epoch))
+        events = [event for epoch in epochs for event in relevant_by_epoch.get(epoch, ())]
+        return ReportOutcome(attribution_histogram(events, request, value), 0, 0)
+
+
+POLICIES: dict[str, BudgetPolicy] = {policy.name: policy for policy in (CookieMonster(), AraLike(), IpaLike())}
+
+
+def make_policy(name: str) -> BudgetPolicy:
+    """The policy called ``name`` (``cookie_monster``, ``ara_like`` or ``ipa_like``)."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown budgeting policy {name!r}; expected one of {', '.join(POLICIES)}") from None

@@ -1,0 +1,296 @@
+"""Beam wiring of ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 with Alg. 8's randomized response).
+
+The client (``transforms/event_level/mechanisms/client.py``) does the work, per device, through
+``transforms/event_level/mechanisms/devices.py`` (rows to configurations, s* for many sources at once, a device's
+replay) and, in batch, ``transforms/event_level/frames.py`` (which sources a replay needs); this module
+only moves each device's events to it, with the summary clients' sharding, packing and buffering helpers
+(``transforms/summary_reports/clients.py``, ``transforms/budgeting/measurement.py``):
+
+Batch (``EventLevelReportsBatch``):
+    source files ─ ReadEvents: Avro files as columns (``_SourceFrameReader``: ``schemas/frames.py``, each
+          distinct configuration checked once at the job's epsilon; a refused one is a dead letter with the
+          ``ConfigurationError`` reason), other files record by record; folded per file into device shards
+          (``SourceFrameShards``) ─► (shard, (_SOURCES, Arrow IPC bytes of a source frame))
+    trigger files ─ ReadEvents, folded into the same device shards ─► (shard, (_TRIGGERS, deflated rows))
+          ─ GroupByKey ─► _ReplayShardsFn: ``event_frames.replay_frame`` (the s* of every source of the shard
+          chosen at once, then the sources a trigger may reach and the randomized ones replayed with their
+          devices' triggers, in time order, one call per device) ─► EventLevelReport rows
+Streaming (``EventLevelReportsStreaming``):
+    rows ─ grouped per device within each bundle ─► _DeviceFn (state: buffered events, the device's client;
+          one event-time timer, at the earliest of the next buffered event and the next window end) ─►
+          EventLevelReport rows
+
+The streaming stage replays what arrived only once the watermark has passed it (plus the allowed lateness),
+in the batch order, and passes a window (sending its reports) once the watermark has passed its end, so arrival
+order never changes a report, and both paths send the same reports for the same input and seed: with a seeded
+source a source's s* is a function of (seed, device, source id, source time). An event behind what its device
+has already replayed is a dead letter ``late``. A device forgets its sources once they expire.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator, Tuple
+
+import apache_beam as beam
+import polars as pl
+from apache_beam.coders import BytesCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.utils.timestamp import Timestamp
+
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, avro_record
+from schemas.frames import (
+    EVENT_LEVEL_SOURCE_COLUMNS,
+    POSITION,
+    frame_bytes,
+    frame_of_bytes,
+    read_frame,
+    source_rows,
+    sources_frame,
+    split_event_level_sources,
+)
+from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
+from transforms.core.io import DEAD_LETTERS, FrameRead, ReadEvents, row_json_line
+from transforms.budgeting.measurement import DEFAULT_SHARDS, Pending, RowShards, after_milli, device_shard, stamped, unpack_chunk
+from transforms.event_level.mechanisms.devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
+from transforms.event_level.frames import refuse_sources, replay_frame
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.summary_reports.clients import DeviceEventsPerBundleFn, buffer_device_events, read_record, write_record
+
+METRICS_NAMESPACE = "pmbeam.event_level"
+REPORTS = "reports"
+_SOURCES, _TRIGGERS = 0, 1
+
+
+class _SourceFrameReader:
+    """The columnar shortcut for Avro files of sources (a ``FrameReader``): ``schemas.frames`` decodes and
+    judges the file, ``event_frames.refuse_sources`` applies ``SourceCheck`` once per configuration."""
+
+    def __init__(self, epsilon: float | None) -> None:
+        self._epsilon = epsilon
+
+    def read(self, handle, path: str) -> FrameRead | None:
+        frame = read_frame(handle, EVENT_LEVEL_SOURCE_COLUMNS)
+        if frame is None:
+            return None
+        split = split_event_level_sources(frame)  # (accepted rows' frame with POSITION, other records)
+        kept, reasons = refuse_sources(split.rows, self._epsilon)
+        dead = []
+        if kept.height < split.rows.height:
+            refused = split.rows.filter(reasons.is_not_null())
+            dead = [DeadLetter(raw=row_json_line(row), reason=reason, source=f"{path}#{position}")
+                    for position, reason, row in zip(refused[POSITION].to_list(), reasons.drop_nulls().to_list(),
+                                                     source_rows(refused))]
+        others = [(position, avro_record(EVENT_LEVEL_SOURCE, record, path, position)) for position, record in split.others]
+        latest = kept["event_time_micros"].max() if kept.height else -1
+        return FrameRead(kept.drop(POSITION), kept.height, latest, dead, others)
+
+
+class SourceFrameShards:
+    """Folds one file's sources into per-shard source frames (``schemas.frames.SOURCE_FRAME_COLUMNS``), as
+    Arrow IPC bytes tagged ``_SOURCES`` (a ``RowFold`` with ``add_frame``): rows of the codec readers and frames
+    of ``_SourceFrameReader`` alike. Shards are ``measurement.device_shard``'s, as the triggers'."""
+
+    flush_rows = 200_000
+
+    def __init__(self, shards: int) -> None:
+        self._shards = shards
+        self._rows: list[EventLevelSource] = []
+        self._frames: list[pl.DataFrame] = []
+        self.pending = 0
+
+    def add(self, row: EventLevelSource) -> None:
+        self._rows.append(row)
+        self.pending += 1
+
+    def add_frame(self, frame: pl.DataFrame) -> None:
+        self._frames.append(frame)
+        self.pending += frame.height
+
+    def drain(self) -> Iterator[tuple[int, tuple[int, bytes]]]:
+        frames = self._frames + ([sources_frame(self._rows)] if self._rows else [])
+        self._rows, self._frames, self.pending = [], [], 0
+        if not frames:
+            return
+        frame = pl.concat(frames)
+        devices = frame["device_id"].unique().to_list()
+        shard_of = dict(zip(devices, (device_shard(device, self._shards) for device in devices)))
+        shards = frame["device_id"].replace_strict(shard_of, return_dtype=pl.Int64).alias("_shard")
+        for (shard,), part in frame.with_columns(shards).partition_by("_shard", as_dict=True).items():
+            yield shard, (_SOURCES, frame_bytes(part.drop("_shard")))
+
+
+class _ReplayShardsFn(beam.DoFn):
+    """Batch: a shard's sources (frames) and triggers (rows) replayed with ``event_frames.replay_frame``: the s*
+    of every source at once, then every device with a source that may report replays its whole history in one
+    call."""
+
+    def __init__(self, epsilon: float | None, source: RandomSource) -> None:
+        self._epsilon, self._source = epsilon, source
+
+    def setup(self) -> None:
+        self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
+        self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
+        self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
+
+    def process(self, element):
+        _, chunks = element  # (shard, [(kind, Arrow IPC bytes of sources | deflated pickle of trigger rows)])
+        frames, triggers = [], []
+        for kind, payload in chunks:
+            if kind == _SOURCES:
+                frames.append(frame_of_bytes(payload))
+            else:
+                triggers.extend(EventLevelTrigger._make(packed) for packed in unpack_chunk(payload))
+        stats = {"sources": 0, "randomized_sources": 0}
+        reports = 0
+        if frames:  # otherwise triggers only: nothing to report
+            for report in replay_frame(pl.concat(frames), triggers, self._epsilon, self._source, stats):
+                reports += 1
+                yield report
+        self._sources.inc(stats["sources"])
+        self._randomized.inc(stats["randomized_sources"])
+        self._reports.inc(reports)
+
+
+class EventLevelReportsBatch(beam.PTransform):
+    """Batch path: files of ``EventLevelSource`` and ``EventLevelTrigger`` events in; outputs ``reports``
+    (``EventLevelReport`` rows) and ``dead_letters`` (what the readers refused, and sources whose configuration
+    is refused at ``epsilon``). ``epsilon`` None: noise off (Alg. 4 alone, randomized trigger rate 0)."""
+
+    def __init__(
+        self,
+        sources: str,
+        triggers: str,
+        epsilon: float | None,
+        random_source: RandomSource,
+        input_format: str | None = None,
+        shards: int = DEFAULT_SHARDS,
+    ) -> None:
+        super().__init__()
+        self._sources, self._triggers = sources, triggers
+        self._epsilon, self._source, self._format, self._shards = epsilon, random_source, input_format, shards
+
+    def expand(self, pbegin):
+        read = [
+            pbegin | "Read_event_level_source" >> ReadEvents(
+                self._sources, EVENT_LEVEL_SOURCE, self._format, fold=functools.partial(SourceFrameShards, self._shards),
+                check=SourceCheck(self._epsilon), frames=_SourceFrameReader(self._epsilon),
+            ),
+            pbegin | "Read_event_level_trigger" >> ReadEvents(
+                self._triggers, EVENT_LEVEL_TRIGGER, self._format,
+                fold=functools.partial(RowShards, self._shards, _TRIGGERS),
+            ),
+        ]
+        reports = (
+            [result.events for result in read]
+            | "FlattenEvents" >> beam.Flatten()
+            | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, sources frame | trigger rows)])
+            | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(self._epsilon, self._source))
+        )
+        return {
+            REPORTS: reports,
+            DEAD_LETTERS: [result.dead_letters for result in read] | "FlattenDeadLetters" >> beam.Flatten(),
+        }
+
+
+class _DeviceRecord(Pending):
+    """A device's Beam state: its buffered events, how far it has replayed (``cut``) and its client."""
+
+    def __init__(self, epsilon: float | None, source: RandomSource) -> None:
+        super().__init__()
+        self.cut = 0
+        self.device = EventLevelDevice(epsilon, source)
+
+    def rearm_at_next(self, flush, lateness_micros: int) -> None:
+        """After a flush: the timer for the earliest of the next buffered event and the next window end (a
+        window ending at T passes once every event before T is final, so at a cut >= T)."""
+        dues = [after_milli(min(time for time, _ in self.items)) + lateness_micros] if self.items else []
+        window = self.device.next_window_micros()
+        if window is not None:
+            dues.append(after_milli(window - 1) + lateness_micros)
+        self.target = min(dues) if dues else None
+        if self.target is not None:
+            flush.set(Timestamp(micros=self.target))
+
+
+class _DeviceFn(beam.DoFn):
+    """Streaming: one device's client over state. Events are replayed in the batch order once the watermark
+    passed them (plus the allowed lateness), and a window passes once the watermark passed its end; the
+    record is kept pickled, as bytes (``read_record``)."""
+
+    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def __init__(self, epsilon: float | None, source: RandomSource, lateness_micros: int) -> None:
+        self._epsilon, self._source, self._lateness = epsilon, source, lateness_micros
+
+    def setup(self) -> None:
+        self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
+        self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
+        self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
+
+    def _new_record(self) -> _DeviceRecord:
+        return _DeviceRecord(self._epsilon, self._source)
+
+    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
+        device_id, events = element  # a bundle's events of the device
+        record = read_record(state, self._new_record)
+        yield from buffer_device_events(device_id, events, record, flush, self._lateness)
+        write_record(state, record)
+
+    @on_timer(FLUSH)
+    def on_flush(
+        self,
+        key=beam.DoFn.KeyParam,
+        fired=beam.DoFn.TimestampParam,
+        state=beam.DoFn.StateParam(RECORD),
+        flush=beam.DoFn.TimerParam(FLUSH),
+    ):
+        record = read_record(state, self._new_record)
+        record.cut = max(fired.micros - self._lateness, record.cut)
+        events = sorted((event for _, event in record.take(record.cut)), key=event_order)
+        sources = [(key, event) for event in events if type(event) is EventLevelSource]
+        chosen = choose_randomized(sources, self._epsilon, self._source)
+        device = record.device
+        reports = device.feed(events, chosen) + device.advance_to(record.cut)
+        for report in reports:
+            yield stamped(report, fired.micros)
+        device.forget_expired()
+        record.rearm_at_next(flush, self._lateness)
+        write_record(state, record)
+        self._sources.inc(len(sources))
+        self._randomized.inc(sum(choice is not None for choice in chosen))
+        self._reports.inc(len(reports))
+
+
+class EventLevelReportsStreaming(beam.PTransform):
+    """Streaming path over a PCollection of ``EventLevelSource`` and ``EventLevelTrigger`` rows (already validated,
+    including ``SourceCheck`` at ``epsilon``); outputs ``reports`` (``EventLevelReport`` rows) and ``dead_letters``
+    (``late`` events only: parse and configuration dead letters come from the reader)."""
+
+    def __init__(self, epsilon: float | None, random_source: RandomSource, allowed_lateness_micros: int = 0) -> None:
+        super().__init__()
+        self._epsilon, self._source, self._lateness = epsilon, random_source, allowed_lateness_micros
+
+    def expand(self, rows):
+        replayed = (
+            rows
+            | "PerDevice" >> beam.ParDo(DeviceEventsPerBundleFn()).with_output_types(Tuple[str, Any])  # (device, events)
+            | "Devices" >> beam.ParDo(_DeviceFn(self._epsilon, self._source, self._lateness)).with_outputs(
+                DEAD_LETTERS, main=REPORTS
+            )
+        )
+        return {REPORTS: replayed[REPORTS], DEAD_LETTERS: replayed[DEAD_LETTERS]}
+
+
+def read_streaming_rows(pbegin, sources: str, triggers: str, epsilon: float | None, input_format: str | None = None):
+    """The streaming recipe's input from files: (rows, [dead letters of each reader]); sources checked at
+    ``epsilon`` (``SourceCheck``)."""
+    read = [
+        pbegin | f"Read_{spec.name}" >> ReadEvents(pattern, spec, input_format, check=check)
+        for pattern, spec, check in ((sources, EVENT_LEVEL_SOURCE, SourceCheck(epsilon)),
+                                     (triggers, EVENT_LEVEL_TRIGGER, None))
+    ]
+    rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
+    return rows, [result.dead_letters for result in read]

@@ -1,1 +1,0 @@
-"""Beam-free mechanisms: noise samplers, AboveThreshold, accounting, windowed counts. Never import Beam here."""

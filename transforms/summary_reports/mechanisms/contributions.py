@@ -1,0 +1,147 @@
+"""What the two summary-report clients share (seed 000 Sec. 2.1.2-2.1.3): budgets, reports and their randomness.
+
+ARA-SR-Client (Alg. 2, ``ara_summary.py``) and PAA-SR-Client (Alg. 3, ``paa.py``) both send, for every event
+they handle, exactly one aggregatable report (r, k, v) or a null report (r, ⊥, ⊥), after checking two budgets
+of a privacy unit (an ARA source; a PAA (device, reporting origin, 10-minute window)):
+
+* the sparsity budget Lambda_0 on L_0, the number of non-zero contributions, and
+* the contribution budget Lambda_1 on L_1, the sum of the contributed values.
+
+A report is sent only if both stay within their budgets, "L_0 + 1 <= Lambda_0 and L_1 + v <= Lambda_1"
+(``ContributionBudget.charge``); otherwise the event gets a null report and nothing is charged. A report here
+may carry several contributions (ARA: one per source key the trigger has a value for); each counts in L_0,
+so L_0 bounds the number of keys a privacy unit can touch, which is what the Aggregation Service's
+key-discovery threshold tau = L1 (1 + ln(L0 / delta) / eps) assumes. With one contribution per report, as in
+the paper, L_0 is the number of reports.
+
+Reports have a fixed shape: the payload always holds ``PAD_TO`` = 20 contributions, padded with null ones
+(bucket 0, value 0), so neither its size nor anything in ``shared_info`` depends on attribution or budgets.
+The report id r is a fresh random UUID, and the report is scheduled after a random delay of 10 minutes to an
+hour, as browsers do. Both come from a ``RandomSource``: secure by default; with a ``SeededSource`` they are a
+function of (seed, device, event), so batch and streaming runs send identical reports.
+
+The ``SummaryClient`` protocol is what the Beam wiring (``transforms/summary_reports/clients.py``) replays per device.
+No Beam import here.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, NamedTuple, Protocol, Sequence
+
+from schemas.aggregatable import encode_payload, encrypt_payload, report_record, shared_info_json
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.mechanisms.time_steps import MICROS_PER_SECOND
+
+PAD_TO = 20  # contributions per payload, as Chrome pads them
+REPORT_VERSION = "1.0"
+MIN_DELAY_SECONDS = 10 * 60  # a report is scheduled 10 minutes to 1 hour after its event
+MAX_DELAY_SECONDS = 60 * 60
+_NULL_PAYLOAD = encode_payload([], pad_to=PAD_TO)  # the clear-text payload of every null report (CBOR is slow)
+
+
+@dataclass(frozen=True)
+class ContributionLimits:
+    """Lambda_0 (non-zero contributions) and Lambda_1 (sum of values) of one privacy unit (Alg. 2 and 3 Params).
+
+    The defaults are the Aggregation Service's: L1 = 2^16 as the ARA and PAA specifications, and L0 = 20, so a
+    privacy unit never touches more keys than the service's key-discovery threshold assumes."""
+
+    l0: int = DEFAULT_L0
+    l1: int = DEFAULT_L1
+
+    def __post_init__(self) -> None:
+        for name, value in (("l0", self.l0), ("l1", self.l1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+class ContributionBudget:
+    """The trackers L_0 and L_1 of one privacy unit, both 0 when it starts (Alg. 2 source registration; Alg. 3
+    start of a time window)."""
+
+    __slots__ = ("count", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+
+    def charge(self, values: Sequence[int], limits: ContributionLimits) -> bool:
+        """Charge the non-zero ``values`` of one report if L_0 + |values| <= Lambda_0 and L_1 + sum <= Lambda_1;
+        otherwise charge nothing. Whether they were charged."""
+        count, total = self.count + len(values), self.total + sum(values)
+        if count > limits.l0 or total > limits.l1:
+            return False
+        self.count, self.total = count, total
+        return True
+
+
+class ClientReport(NamedTuple):
+    """One report a client sends: its ``shared_info`` fields and its contributions ((bucket, value), ...),
+    none for a null report. Nothing in it names the device."""
+
+    api: str
+    report_id: str
+    reporting_origin: str
+    attribution_destination: str | None
+    scheduled_report_time: int  # seconds since the Unix epoch
+    contributions: tuple
+
+    def shared_info(self) -> str:
+        """The report's ``shared_info`` JSON, as a browser writes it (no ``source_registration_time``: ARA's
+        default is to exclude it)."""
+        return shared_info_json(
+            api=self.api, report_id=self.report_id, reporting_origin=self.reporting_origin,
+            scheduled_report_time=self.scheduled_report_time, version=REPORT_VERSION,
+            attribution_destination=self.attribution_destination,
+        )
+
+
+def keyed_below(source: RandomSource, key: tuple, n: int) -> int:
+    """An integer in [0, n) drawn for ``key``: a 128-bit keyed token reduced mod n (its distance from uniform is
+    below n / 2^128). Seeded: a function of (seed, key); secure: fresh."""
+    return int(source.keyed_token(key), 16) % n
+
+
+def make_report(
+    source: RandomSource, key: tuple, *, api: str, reporting_origin: str, destination: str | None,
+    event_time_micros: int, contributions: Iterable[tuple[int, int]] = (),
+) -> ClientReport:
+    """The report of the event named by ``key`` (the client, the device and the event's id): a random UUID r and
+    a delay uniform on [10 minutes, 1 hour] after the event, drawn from ``source`` for ``key``."""
+    report_id = str(uuid.UUID(hex=source.keyed_token(("report", *key)), version=4))
+    delay = MIN_DELAY_SECONDS + keyed_below(source, ("delay", *key), MAX_DELAY_SECONDS - MIN_DELAY_SECONDS + 1)
+    return ClientReport(
+        api, report_id, reporting_origin, destination, event_time_micros // MICROS_PER_SECOND + delay,
+        tuple(contributions),
+    )
+
+
+def report_record_of(report: ClientReport, public_key: tuple[str, bytes] | None = None) -> dict:
+    """The ``AggregatableReport`` Avro record of ``report``: a CBOR payload of 20 contributions (filtering id 0),
+    in clear text, or HPKE-encrypted to ``public_key`` = (key id, raw X25519 key)."""
+    info = report.shared_info()
+    contributions = report.contributions
+    payload = encode_payload([(b, v, 0) for b, v in contributions], pad_to=PAD_TO) if contributions else _NULL_PAYLOAD
+    if public_key is None:
+        return report_record(info, payload)
+    key_id, key = public_key
+    return report_record(info, encrypt_payload(payload, info, key), key_id)
+
+
+class SummaryClient(Protocol):
+    """A device-side client as the Beam wiring replays it, per device: in batch the whole history in one call,
+    in streaming in successive pieces (each after the watermark passed it), over the same state."""
+
+    def new_state(self) -> Any:
+        """The state of a device that has seen nothing."""
+
+    def order(self, event: Any) -> tuple:
+        """The replay order of a device's events (event time first)."""
+
+    def replay(self, device_id: str, events: Iterable[Any], state: Any, source: RandomSource) -> Iterator[ClientReport]:
+        """Feed ``events`` (in ``order``, none before an earlier call's) to the device; one report per report event."""
+
+    def forget_before(self, state: Any, time_micros: int) -> None:
+        """Drop what no event at or after ``time_micros`` can use (expired sources, past windows)."""
