@@ -18,6 +18,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
+	$(BIN)/lint-imports  # the import contracts of .importlinter
 
 demo: $(STAMP)
 	$(BIN)/python -m pipelines.generate kanon --out $(DEMO_DIR)/joins --groups 2000 --joins 200000 --days 30 --seed 7 --bad-fraction 0.001

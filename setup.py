@@ -27,8 +27,8 @@ setup(
     ],
     extras_require={
         "postgres": ["psycopg[binary]>=3.2"],
-        "test": ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "psycopg[binary]>=3.2"],
-        "dev": ["ruff>=0.5"],
+        "test": ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "psycopg[binary]>=3.2", "import-linter>=2.1"],
+        "dev": ["ruff>=0.5", "import-linter>=2.1"],
     },
     entry_points={"console_scripts": ["pm-beam=pipelines.__main__:main"]},
 )

@@ -29,7 +29,7 @@ import glob, json, resource, sys, time
 from schemas.codecs import JOIN_EVENT, READERS, format_of
 from schemas.rows import DeadLetter
 from pipelines.kanon import parse_job
-from transforms.kanon.verdicts import GroupJoinsByGroup
+from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts
 from transforms.core.mechanisms.noise import make_source
 job, _ = parse_job(sys.argv[1:])

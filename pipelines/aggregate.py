@@ -37,12 +37,12 @@ from pipelines.common import (
     read_records,
 )
 from schemas.aggregatable import read_key_file
-from transforms.summary_reports.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
+from transforms.core.mechanisms.budget_units import as_fraction, epsilon_units
+from transforms.core.mechanisms.noise import make_source
+from transforms.summary_reports.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
 from transforms.summary_reports.ledger import LedgerError, LedgerLimits, open_ledger, redact_url
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MODES, AggregationParams
-from transforms.core.mechanisms.noise import as_fraction, make_source
-from transforms.budgeting.mechanisms.privacy_filter import epsilon_units
 
 DEFAULT_LEDGER = "sqlite:///.pm-beam/ledger.db"
 OUTPUT_PREFIXES = (SUMMARY_PREFIX, DEBUG_PREFIX, "dead_letters")

@@ -37,6 +37,12 @@ from pipelines.common import (
     prepare_output,
 )
 from schemas.codecs import FORMATS
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.device_state import DEFAULT_SHARDS
+from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
+from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
+from transforms.core.mechanisms.noise import make_source
+from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
 from transforms.event_level.reports import (
     METRICS_NAMESPACE,
     REPORTS,
@@ -44,11 +50,6 @@ from transforms.event_level.reports import (
     EventLevelReportsStreaming,
     read_streaming_rows,
 )
-from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
-from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.budgeting.measurement import DEFAULT_SHARDS
-from transforms.event_level.mechanisms.randomized_response import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
-from transforms.core.mechanisms.noise import make_source
 
 OUTPUT_PREFIXES = ("reports", "dead_letters")
 DEFAULT_EPSILON = 14.0
@@ -132,7 +133,8 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob) -> None:
     source = make_source(job.seed)
     if job.streaming:
         rows, read_dead = read_streaming_rows(pipeline, job.sources, job.triggers, job.epsilon, job.input_format)
-        replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, job.allowed_lateness_seconds * 1_000_000)
+        lateness_micros = job.allowed_lateness_seconds * MICROS_PER_SECOND
+        replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, lateness_micros)
         dead_letters = [*read_dead, replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> EventLevelReportsBatch(

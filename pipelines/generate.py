@@ -148,11 +148,8 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from pipelines.datasets import ara, criteo, event_level, paa, patcg, reports
-from pipelines.datasets.files import (  # shared with the dataset generators of pipelines.datasets
+from pipelines.datasets.files import (
     EXTENSIONS,
-    MICROS_PER_DAY,
-    MICROS_PER_HOUR,
-    MICROS_PER_SECOND,
     PROGRESS_SECONDS,
     YEAR_2200_MICROS,
     BadRecords,
@@ -169,8 +166,9 @@ from pipelines.datasets.files import iso_micros as _iso_micros
 from pipelines.datasets.files import stream as _stream
 from pipelines.datasets.files import write_file as _write_file
 from schemas import events_pb2
-from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS, encode_delimited
+from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND
 
 # Model constants (recorded in generation.json).
 JOIN_GEOMETRIC_P = 0.65  # joins per active user per week ~ Geometric(p) on {1, 2, ...}

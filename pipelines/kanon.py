@@ -35,16 +35,17 @@ from pipelines.common import (
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from schemas.codecs import FORMATS, JOIN_EVENT
+from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
-from transforms.kanon.verdicts import METRICS_NAMESPACE as KANON_NAMESPACE
-from transforms.kanon.verdicts import KAnonymityVerdicts, VerdictsFromGroupJoins
+from transforms.core.mechanisms.noise import make_source
+from transforms.core.mechanisms.time_steps import hour_step
+from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
 from transforms.kanon.mechanisms.accounting import DrawParameters
-from transforms.kanon.mechanisms.batch_replay import GroupJoinsByGroup
 from transforms.kanon.mechanisms.group_replay import EMIT_MODES, KAnonParameters
-from transforms.core.mechanisms.noise import make_source
-from transforms.core.mechanisms.time_steps import MICROS_PER_SECOND, hour_step
+from transforms.kanon.verdicts import METRICS_NAMESPACE as KANON_NAMESPACE
+from transforms.kanon.verdicts import KAnonymityVerdicts, VerdictsFromGroupJoins
 
 DEFAULT_EPSILON = "3"
 DEFAULT_DELTA = "1e-5"

@@ -35,8 +35,8 @@ from matplotlib.figure import Figure
 
 from pipelines.evaluation.output import write_csv
 from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args, report_lines
-from transforms.kanon.mechanisms.accounting import DrawParameters
 from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
+from transforms.kanon.mechanisms.accounting import DrawParameters
 
 # The note's headline numbers (Sec. 5.1 and 5.2, Figure 1).
 PAPER_P99_MAX_WINDOW_ERROR = 15.0  # "with 99% probability, the noise is below 15"

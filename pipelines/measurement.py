@@ -43,11 +43,9 @@ from pipelines.common import (
     prepare_output,
 )
 from schemas.codecs import CONVERSION, FORMATS, IMPRESSION
-from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
-from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.budgeting.measurement import (
     BUDGETS,
-    DEFAULT_SHARDS,
     INCOMPLETE,
     METRICS_NAMESPACE,
     REPORTS,
@@ -56,12 +54,17 @@ from transforms.budgeting.measurement import (
     MeasureBatch,
     MeasureStreaming,
 )
+from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
-from transforms.budgeting.mechanisms.policies import POLICIES
 from transforms.budgeting.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
-from transforms.core.mechanisms.epochs import DEFAULT_EPOCH_DAYS, MICROS_PER_DAY, EpochClock
-from transforms.core.mechanisms.noise import as_fraction, make_source
-from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE, EXECUTED, REJECTED, AccuracyTarget
+from transforms.budgeting.mechanisms.policies import POLICIES
+from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE, EXECUTED, REJECTED
+from transforms.core.device_state import DEFAULT_SHARDS
+from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
+from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
+from transforms.core.mechanisms.budget_units import as_fraction
+from transforms.core.mechanisms.noise import make_source
+from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
 
 OUTPUTS = {
     REPORTS: ("reports", "attribution_report"),
@@ -245,7 +248,7 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:
         )
         rows = (impressions.events, conversions.events) | "FlattenRows" >> beam.Flatten()
         measured = rows | "Measure" >> MeasureStreaming(
-            job.config, source, job.batch_size, job.emit_budgets, job.allowed_lateness_seconds * 1_000_000
+            job.config, source, job.batch_size, job.emit_budgets, job.allowed_lateness_seconds * MICROS_PER_SECOND
         )
         dead_letters = (
             (impressions.dead_letters, conversions.dead_letters, measured[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()

@@ -37,14 +37,11 @@ from pipelines.common import (
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, FORMATS, PAA_EVENT
 from schemas.formats import load_avro_schema
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.device_state import DEFAULT_SHARDS
 from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.budgeting.measurement import DEFAULT_SHARDS
-from transforms.summary_reports.mechanisms.contributions import ContributionLimits, SummaryClient
-from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
-from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient
 from transforms.core.mechanisms.noise import make_source
-from transforms.summary_reports.mechanisms.paa_client import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
 from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
     REPORTS,
@@ -52,6 +49,10 @@ from transforms.summary_reports.clients import (
     SummaryReportsBatch,
     SummaryReportsStreaming,
 )
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
+from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient
+from transforms.summary_reports.mechanisms.contributions import ContributionLimits, SummaryClient
+from transforms.summary_reports.mechanisms.paa_client import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
 
 OUTPUT_PREFIXES = ("reports", "dead_letters")
 ALGORITHMS = {"ara": "ARA-SR-Client (seed 000 Alg. 2)", "paa": "PAA-SR-Client (seed 000 Alg. 3)"}
@@ -187,7 +188,7 @@ def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
         ]
         rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
         replayed = rows | "Clients" >> SummaryReportsStreaming(
-            client, source, job.public_key, job.allowed_lateness_seconds * 1_000_000
+            client, source, job.public_key, job.allowed_lateness_seconds * MICROS_PER_SECOND
         )
         dead_letters = [*(result.dead_letters for result in read), replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
     else:

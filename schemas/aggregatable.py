@@ -35,12 +35,8 @@ import numpy as np
 import orjson
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 
-API_ATTRIBUTION_REPORTING = "attribution-reporting"
-API_ATTRIBUTION_REPORTING_DEBUG = "attribution-reporting-debug"
-API_PROTECTED_AUDIENCE = "protected-audience"
-API_SHARED_STORAGE = "shared-storage"
-APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG, API_PROTECTED_AUDIENCE, API_SHARED_STORAGE)
-ATTRIBUTION_APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG)
+from schemas.rows import APIS, ATTRIBUTION_APIS, SharedInfo
+
 SUPPORTED_MAJOR_VERSIONS = ("0", "1")
 
 BUCKET_BYTES = 16  # the 128-bit key k of seed 000 Sec. 2.1
@@ -61,19 +57,6 @@ class ReportError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-class SharedInfo(NamedTuple):
-    """The validated fields of ``shared_info`` (the report's metadata m, seed 000 Sec. 2.1)."""
-
-    version: str
-    api: str
-    report_id: str
-    reporting_origin: str
-    scheduled_report_time: int  # seconds since the Unix epoch
-    source_registration_time: str | None  # the decimal string as written, None when absent
-    attribution_destination: str | None
-    debug_mode: bool
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,12 +170,6 @@ def shared_info_json(
     if debug_mode:
         info["debug_mode"] = "enabled"
     return json.dumps(info, sort_keys=True, separators=(",", ":"))
-
-
-def version_at_least(version: str, major: int, minor: int) -> bool:
-    """Whether a validated ``major.minor`` version string is at least ``major.minor``."""
-    found_major, found_minor = (int(part) for part in version.split("."))
-    return (found_major, found_minor) >= (major, minor)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -35,8 +35,10 @@ from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
 from schemas import events_pb2
-from schemas.aggregatable import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
+from schemas.limits import MAX_AGGREGATABLE_VALUE, MAX_AGGREGATION_ENTRIES, MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
 from schemas.rows import (
+    API_PROTECTED_AUDIENCE,
+    API_SHARED_STORAGE,
     ATTRIBUTION_LOGICS,
     MAX_DIMENSION,
     NORMS,
@@ -55,18 +57,8 @@ from schemas.rows import (
     PaaEvent,
     TriggerSpec,
 )
+from schemas.time_units import MAX_EVENT_TIME_MICROS
 
-# Timestamps are UTC microseconds since the Unix epoch. Anything at or after
-# 2100-01-01T00:00:00Z is taken for a unit mistake (nanoseconds, or a
-# sentinel) rather than a real event.
-MAX_EVENT_TIME_MICROS = 4_102_444_800 * 1_000_000
-
-# The summary-report clients' events (seed 000 Sec. 2.1.2-2.1.3), with the Attribution Reporting API's limits.
-SECONDS_PER_DAY = 86_400
-MIN_EXPIRY_SECONDS = SECONDS_PER_DAY  # a source's expiry is clamped to [1 day, 30 days]
-MAX_EXPIRY_SECONDS = 30 * SECONDS_PER_DAY  # also the default
-MAX_AGGREGATION_ENTRIES = 20  # aggregation keys, trigger data and values each hold at most 20 entries
-MAX_AGGREGATABLE_VALUE = 65_536  # one value is at most the contribution budget L1 = 2^16
 PAA_APIS = (API_SHARED_STORAGE, API_PROTECTED_AUDIENCE)
 _INT64 = 2**63
 _HEX_KEY = re.compile(r"0[xX][0-9a-fA-F]{1,32}")  # a 128-bit key as ARA writes it: "0x159"

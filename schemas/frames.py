@@ -28,8 +28,9 @@ from typing import IO, NamedTuple, Sequence
 import polars as pl
 import pyarrow as pa
 
-from schemas.codecs import MAX_EVENT_TIME_MICROS, MAX_EXPIRY_SECONDS
+from schemas.limits import MAX_EXPIRY_SECONDS
 from schemas.rows import EventLevelSource, TriggerSpec
+from schemas.time_units import MAX_EVENT_TIME_MICROS
 
 POSITION = "position"  # a record's index in its file (dead letters name it)
 

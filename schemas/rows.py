@@ -261,3 +261,31 @@ class EventLevelReport(NamedTuple):
     summary_bucket: int
     report_time: int
     randomized_trigger_rate: float
+
+
+# The Aggregation Service's reports (seed 000 Sec. 2.1): the APIs that send them and their validated metadata.
+API_ATTRIBUTION_REPORTING = "attribution-reporting"
+API_ATTRIBUTION_REPORTING_DEBUG = "attribution-reporting-debug"
+API_PROTECTED_AUDIENCE = "protected-audience"
+API_SHARED_STORAGE = "shared-storage"
+APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG, API_PROTECTED_AUDIENCE, API_SHARED_STORAGE)
+ATTRIBUTION_APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG)
+
+
+class SharedInfo(NamedTuple):
+    """The validated fields of ``shared_info`` (the report's metadata m, seed 000 Sec. 2.1)."""
+
+    version: str
+    api: str
+    report_id: str
+    reporting_origin: str
+    scheduled_report_time: int  # seconds since the Unix epoch
+    source_registration_time: str | None  # the decimal string as written, None when absent
+    attribution_destination: str | None
+    debug_mode: bool
+
+
+def version_at_least(version: str, major: int, minor: int) -> bool:
+    """Whether a validated ``major.minor`` version string is at least ``major.minor``."""
+    found_major, found_minor = (int(part) for part in version.split("."))
+    return (found_major, found_minor) >= (major, minor)

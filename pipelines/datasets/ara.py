@@ -56,7 +56,6 @@ from typing import Iterator
 import numpy as np
 
 from pipelines.datasets.files import (
-    MICROS_PER_DAY,
     BadRecords,
     Progress,
     add_common_arguments,
@@ -76,8 +75,10 @@ from pipelines.datasets.files import (
     write_generation_json,
 )
 from schemas import events_pb2
-from schemas.codecs import FORMATS, MAX_AGGREGATABLE_VALUE
+from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.limits import MAX_AGGREGATABLE_VALUE
+from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY
 
 DATASET = "ara"
 
@@ -93,7 +94,7 @@ ARA_VIEW_CONVERSION, ARA_CLICK_CONVERSION = 0.01, 0.05
 ARA_CONVERSION_DELAY_DAYS = 2.0  # mean of the exponential delay from ad to purchase
 ARA_ORGANIC_PER_DAY = 0.01  # purchases without an ad, per device and day
 ARA_IN_FILTER_SHARE = 0.8  # share of ad-driven purchases in a category of the campaign's filter data
-ARA_VIEW_EXPIRY_SECONDS = 7 * 86_400
+ARA_VIEW_EXPIRY_SECONDS = 7 * SECONDS_PER_DAY
 ARA_CLICK_PRIORITY = 100
 ARA_COUNT_VALUE = 16_384  # L1 / 4
 ARA_PRICE_MEDIAN, ARA_PRICE_SIGMA, ARA_PRICE_CAP = 40.0, 0.8, 500.0

@@ -86,7 +86,6 @@ from typing import Iterator
 import numpy as np
 
 from pipelines.datasets.files import (
-    MICROS_PER_DAY,
     BadRecords,
     Progress,
     check_integer,
@@ -106,6 +105,7 @@ from pipelines.datasets.files import (
 from schemas import events_pb2
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY
 
 DATASET = "event-level"
 
@@ -126,8 +126,8 @@ EL_CONVERSION_DELAY_DAYS = 2.0  # mean of the exponential delay, truncated to th
 EL_ORGANIC_PER_DAY = 0.01  # conversions without an ad, per device and day
 EL_IN_FILTER_SHARE = 0.9
 EL_CLICK_PRIORITY = 100
-EL_VIEW_EXPIRY_SECONDS = 7 * 86_400
-EL_CLICK_EXPIRY_SECONDS = 30 * 86_400  # written as null (the default)
+EL_VIEW_EXPIRY_SECONDS = 7 * SECONDS_PER_DAY
+EL_CLICK_EXPIRY_SECONDS = 30 * SECONDS_PER_DAY  # written as null (the default)
 EL_CONVERSION_TYPES = ("purchase", "add-to-cart", "checkout", "sign-up", "lead", "page-view", "download", "subscribe")
 EL_CONVERSION_WEIGHTS = (0.35, 0.20, 0.10, 0.10, 0.10, 0.10, 0.03, 0.02)
 EL_VALUE_ADVERTISERS = (5,)  # their campaigns use the "value" specs and their purchases carry values
@@ -140,7 +140,7 @@ EL_CHUNK_DEVICES = 1_000
 EL_MAX_DEVICES = 100_000_000
 EL_MAX_SOURCES = 2_000_000_000
 
-_DAY = 86_400
+_DAY = SECONDS_PER_DAY
 # Custom configurations: kind -> source type -> (max_event_level_reports, trigger_data_matching, trigger_specs).
 EL_CUSTOM_SPECS = {
     "fast": {
@@ -275,7 +275,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
     converts = np.flatnonzero(rng.random(total) < rate)
     repeats = 1 + rng.poisson(EL_EXTRA_CONVERSIONS, size=converts.size)
     ad = np.repeat(converts, repeats)
-    windows = np.where(click[ad], EL_CLICK_EXPIRY_SECONDS, EL_VIEW_EXPIRY_SECONDS).astype(np.int64) * 1_000_000
+    windows = np.where(click[ad], EL_CLICK_EXPIRY_SECONDS, EL_VIEW_EXPIRY_SECONDS).astype(np.int64) * MICROS_PER_SECOND
     t_times = times[ad] + _truncated_delays(rng, windows)
     in_filter = rng.random(ad.size) < EL_IN_FILTER_SHARE
     pick = rng.random(ad.size)

@@ -32,12 +32,10 @@ import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes
 
 from schemas import events_pb2
-from schemas.codecs import FORMATS, MAX_EVENT_TIME_MICROS, encode_delimited
+from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, MICROS_PER_SECOND
 
-MICROS_PER_SECOND = 1_000_000
-MICROS_PER_HOUR = 3600 * MICROS_PER_SECOND
-MICROS_PER_DAY = 24 * MICROS_PER_HOUR
 PROGRESS_SECONDS = 3.0  # at most one progress line on stderr this often
 EXTENSIONS = {fmt: fmt for fmt in FORMATS}  # file extension of each format
 

@@ -3,8 +3,8 @@
 The input of ``python -m pipelines.summary_client paa`` (PAA-SR-Client with the reach-counting shared-storage
 function, seed 000 Alg. 3): ad views on devices, written as ``DIR/events-SSSSS-of-NNNNN.<ext>`` (Avro with
 ``schemas/avro/paa_event.avsc``, JSON Lines or delimited protobuf), the output domain of every campaign's
-bucket, ``DIR/domain.avro`` (``transforms.summary_reports.mechanisms.paa_client.campaign_bucket``, for ``python -m pipelines.aggregate
---domain``), and ``DIR/generation.json`` (parameters, model constants, counts).
+bucket, ``DIR/domain.avro`` (``paa_client.campaign_bucket`` of ``transforms.summary_reports.mechanisms``, for
+``python -m pipelines.aggregate --domain``), and ``DIR/generation.json`` (parameters, model constants, counts).
 
 The model
 ---------
@@ -39,7 +39,6 @@ from typing import Iterator
 import numpy as np
 
 from pipelines.datasets.files import (
-    MICROS_PER_DAY,
     BadRecords,
     Progress,
     add_common_arguments,
@@ -58,9 +57,10 @@ from pipelines.datasets.files import (
     write_generation_json,
 )
 from schemas import events_pb2
-from schemas.aggregatable import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE
 from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 
 DATASET = "paa"
@@ -76,7 +76,6 @@ PAA_PROTECTED_AUDIENCE_SHARE = 0.3
 PAA_START = "2024-01-01T00:00:00Z"
 PAA_CHUNK_DEVICES = 5_000
 PAA_MAX_DEVICES = 100_000_000
-_MICROS_PER_MINUTE = 60_000_000
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def _chunk(seq: np.random.SeedSequence, chunk: int, lo: int, hi: int, *, days: i
         sessions = int(rng.poisson(PAA_SESSIONS_PER_DAY * days))
         starts = start + rng.integers(0, days * MICROS_PER_DAY, size=sessions, dtype=np.int64)
         views = 1 + rng.poisson(PAA_EXTRA_VIEWS, size=sessions)
-        times = np.repeat(starts, views) + rng.integers(0, PAA_SESSION_MINUTES * _MICROS_PER_MINUTE, size=int(views.sum()))
+        times = np.repeat(starts, views) + rng.integers(0, PAA_SESSION_MINUTES * MICROS_PER_MINUTE, size=int(views.sum()))
         times = np.sort(times[times < start + days * MICROS_PER_DAY])
         chosen = audience[rng.integers(0, len(audience), size=times.size)]
         api = np.where(rng.random(times.size) < PAA_PROTECTED_AUDIENCE_SHARE, API_PROTECTED_AUDIENCE, API_SHARED_STORAGE)

@@ -95,7 +95,6 @@ from typing import Iterator
 import numpy as np
 
 from pipelines.datasets.files import (
-    MICROS_PER_DAY,
     Progress,
     RequestEncoder,
     add_common_arguments,
@@ -113,8 +112,8 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas.codecs import MAX_EVENT_TIME_MICROS
 from schemas.formats import load_avro_schema
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY
 
 DATASET = "patcg-like"
 

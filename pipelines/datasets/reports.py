@@ -30,15 +30,10 @@ import fastavro
 import numpy as np
 
 from pipelines.datasets.files import Progress, write_domain
-from schemas.aggregatable import (
-    API_ATTRIBUTION_REPORTING,
-    encode_payload,
-    encrypt_payload,
-    read_key_file,
-    report_record,
-    shared_info_json,
-)
+from schemas.aggregatable import encode_payload, encrypt_payload, read_key_file, report_record, shared_info_json
 from schemas.formats import load_avro_schema
+from schemas.rows import API_ATTRIBUTION_REPORTING
+from schemas.time_units import SECONDS_PER_HOUR
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
 
 DATASET = "reports"
@@ -104,7 +99,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
         values = chunk_rng.integers(1, max_value + 1, size=(size, contributions))
         origin = chunk_rng.integers(0, ORIGINS, size=size)
         destination = chunk_rng.integers(0, DESTINATIONS, size=size)
-        scheduled = now - chunk_rng.integers(1, HOURS * 3600 + 1, size=size)
+        scheduled = now - chunk_rng.integers(1, HOURS * SECONDS_PER_HOUR + 1, size=size)
         ids = chunk_rng.integers(0, 2**64, size=(size, 2), dtype=np.uint64)
         broken = chunk_rng.random(size) < bad_fraction
         for i in range(size):

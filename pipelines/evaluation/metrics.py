@@ -38,11 +38,11 @@ from fractions import Fraction
 import numpy as np
 
 from pipelines.evaluation.data import Population
-from transforms.core.mechanisms.epochs import EpochClock
-from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource, laplace_scale_for
-from transforms.budgeting.mechanisms.privacy_filter import units_float
 from transforms.budgeting.mechanisms.queries import EXECUTED, QueryBatch, batch_order, report_order
 from transforms.budgeting.mechanisms.simulation import Simulation
+from transforms.core.mechanisms.budget_units import units_float
+from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource, laplace_scale_for
+from transforms.core.mechanisms.time_steps import EpochClock
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ import numpy as np
 
 from pipelines.evaluation.data import Dataset
 from pipelines.evaluation.metrics import BudgetMetrics, QueryOutcome, budget_metrics, quantile_or_none, query_outcomes, truth_of
+from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig
-from transforms.core.mechanisms.epochs import MICROS_PER_DAY, EpochClock
-from transforms.core.mechanisms.noise import SeededSource
 from transforms.budgeting.mechanisms.simulation import Simulation, simulate
+from transforms.core.mechanisms.noise import SeededSource
+from transforms.core.mechanisms.time_steps import EpochClock
 
 POLICY_ORDER = ("ipa_like", "ara_like", "cookie_monster")
 

@@ -10,12 +10,13 @@ import pytest
 
 from pipelines.aggregate import main
 from pipelines.common import read_records
-from schemas.aggregatable import API_PROTECTED_AUDIENCE, encode_payload, generate_key_pair, report_record, write_key_file
+from schemas.aggregatable import encode_payload, generate_key_pair, report_record, write_key_file
+from schemas.rows import API_PROTECTED_AUDIENCE
 from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
+from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.summary_reports.aggregation import AggregationJob, charge
 from transforms.summary_reports.ledger import LedgerLimits, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import AggregationParams, budget_units, report_unit_group
-from transforms.budgeting.mechanisms.privacy_filter import epsilon_units
 
 HOUR = 3600
 LIMITS = LedgerLimits(epsilon_units(64, "down"), 1)

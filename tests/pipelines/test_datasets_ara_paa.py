@@ -18,7 +18,8 @@ import pytest
 from pipelines import generate
 from pipelines.datasets.ara import ARA_CLICK_SHARE, ARA_COUNT_VALUE, ARA_VIEW_EXPIRY_SECONDS, generate_ara
 from pipelines.datasets.paa import PAA_PROTECTED_AUDIENCE_SHARE, generate_paa, paa_campaigns
-from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, MAX_EXPIRY_SECONDS, PAA_EVENT
+from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
+from schemas.limits import MAX_EXPIRY_SECONDS
 from tests.support.files import output_bytes, read_rows
 from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 

@@ -26,13 +26,9 @@ from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
 from schemas.formats import load_avro_schema
 from tests.support.files import output_bytes, read_rows
 from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
-from transforms.event_level.mechanisms.randomized_response import (
-    EventLevelConfig,
-    TriggerDataSpec,
-    check_configuration,
-    count_outputs,
-    uniform_config,
-)
+from transforms.event_level.mechanisms.config import EventLevelConfig, TriggerDataSpec, uniform_config
+from transforms.event_level.mechanisms.information_gain import check_configuration
+from transforms.event_level.mechanisms.outputs import count_outputs
 
 POPULARITY = [1 / (a + 1) for a in range(6)]
 POPULARITY = [w / sum(POPULARITY) for w in POPULARITY]

@@ -19,8 +19,8 @@ from tests.support.event_level_events import (
     write_avro,
     write_jsonl,
 )
-from transforms.event_level.mechanisms.devices import replay_devices
 from transforms.core.mechanisms.noise import SeededSource
+from transforms.event_level.mechanisms.devices import replay_devices
 
 EPSILON = 2.0
 BAD_SOURCES = [source("d1", 3, "video", "video"), source("d2", 3, "states", max_reports=20)]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pipelines import kanon_accuracy, kanon_privacy
-from transforms.kanon.mechanisms.accounting import DrawParameters
 from transforms.core.mechanisms.noise import SeededSource
+from transforms.kanon.mechanisms.accounting import DrawParameters
 
 OUTPUT_FILES = [
     "figure1_error_cdfs.png",

@@ -19,9 +19,9 @@ from schemas.aggregatable import (
     parse_shared_info,
     read_key_file,
     shared_info_json,
-    version_at_least,
     write_key_file,
 )
+from schemas.rows import version_at_least
 
 RID = "6b3f1e0c-1d2a-4c5b-9e8f-0a1b2c3d4e5f"
 

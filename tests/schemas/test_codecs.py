@@ -14,7 +14,6 @@ from schemas import events_pb2
 from schemas.codecs import (
     FORMATS,
     JOIN_EVENT,
-    MAX_EVENT_TIME_MICROS,
     READERS,
     encode_delimited,
     event_spec,
@@ -28,6 +27,7 @@ from schemas.codecs import (
 )
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter, JoinEvent
+from schemas.time_units import MAX_EVENT_TIME_MICROS
 
 T = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 GOOD = JoinEvent("https://dsp-1.example/ig/000001", "u0000001", T)

@@ -12,13 +12,13 @@ from schemas import events_pb2, reports_pb2
 from schemas.codecs import (
     EVENT_LEVEL_SOURCE,
     EVENT_LEVEL_TRIGGER,
-    MAX_EXPIRY_SECONDS,
     read_avro,
     read_delimited_proto,
     read_jsonl,
     validate,
 )
 from schemas.formats import load_avro_schema
+from schemas.limits import MAX_EXPIRY_SECONDS
 from schemas.rows import DeadLetter, EventLevelReport, EventLevelSource, EventLevelTrigger, TriggerSpec
 from tests.support.event_level_events import hand_built, record_of, split, write_avro, write_jsonl, write_pb
 from tests.support.files import avro_field_names

@@ -6,14 +6,9 @@ from typing import Iterable, Sequence
 
 import fastavro
 
-from schemas.aggregatable import (
-    API_ATTRIBUTION_REPORTING,
-    encode_payload,
-    encrypt_payload,
-    report_record,
-    shared_info_json,
-)
+from schemas.aggregatable import encode_payload, encrypt_payload, report_record, shared_info_json
 from schemas.formats import load_avro_schema
+from schemas.rows import API_ATTRIBUTION_REPORTING
 
 NOW = 1_700_000_000  # the job time of the tests, in seconds
 ORIGIN = "https://adtech.test"

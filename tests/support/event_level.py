@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import itertools
 
-from transforms.event_level.mechanisms.randomized_response import SECONDS_PER_DAY, EventLevelConfig, TriggerDataSpec
+from schemas.time_units import SECONDS_PER_DAY
+from transforms.event_level.mechanisms.config import EventLevelConfig, TriggerDataSpec
 
 
 def seed_example(matching: str = "exact") -> EventLevelConfig:

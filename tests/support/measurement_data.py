@@ -7,7 +7,7 @@ from pathlib import Path
 
 from schemas.codecs import row_to_dict
 from schemas.rows import AttributionRequest, Conversion, Impression
-from transforms.core.mechanisms.epochs import MICROS_PER_DAY
+from schemas.time_units import MICROS_PER_DAY
 
 ADVERTISER = "nike.example"
 

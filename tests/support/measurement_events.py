@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from schemas.rows import AttributionRequest, Conversion, Impression
-from transforms.core.mechanisms.epochs import MICROS_PER_DAY
+from schemas.time_units import MICROS_PER_DAY
 
 DAY = MICROS_PER_DAY
 WEEK = 7 * DAY  # the default epoch length

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Iterable
 
-from schemas.codecs import MAX_EXPIRY_SECONDS
+from schemas.limits import MAX_EXPIRY_SECONDS
 from schemas.rows import (
     AggregatableTriggerData,
     AggregatableValue,

@@ -1,6 +1,6 @@
 """Beam wiring of on-device budgeting and the querier's queries (seed 003 Appendix A Alg. 1, Sec. 8.1).
 
-The mechanisms (``transforms/budgeting/mechanisms/device.py``, ``query.py``) do the
+The mechanisms (``transforms/budgeting/mechanisms/device.py``, ``queries.py``) do the
 work; this module only moves events to them:
 
 Batch (the fast path):
@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import functools
 import json
-import pickle
-import zlib
 from typing import Iterable, Iterator
 
 import apache_beam as beam
@@ -35,13 +33,11 @@ from apache_beam.coders import PickleCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindow, TimestampedValue
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.rows import Conversion, DeadLetter, DeviceEpochBudget, Impression
-from transforms.core.io import DEAD_LETTERS, ReadEvents
-from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.device import (
     DeviceState,
     MeasurementConfig,
@@ -53,30 +49,26 @@ from transforms.budgeting.mechanisms.device import (
     sort_events,
     with_central,
 )
-from transforms.core.mechanisms.noise import RandomSource
+from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, batch_order, report_order, run_queries
+from transforms.core.device_state import (
+    DEFAULT_SHARDS,
+    END_OF_INPUT,
+    Pending,
+    RowShards,
+    after_milli,
+    device_shard,
+    pack,
+    stamped,
+    unpack_chunk,
+)
+from transforms.core.io import DEAD_LETTERS, ReadEvents
+from transforms.core.mechanisms.noise import RandomSource
 
 METRICS_NAMESPACE = "pmbeam.measurement"
 REPORTS, BUDGETS, RESULTS, INCOMPLETE = "reports", "budgets", "results", "incomplete"
 CENTRAL = "central"
-DEFAULT_SHARDS = 64
 _IMPRESSION, _CONVERSION = 0, 1
-_MICROS_PER_MILLI = 1000
-
-
-def device_shard(device_id: str, shards: int) -> int:
-    """A device's shard: CRC-32 of its id (stable across processes, unlike ``hash``)."""
-    return zlib.crc32(device_id.encode("utf-8")) % shards
-
-
-def pack(value) -> bytes:
-    """Pickled and deflated (level 1): the sequential ids compress about four to one, so the runner's copies of
-    the shuffled chunks take a quarter of the memory, for about 0.3 microseconds an event."""
-    return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
-
-
-def unpack_chunk(payload: bytes):
-    return pickle.loads(zlib.decompress(payload))
 
 
 class ImpressionShards:
@@ -121,28 +113,6 @@ class ImpressionShards:
         for shard, columns in self._columns.items():
             yield shard, (_IMPRESSION, pack((*columns, table)))
         self._columns, self._codes, self._shard_of, self.pending = {}, {}, {}, 0
-
-
-class RowShards:
-    """Folds one file's rows (conversions here, the summary clients' events) into per-shard pickled lists of
-    plain tuples tagged ``kind`` (a ``RowFold``)."""
-
-    flush_rows = 200_000
-
-    def __init__(self, shards: int, kind: int) -> None:
-        self._shards = shards
-        self._kind = kind
-        self._rows: dict[int, list] = {}
-        self.pending = 0
-
-    def add(self, row) -> None:
-        self._rows.setdefault(device_shard(row.device_id, self._shards), []).append(tuple(row))
-        self.pending += 1
-
-    def drain(self) -> Iterator[tuple[int, tuple[int, bytes]]]:
-        for shard, rows in self._rows.items():
-            yield shard, (self._kind, pack(rows))
-        self._rows, self.pending = {}, 0
 
 
 def _unpack(chunks: Iterable[tuple[int, bytes]]) -> dict[str, list]:
@@ -295,66 +265,7 @@ class MeasureBatch(beam.PTransform):
         }
 
 
-# --------------------------------------------------------------------------------------------------------
-# Streaming
-#
-# Each stateful stage buffers (timestamp, item) pairs and has one flush timer, set a millisecond after its
-# earliest buffered item (runners keep timers to the millisecond). When it fires, every item before the
-# timer's time has arrived (upstream stages hold the watermark while they have pending timers), so those items
-# are handled, in the batch path's order, and each output is stamped with the flush time of the item that
-# produced it: the same time whichever callback produced it, so downstream order never depends on it. A
-# timer at the end of the global window handles what is left and emits end-of-input outputs; runners may
-# fire it before earlier flush timers, which then find nothing left to do.
-#
-# Each stage keeps everything of a key in one ReadModifyWrite record, read and written once per element and
-# per timer: Beam's SDK state cache measures every value it stores by walking the loaded modules (about a
-# millisecond a write here), so the number of state writes, not their size, sets the speed.
-# --------------------------------------------------------------------------------------------------------
-
-# The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
-# millisecond; a test stream advances its watermark here before infinity so their outputs are observed).
-END_OF_INPUT = Timestamp(micros=GlobalWindow().max_timestamp().micros // _MICROS_PER_MILLI * _MICROS_PER_MILLI)
-
-
-def after_milli(micros: int) -> int:
-    """The first millisecond boundary strictly after ``micros``."""
-    return (micros // _MICROS_PER_MILLI + 1) * _MICROS_PER_MILLI
-
-
-def stamped(item, micros: int) -> TimestampedValue:
-    return TimestampedValue(item, Timestamp(micros=micros))
-
-
-class Pending:
-    """A key's buffered (time, item) pairs and the time its flush timer is set for (None: not set)."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[int, object]] = []
-        self.target: int | None = None
-
-    def add(self, time_micros: int, item, flush, delay_micros: int = 0) -> None:
-        """Buffer ``item``; move the flush timer earlier if the item is due before it."""
-        self.items.append((time_micros, item))
-        due = after_milli(time_micros) + delay_micros
-        if self.target is None or due < self.target:
-            self.target = due
-            flush.set(Timestamp(micros=due))
-
-    def take(self, until_micros: int | None) -> list:
-        """Remove and return the pairs before ``until_micros`` (all when None)."""
-        if until_micros is None:
-            due, self.items = self.items, []
-        else:
-            due = [entry for entry in self.items if entry[0] < until_micros]
-            self.items = [entry for entry in self.items if entry[0] >= until_micros]
-        return due
-
-    def rearm(self, flush, delay_micros: int = 0) -> None:
-        """After a flush: the timer for the earliest item still buffered, if any."""
-        self.target = None
-        if self.items:
-            self.target = after_milli(min(time for time, _ in self.items)) + delay_micros
-            flush.set(Timestamp(micros=self.target))
+# Streaming: the stateful stages follow the scheme of ``transforms.core.device_state``.
 
 
 class _DeviceRecord(Pending):

@@ -1,0 +1,14 @@
+"""What the subject packages share.
+
+* ``mechanisms/``: the random sources and noise samplers (``noise/``), hour steps and epochs (``time_steps``), exact
+  parameters and budget units (``budget_units``), sliding distinct counts (``sliding_distinct``) and the ARA
+  source-matching rule (``ara_matching``).
+* ``io``: reading event files into typed rows or dead letters (counted per reason), writing records.
+* ``device_state``: device shards for the batch path and buffered per-device state with event-time timers for
+  the streaming path, used by the budgeting, summary-report and event-level pipelines.
+
+The rule (checked by the import contracts in ``.importlinter``, run by ``make lint`` and the tests): modules
+under ``mechanisms/`` are Beam-free maths (Python and numpy; no ``apache_beam``, no codecs, no I/O, columnar
+or plotting library), so they can be read against the papers line by line and reused by the batch path,
+the streaming path, the evaluation and the tests; the modules beside ``mechanisms/`` wire them into Beam.
+"""

@@ -1,13 +1,13 @@
 """Batch replay of many devices whose event-level sources are held as columns (seed 000 Sec. 2.2, Alg. 4 and 8).
 
-``event_devices.replay_devices`` registers every source in its device's ``EventLevelClient``. At population
+``devices.replay_devices`` registers every source in its device's ``EventLevelClient``. At population
 scale almost every source is idle: no trigger ever goes to it and its s* is ⊥, so it sends nothing and changes
 nothing. ``replay_frame`` keeps the columns of such sources in polars and replays, with the same client, only
 the sources that may matter:
 
 1. **Configurations** (``code_configs``): the distinct (source type, expiry, max reports, matching, trigger
-   specs) of the frame, each checked once (``event_devices.source_config``), and a code per source.
-2. **s* for every source** (``event_devices.choose_outputs``): one ``randomized_response_array`` call per
+   specs) of the frame, each checked once (``devices.source_config``), and a code per source.
+2. **s* for every source** (``devices.choose_outputs``): one ``randomized_response_array`` call per
    configuration with the secure source; per-source keyed draws with a seeded one, exactly as the row path.
 3. **Sources a trigger may go to** (``attributable_sources``). In the client a trigger goes to the best source,
    by (priority, registration order), among the sources that share its device, destination and reporting
@@ -20,7 +20,7 @@ the sources that may matter:
    time), ties counted in the trigger's favour, is at most the number of the key's triggers at or before its
    time: a superset of the possible winners.
 4. **Replay** of the attributable and the randomized sources with their devices' triggers
-   (``event_devices.replay_device``). Every trigger's winner is among them, so by induction over the triggers
+   (``devices.replay_device``). Every trigger's winner is among them, so by induction over the triggers
    each of them goes through the same states as in a replay of all the sources, and sends the same reports;
    a left-out source sends nothing in both (truthful and never attributed).
 
@@ -35,10 +35,10 @@ import polars as pl
 
 from schemas.frames import frame_of_columns, source_rows, trigger_specs_of
 from schemas.rows import EventLevelReport, EventLevelSource, EventLevelTrigger
-from transforms.event_level.mechanisms.devices import add_stats, choose_outputs, config_or_reason, replay_device, source_config
-from transforms.event_level.mechanisms.randomized_response import EventLevelConfig
+from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.mechanisms.time_steps import MICROS_PER_SECOND
+from transforms.event_level.mechanisms.config import EventLevelConfig
+from transforms.event_level.mechanisms.devices import add_stats, choose_outputs, config_or_reason, replay_device, source_config
 
 CONFIG_COLUMNS = ("source_type", "expiry_seconds", "max_event_level_reports", "trigger_data_matching", "trigger_specs")
 KEY_COLUMNS = ("device_id", "destination", "reporting_origin")  # who may take whose triggers
@@ -50,7 +50,7 @@ _TRIGGER_COLUMNS = {**{name: pl.String() for name in KEY_COLUMNS}, "event_time_m
 
 def _config_table(sources: pl.DataFrame) -> tuple[pl.DataFrame, list[EventLevelSource]]:
     """The distinct configurations of a frame, numbered (``CONFIG``) in order of appearance, with the ``ROW``s
-    that have each, and one row standing for each (the fields ``event_devices`` reads a configuration from)."""
+    that have each, and one row standing for each (the fields ``devices`` reads a configuration from)."""
     table = (sources.select(CONFIG_COLUMNS).with_row_index(ROW)
              .group_by(CONFIG_COLUMNS, maintain_order=True).agg(ROW).with_row_index(CONFIG))
     return table, [EventLevelSource("", 0, "", "", "", kind, expiry, 0, (), reports, matching, trigger_specs_of(specs))
@@ -73,7 +73,7 @@ def code_configs(sources: pl.DataFrame) -> tuple[pl.DataFrame, list[EventLevelCo
 
 
 def refuse_sources(sources: pl.DataFrame, epsilon: float | None) -> tuple[pl.DataFrame, pl.Series]:
-    """``event_devices.SourceCheck`` over a frame, once per distinct configuration: (the frame of the sources it
+    """``devices.SourceCheck`` over a frame, once per distinct configuration: (the frame of the sources it
     passes, the reason for each source, null where it passes)."""
     table, standing = _config_table(sources)
     reasons = [config_or_reason(row, epsilon) for row in standing]
@@ -123,7 +123,7 @@ def attributable_sources(coded: pl.DataFrame, configs: Sequence[EventLevelConfig
 def replay_frame(sources: pl.DataFrame, triggers: Sequence[EventLevelTrigger], epsilon: float | None,
                  random_source: RandomSource, stats: dict | None = None) -> Iterator[EventLevelReport]:
     """The reports of the devices of a source frame (``schemas.frames.SOURCE_FRAME_COLUMNS``) and their triggers,
-    as ``event_devices.replay_devices`` would send them for the same rows: device by device (sorted by id).
+    as ``devices.replay_devices`` would send them for the same rows: device by device (sorted by id).
     ``stats`` as there."""
     coded, configs = code_configs(sources)
     chosen: dict[int, tuple] = {}

@@ -12,7 +12,7 @@ Batch (``EventLevelReportsBatch``):
           ``ConfigurationError`` reason), other files record by record; folded per file into device shards
           (``SourceFrameShards``) ─► (shard, (_SOURCES, Arrow IPC bytes of a source frame))
     trigger files ─ ReadEvents, folded into the same device shards ─► (shard, (_TRIGGERS, deflated rows))
-          ─ GroupByKey ─► _ReplayShardsFn: ``event_frames.replay_frame`` (the s* of every source of the shard
+          ─ GroupByKey ─► _ReplayShardsFn: ``frames.replay_frame`` (the s* of every source of the shard
           chosen at once, then the sources a trigger may reach and the randomized ones replayed with their
           devices' triggers, in time order, one call per device) ─► EventLevelReport rows
 Streaming (``EventLevelReportsStreaming``):
@@ -51,12 +51,23 @@ from schemas.frames import (
     split_event_level_sources,
 )
 from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
+from transforms.core.device_state import (
+    DEFAULT_SHARDS,
+    DeviceEventsPerBundleFn,
+    Pending,
+    RowShards,
+    after_milli,
+    buffer_device_events,
+    device_shard,
+    read_record,
+    stamped,
+    unpack_chunk,
+    write_record,
+)
 from transforms.core.io import DEAD_LETTERS, FrameRead, ReadEvents, row_json_line
-from transforms.budgeting.measurement import DEFAULT_SHARDS, Pending, RowShards, after_milli, device_shard, stamped, unpack_chunk
-from transforms.event_level.mechanisms.devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
-from transforms.event_level.frames import refuse_sources, replay_frame
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.summary_reports.clients import DeviceEventsPerBundleFn, buffer_device_events, read_record, write_record
+from transforms.event_level.frames import refuse_sources, replay_frame
+from transforms.event_level.mechanisms.devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
 
 METRICS_NAMESPACE = "pmbeam.event_level"
 REPORTS = "reports"
@@ -65,7 +76,7 @@ _SOURCES, _TRIGGERS = 0, 1
 
 class _SourceFrameReader:
     """The columnar shortcut for Avro files of sources (a ``FrameReader``): ``schemas.frames`` decodes and
-    judges the file, ``event_frames.refuse_sources`` applies ``SourceCheck`` once per configuration."""
+    judges the file, ``frames.refuse_sources`` applies ``SourceCheck`` once per configuration."""
 
     def __init__(self, epsilon: float | None) -> None:
         self._epsilon = epsilon
@@ -122,7 +133,7 @@ class SourceFrameShards:
 
 
 class _ReplayShardsFn(beam.DoFn):
-    """Batch: a shard's sources (frames) and triggers (rows) replayed with ``event_frames.replay_frame``: the s*
+    """Batch: a shard's sources (frames) and triggers (rows) replayed with ``frames.replay_frame``: the s*
     of every source at once, then every device with a source that may report replays its whole history in one
     call."""
 

@@ -38,10 +38,12 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
-from transforms.kanon.mechanisms.batch_replay import GroupJoins, GroupJoinsByGroup, batch_group_verdicts, merge_group_joins
-from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParameters
+from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.mechanisms.time_steps import MICROS_PER_HOUR, hour_step
+from transforms.core.mechanisms.time_steps import hour_step
+from transforms.kanon.join_fold import GroupJoinsByGroup
+from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins
+from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParameters
 
 METRICS_NAMESPACE = "pmbeam.kanon"
 LATE = "late"

@@ -1,0 +1,14 @@
+"""Summary reports: the ARA and PAA clients and the Aggregation Service (seed 000 Sec. 2.1, Alg. 1-3 and 6).
+
+* ``mechanisms/``: the clients' contribution budgets and reports, ARA-SR-Client (Alg. 2), PAA-SR-Client (Alg. 3),
+  and the aggregation with discrete Laplace noise, key discovery and thresholds (Alg. 1 and 6).
+* ``report_records``: a client's report in the Aggregation Service's wire format (CBOR payload, HPKE).
+* ``clients``: the Beam transforms of the clients, batch and streaming.
+* ``aggregation``: the Beam transforms of the Aggregation Service.
+* ``ledger``: the durable privacy-budget ledger per shared ID (SQLite or PostgreSQL).
+
+The rule (checked by the import contracts in ``.importlinter``, run by ``make lint`` and the tests): modules
+under ``mechanisms/`` are Beam-free maths (Python and numpy; no ``apache_beam``, no codecs, no I/O, columnar
+or plotting library), so they can be read against the papers line by line and reused by the batch path,
+the streaming path, the evaluation and the tests; the modules beside ``mechanisms/`` wire them into Beam.
+"""

@@ -44,7 +44,10 @@ from schemas.aggregatable import (
 )
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
+from schemas.time_units import SECONDS_PER_DAY
 from transforms.core.io import DEAD_LETTERS
+from transforms.core.mechanisms.budget_units import epsilon_units
+from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.ledger import LedgerError, LedgerLimits, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import (
     AggregationParams,
@@ -56,14 +59,12 @@ from transforms.summary_reports.mechanisms.aggregation import (
     report_hour,
     report_identity,
 )
-from transforms.core.mechanisms.noise import RandomSource
-from transforms.budgeting.mechanisms.privacy_filter import epsilon_units
 
 REPORT_SHARDS = 16
 BUCKET_SHARD_BITS = 4
 BUCKET_SHARDS = 1 << BUCKET_SHARD_BITS
 DECODE_BATCH = 65_536  # reports decoded together (bounds a file's memory)
-MAX_REPORT_AGE_SECONDS = 90 * 24 * 3600
+MAX_REPORT_AGE_SECONDS = 90 * SECONDS_PER_DAY
 STATS, GROUPS, WRITTEN = "stats", "groups", "written"
 DUPLICATE, NOT_DEBUG = "duplicate_report_id", "not_debug_report"
 # Reasons that are not errors of the reports (they do not count towards the job's error threshold).

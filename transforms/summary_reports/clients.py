@@ -1,6 +1,6 @@
 """Beam wiring of the summary-report clients: ARA-SR-Client (seed 000 Alg. 2) and PAA-SR-Client (Alg. 3).
 
-The clients (``transforms/summary_reports/mechanisms/ara_client.py``, ``paa.py``) do the work, per device; this module only
+The clients (``transforms/summary_reports/mechanisms/ara_client.py``, ``paa_client.py``) do the work, per device; this module only
 moves each device's events to them, as the on-device measurement job does (``transforms/budgeting/measurement.py``,
 whose sharding, packing and buffering helpers it reuses):
 
@@ -26,31 +26,30 @@ expires, and the budgets of the current window).
 from __future__ import annotations
 
 import functools
-import json
-import pickle
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Tuple
+from typing import Any, Iterable, NamedTuple, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import Timestamp
-from apache_beam.utils.windowed_value import WindowedValue
 
-from schemas.codecs import EventSpec, row_to_dict
-from schemas.rows import DeadLetter
-from transforms.core.io import DEAD_LETTERS, ReadEvents
-from transforms.budgeting.measurement import (
+from schemas.codecs import EventSpec
+from transforms.core.device_state import (
     DEFAULT_SHARDS,
+    DeviceEventsPerBundleFn,
     Pending,
     RowShards,
+    buffer_device_events,
+    read_record,
     stamped,
     unpack_chunk,
+    write_record,
 )
-from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient, report_record_of
+from transforms.core.io import DEAD_LETTERS, ReadEvents
 from transforms.core.mechanisms.noise import RandomSource
+from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient
+from transforms.summary_reports.report_records import report_record_of
 
 METRICS_NAMESPACE = "pmbeam.summary_clients"
 REPORTS = "reports"
@@ -167,49 +166,6 @@ class _ClientRecord(Pending):
         super().__init__()
         self.cut = 0
         self.state = state
-
-
-def read_record(state, new: Callable[[], Pending]) -> Pending:
-    """A device's record from a ``BytesCoder`` state, where it is kept pickled (``write_record``), or ``new()``
-    for a device without one. Beam's SDK state cache measures every object it holds by walking everything it
-    references (about 5 ms a write for a device with a few dozen sources), and bytes reference nothing."""
-    raw = state.read()
-    return new() if raw is None else pickle.loads(raw)
-
-
-def write_record(state, record: Pending) -> None:
-    """Store a device's record in its ``BytesCoder`` state, pickled (read back by ``read_record``)."""
-    state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def buffer_device_events(device_id: str, events: Iterable, record: Pending, flush, lateness_micros: int) -> Iterator:
-    """Buffer a bundle's events of one device in its record (arming the flush timer); an event behind the
-    record's cut (already replayed past) is a ``late`` dead letter."""
-    for event in events:
-        if event.event_time_micros < record.cut:
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTERS, DeadLetter(raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {device_id}")
-            )
-        else:
-            record.add(event.event_time_micros, event, flush, lateness_micros)
-
-
-class DeviceEventsPerBundleFn(beam.DoFn):
-    """Streaming, before any state: a bundle's events grouped per device, emitted at the end of the bundle as
-    ``(device_id, events)`` timestamped with the device's earliest event. The stateful DoFn then reads and writes
-    a device's state once per bundle rather than once per event: each state write costs about a millisecond in
-    the SDK's state cache (it walks every loaded module), which otherwise sets the speed."""
-
-    def start_bundle(self) -> None:
-        self._devices: dict[str, list] = {}
-
-    def process(self, row):
-        self._devices.setdefault(row.device_id, []).append(row)
-
-    def finish_bundle(self):
-        for device_id, events in self._devices.items():
-            earliest = min(event.event_time_micros for event in events)
-            yield WindowedValue((device_id, tuple(events)), Timestamp(micros=earliest), [GlobalWindow()])
 
 
 class _ClientFn(beam.DoFn):

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON, epsilon_units, units_epsilon
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units, units_epsilon
 
 __all__ = [
     "DEFAULT_EPSILON_STAR", "DEFAULT_MAX_USES", "ChargeOutcome", "JobAlreadyCompleted", "JobConflict", "Ledger",

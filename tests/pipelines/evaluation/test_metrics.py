@@ -10,12 +10,13 @@ import pytest
 from pipelines.evaluation.data import Population
 from pipelines.evaluation.metrics import budget_metrics, query_outcomes, span_of, truth_of
 from schemas.rows import DeviceEpochBudget, QueryResult
+from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.device import ReportRecord
-from transforms.core.mechanisms.epochs import MICROS_PER_DAY, EpochClock
-from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, laplace_scale_for
-from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON
 from transforms.budgeting.mechanisms.queries import EXECUTED, REJECTED, QueryBatch
 from transforms.budgeting.mechanisms.simulation import Simulation
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON
+from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, laplace_scale_for
+from transforms.core.mechanisms.time_steps import EpochClock
 
 CLOCK = EpochClock(7 * MICROS_PER_DAY)
 Q = "nike.example"

@@ -11,24 +11,17 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
+from schemas.time_units import MICROS_PER_DAY
 from tests.support.measurement_data import impression, nike_example, random_population, write_jsonl
 from tests.support.streams import milli, shuffled_stream, streaming_options
-from transforms.core.io import DEAD_LETTERS
-from transforms.budgeting.measurement import (
-    BUDGETS,
-    END_OF_INPUT,
-    INCOMPLETE,
-    REPORTS,
-    RESULTS,
-    MeasureBatch,
-    MeasureStreaming,
-)
+from transforms.budgeting.measurement import BUDGETS, INCOMPLETE, REPORTS, RESULTS, MeasureBatch, MeasureStreaming
 from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig
-from transforms.core.mechanisms.epochs import MICROS_PER_DAY
-from transforms.core.mechanisms.noise import SeededSource
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute
 from transforms.budgeting.mechanisms.simulation import simulate
+from transforms.core.device_state import END_OF_INPUT
+from transforms.core.io import DEAD_LETTERS
+from transforms.core.mechanisms.noise import SeededSource
 
 SEED = 7
 

@@ -26,7 +26,8 @@ from transforms.core.io import (
     WriteDeadLetters,
     WriteRecords,
 )
-from transforms.kanon.mechanisms.batch_replay import GroupJoins, GroupJoinsByGroup
+from transforms.kanon.join_fold import GroupJoinsByGroup
+from transforms.kanon.mechanisms.batch_replay import GroupJoins
 
 HOUR = 3_600_000_000
 T0 = 491_000 * HOUR  # an hour boundary in 2026

@@ -1,5 +1,5 @@
-"""The columnar batch replay (``event_frames.replay_frame``) sends exactly what the row replay
-(``event_devices.replay_devices``) sends: on contended hand-made devices (ties, priorities, max reports 0 to 2,
+"""The columnar batch replay (``frames.replay_frame``) sends exactly what the row replay
+(``devices.replay_devices``) sends: on contended hand-made devices (ties, priorities, max reports 0 to 2,
 filters, expiries), on generated data with noise off, on and strong, and it leaves most sources out."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
 from schemas.frames import sources_frame
 from schemas.rows import TriggerSpec
 from tests.support.event_level_events import per_device, source, split, trigger
-from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
-from transforms.event_level.frames import attributable_sources, code_configs, refuse_sources, replay_frame, triggers_frame
 from transforms.core.mechanisms.noise import SeededSource
+from transforms.event_level.frames import attributable_sources, code_configs, refuse_sources, replay_frame, triggers_frame
+from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
 
 SEED = 5
 

@@ -23,11 +23,11 @@ from tests.support.event_level_events import (
     write_jsonl,
 )
 from tests.support.streams import milli, shuffled_stream, streaming_options
-from transforms.event_level.reports import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
+from transforms.core.device_state import END_OF_INPUT
 from transforms.core.io import DEAD_LETTERS
-from transforms.budgeting.measurement import END_OF_INPUT
-from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
 from transforms.core.mechanisms.noise import SeededSource
+from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
+from transforms.event_level.reports import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
 
 SEED = 11
 EPSILON = 1.5  # low enough that many sources are randomized

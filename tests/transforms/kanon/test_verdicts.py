@@ -9,14 +9,14 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
+from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_SECOND
 from tests.support.naive_kanon import naive_changes, naive_verdicts
 from tests.support.sources import ConstantSource
 from tests.support.streams import streaming_options
-from transforms.kanon.verdicts import KAnonymityVerdicts
+from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
 from transforms.kanon.mechanisms.group_replay import KAnonParameters
-from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
-from transforms.core.mechanisms.time_steps import MICROS_PER_HOUR, MICROS_PER_SECOND
+from transforms.kanon.verdicts import KAnonymityVerdicts
 
 NOISE = TruncatedLaplace(epsilon=2.0, delta=0.1)  # A = 1.75
 BASE_STEP = 491_904  # a multiple of both 4 and 168 hours since the epoch (2026-02-12)

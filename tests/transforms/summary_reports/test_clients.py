@@ -14,11 +14,12 @@ from schemas.rows import AraSource, AraTrigger
 from tests.support.streams import shuffled_stream, streaming_options
 from tests.support.summary_events import DAY, MINUTE, random_ara, random_paa, write_jsonl
 from transforms.core.io import DEAD_LETTERS
-from transforms.summary_reports.mechanisms.contributions import ContributionLimits, report_record_of
-from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient
 from transforms.core.mechanisms.noise import SeededSource
-from transforms.summary_reports.mechanisms.paa_client import PaaSummaryClient, ReachCounting
 from transforms.summary_reports.clients import REPORTS, ClientInput, SummaryReportsBatch, SummaryReportsStreaming
+from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient
+from transforms.summary_reports.mechanisms.contributions import ContributionLimits
+from transforms.summary_reports.mechanisms.paa_client import PaaSummaryClient, ReachCounting
+from transforms.summary_reports.report_records import report_record_of
 
 SEED = 5
 ARA = AraSummaryClient(ContributionLimits(l0=3, l1=50_000))  # small budgets: some sources run out

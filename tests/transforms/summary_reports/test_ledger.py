@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import pytest
 
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units
 from transforms.summary_reports.ledger import (
     ChargeOutcome,
     JobAlreadyCompleted,
@@ -19,7 +20,6 @@ from transforms.summary_reports.ledger import (
     PrivacyBudgetExhausted,
     open_ledger,
 )
-from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON, epsilon_units
 
 HOUR = 480_000  # an hour step: scheduled_report_time // 3600
 

@@ -1,0 +1,1 @@
+"""Beam-free on-device budgeting: filters, attribution, policies, bias detection, device replay, queries."""

@@ -32,8 +32,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from schemas.rows import AttributionRequest
-from transforms.core.mechanisms.noise import as_fraction
-from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, as_fraction
 
 BIAS_COUNTS = ("epochs", "reports")
 DEFAULT_BIAS_BETA = 0.01

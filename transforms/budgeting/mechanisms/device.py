@@ -19,13 +19,15 @@ from functools import cached_property
 from typing import Iterable, Iterator, NamedTuple
 
 from schemas.rows import AttributionReport, AttributionRequest, Conversion, DeviceEpochBudget, Impression
+from schemas.time_units import MICROS_PER_DAY
+from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.attribution import select_relevant
 from transforms.budgeting.mechanisms.bias import BiasDetection, bias_weight
 from transforms.budgeting.mechanisms.policies import BudgetPolicy, make_policy
-from transforms.core.mechanisms.epochs import MICROS_PER_DAY, EpochClock
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.budget_units import epsilon_units, units_float
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.budgeting.mechanisms.privacy_filter import FilterTable, epsilon_units, units_float
-from transforms.budgeting.mechanisms.queries import AccuracyTarget
+from transforms.core.mechanisms.time_steps import EpochClock
 
 DEFAULT_WINDOW_DAYS = 30
 DEFAULT_MAX_WINDOW_DAYS = 90

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Container, Mapping, NamedTuple, Sequence
 
 from schemas.rows import AttributionRequest, Impression
 from transforms.budgeting.mechanisms.attribution import attribution_histogram
-from transforms.core.mechanisms.noise import as_fraction
-from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON, FilterTable
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, as_fraction
 
 if TYPE_CHECKING:  # pragma: no cover
     from transforms.budgeting.mechanisms.bias import BiasDetection

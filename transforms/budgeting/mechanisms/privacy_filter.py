@@ -3,8 +3,8 @@
 A filter with capacity eps_G adds up the budgets eps_1, ..., eps_k it has
 accepted and answers Halt to the next request eps_{k+1} when
 eps_1 + ... + eps_k + eps_{k+1} > eps_G (Eq. 3); a halted request consumes
-nothing. Budgets are integers of ``1 / UNITS_PER_EPSILON`` epsilon: a
-capacity is rounded down and a charge up when converted, so rounding can only
+nothing. Budgets are integers of ``1 / UNITS_PER_EPSILON`` epsilon
+(``transforms.core.mechanisms.budget_units``): a capacity is rounded down and a charge up when converted, so rounding can only
 make a filter stricter, never let it overshoot (DESIGN.md "Budgets are exact").
 
 ``FilterTable`` holds many filters of the same capacity in one dict, keyed by
@@ -16,35 +16,7 @@ Sec. 8.2).
 """
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from typing import Hashable, Iterable, Iterator
-
-from transforms.core.mechanisms.noise import as_fraction
-
-UNITS_PER_EPSILON = 10**12
-
-
-def epsilon_units(epsilon: Fraction | float | int | str, rounding: str) -> int:
-    """``epsilon`` in integer budget units, rounded ``"up"`` (charges) or ``"down"`` (capacities)."""
-    scaled = as_fraction(epsilon) * UNITS_PER_EPSILON
-    if scaled < 0:
-        raise ValueError(f"a budget cannot be negative, got {epsilon}")
-    if rounding == "up":
-        return math.ceil(scaled)
-    if rounding == "down":
-        return math.floor(scaled)
-    raise ValueError(f"rounding must be 'up' or 'down', got {rounding!r}")
-
-
-def units_epsilon(units: int) -> Fraction:
-    """Budget units back to an exact epsilon."""
-    return Fraction(units, UNITS_PER_EPSILON)
-
-
-def units_float(units: int) -> float:
-    """Budget units as the nearest double to the exact epsilon (int / int division is correctly rounded)."""
-    return units / UNITS_PER_EPSILON
 
 
 class FilterTable:

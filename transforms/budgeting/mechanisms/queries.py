@@ -5,55 +5,28 @@ Laplace noise is added inside the MPC/TEE. Sec. 8.1: the querier cuts the
 reports of each query (here each (querier site, query key)) into batches of B
 in conversion-time order and runs one query per full batch; it picks epsilon
 from an accuracy target, eps = Delta ln(1/beta) / (alpha B c~)
-(``AccuracyTarget``). IPA-like budgets centrally (``CentralBudget``): a batch
+(``accuracy.AccuracyTarget``). IPA-like budgets centrally (``CentralBudget``): a batch
 runs only if every epoch it covers can pay epsilon on the querier's filter
 for that epoch, then all of them pay; otherwise it is rejected. Beam-free.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Sequence
 
 from schemas.rows import IncompleteBatch, QueryResult
-from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, GridLaplace, RandomSource, as_fraction, laplace_scale_for
-from transforms.budgeting.mechanisms.privacy_filter import FilterTable, epsilon_units
+from transforms.budgeting.mechanisms.device import ReportRecord
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.budget_units import as_fraction, epsilon_units
+from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, GridLaplace, RandomSource, laplace_scale_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from transforms.budgeting.mechanisms.bias import BiasDetection
-    from transforms.budgeting.mechanisms.device import ReportRecord
 
 EXECUTED = "executed"
 REJECTED = "rejected"
 DEFAULT_BATCH_SIZE = 2000
-
-
-@dataclass(frozen=True)
-class AccuracyTarget:
-    """Seed 003 Sec. 8.1: the querier wants the Laplace error within alpha of the true sum with probability
-    1 - beta, for batches of ``batch_size`` reports whose average value it guesses at ``expected_value``
-    (c~; None: the query global sensitivity, i.e. every conversion at the cap, as in the microbenchmark)."""
-
-    alpha: float
-    beta: float
-    batch_size: int
-    expected_value: float | None = None
-
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha:
-            raise ValueError(f"alpha must be > 0, got {self.alpha}")
-        if not 0 < self.beta < 1:
-            raise ValueError(f"beta must be in (0, 1), got {self.beta}")
-        if self.batch_size < 1:
-            raise ValueError(f"the batch size must be >= 1, got {self.batch_size}")
-        if self.expected_value is not None and not self.expected_value > 0:
-            raise ValueError(f"the expected conversion value must be > 0, got {self.expected_value}")
-
-    def epsilon(self, sensitivity: float) -> float:
-        """eps = Delta ln(1/beta) / (alpha B c~)."""
-        expected = sensitivity if self.expected_value is None else self.expected_value
-        return sensitivity * math.log(1 / self.beta) / (self.alpha * self.batch_size * expected)
 
 
 def report_order(report: ReportRecord) -> tuple:

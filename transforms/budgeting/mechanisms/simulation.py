@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from schemas.rows import Conversion, DeviceEpochBudget, Impression, IncompleteBatch, QueryResult
-from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.device import (
     DeviceState,
     MeasurementConfig,
@@ -23,8 +22,9 @@ from transforms.budgeting.mechanisms.device import (
     sort_events,
     with_central,
 )
-from transforms.core.mechanisms.noise import RandomSource
+from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, QueryBatch, report_order, run_queries
+from transforms.core.mechanisms.noise import RandomSource
 
 
 class Simulation(NamedTuple):

@@ -1,0 +1,1 @@
+"""Beam-free event-level mechanisms: configuration, output set, randomized response, information gain, client."""

@@ -11,11 +11,11 @@ reported buckets U(s, t) and the number of reports sent N(s).
   inactive: "the source now gets marked as inactive and no further purchases get attributed to this
   source", see ``deactivation`` below), have the
   trigger's destination and reporting origin and whose filters intersect the trigger's (trigFilt ∩ srcFilt
-  ≠ ∅) (``ara_summary.can_take``, plus the inactive mark), the one of highest priority, ties to the most
-  recently registered (as ``ara_summary``; with equal priorities this is Alg. 4's reverse chronological
+  ≠ ∅) (``ara_matching.can_take``, plus the inactive mark), the one of highest priority, ties to the most
+  recently registered (as ``ara_client``; with equal priorities this is Alg. 4's reverse chronological
   scan). Its trigger data is mapped to the source's spec (``EventLevelConfig.spec_index``); if none matches
   the trigger is ignored (one departure from the letter of Alg. 4, whose scan would go on to an older
-  source; as in ARA, and as ``ara_summary`` does for budgets, the source is chosen first). Then
+  source; as in ARA, and as ``ara_client`` does for budgets, the source is chosen first). Then
   V(s, t) += value.
 * **Passing of the window w of (s, t)** at registration time + end_w: for each summary bucket b_i of t in
   increasing order, if U(s, t) < b_i <= V(s, t): U(s, t) <- b_i, and if N(s) < M, N(s) += 1 and a report
@@ -49,16 +49,13 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from transforms.summary_reports.mechanisms.ara_client import can_take
-from transforms.event_level.mechanisms.randomized_response import (
-    EventLevelConfig,
-    Output,
-    count_outputs,
-    randomized_response,
-    randomized_trigger_rate,
-)
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_matching import can_take
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.mechanisms.time_steps import MICROS_PER_SECOND
+from transforms.event_level.mechanisms.config import EventLevelConfig
+from transforms.event_level.mechanisms.information_gain import randomized_trigger_rate
+from transforms.event_level.mechanisms.outputs import Output, count_outputs
+from transforms.event_level.mechanisms.randomized_response import randomized_response
 
 MAX_REPORTS_SENT = "max_reports_sent"
 REPORT_WITHHELD = "report_withheld"

@@ -29,26 +29,25 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from schemas.rows import EventLevelReport, EventLevelSource
+from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
-from transforms.event_level.mechanisms.randomized_response import (
+from transforms.event_level.mechanisms.config import (
     MAX_EVENT_LEVEL_REPORTS,
     MAX_TRIGGER_DATA,
     MODULUS,
-    TRUTHFUL,
     ConfigurationError,
     EventLevelConfig,
-    Output,
     TriggerDataSpec,
-    check_configuration,
-    count_outputs,
     default_windows,
+    uniform_config,
+)
+from transforms.event_level.mechanisms.information_gain import check_configuration
+from transforms.event_level.mechanisms.outputs import Output, count_outputs, unrank_output, unrank_outputs_array
+from transforms.event_level.mechanisms.randomized_response import (
+    TRUTHFUL,
     randomized_response_array,
     truthful_threshold,
-    uniform_config,
-    unrank_output,
-    unrank_outputs_array,
 )
-from transforms.core.mechanisms.noise import RandomSource
 
 KEY = "event_level"  # first element of every keyed draw of this client
 _SOURCE, _TRIGGER = 0, 1

@@ -1,0 +1,1 @@
+"""Beam-free k-anonymity mechanisms: AboveThreshold with periodic restart, TLap accounting, group replays."""

@@ -22,7 +22,8 @@ import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
-from transforms.core.mechanisms.noise import TruncatedLaplace, as_fraction
+from transforms.core.mechanisms.budget_units import as_fraction
+from transforms.core.mechanisms.noise import TruncatedLaplace
 
 INSTANCE_BASIS = "Cor. 4.4 (one AboveThreshold instance, Alg. 2, with two TLap draws)"
 STREAM_BASIS = "Cor. 3.1 applied to Cor. 4.4 (Alg. 1: periodic restart; a join affects at most two instances)"

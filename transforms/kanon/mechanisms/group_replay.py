@@ -30,15 +30,15 @@ from typing import Collection, Hashable, Iterable, Iterator
 import numpy as np
 
 from schemas.rows import KAnonVerdict
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.mechanisms.sliding_distinct import SlidingDistinctCount
+from transforms.core.mechanisms.time_steps import step_start_micros
 from transforms.kanon.mechanisms.above_threshold import (
     AboveThreshold,
     AboveThresholdWithPeriodicRestart,
     PeriodicRestartState,
     instance_start_step,
 )
-from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.mechanisms.sliding_distinct import SlidingDistinctCount
-from transforms.core.mechanisms.time_steps import step_start_micros
 
 EMIT_MODES = ("changes", "all")
 

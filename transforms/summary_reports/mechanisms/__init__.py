@@ -1,0 +1,1 @@
+"""Beam-free summary-report mechanisms: client budgets and reports, ARA and PAA clients, aggregation."""

@@ -34,14 +34,15 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from schemas.aggregatable import ATTRIBUTION_APIS, SharedInfo, version_at_least
-from transforms.core.mechanisms.noise import DiscreteLaplace, RandomSource, TruncatedDiscreteLaplace, as_fraction
+from schemas.rows import ATTRIBUTION_APIS, SharedInfo, version_at_least
+from schemas.time_units import SECONDS_PER_HOUR
+from transforms.core.mechanisms.budget_units import as_fraction
+from transforms.core.mechanisms.noise import DiscreteLaplace, RandomSource, TruncatedDiscreteLaplace
 
 MODES = ("domain", "key-discovery", "threshold")
 MAX_EPSILON = Fraction(64)
 DEFAULT_L1 = 65536  # Lambda_1 = 2^16, seed 000 Sec. 2.1
 DEFAULT_L0 = 20  # contributions per report in the ARA payload
-SECONDS_PER_HOUR = 3600
 
 
 @dataclass(frozen=True)

@@ -24,18 +24,18 @@ one's budget is exhausted: as in ARA (and as Remark 2.3 allows, any rule attribu
 attribution picks the source first and an exhausted budget gives a null report.
 
 Every report, null or not, has the trigger's reporting origin and destination, a random id and a random delay
-(``aggregatable_client.make_report``), so its metadata says nothing about attribution. No Beam import here.
+(``contributions.make_report``), so its metadata says nothing about attribution. No Beam import here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from schemas.aggregatable import API_ATTRIBUTION_REPORTING
-from schemas.rows import AraSource, AraTrigger
-from transforms.summary_reports.mechanisms.contributions import ClientReport, ContributionBudget, ContributionLimits, make_report
+from schemas.rows import API_ATTRIBUTION_REPORTING, AraSource, AraTrigger
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_matching import can_take
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.mechanisms.time_steps import MICROS_PER_SECOND
+from transforms.summary_reports.mechanisms.contributions import ClientReport, ContributionBudget, ContributionLimits, make_report
 
 
 class RegisteredSource:
@@ -54,25 +54,6 @@ class AraDevice:
     """One device's state: its registered sources, in registration order."""
 
     sources: list[RegisteredSource] = field(default_factory=list)
-
-
-def filters_match(trigger_filters: Iterable[str], source_filters: Iterable[str]) -> bool:
-    """trigFilt ∩ srcFilt ≠ ∅ (Alg. 2), with an empty trigFilt matching every source."""
-    trigger_filters = set(trigger_filters)
-    return not trigger_filters or not trigger_filters.isdisjoint(source_filters)
-
-
-def can_take(registered: RegisteredSource, trigger: AraTrigger) -> bool:
-    """Matching (step 1 above): the source has the trigger's destination and reporting origin, is active at the
-    trigger's time (registered at or before it, not expired) and its filters match. Also the event-level
-    client's rule (``event_client``), on its registered sources and triggers, which have the same fields."""
-    source = registered.source
-    return (
-        source.destination == trigger.destination
-        and source.reporting_origin == trigger.reporting_origin
-        and source.event_time_micros <= trigger.event_time_micros < registered.expires_micros
-        and filters_match(trigger.filters, source.filter_data)
-    )
 
 
 def attribute(device: AraDevice, trigger: AraTrigger) -> RegisteredSource | None:

@@ -1,6 +1,6 @@
 """What the two summary-report clients share (seed 000 Sec. 2.1.2-2.1.3): budgets, reports and their randomness.
 
-ARA-SR-Client (Alg. 2, ``ara_summary.py``) and PAA-SR-Client (Alg. 3, ``paa.py``) both send, for every event
+ARA-SR-Client (Alg. 2, ``ara_client.py``) and PAA-SR-Client (Alg. 3, ``paa_client.py``) both send, for every event
 they handle, exactly one aggregatable report (r, k, v) or a null report (r, ⊥, ⊥), after checking two budgets
 of a privacy unit (an ARA source; a PAA (device, reporting origin, 10-minute window)):
 
@@ -29,16 +29,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple, Protocol, Sequence
 
-from schemas.aggregatable import encode_payload, encrypt_payload, report_record, shared_info_json
-from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
+from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.mechanisms.time_steps import MICROS_PER_SECOND
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1
 
 PAD_TO = 20  # contributions per payload, as Chrome pads them
 REPORT_VERSION = "1.0"
 MIN_DELAY_SECONDS = 10 * 60  # a report is scheduled 10 minutes to 1 hour after its event
 MAX_DELAY_SECONDS = 60 * 60
-_NULL_PAYLOAD = encode_payload([], pad_to=PAD_TO)  # the clear-text payload of every null report (CBOR is slow)
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,8 @@ class ContributionBudget:
 
 class ClientReport(NamedTuple):
     """One report a client sends: its ``shared_info`` fields and its contributions ((bucket, value), ...),
-    none for a null report. Nothing in it names the device."""
+    none for a null report. Nothing in it names the device; ``transforms.summary_reports.report_records``
+    writes it in the Aggregation Service's format."""
 
     api: str
     report_id: str
@@ -88,14 +87,6 @@ class ClientReport(NamedTuple):
     scheduled_report_time: int  # seconds since the Unix epoch
     contributions: tuple
 
-    def shared_info(self) -> str:
-        """The report's ``shared_info`` JSON, as a browser writes it (no ``source_registration_time``: ARA's
-        default is to exclude it)."""
-        return shared_info_json(
-            api=self.api, report_id=self.report_id, reporting_origin=self.reporting_origin,
-            scheduled_report_time=self.scheduled_report_time, version=REPORT_VERSION,
-            attribution_destination=self.attribution_destination,
-        )
 
 
 def keyed_below(source: RandomSource, key: tuple, n: int) -> int:
@@ -116,18 +107,6 @@ def make_report(
         api, report_id, reporting_origin, destination, event_time_micros // MICROS_PER_SECOND + delay,
         tuple(contributions),
     )
-
-
-def report_record_of(report: ClientReport, public_key: tuple[str, bytes] | None = None) -> dict:
-    """The ``AggregatableReport`` Avro record of ``report``: a CBOR payload of 20 contributions (filtering id 0),
-    in clear text, or HPKE-encrypted to ``public_key`` = (key id, raw X25519 key)."""
-    info = report.shared_info()
-    contributions = report.contributions
-    payload = encode_payload([(b, v, 0) for b, v in contributions], pad_to=PAD_TO) if contributions else _NULL_PAYLOAD
-    if public_key is None:
-        return report_record(info, payload)
-    key_id, key = public_key
-    return report_record(info, encrypt_payload(payload, info, key), key_id)
 
 
 class SummaryClient(Protocol):

@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
 
 from schemas.rows import PaaEvent
-from transforms.summary_reports.mechanisms.contributions import ClientReport, ContributionBudget, ContributionLimits, make_report
-from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
+from schemas.time_units import MICROS_PER_MINUTE
 from transforms.core.mechanisms.noise import RandomSource
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
+from transforms.summary_reports.mechanisms.contributions import ClientReport, ContributionBudget, ContributionLimits, make_report
 
-WINDOW_MICROS = 10 * 60 * 1_000_000  # the time windows T of Alg. 3 (seed 000 footnote 5)
+WINDOW_MICROS = 10 * MICROS_PER_MINUTE  # the time windows T of Alg. 3 (seed 000 footnote 5)
 DEFAULT_REACH_VALUE = DEFAULT_L1 // 2  # Lambda_1 / 2, the paper's example
 
 

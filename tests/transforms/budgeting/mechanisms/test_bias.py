@@ -8,12 +8,12 @@ import pytest
 
 from tests.support.measurement_events import at, conversion, impression, request
 from transforms.budgeting.mechanisms.bias import BiasDetection, bias_weight, max_l1
-from transforms.budgeting.mechanisms.policies import AraLike, CookieMonster, IpaLike, ReportOutcome
 from transforms.budgeting.mechanisms.device import EVERY_EPOCH, MeasurementConfig
-from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, SeededSource, laplace_scale_for
+from transforms.budgeting.mechanisms.policies import AraLike, CookieMonster, IpaLike, ReportOutcome
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute, make_batch
 from transforms.budgeting.mechanisms.simulation import simulate
+from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, SeededSource, laplace_scale_for
 
 UNIT = 10**12
 NIKE = "nike.com"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.measurement_events import DAY, WEEK, at, conversion, impression, request
 from tests.support.sources import ConstantSource
-from transforms.budgeting.mechanisms.policies import CookieMonster, IpaLike, make_policy
+from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.device import (
     DEFAULT_MAX_WINDOW_DAYS,
     DEFAULT_WINDOW_DAYS,
@@ -20,9 +20,9 @@ from transforms.budgeting.mechanisms.device import (
     resolve_request,
     sort_events,
 )
-from transforms.core.mechanisms.epochs import EpochClock
+from transforms.budgeting.mechanisms.policies import CookieMonster, IpaLike, make_policy
 from transforms.core.mechanisms.noise import SecureSource, SeededSource
-from transforms.budgeting.mechanisms.queries import AccuracyTarget
+from transforms.core.mechanisms.time_steps import EpochClock
 
 UNIT = 10**12
 CONFIG = MeasurementConfig()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.support.measurement_events import at, conversion, impression, request
 from tests.support.sources import ConstantSource
+from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay, sort_events
 from transforms.budgeting.mechanisms.policies import (
     POLICIES,
     AraLike,
@@ -24,7 +25,6 @@ from transforms.budgeting.mechanisms.policies import (
     make_policy,
     scaled_loss_units,
 )
-from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay, sort_events
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 
 UNIT = 10**12  # budget units per epsilon

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.budgeting.mechanisms.privacy_filter import UNITS_PER_EPSILON, FilterTable, epsilon_units, units_epsilon
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units, units_epsilon
 
 # --------------------------------------------------------------------------- units
 

@@ -7,13 +7,12 @@ from fractions import Fraction
 import pytest
 
 from schemas.rows import IncompleteBatch, QueryResult
+from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.device import ReportRecord
-from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, SeededSource
 from transforms.budgeting.mechanisms.queries import (
     DEFAULT_BATCH_SIZE,
     EXECUTED,
     REJECTED,
-    AccuracyTarget,
     BatchCutter,
     CentralBudget,
     QueryBatch,
@@ -23,6 +22,7 @@ from transforms.budgeting.mechanisms.queries import (
     rejected,
     report_order,
 )
+from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, SeededSource
 
 UNIT = 10**12
 

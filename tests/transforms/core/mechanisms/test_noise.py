@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.support.sources import ConstantSource, ReproducibleSource
+from transforms.core.mechanisms.budget_units import as_fraction
 from transforms.core.mechanisms.noise import (
     DEFAULT_GRANULARITY,
     MAX_RANDBELOW_BOUND,
@@ -28,7 +29,6 @@ from transforms.core.mechanisms.noise import (
     SeededSource,
     TruncatedDiscreteLaplace,
     TruncatedLaplace,
-    as_fraction,
     bernoulli_exp_array,
     laplace_scale_for,
     make_source,

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from tests.support.event_level import seed_example
+from transforms.core.mechanisms.noise import SeededSource
 from transforms.event_level.mechanisms.client import (
     MICROS_PER_SECOND,
     REPORT_WITHHELD,
@@ -14,18 +15,15 @@ from transforms.event_level.mechanisms.client import (
     EventTrigger,
     fake_reports,
 )
-from transforms.event_level.mechanisms.randomized_response import (
+from transforms.event_level.mechanisms.config import (
     EventLevelConfig,
     TriggerDataSpec,
-    count_outputs,
     event_config,
     navigation_config,
-    randomized_trigger_rate,
-    rank_output,
     uniform_config,
-    unrank_output,
 )
-from transforms.core.mechanisms.noise import SeededSource
+from transforms.event_level.mechanisms.information_gain import randomized_trigger_rate
+from transforms.event_level.mechanisms.outputs import count_outputs, rank_output, unrank_output
 
 DAY = 86_400 * MICROS_PER_SECOND
 T0 = 1_700_000_000 * MICROS_PER_SECOND  # the source registration ("Day 0")
@@ -112,7 +110,7 @@ def test_attribution_by_priority_then_most_recent_with_filters_destination_and_e
     for source in (old, new, other, strict):
         client.register_source(source)
     assert client.attribute(EventTrigger("t1", "d", T0 + 10, 0)).source is old  # priority wins
-    # a source without filter data matches only triggers without filters (``ara_summary.filters_match``)
+    # a source without filter data matches only triggers without filters (``ara_matching.filters_match``)
     assert client.attribute(EventTrigger("t2", "d", T0 + 10, 0, filters=("shoes", "hats"))).source is new
     assert client.attribute(EventTrigger("t3", "d", T0 + 10, 0, filters=("hats",))) is None
     tie = EventSource("tie", "d", T0 + 4, event_config(), priority=5)

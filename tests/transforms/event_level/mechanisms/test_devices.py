@@ -1,4 +1,4 @@
-"""Event-level reports over rows (``event_devices``): configurations from source rows and their dead-letter
+"""Event-level reports over rows (``devices``): configurations from source rows and their dead-letter
 reasons, keyed and vectorised randomized response, a device's replay against the mechanism's client, and the
 client's two additions (a caller's s*, forgetting expired sources)."""
 from __future__ import annotations
@@ -7,7 +7,9 @@ import pytest
 
 from schemas.rows import EventLevelSource, TriggerSpec
 from tests.support.event_level_events import DAY, client_replay, hand_built, per_device, random_events, source, trigger
+from transforms.core.mechanisms.noise import SecureSource, SeededSource
 from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
+from transforms.event_level.mechanisms.config import ConfigurationError, event_config, navigation_config
 from transforms.event_level.mechanisms.devices import (
     EventLevelDevice,
     SourceCheck,
@@ -17,15 +19,8 @@ from transforms.event_level.mechanisms.devices import (
     replay_devices,
     source_config,
 )
-from transforms.event_level.mechanisms.randomized_response import (
-    ConfigurationError,
-    count_outputs,
-    event_config,
-    is_output,
-    navigation_config,
-    randomized_trigger_rate,
-)
-from transforms.core.mechanisms.noise import SecureSource, SeededSource
+from transforms.event_level.mechanisms.information_gain import randomized_trigger_rate
+from transforms.event_level.mechanisms.outputs import count_outputs, is_output
 
 SECONDS_PER_DAY = DAY // 1_000_000
 

@@ -12,33 +12,45 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from schemas.time_units import SECONDS_PER_DAY
 from tests.support.event_level import enumerate_outputs, seed_example
-from transforms.event_level.mechanisms import randomized_response as el
-from transforms.event_level.mechanisms.randomized_response import (
+from transforms.core.mechanisms.budget_units import as_fraction
+from transforms.core.mechanisms.noise import RandomSource, SeededSource
+from transforms.event_level.mechanisms import outputs as output_set
+from transforms.event_level.mechanisms.config import (
+    MAX_EPSILON_TOLERANCE,
+    REASONS,
     ConfigurationError,
     EventLevelConfig,
     TriggerDataSpec,
+    event_config,
+    navigation_config,
+    uniform_config,
+)
+from transforms.event_level.mechanisms.information_gain import (
     check_configuration,
+    information_gain,
+    information_gain_limit,
+    max_epsilon,
+    randomized_trigger_rate,
+)
+from transforms.event_level.mechanisms.outputs import (
     count_outputs,
     count_outputs_by_polynomial,
     count_outputs_closed_form,
-    event_config,
-    exp_lower_bound,
-    information_gain,
-    max_epsilon,
-    navigation_config,
-    randomized_response,
-    randomized_response_array,
-    randomized_trigger_rate,
     rank_output,
-    truthful_threshold,
-    uniform_config,
     unrank_output,
     unrank_outputs_array,
 )
-from transforms.core.mechanisms.noise import RandomSource, SeededSource
+from transforms.event_level.mechanisms.randomized_response import (
+    TRUTHFUL,
+    exp_lower_bound,
+    randomized_response,
+    randomized_response_array,
+    truthful_threshold,
+)
 
-DAY = el.SECONDS_PER_DAY
+DAY = SECONDS_PER_DAY
 
 
 def small_configs() -> list[EventLevelConfig]:
@@ -131,7 +143,7 @@ def test_invalid_configurations_raise_a_value_error_starting_with_a_stable_reaso
         build()
     assert str(caught.value).startswith(reason + ":")
     assert isinstance(caught.value, ConfigurationError) and caught.value.reason == reason
-    assert reason in el.REASONS
+    assert reason in REASONS
 
 
 def test_exact_matching_accepts_any_distinct_values_and_configs_are_hashable():
@@ -227,14 +239,14 @@ def test_rank_and_unrank_round_trip_on_large_configurations():
         k = count_outputs(config)
         for index in [0, 1, k - 1, k // 2] + [source.randbelow(k) for _ in range(200)]:
             output = unrank_output(config, index)
-            assert el.is_output(config, output)
+            assert output_set.is_output(config, output)
             assert rank_output(config, output) == index
 
 
 def test_vectorised_unranking_equals_the_scalar_one():
     mid = uniform_config("navigation", trigger_data=range(8), window_ends=tuple(DAY * (i + 1) for i in range(5)),
                          max_event_level_reports=6)  # |O| = C(46, 6) > 2**16: the lane-by-lane path
-    assert count_outputs(mid) > el._ALL_OUTPUTS_LIMIT
+    assert count_outputs(mid) > output_set._ALL_OUTPUTS_LIMIT
     unequal = small_configs()[-1]
     source = SeededSource(11)
     for config in (mid, navigation_config(), unequal, seed_example()):
@@ -276,7 +288,7 @@ def _distribution(k: int, truthful: Fraction, truth: int) -> list[Fraction]:
 @pytest.mark.parametrize("eps", [0, 0.05, 0.5, 1, 3.7, 14, Fraction(1, 3)])
 def test_the_output_distributions_on_two_inputs_are_eps_indistinguishable(config, eps):
     k = count_outputs(config)
-    exact_eps = el.as_fraction(eps)
+    exact_eps = as_fraction(eps)
     p = _truthful_probability(k, eps)
     for truth, other in [(0, k - 1), (1, 2)]:
         if truth == other:
@@ -345,7 +357,7 @@ def test_randomized_response_array_marks_truthful_lanes_by_their_word():
     tail = SeededSource(5).random_words(64)  # feeds randbelow_array
     source = ScriptedSource([], np.concatenate([np.array([threshold - 1, 0, threshold, 2**64 - 1], dtype=np.uint64), tail]))
     out = randomized_response_array(config, 2.0, source, 4)
-    assert out[0] == out[1] == el.TRUTHFUL
+    assert out[0] == out[1] == TRUTHFUL
     assert 0 <= out[2] < 27 and 0 <= out[3] < 27
 
 
@@ -371,8 +383,8 @@ def test_sampler_truthful_rate_and_uniformity(vectorised):
     source = SeededSource(20241123 + vectorised)
     if vectorised:
         draws = randomized_response_array(config, eps, source, n)
-        truthful = int((draws == el.TRUTHFUL).sum())
-        ranks = draws[draws != el.TRUTHFUL]
+        truthful = int((draws == TRUTHFUL).sum())
+        ranks = draws[draws != TRUTHFUL]
     else:
         outputs = [randomized_response(config, eps, source) for _ in range(n)]
         truthful = sum(output is None for output in outputs)
@@ -394,7 +406,7 @@ def test_vectorised_sampler_on_the_navigation_defaults():
     n = 500_000
     draws = randomized_response_array(config, eps, SeededSource(99), n)
     p = float(_truthful_probability(2925, eps))
-    assert abs(int((draws == el.TRUTHFUL).sum()) - n * p) <= _hoeffding_width(n, 1e-7)
+    assert abs(int((draws == TRUTHFUL).sum()) - n * p) <= _hoeffding_width(n, 1e-7)
     assert abs(int((draws == 0).sum()) - n * (1 - p) / 2925) <= _hoeffding_width(n, 1e-7)
     counts = unrank_outputs_array(config, draws[draws >= 0])
     assert counts.sum(axis=1).max() <= 3
@@ -454,9 +466,9 @@ def test_max_epsilon_meets_its_limit_and_slightly_more_does_not():
     ]
     for config, limit in [(configs[0], None), (configs[1], None), (configs[2], 8.0), (configs[2], 0.5)]:
         eps = max_epsilon(config, limit)
-        limit = el.information_gain_limit(config) if limit is None else limit
+        limit = information_gain_limit(config) if limit is None else limit
         k = count_outputs(config)
         assert 0 < eps < 14
         assert information_gain(k, eps) <= limit
-        assert information_gain(k, eps + 2 * el.MAX_EPSILON_TOLERANCE) > limit
+        assert information_gain(k, eps + 2 * MAX_EPSILON_TOLERANCE) > limit
         check_configuration(config, eps, limit)

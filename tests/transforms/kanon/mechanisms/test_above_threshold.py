@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from tests.support.sources import ConstantSource
+from transforms.core.mechanisms.noise import TruncatedLaplace
 from transforms.kanon.mechanisms.above_threshold import (
     AboveThreshold,
     AboveThresholdInstance,
@@ -12,7 +13,6 @@ from transforms.kanon.mechanisms.above_threshold import (
     PeriodicRestartState,
     instance_start_step,
 )
-from transforms.core.mechanisms.noise import TruncatedLaplace
 
 NOISE = TruncatedLaplace(epsilon=2.0, delta=0.1)  # A = 0.5 ln(1 + (e^2 - 1) / 0.2) = 1.747...
 KEY = ("group-1",)

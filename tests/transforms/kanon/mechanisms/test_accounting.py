@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from transforms.core.mechanisms.noise import TruncatedLaplace
 from transforms.kanon.mechanisms.accounting import (
     DrawParameters,
     Guarantee,
@@ -14,7 +15,6 @@ from transforms.kanon.mechanisms.accounting import (
     solve_draw_parameters,
     stream_guarantee,
 )
-from transforms.core.mechanisms.noise import TruncatedLaplace
 
 
 def test_hand_example():

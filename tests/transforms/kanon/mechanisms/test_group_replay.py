@@ -8,19 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.rows import JoinEvent
+from schemas.time_units import MICROS_PER_HOUR
 from tests.support.naive_kanon import naive_changes, naive_verdicts
 from tests.support.sources import ConstantSource
-from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
-from transforms.kanon.mechanisms.batch_replay import (
-    GroupJoins,
-    GroupJoinsByGroup,
-    batch_group_verdicts,
-    merge_group_joins,
-    window_counts,
-)
-from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParameters
 from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
-from transforms.core.mechanisms.time_steps import MICROS_PER_HOUR
+from transforms.kanon.join_fold import GroupJoinsByGroup
+from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
+from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins, window_counts
+from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParameters
 
 NOISE = TruncatedLaplace(epsilon=2.0, delta=0.1)  # A = 1.75, so 2A = 3.49 < k
 

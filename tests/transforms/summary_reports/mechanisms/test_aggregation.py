@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from schemas.aggregatable import parse_shared_info, shared_info_json
+from transforms.core.mechanisms.noise import SeededSource
 from transforms.summary_reports.mechanisms.aggregation import (
     AggregationParams,
     KeyedSums,
@@ -22,7 +23,6 @@ from transforms.summary_reports.mechanisms.aggregation import (
     report_unit_group,
     shared_id_fields,
 )
-from transforms.core.mechanisms.noise import SeededSource
 
 RID = "6b3f1e0c-1d2a-4c5b-9e8f-0a1b2c3d4e5f"
 

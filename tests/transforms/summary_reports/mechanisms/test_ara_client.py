@@ -1,11 +1,12 @@
 """ARA-SR-Client (seed 000 Alg. 2) on hand-built devices: attribution, key OR-ing, budgets, null reports."""
 from __future__ import annotations
 
-from schemas.aggregatable import API_ATTRIBUTION_REPORTING
+from schemas.rows import API_ATTRIBUTION_REPORTING
 from tests.support.summary_events import DAY, MINUTE, ORIGIN, SHOP, source, trigger
-from transforms.summary_reports.mechanisms.contributions import ContributionLimits
-from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient, contributions, filters_match
+from transforms.core.mechanisms.ara_matching import filters_match
 from transforms.core.mechanisms.noise import SeededSource
+from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient, contributions
+from transforms.summary_reports.mechanisms.contributions import ContributionLimits
 
 COUNT, VALUE = 0x1 << 64, 0x2 << 64  # the default source keys of tests.support.summary_events
 

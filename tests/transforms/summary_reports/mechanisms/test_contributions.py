@@ -7,6 +7,7 @@ import cbor2
 import pytest
 
 from schemas.aggregatable import PayloadDecrypter, decode_payload, generate_key_pair, parse_shared_info
+from transforms.core.mechanisms.noise import SecureSource, SeededSource
 from transforms.summary_reports.mechanisms.contributions import (
     MAX_DELAY_SECONDS,
     MIN_DELAY_SECONDS,
@@ -16,9 +17,8 @@ from transforms.summary_reports.mechanisms.contributions import (
     ContributionLimits,
     keyed_below,
     make_report,
-    report_record_of,
 )
-from transforms.core.mechanisms.noise import SecureSource, SeededSource
+from transforms.summary_reports.report_records import report_record_of, shared_info_of
 
 EVENT_MICROS = 1_700_000_000_123_456
 
@@ -73,7 +73,7 @@ def test_keyed_below_is_in_range_and_reproducible():
 def test_clear_text_record_is_padded_to_twenty_contributions():
     r = report(SeededSource(1))
     record = report_record_of(r)
-    assert record["key_id"] == "" and record["shared_info"] == r.shared_info()
+    assert record["key_id"] == "" and record["shared_info"] == shared_info_of(r)
     info = parse_shared_info(record["shared_info"])
     assert (info.api, info.report_id, info.attribution_destination, info.source_registration_time) == (
         "attribution-reporting", r.report_id, "https://shop.test", None)

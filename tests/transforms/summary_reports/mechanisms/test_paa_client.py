@@ -5,11 +5,17 @@ import hashlib
 
 import pytest
 
-from schemas.aggregatable import API_PROTECTED_AUDIENCE
+from schemas.rows import API_PROTECTED_AUDIENCE
 from tests.support.summary_events import ORIGIN, paa_event
-from transforms.summary_reports.mechanisms.contributions import ContributionLimits
 from transforms.core.mechanisms.noise import SeededSource
-from transforms.summary_reports.mechanisms.paa_client import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting, campaign_bucket, window_of
+from transforms.summary_reports.mechanisms.contributions import ContributionLimits
+from transforms.summary_reports.mechanisms.paa_client import (
+    DEFAULT_REACH_VALUE,
+    PaaSummaryClient,
+    ReachCounting,
+    campaign_bucket,
+    window_of,
+)
 
 HALF = DEFAULT_REACH_VALUE  # L1 / 2
 

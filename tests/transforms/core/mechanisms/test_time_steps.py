@@ -1,11 +1,13 @@
-"""Epoch numbering of ``transforms/core/mechanisms/epochs.py`` (seed 003 Sec. 3.1, 4.1, 8.1: 7-day epochs, UTC)."""
+"""Hour steps and epoch numbering of ``transforms/core/mechanisms/time_steps.py``
+(seed 003 Sec. 3.1, 4.1, 8.1: 7-day epochs, UTC)."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.core.mechanisms.epochs import DEFAULT_EPOCH_DAYS, MICROS_PER_DAY, EpochClock
+from schemas.time_units import MICROS_PER_DAY
+from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
 
 WEEK = 7 * MICROS_PER_DAY
 

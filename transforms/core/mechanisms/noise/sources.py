@@ -1,0 +1,245 @@
+"""Random sources (DESIGN.md, "Two kinds of randomness"): ``SecureSource`` (kind ``"secure"``), the OS CSPRNG,
+for anything a real deployment would release; ``SeededSource`` (kind ``"seeded"``), a numpy PCG64 generator for
+vectorised simulation and tests, plus a counter-based ``keyed_uniform`` whose value depends only on (seed, key),
+so batch and streaming runs draw the same noise for the same (group, step) whatever the processing order.
+
+Every uniform double lies on the grid {m / 2**53 : 1 <= m < 2**53}: 53 random bits, strictly inside (0, 1), and
+symmetric (u and 1 - u are equally likely), so inverse-CDF samples of symmetric noise are symmetric too. (The
+midpoint grid (m + 0.5) / 2**53 is not used: its upper half is not representable in binary64 and m = 2**53 - 1
+rounds to exactly 1.0.)
+"""
+from __future__ import annotations
+
+import hashlib
+import numbers
+import operator
+import os
+import secrets
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+_GRID_BITS = 53
+_GRID = 2**_GRID_BITS  # uniforms are m / 2**53 with 1 <= m < 2**53
+
+
+def _scalar_or_array(values: np.ndarray) -> np.ndarray | float:
+    """A Python float for a 0-d result (a scalar argument), the array otherwise."""
+    return float(values) if values.ndim == 0 else values
+
+
+# --------------------------------------------------------------------------------------------
+# Random sources
+# --------------------------------------------------------------------------------------------
+
+
+class RandomSource(ABC):
+    """Where noise comes from; ``kind`` ("secure" or "seeded") is recorded in every output summary."""
+
+    kind: str
+
+    @abstractmethod
+    def uniform(self) -> float:
+        """One U(0, 1) double m / 2**53, 1 <= m < 2**53: strictly inside (0, 1)."""
+
+    @abstractmethod
+    def keyed_uniform(self, key: tuple) -> float:
+        """One U(0, 1) double for ``key`` (a tuple of str and int), on the same grid as ``uniform``."""
+
+    @abstractmethod
+    def uniforms(self, size: int) -> np.ndarray:
+        """``size`` independent U(0, 1) doubles on the grid of ``uniform`` (vectorised)."""
+
+    @abstractmethod
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        """A block of ``size`` U(0, 1) doubles for ``key``: seeded, a function of (seed, key); secure, fresh."""
+
+    @abstractmethod
+    def randbelow(self, n: int) -> int:
+        """An exactly uniform integer in [0, n) for any positive Python int n (no floating point)."""
+
+    def random_words(self, size: int) -> np.ndarray:
+        """``size`` independent, exactly uniform 64-bit words as a uint64 array (vectorised).
+
+        The raw material of the exact vectorised samplers (``randbelow_array``,
+        ``bernoulli_exp_array``, ``DiscreteLaplace.sample_exact_array``). This default
+        makes one ``randbelow(2**64)`` call per word: exact but slow; ``SecureSource``
+        and ``SeededSource`` override it with one bulk draw.
+        """
+        return np.array([self.randbelow(_WORD) for _ in range(_check_size(size))], dtype=np.uint64)
+
+    @abstractmethod
+    def keyed_token(self, key: tuple) -> str:
+        """A 128-bit identifier as 32 hex digits (a report identifier r, seed 003 Sec. 4.2): seeded, a function
+        of (seed, key), so batch and streaming runs name the same report alike; secure, fresh and unpredictable."""
+
+    @abstractmethod
+    def keyed_child(self, key: tuple) -> RandomSource:
+        """A source for everything drawn about ``key`` (one query's noise): seeded, a fresh ``SeededSource`` whose
+        seed is a function of (seed, key), so the draws do not depend on processing order; secure, itself."""
+
+
+_WORD = 2**64  # random_words draws uniform integers in [0, 2**64)
+
+
+def _check_size(size: int) -> int:
+    """``size`` as a Python int (numpy integers accepted); a ValueError if it is negative."""
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    return size
+
+
+def _check_randbelow(n: int) -> int:
+    """``n`` as a Python int (numpy integers accepted); a ValueError unless it is >= 1."""
+    n = operator.index(n)
+    if n < 1:
+        raise ValueError(f"randbelow needs a positive integer, got {n!r}")
+    return n
+
+
+class SecureSource(RandomSource):
+    """The OS CSPRNG (``secrets`` / ``os.urandom``): the default for anything released.
+
+    ``keyed_uniform`` ignores the key and draws fresh: a real deployment must
+    not be able to replay its noise. Stateless, hence picklable.
+    """
+
+    kind = "secure"
+
+    def uniform(self) -> float:
+        return (1 + secrets.randbelow(_GRID - 1)) / _GRID
+
+    def keyed_uniform(self, key: tuple) -> float:
+        return self.uniform()
+
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        return self.uniforms(size)
+
+    def uniforms(self, size: int) -> np.ndarray:
+        m = np.frombuffer(os.urandom(8 * size), dtype="<u8") >> np.uint64(64 - _GRID_BITS)
+        zeros = np.flatnonzero(m == 0)
+        while zeros.size:  # m is uniform on [0, 2**53); redrawing the zeros makes it uniform on [1, 2**53)
+            m[zeros] = np.frombuffer(os.urandom(8 * zeros.size), dtype="<u8") >> np.uint64(64 - _GRID_BITS)
+            zeros = zeros[m[zeros] == 0]
+        return m.astype(np.float64) / _GRID
+
+    def randbelow(self, n: int) -> int:
+        return secrets.randbelow(_check_randbelow(n))
+
+    def random_words(self, size: int) -> np.ndarray:
+        """``size`` words from one ``os.urandom`` call (about 3.4 ns per byte here); a writable copy."""
+        return np.frombuffer(os.urandom(8 * _check_size(size)), dtype=np.uint64).copy()
+
+    def keyed_token(self, key: tuple) -> str:
+        return secrets.token_hex(16)
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        return self
+
+
+def _encode_item(value: str | int) -> bytes:
+    """Self-delimiting, typed encoding of one key element: b"i<len>:<decimal>" or b"s<len>:<utf-8>"."""
+    if type(value) is str:  # the common case first: this runs for every report id and keyed draw
+        body = value.encode("utf-8")
+        return b"s" + str(len(body)).encode("ascii") + b":" + body
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        body, tag = str(int(value)).encode("ascii"), b"i"
+    elif isinstance(value, str):
+        body, tag = value.encode("utf-8"), b"s"
+    else:
+        raise TypeError(f"key elements must be str or int, got {type(value).__name__}: {value!r}")
+    return tag + str(len(body)).encode("ascii") + b":" + body
+
+
+class SeededSource(RandomSource):
+    """Reproducible randomness for simulation and tests (never for released outputs).
+
+    ``uniform``, ``uniforms`` and ``randbelow`` advance one numpy
+    ``Generator(PCG64(seed))``. ``keyed_uniform(key)`` is counter-based: the
+    first 53 bits of BLAKE2b over a canonical, self-delimiting encoding of
+    (seed, key, counter), counter 0 unless those bits are all zero (then 1, ...).
+    It is a deterministic function of (seed, key), independent across distinct
+    keys as far as BLAKE2b is a random function, and does not touch the
+    generator. The generator pickles with its state, so a pickled source
+    resumes exactly where it was (Beam state, workers).
+    """
+
+    kind = "seeded"
+
+    def __init__(self, seed: int) -> None:
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.seed = int(seed)
+        self._seed_prefix = _encode_item(self.seed)
+        self.generator = np.random.Generator(np.random.PCG64(self.seed))
+
+    def uniform(self) -> float:
+        return int(self.generator.integers(1, _GRID, dtype=np.int64)) / _GRID
+
+    def _key_prefix(self, key: tuple) -> bytes:
+        return self._seed_prefix + _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
+
+    def keyed_uniform(self, key: tuple) -> float:
+        prefix = self._key_prefix(key)
+        counter = 0
+        while True:
+            digest = hashlib.blake2b(prefix + _encode_item(counter), digest_size=8, person=b"keyed_uniform_v1")
+            m = int.from_bytes(digest.digest(), "big") >> (64 - _GRID_BITS)
+            if m:
+                return m / _GRID
+            counter += 1
+
+    def uniforms(self, size: int) -> np.ndarray:
+        return self.generator.integers(1, _GRID, size=size, dtype=np.int64).astype(np.float64) / _GRID
+
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        """A block of ``size`` values: 53-bit words of SHAKE-256 over the same encoding of (seed, key) as
+        ``keyed_uniform`` (an extendable-output function, so any block length is one call); the rare zero
+        word is redrawn from the next counter, keeping the values uniform on the grid."""
+        prefix = self._key_prefix(key)
+        digest = hashlib.shake_256(prefix + _encode_item(0)).digest(8 * size)
+        words = np.frombuffer(digest, dtype=">u8") >> np.uint64(64 - _GRID_BITS)
+        counter = 0
+        while not words.all():
+            counter += 1
+            zeros = np.flatnonzero(words == 0)
+            fresh = hashlib.shake_256(prefix + _encode_item(counter)).digest(8 * zeros.size)
+            words = words.copy()
+            words[zeros] = np.frombuffer(fresh, dtype=">u8") >> np.uint64(64 - _GRID_BITS)
+        return words.astype(np.float64) / _GRID
+
+    def keyed_token(self, key: tuple) -> str:
+        digest = hashlib.blake2b(self._key_prefix(key), digest_size=16, person=b"keyed_token_v1")
+        return digest.hexdigest()
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        digest = hashlib.blake2b(self._key_prefix(key), digest_size=16, person=b"keyed_child_v1")
+        return SeededSource(int.from_bytes(digest.digest(), "big"))
+
+    def random_words(self, size: int) -> np.ndarray:
+        """``size`` raw 64-bit outputs of the PCG64 bit generator (``random_raw``): advances the generator."""
+        return self.generator.bit_generator.random_raw(_check_size(size))
+
+    def randbelow(self, n: int) -> int:
+        """Rejection on n.bit_length() raw generator bits: exact for any n, fewer than 2 tries on average."""
+        n = _check_randbelow(n)
+        bits = n.bit_length()
+        words = (bits + 63) // 64
+        while True:
+            value = 0
+            for _ in range(words):
+                value = (value << 64) | int(self.generator.bit_generator.random_raw())
+            value >>= 64 * words - bits
+            if value < n:
+                return value
+
+
+def make_source(seed: int | None) -> RandomSource:
+    """``SecureSource()`` when no seed is given (the default for released outputs), else ``SeededSource(seed)``."""
+    return SecureSource() if seed is None else SeededSource(seed)
+
+
+# --------------------------------------------------------------------------------------------
+# Continuous noise
+# --------------------------------------------------------------------------------------------
