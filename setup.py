@@ -11,7 +11,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["pipelines", "pipelines.*", "transforms", "transforms.*", "schemas", "schemas.*"]),
+    packages=find_packages(include=[
+        "pipelines", "pipelines.*", "evaluation", "evaluation.*", "synthetic", "synthetic.*",
+        "transforms", "transforms.*", "schemas", "schemas.*",
+    ]),
     package_data={"schemas": ["proto/*.proto", "avro/*.avsc"]},
     install_requires=[
         "apache-beam==2.77.*",

@@ -18,9 +18,10 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from schemas.codecs import format_of
+from transforms.core.io import InputError, require_input
 
 
-class CliError(Exception):
+class CliError(InputError):
     """A bad option or unreadable input: reported as one line, exit status 2."""
 
 
@@ -51,17 +52,6 @@ def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOption
     if standard.runner is None:
         standard.runner = "DirectRunner" if standard.streaming else "FnApiRunner"
     return options
-
-
-def require_input(pattern: str) -> list[str]:
-    """The files matching ``pattern``; a CliError when there are none or they cannot be listed."""
-    try:
-        matches = FileSystems.match([pattern])[0].metadata_list
-    except Exception as error:  # noqa: BLE001 - every filesystem raises its own type
-        raise CliError(f"cannot read input {pattern!r}: {error}") from None
-    if not matches:
-        raise CliError(f"no input file matches {pattern!r}")
-    return sorted(m.path for m in matches)
 
 
 def prepare_output(output_dir: str, prefixes: Iterable[str]) -> None:
@@ -197,7 +187,7 @@ def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_
     try:
         job, beam_args = parse_job(argv)
         summary = run(job, beam_args)
-    except CliError as error:
+    except InputError as error:
         return fail(error)
     print_lines(report_lines(job, summary))
     return exit_status(summary)

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-from pipelines.common import CliError, configure_logging, fail
+from pipelines.common import CliError, InputError, configure_logging, fail
 from pipelines.measurement import parse_job, run
 from transforms.budgeting.mechanisms.policies import POLICIES
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = compare(argv)
         output = _split(argv)[1]
-    except CliError as error:
+    except InputError as error:
         return fail(error)
     print()
     print("\n".join(table_lines(rows)))

@@ -23,18 +23,18 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pipelines.common import CliError, CliParser, configure_logging, fail
-from pipelines.evaluation import realistic
-from pipelines.evaluation.data import load_dataset
-from pipelines.evaluation.experiments import (
+from evaluation import realistic
+from evaluation.data import load_dataset
+from evaluation.experiments import (
     EPOCH_SWEEP,
     ExperimentOutput,
     Settings,
     bias_detection,
     microbenchmark,
 )
-from pipelines.evaluation.output import merge_results
-from pipelines.evaluation.report import write_report
+from evaluation.output import merge_results
+from evaluation.report import write_report
+from pipelines.common import CliError, CliParser, InputError, configure_logging, fail
 
 EXPERIMENTS: dict[str, Callable[[Settings], ExperimentOutput]] = {
     "microbenchmark-knob1": lambda settings: microbenchmark(settings, "knob1"),
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     try:
         out, outputs = run(sys.argv[1:] if argv is None else argv)
-    except CliError as error:
+    except InputError as error:
         return fail(error)
     print(f"{len(outputs)} experiment(s) in {time.monotonic() - began:.0f} s; results: {out / 'results.json'}, "
           f"report: {out / 'report.md'}")

@@ -33,7 +33,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pipelines.evaluation.output import write_csv
+from evaluation.output import write_csv
 from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args, report_lines
 from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.kanon.mechanisms.accounting import DrawParameters

@@ -11,9 +11,9 @@ import pytest
 
 from pipelines import aggregate, summary_client
 from pipelines.common import read_records
-from pipelines.datasets.ara import generate_ara
-from pipelines.datasets.paa import generate_paa
 from schemas.aggregatable import decode_payload
+from synthetic.ara import generate_ara
+from synthetic.paa import generate_paa
 
 DAY = 86_400
 START = 1_704_067_200  # 2024-01-01T00:00:00Z, the generators' default start

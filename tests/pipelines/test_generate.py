@@ -10,21 +10,19 @@ import numpy as np
 import pytest
 
 from pipelines import generate
-from pipelines.generate import (
+from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT
+from schemas.rows import Conversion, Impression
+from synthetic.files import parse_start
+from synthetic.kanon import GenerationStats, generate_kanon, midnight_utc_micros
+from synthetic.microbenchmark import (
     MICRO_BAD_KINDS,
-    GenerationStats,
     MicrobenchmarkStats,
-    generate_kanon,
     generate_microbenchmark,
     micro_conversions,
     micro_epsilon,
     micro_impressions_per_user,
     micro_users,
-    midnight_utc_micros,
-    parse_start,
 )
-from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT
-from schemas.rows import Conversion, Impression
 from tests.support.files import read_rows
 
 START = midnight_utc_micros("2026-01-05")

@@ -7,8 +7,6 @@ import fastavro
 import pytest
 
 from pipelines import summary_client
-from pipelines.datasets.ara import generate_ara
-from pipelines.datasets.paa import generate_paa
 from schemas.aggregatable import (
     PayloadDecrypter,
     decode_payload,
@@ -16,6 +14,8 @@ from schemas.aggregatable import (
     parse_shared_info,
     write_key_file,
 )
+from synthetic.ara import generate_ara
+from synthetic.paa import generate_paa
 from tests.support.cli import run_main
 
 

@@ -6,7 +6,6 @@ import io
 
 import fastavro
 
-from pipelines.datasets.event_level import generate_event_level
 from schemas.codecs import EVENT_LEVEL_SOURCE, avro_record, read_avro
 from schemas.formats import load_avro_schema
 from schemas.frames import (
@@ -20,6 +19,7 @@ from schemas.frames import (
     split_event_level_sources,
 )
 from schemas.rows import TriggerSpec
+from synthetic.event_level import generate_event_level
 from tests.support.event_level_events import record_of, source
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 import apache_beam as beam
 from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from schemas.codecs import READERS, EventSpec, format_of, row_to_dict
@@ -28,6 +29,21 @@ METRICS_NAMESPACE = "pmbeam.io"
 DEAD_LETTERS = "dead_letters"
 DEAD_LETTER_PREFIX = "dead_letter."
 OUTPUT_FORMATS = ("jsonl", "avro")
+
+
+class InputError(Exception):
+    """Input that cannot be used: no file matches a pattern, or the files cannot be listed (one line for the user)."""
+
+
+def require_input(pattern: str) -> list[str]:
+    """The files matching ``pattern``; an ``InputError`` when there are none or they cannot be listed."""
+    try:
+        matches = FileSystems.match([pattern])[0].metadata_list
+    except Exception as error:  # noqa: BLE001 - every filesystem raises its own type
+        raise InputError(f"cannot read input {pattern!r}: {error}") from None
+    if not matches:
+        raise InputError(f"no input file matches {pattern!r}")
+    return sorted(m.path for m in matches)
 
 
 class RowFold(Protocol):

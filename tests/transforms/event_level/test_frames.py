@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from pipelines.datasets.event_level import generate_event_level
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
 from schemas.frames import sources_frame
 from schemas.rows import TriggerSpec
+from synthetic.event_level import generate_event_level
 from tests.support.event_level_events import per_device, source, split, trigger
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.event_level.frames import attributable_sources, code_configs, refuse_sources, replay_frame, triggers_frame

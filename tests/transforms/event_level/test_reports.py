@@ -8,9 +8,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.datasets.event_level import generate_event_level
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
 from schemas.rows import DeadLetter
+from synthetic.event_level import generate_event_level
 from tests.support.event_level_events import (
     DAY,
     MINUTE,

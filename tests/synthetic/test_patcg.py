@@ -1,4 +1,4 @@
-"""Tests of the PATCG-like dataset generator (``pipelines.datasets.patcg``, seed 003 Sec. 8.3).
+"""Tests of the PATCG-like dataset generator (``synthetic.patcg``, seed 003 Sec. 8.3).
 
 Statistical checks run on fixed seeds (reproducible); each tolerance is justified next to it as a number of
 standard deviations of the checked statistic, at least 5 (a false-failure rate below 1e-6 for a fresh seed).
@@ -15,9 +15,12 @@ import numpy as np
 import pytest
 
 from pipelines import generate
-from pipelines.datasets import patcg
-from pipelines.datasets.files import RequestEncoder, encode_impressions, encode_record, parse_start
-from pipelines.datasets.patcg import (
+from schemas import events_pb2
+from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.rows import Conversion, Impression
+from synthetic import patcg
+from synthetic.files import RequestEncoder, encode_impressions, encode_record, parse_start
+from synthetic.patcg import (
     PATCG_EPSILON,
     PatcgStats,
     generate_patcg,
@@ -25,9 +28,6 @@ from pipelines.datasets.patcg import (
     patcg_impressed_probability,
     patcg_request,
 )
-from schemas import events_pb2
-from schemas.codecs import CONVERSION, IMPRESSION
-from schemas.rows import Conversion, Impression
 from tests.support.files import read_rows
 
 DAY = 86_400 * 1_000_000

@@ -85,7 +85,11 @@ from typing import Iterator
 
 import numpy as np
 
-from pipelines.datasets.files import (
+from schemas import events_pb2
+from schemas.codecs import FORMATS
+from schemas.formats import load_avro_schema
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY
+from synthetic.files import (
     BadRecords,
     Progress,
     check_integer,
@@ -102,10 +106,6 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas import events_pb2
-from schemas.codecs import FORMATS
-from schemas.formats import load_avro_schema
-from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY
 
 DATASET = "event-level"
 

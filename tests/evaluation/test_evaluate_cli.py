@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipelines.evaluate import main
-from pipelines.generate import generate_microbenchmark
+from synthetic.microbenchmark import generate_microbenchmark
 
 REQUIRED = ("policy", "avg_budget_converted", "avg_budget_all", "max_budget", "queries_total", "queries_executed",
             "rmsre_median", "rmsre_max")

@@ -7,8 +7,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pipelines.evaluation.data import Population
-from pipelines.evaluation.metrics import budget_metrics, query_outcomes, span_of, truth_of
+from evaluation.data import Population
+from evaluation.metrics import budget_metrics, query_outcomes, span_of, truth_of
 from schemas.rows import DeviceEpochBudget, QueryResult
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.device import ReportRecord

@@ -29,11 +29,11 @@ from pathlib import Path
 import fastavro
 import numpy as np
 
-from pipelines.datasets.files import Progress, write_domain
 from schemas.aggregatable import encode_payload, encrypt_payload, read_key_file, report_record, shared_info_json
 from schemas.formats import load_avro_schema
 from schemas.rows import API_ATTRIBUTION_REPORTING
 from schemas.time_units import SECONDS_PER_HOUR
+from synthetic.files import Progress, write_domain
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
 
 DATASET = "reports"

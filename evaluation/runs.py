@@ -15,8 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from pipelines.evaluation.data import Dataset
-from pipelines.evaluation.metrics import BudgetMetrics, QueryOutcome, budget_metrics, quantile_or_none, query_outcomes, truth_of
+from evaluation.data import Dataset
+from evaluation.metrics import BudgetMetrics, QueryOutcome, budget_metrics, quantile_or_none, query_outcomes, truth_of
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig

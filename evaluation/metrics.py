@@ -37,7 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from pipelines.evaluation.data import Population
+from evaluation.data import Population
 from transforms.budgeting.mechanisms.queries import EXECUTED, QueryBatch, batch_order, report_order
 from transforms.budgeting.mechanisms.simulation import Simulation
 from transforms.core.mechanisms.budget_units import units_float

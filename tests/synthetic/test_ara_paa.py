@@ -1,4 +1,4 @@
-"""The ARA and PAA dataset generators (``pipelines.datasets.ara`` and ``paa``): determinism, formats, shape.
+"""The ARA and PAA dataset generators (``synthetic.ara`` and ``paa``): determinism, formats, shape.
 
 Statistical checks run on fixed seeds (reproducible); each tolerance is at least 5 standard deviations of the
 checked statistic (a false-failure rate below 1e-6 for a fresh seed), computed next to it.
@@ -16,10 +16,10 @@ import fastavro
 import pytest
 
 from pipelines import generate
-from pipelines.datasets.ara import ARA_CLICK_SHARE, ARA_COUNT_VALUE, ARA_VIEW_EXPIRY_SECONDS, generate_ara
-from pipelines.datasets.paa import PAA_PROTECTED_AUDIENCE_SHARE, generate_paa, paa_campaigns
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.limits import MAX_EXPIRY_SECONDS
+from synthetic.ara import ARA_CLICK_SHARE, ARA_COUNT_VALUE, ARA_VIEW_EXPIRY_SECONDS, generate_ara
+from synthetic.paa import PAA_PROTECTED_AUDIENCE_SHARE, generate_paa, paa_campaigns
 from tests.support.files import output_bytes, read_rows
 from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 

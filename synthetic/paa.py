@@ -38,7 +38,12 @@ from typing import Iterator
 
 import numpy as np
 
-from pipelines.datasets.files import (
+from schemas import events_pb2
+from schemas.codecs import FORMATS
+from schemas.formats import load_avro_schema
+from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE
+from synthetic.files import (
     BadRecords,
     Progress,
     add_common_arguments,
@@ -56,11 +61,6 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas import events_pb2
-from schemas.codecs import FORMATS
-from schemas.formats import load_avro_schema
-from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
-from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE
 from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 
 DATASET = "paa"

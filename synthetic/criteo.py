@@ -144,7 +144,9 @@ from typing import Iterator
 
 import numpy as np
 
-from pipelines.datasets.files import (
+from schemas.formats import load_avro_schema
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY
+from synthetic.files import (
     Progress,
     RequestEncoder,
     add_common_arguments,
@@ -162,8 +164,6 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas.formats import load_avro_schema
-from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY
 
 DATASET = "criteo-like"
 

@@ -1,4 +1,4 @@
-"""Tests of the Criteo-like dataset generator (``pipelines.datasets.criteo``, seed 003 Sec. 8.4, Criteo++).
+"""Tests of the Criteo-like dataset generator (``synthetic.criteo``, seed 003 Sec. 8.4, Criteo++).
 
 Statistical checks run on fixed seeds (reproducible); each tolerance is justified next to it as a number of
 standard deviations of the checked statistic, at least 5 (a false-failure rate below 1e-6 for a fresh seed).
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from pipelines import generate
-from pipelines.datasets import criteo
-from pipelines.datasets.criteo import (
+from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.rows import Conversion, Impression
+from synthetic import criteo
+from synthetic.criteo import (
     CRITEO_AUDIENCE_SHARE,
     CRITEO_EPSILON,
     CRITEO_LARGEST_SHARE,
@@ -30,9 +32,7 @@ from pipelines.datasets.criteo import (
     device_tail,
     generate_criteo,
 )
-from pipelines.datasets.files import parse_start
-from schemas.codecs import CONVERSION, IMPRESSION
-from schemas.rows import Conversion, Impression
+from synthetic.files import parse_start
 from tests.support.files import read_rows
 from transforms.budgeting.mechanisms.attribution import select_relevant
 

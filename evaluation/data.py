@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.common import require_input
 from schemas.codecs import CONVERSION, IMPRESSION, READERS, EventSpec, format_of
 from schemas.rows import Conversion, Impression
 from transforms.budgeting.mechanisms.simulation import devices_in_order
+from transforms.core.io import require_input
 
 PROGRESS_EVERY = 1_000_000
 

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.datasets import criteo as criteo_data
-from pipelines.datasets import patcg as patcg_data
-from pipelines.evaluation import figures
-from pipelines.evaluation.data import Dataset, load_dataset
-from pipelines.evaluation.experiments import (
+from evaluation import figures
+from evaluation.data import Dataset, load_dataset
+from evaluation.experiments import (
     BUDGET_COLUMNS,
     EPOCH_SWEEP,
     ExperimentOutput,
@@ -32,8 +30,10 @@ from pipelines.evaluation.experiments import (
     ratio,
     write_query_csv,
 )
-from pipelines.evaluation.output import Progress, write_csv, write_dict_csv
-from pipelines.evaluation.runs import POLICY_ORDER, Runner, RunResult, RunSpec
+from evaluation.output import Progress, write_csv, write_dict_csv
+from evaluation.runs import POLICY_ORDER, Runner, RunResult, RunSpec
+from synthetic import criteo as criteo_data
+from synthetic import patcg as patcg_data
 
 DEFAULT_EPOCH_DAYS = 7
 CDF_LEVELS = np.linspace(0.0, 1.0, 201)

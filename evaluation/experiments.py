@@ -19,12 +19,12 @@ from typing import Callable
 
 import numpy as np
 
-from pipelines import generate
-from pipelines.evaluation import figures
-from pipelines.evaluation.data import Dataset, load_dataset
-from pipelines.evaluation.output import Progress, write_csv, write_dict_csv
-from pipelines.evaluation.runs import POLICY_ORDER, Runner, RunResult, RunSpec
-from pipelines.generate import MICRO_BATCH_SIZE, MICRO_VALUE, generate_microbenchmark
+from evaluation import figures
+from evaluation.data import Dataset, load_dataset
+from evaluation.output import Progress, write_csv, write_dict_csv
+from evaluation.runs import POLICY_ORDER, Runner, RunResult, RunSpec
+from synthetic import microbenchmark as microbenchmark_model
+from synthetic.microbenchmark import MICRO_BATCH_SIZE, MICRO_VALUE, generate_microbenchmark
 from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource
 
@@ -114,7 +114,7 @@ def microbenchmark_data(settings: Settings, knob1: float, knob2: float, batch_si
                   "seed": settings.seed}
     generated_dataset(path, parameters, lambda: generate_microbenchmark(
         path, knob1=knob1, knob2=knob2, batch_size=batch_size, products=products, seed=settings.seed,
-        progress=not settings.quiet), generate)
+        progress=not settings.quiet), microbenchmark_model)
     return load_dataset(path.name, str(path / "impressions-*"), str(path / "conversions-*"), progress=not settings.quiet)
 
 

@@ -55,7 +55,12 @@ from typing import Iterator
 
 import numpy as np
 
-from pipelines.datasets.files import (
+from schemas import events_pb2
+from schemas.codecs import FORMATS
+from schemas.formats import load_avro_schema
+from schemas.limits import MAX_AGGREGATABLE_VALUE
+from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY
+from synthetic.files import (
     BadRecords,
     Progress,
     add_common_arguments,
@@ -74,11 +79,6 @@ from pipelines.datasets.files import (
     write_file,
     write_generation_json,
 )
-from schemas import events_pb2
-from schemas.codecs import FORMATS
-from schemas.formats import load_avro_schema
-from schemas.limits import MAX_AGGREGATABLE_VALUE
-from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY
 
 DATASET = "ara"
 

@@ -1,4 +1,4 @@
-"""The event-level dataset generator (``pipelines.datasets.event_level``): determinism, formats, shape, bad records.
+"""The event-level dataset generator (``synthetic.event_level``): determinism, formats, shape, bad records.
 
 Statistical checks run on fixed seeds (reproducible); each tolerance is at least 5 standard deviations of the
 checked statistic (a false-failure rate below 1e-6 for a fresh seed), computed next to it.
@@ -13,7 +13,9 @@ import fastavro
 import pytest
 
 from pipelines import generate
-from pipelines.datasets.event_level import (
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
+from schemas.formats import load_avro_schema
+from synthetic.event_level import (
     EL_CLICK_CONVERSION,
     EL_CLICK_SHARE,
     EL_CUSTOM_SPECS,
@@ -22,8 +24,6 @@ from pipelines.datasets.event_level import (
     EL_VIEW_EXPIRY_SECONDS,
     generate_event_level,
 )
-from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
-from schemas.formats import load_avro_schema
 from tests.support.files import output_bytes, read_rows
 from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
 from transforms.event_level.mechanisms.config import EventLevelConfig, TriggerDataSpec, uniform_config

@@ -1,4 +1,4 @@
-"""File formats and helpers shared by the dataset generators (``pipelines.generate`` and ``pipelines.datasets``).
+"""File formats and helpers shared by the dataset generators (``pipelines.generate`` and ``datasets``).
 
 Impressions and conversions are written as the readers of ``schemas/codecs.py`` read them: Avro container
 files with the schemas ``schemas/avro/impression.avsc`` / ``conversion.avsc`` (the default), JSON Lines, or
