@@ -17,7 +17,7 @@ Reasons (stable strings, counted per reason in every run's summary):
 than 20 entries), ``out_of_range:<name>``, ``nonpositive:expiry_seconds``, ``value_too_large:<name>`` (above
 65536) and ``unknown_api:api``; for the event-level sources and triggers (seed 000 Sec. 2.2) also
 ``negative_value:trigger_data`` and ``nonpositive:value`` (the configuration of an event-level source is judged
-by the pipeline, with ``transforms.event_level.mechanisms.randomized_response``'s ``ConfigurationError`` reasons).
+by the pipeline, with ``transforms.event_level.mechanisms.config``'s ``ConfigurationError`` reasons).
 """
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ class EventLevelSource(NamedTuple):
     """An Attribution Reporting source registration for event-level reports (seed 000 Sec. 2.2, Alg. 4).
 
     Syntactically valid only: the event-level configuration (source type, expiry, max reports, matching, trigger
-    specs) is judged by ``transforms.event_level.mechanisms.randomized_response`` (its ``ConfigurationError`` reasons).
+    specs) is judged by ``transforms.event_level.mechanisms.config`` (its ``ConfigurationError`` reasons).
     ``max_event_level_reports`` and ``trigger_specs`` None take the source type's defaults;
     ``trigger_data_matching`` "" is ``modulus``."""
 

@@ -63,6 +63,7 @@ from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY
 from synthetic.files import (
     BadRecords,
     Progress,
+    add_bad_fraction_argument,
     add_common_arguments,
     check_integer,
     chunk_ranges,
@@ -338,8 +339,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--impressions-per-day", type=float, default=ARA_IMPRESSIONS_PER_DAY,
                         help=f"sources per device and day (default {ARA_IMPRESSIONS_PER_DAY})")
     parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
-    parser.add_argument("--bad-fraction", type=float, default=0.0,
-                        help="fraction of written records that are malformed, in [0, 1) (default 0)")
+    add_bad_fraction_argument(parser)
 
 
 def run_cli(args: argparse.Namespace) -> int:

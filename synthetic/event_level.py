@@ -92,6 +92,7 @@ from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DA
 from synthetic.files import (
     BadRecords,
     Progress,
+    add_bad_fraction_argument,
     check_integer,
     chunk_ranges,
     encode_record,
@@ -479,8 +480,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
     parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
-    parser.add_argument("--bad-fraction", type=float, default=0.0,
-                        help="fraction of written records that are malformed, in [0, 1) (default 0)")
+    add_bad_fraction_argument(parser)
     parser.add_argument("--navigation-share", type=float, default=EL_CLICK_SHARE, metavar="F",
                         help=f"fraction of sources that are clicks (navigation sources), in [0, 1] "
                              f"(default {EL_CLICK_SHARE:g})")

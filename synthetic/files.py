@@ -253,6 +253,12 @@ def add_common_arguments(parser: argparse.ArgumentParser, start_default: str, st
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
+def add_bad_fraction_argument(parser: argparse.ArgumentParser) -> None:
+    """``--bad-fraction``: the share of written records that are malformed copies of valid ones."""
+    parser.add_argument("--bad-fraction", type=float, default=0.0,
+                        help="fraction of written records that are malformed, in [0, 1) (default 0)")
+
+
 def print_outputs(stats: Any, out_dir: str) -> None:
     """The closing lines of a generator's summary: its files (every ``<kind>_files`` field of ``stats``, printed
     as ``<kind>s``) and ``generation.json``."""

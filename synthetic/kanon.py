@@ -88,6 +88,7 @@ from synthetic.files import (
     EXTENSIONS,
     PROGRESS_SECONDS,
     YEAR_2200_MICROS,
+    add_bad_fraction_argument,
     prepare_output,
     seed_streams,
 )
@@ -513,14 +514,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--joins", type=int, default=200_000, help="target number of valid joins (default 200000)")
     parser.add_argument("--days", type=int, default=30, help="number of days (default 30)")
     parser.add_argument("--start", default="2026-01-05",
-                       help="first day, YYYY-MM-DD, from 00:00 UTC (default 2026-01-05)")
+                        help="first day, YYYY-MM-DD, from 00:00 UTC (default 2026-01-05)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--bad-fraction", type=float, default=0.0,
-                       help="fraction of written records that are malformed, in [0, 1) (default 0)")
+    add_bad_fraction_argument(parser)
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
     parser.add_argument("--shards", type=int, default=1, help="number of output files (default 1)")
     parser.add_argument("--k", type=int, default=50,
-                       help="k-anonymity threshold the group sizes are shaped around (default 50)")
+                        help="k-anonymity threshold the group sizes are shaped around (default 50)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

@@ -65,6 +65,8 @@ from synthetic.files import (
     EXTENSIONS,
     PROGRESS_SECONDS,
     BadRecords,
+    add_bad_fraction_argument,
+    add_common_arguments,
     last_touch_request,
     parse_start,
     prepare_output,
@@ -355,7 +357,7 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
         impression_files=[str(path) for path in impression_paths],
         conversion_files=[str(path) for path in conversion_paths],
         bad_by_reason={"impressions": dict(sorted(imp_bad.by_reason.items())),
-                       "conversions": dict(sorted(conv_bad.by_reason.items()))},
+                        "conversions": dict(sorted(conv_bad.by_reason.items()))},
     )
     parameters = {
         "knob1": knob1, "knob2": knob2, "batch_size": batch_size, "products": products, "days": days,
@@ -379,26 +381,20 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate microbenchmark``."""
     parser.add_argument("--knob1", type=float, required=True,
-                       help="fraction of the users taking part in each query, in (0, 1]: users = ceil(B / knob1)")
+                        help="fraction of the users taking part in each query, in (0, 1]: users = ceil(B / knob1)")
     parser.add_argument("--knob2", type=float, required=True,
-                       help="impressions per user per day, > 0: each user has ceil(knob2 * days) impressions")
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
+                        help="impressions per user per day, > 0: each user has ceil(knob2 * days) impressions")
+    add_common_arguments(parser, MICRO_START, "start of the first day, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--shards", type=int, default=None,
-                       help="number of impression files (default: about a million impressions each); "
-                            "conversions go to one file")
-    parser.add_argument("--start-date", default=MICRO_START,
-                       help=f"start of the first day, YYYY-MM-DD (00:00 UTC) or ISO 8601 (default {MICRO_START})")
+                        help="number of impression files (default: about a million impressions each); "
+                             "conversions go to one file")
     parser.add_argument("--batch-size", type=int, default=MICRO_BATCH_SIZE,
-                       help=f"reports per query batch B (default {MICRO_BATCH_SIZE})")
+                        help=f"reports per query batch B (default {MICRO_BATCH_SIZE})")
     parser.add_argument("--products", type=int, default=MICRO_PRODUCTS,
-                       help=f"number of products, each queried twice (default {MICRO_PRODUCTS})")
+                        help=f"number of products, each queried twice (default {MICRO_PRODUCTS})")
     parser.add_argument("--days", type=int, default=MICRO_DAYS,
-                       help=f"number of days, more than {MICRO_CONVERSION_FIRST_DAY} (default {MICRO_DAYS})")
-    parser.add_argument("--bad-fraction", type=float, default=0.0,
-                       help="fraction of written records that are malformed, in [0, 1) (default 0)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+                        help=f"number of days, more than {MICRO_CONVERSION_FIRST_DAY} (default {MICRO_DAYS})")
+    add_bad_fraction_argument(parser)
 
 
 def run_cli(args: argparse.Namespace) -> int:

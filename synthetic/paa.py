@@ -46,6 +46,7 @@ from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE
 from synthetic.files import (
     BadRecords,
     Progress,
+    add_bad_fraction_argument,
     add_common_arguments,
     check_integer,
     chunk_ranges,
@@ -192,8 +193,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devices", type=int, default=5_000, help="number of devices (default 5000)")
     parser.add_argument("--days", type=int, default=7, help="number of days (default 7)")
     parser.add_argument("--shards", type=int, default=1, help="number of files (default 1)")
-    parser.add_argument("--bad-fraction", type=float, default=0.0,
-                        help="fraction of written records that are malformed, in [0, 1) (default 0)")
+    add_bad_fraction_argument(parser)
 
 
 def run_cli(args: argparse.Namespace) -> int:

@@ -54,6 +54,7 @@ from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, 
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     END_OF_INPUT,
+    DeviceRecord,
     Pending,
     RowShards,
     after_milli,
@@ -268,15 +269,6 @@ class MeasureBatch(beam.PTransform):
 # Streaming: the stateful stages follow the scheme of ``transforms.core.device_state``.
 
 
-class _DeviceRecord(Pending):
-    """A device's Beam state: its buffered events, how far it has replayed (``cut``) and its ``DeviceState``."""
-
-    def __init__(self, capacity_units: int) -> None:
-        super().__init__()
-        self.cut = 0
-        self.device = DeviceState(capacity_units)
-
-
 class _DeviceFn(beam.DoFn):
     """Streaming: one device's on-device logic over state; events are replayed once the watermark passed them
     (plus the allowed lateness). An epoch's filters are dropped, and their budget rows emitted, once no later
@@ -295,7 +287,7 @@ class _DeviceFn(beam.DoFn):
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         _, event = element  # (device_id, Impression | Conversion)
-        record = state.read() or _DeviceRecord(self._config.capacity_units)
+        record = state.read() or DeviceRecord(DeviceState(self._config.capacity_units))
         if event.event_time_micros < record.cut:
             yield beam.pvalue.TaggedOutput(
                 DEAD_LETTERS, DeadLetter(raw=repr(tuple(event)), reason="late", source=f"device {event.device_id}")
@@ -304,12 +296,11 @@ class _DeviceFn(beam.DoFn):
         record.add(event.event_time_micros, event, flush, self._lateness)
         state.write(record)
 
-    def _advance(self, key: str, record: _DeviceRecord, flush, expire, until: int):
+    def _advance(self, key: str, record: DeviceRecord, flush, expire, until: int):
         """Replay the buffered events before ``until``, expire the epochs no conversion from then on can reach,
         and set the timers for what is left."""
-        record.cut = max(until, record.cut)
-        device = record.device
-        events = sort_events(event for _, event in record.take(until))
+        events = sort_events(record.advance(until))
+        device = record.state
         for report in replay(key, events, device, self._config, self._policy, self._source):
             yield stamped(report, after_milli(report.conversion_time_micros) + self._lateness)
         oldest = self._config.oldest_reachable_epoch(until)
@@ -328,7 +319,7 @@ class _DeviceFn(beam.DoFn):
         record.rearm(flush, self._lateness)
 
     def _fire(self, key: str, fired: Timestamp, state, flush, expire):
-        record = state.read() or _DeviceRecord(self._config.capacity_units)
+        record = state.read() or DeviceRecord(DeviceState(self._config.capacity_units))
         yield from self._advance(key, record, flush, expire, fired.micros - self._lateness)
         state.write(record)
 

@@ -7,8 +7,5 @@
 * ``device_state``: device shards for the batch path and buffered per-device state with event-time timers for
   the streaming path, used by the budgeting, summary-report and event-level pipelines.
 
-The rule (checked by the import contracts in ``.importlinter``, run by ``make lint`` and the tests): modules
-under ``mechanisms/`` are Beam-free maths (Python and numpy; no ``apache_beam``, no codecs, no I/O, columnar
-or plotting library), so they can be read against the papers line by line and reused by the batch path,
-the streaming path, the evaluation and the tests; the modules beside ``mechanisms/`` wire them into Beam.
+The rule of ``transforms`` holds here: ``mechanisms/`` is Beam-free maths, the modules beside it wire it into Beam.
 """

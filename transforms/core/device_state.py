@@ -120,6 +120,22 @@ class Pending:
             flush.set(Timestamp(micros=self.target))
 
 
+class DeviceRecord(Pending):
+    """A device's Beam state: its buffered events, how far it has replayed (``cut``, never moving back) and the
+    state of the replay (``state``: the device's filters, client or event-level device)."""
+
+    def __init__(self, state) -> None:
+        super().__init__()
+        self.cut = 0
+        self.state = state
+
+    def advance(self, until_micros: int) -> list:
+        """Move the cut to ``until_micros`` (never back) and take the buffered events before it, in no set order.
+        Events before the cut are dead-lettered on arrival (``buffer_device_events``), so none is left behind."""
+        self.cut = max(until_micros, self.cut)
+        return [event for _, event in self.take(self.cut)]
+
+
 def read_record(state, new: Callable[[], Pending]) -> Pending:
     """A device's record from a ``BytesCoder`` state, where it is kept pickled (``write_record``), or ``new()``
     for a device without one. Beam's SDK state cache measures every object it holds by walking everything it

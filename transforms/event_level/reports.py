@@ -54,7 +54,7 @@ from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     DeviceEventsPerBundleFn,
-    Pending,
+    DeviceRecord,
     RowShards,
     after_milli,
     buffer_device_events,
@@ -205,19 +205,15 @@ class EventLevelReportsBatch(beam.PTransform):
         }
 
 
-class _DeviceRecord(Pending):
-    """A device's Beam state: its buffered events, how far it has replayed (``cut``) and its client."""
-
-    def __init__(self, epsilon: float | None, source: RandomSource) -> None:
-        super().__init__()
-        self.cut = 0
-        self.device = EventLevelDevice(epsilon, source)
+class _DeviceRecord(DeviceRecord):
+    """A device's Beam state (``DeviceRecord``) whose replay state is its ``EventLevelDevice``; its flush timer
+    also fires at the device's next window end."""
 
     def rearm_at_next(self, flush, lateness_micros: int) -> None:
         """After a flush: the timer for the earliest of the next buffered event and the next window end (a
         window ending at T passes once every event before T is final, so at a cut >= T)."""
         dues = [after_milli(min(time for time, _ in self.items)) + lateness_micros] if self.items else []
-        window = self.device.next_window_micros()
+        window = self.state.next_window_micros()
         if window is not None:
             dues.append(after_milli(window - 1) + lateness_micros)
         self.target = min(dues) if dues else None
@@ -242,7 +238,7 @@ class _DeviceFn(beam.DoFn):
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
 
     def _new_record(self) -> _DeviceRecord:
-        return _DeviceRecord(self._epsilon, self._source)
+        return _DeviceRecord(EventLevelDevice(self._epsilon, self._source))
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
@@ -259,11 +255,10 @@ class _DeviceFn(beam.DoFn):
         flush=beam.DoFn.TimerParam(FLUSH),
     ):
         record = read_record(state, self._new_record)
-        record.cut = max(fired.micros - self._lateness, record.cut)
-        events = sorted((event for _, event in record.take(record.cut)), key=event_order)
+        events = sorted(record.advance(fired.micros - self._lateness), key=event_order)
         sources = [(key, event) for event in events if type(event) is EventLevelSource]
         chosen = choose_randomized(sources, self._epsilon, self._source)
-        device = record.device
+        device = record.state
         reports = device.feed(events, chosen) + device.advance_to(record.cut)
         for report in reports:
             yield stamped(report, fired.micros)

@@ -38,7 +38,7 @@ from schemas.codecs import EventSpec
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     DeviceEventsPerBundleFn,
-    Pending,
+    DeviceRecord,
     RowShards,
     buffer_device_events,
     read_record,
@@ -159,15 +159,6 @@ class SummaryReportsBatch(beam.PTransform):
         }
 
 
-class _ClientRecord(Pending):
-    """A device's Beam state: its buffered events, how far it has replayed (``cut``) and the client's state."""
-
-    def __init__(self, state) -> None:
-        super().__init__()
-        self.cut = 0
-        self.state = state
-
-
 class _ClientFn(beam.DoFn):
     """Streaming: one device's client over state; events are replayed, in the client's order, once the watermark
     passed them (plus the allowed lateness). The device's record is kept pickled, as bytes (``read_record``)."""
@@ -178,8 +169,8 @@ class _ClientFn(beam.DoFn):
     def __init__(self, client: SummaryClient, source: RandomSource, lateness_micros: int) -> None:
         self._client, self._source, self._lateness = client, source, lateness_micros
 
-    def _new_record(self) -> _ClientRecord:
-        return _ClientRecord(self._client.new_state())
+    def _new_record(self) -> DeviceRecord:
+        return DeviceRecord(self._client.new_state())
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
@@ -197,8 +188,7 @@ class _ClientFn(beam.DoFn):
     ):
         client = self._client
         record = read_record(state, self._new_record)
-        record.cut = max(fired.micros - self._lateness, record.cut)
-        events = sorted((event for _, event in record.take(record.cut)), key=client.order)
+        events = sorted(record.advance(fired.micros - self._lateness), key=client.order)
         for report in client.replay(key, events, record.state, self._source):
             yield stamped(report, fired.micros)
         client.forget_before(record.state, record.cut)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Iterable, Sequence
 
 from schemas.limits import MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
@@ -184,10 +184,11 @@ class EventLevelConfig:
         return tuple((t, w) for t, spec in enumerate(self.trigger_specs) for w in range(len(spec.window_ends)))
 
     @cached_property
-    def output_table(self) -> OutputTable:
-        """The completion counts of the output set O (``outputs``), computed once per configuration: the client
-        reads |O| = ``output_table.total`` at every registration."""
-        return _build_output_table(self)
+    def output_count(self) -> int:
+        """|O| (``outputs.count_outputs``), computed once per configuration: the client reads it at every
+        registration. Only the count is kept on the configuration (it is pickled with every source that holds
+        it); the table it comes from is cached by ``output_table``."""
+        return output_table(self).total
 
     @property
     def caps(self) -> tuple[int, ...]:
@@ -291,8 +292,9 @@ class OutputTable:
         return self.table[i + 1][remaining][self.next_cap[i]]
 
 
-def _build_output_table(config: EventLevelConfig) -> OutputTable:
-    """``OutputTable`` of ``config`` (its ``output_table``)."""
+@lru_cache(maxsize=256)
+def output_table(config: EventLevelConfig) -> OutputTable:
+    """The ``OutputTable`` of ``config``, built once per configuration."""
     m = config.max_event_level_reports
     caps = config.caps
     cells = config.cells

@@ -22,14 +22,14 @@ from typing import Sequence
 
 import numpy as np
 
-from transforms.event_level.mechanisms.config import ConfigurationError, EventLevelConfig, _integer
+from transforms.event_level.mechanisms.config import ConfigurationError, EventLevelConfig, _integer, output_table
 
 Output = tuple[int, ...]  # n_{t,w} in ``config.cells`` order
 
 
 def count_outputs(config: EventLevelConfig) -> int:
     """|O|, exactly (a Python int): the number of output configurations of Sec. 2.2 (27 in Table 1's example)."""
-    return config.output_table.total
+    return config.output_count
 
 
 def count_outputs_by_polynomial(config: EventLevelConfig) -> int:
@@ -59,7 +59,7 @@ def unrank_output(config: EventLevelConfig, index: int) -> Output:
     Lexicographic order of the count tuples: at each cell, skip the F-table count of the completions of
     every smaller count. O(cells * M) Python-int steps; O is never enumerated.
     """
-    table = config.output_table
+    table = output_table(config)
     index = _integer(index, "index")
     if not 0 <= index < table.total:
         raise ValueError(f"index must be in [0, {table.total}), got {index}")
@@ -94,7 +94,7 @@ def rank_output(config: EventLevelConfig, output: Sequence[int]) -> int:
     """The rank of ``output`` in O: the inverse of ``unrank_output``; a ValueError if it is not in O."""
     if not is_output(config, output):
         raise ValueError(f"{tuple(output)} is not an output of this configuration")
-    table = config.output_table
+    table = output_table(config)
     remaining, bucket_left = config.max_event_level_reports, table.cell_cap[0]
     rank = 0
     for i, c in enumerate(output):
@@ -107,7 +107,7 @@ def rank_output(config: EventLevelConfig, output: Sequence[int]) -> int:
 @lru_cache(maxsize=64)
 def _numpy_tables(config: EventLevelConfig) -> tuple[np.ndarray, ...]:
     """Per cell i, A_i[R', B'] = ``after(i, R', B')`` as int64 (needs |O| < 2**63: every entry is <= |O|)."""
-    table = config.output_table
+    table = output_table(config)
     if table.total >= 2**63:
         raise ConfigurationError("too_many_states", f"|O| = {table.total} is too large for the vectorised path")
     m = config.max_event_level_reports
@@ -128,7 +128,7 @@ def _all_outputs(config: EventLevelConfig) -> np.ndarray:
 def _unrank_lanes(config: EventLevelConfig, indices: np.ndarray) -> np.ndarray:
     """``unrank_output`` on every lane at once (numpy masks over the cells and candidate counts)."""
     tables = _numpy_tables(config)
-    static = config.output_table
+    static = output_table(config)
     m = config.max_event_level_reports
     idx = indices.astype(np.int64, copy=True)
     lanes = idx.size
