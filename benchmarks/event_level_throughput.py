@@ -45,14 +45,14 @@ devices, read, dead = {}, 0, 0
 for spec, pattern in ((EVENT_LEVEL_SOURCE, job.sources), (EVENT_LEVEL_TRIGGER, job.triggers)):
     for path in sorted(glob.glob(pattern)):
         with open(path, "rb") as handle:
-            for row in READERS[format_of(path, job.input_format)](spec, handle, path):
+            for row in READERS[format_of(path, job.run.input_format)](spec, handle, path):
                 read += 1
                 if type(row) is DeadLetter or check(row) is not None:
                     dead += 1
                 else:
                     devices.setdefault(row.device_id, []).append(row)
 stats = {}
-reports = sum(1 for _ in replay_devices(devices, job.epsilon, make_source(job.seed), stats))
+reports = sum(1 for _ in replay_devices(devices, job.epsilon, make_source(job.run.seed), stats))
 elapsed = time.perf_counter() - started
 print(json.dumps({"seconds": elapsed, "sources": stats.get("sources", 0), "read": read, "reports": reports, "dead": dead,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

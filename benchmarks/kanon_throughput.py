@@ -33,7 +33,7 @@ from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts
 from transforms.core.mechanisms.noise import make_source
 job, _ = parse_job(sys.argv[1:])
-parameters, source = job.parameters(), make_source(job.seed)
+parameters, source = job.parameters(), make_source(job.run.seed)
 started = time.perf_counter()
 fold, joins, verdicts = GroupJoinsByGroup(), 0, 0
 for path in sorted(glob.glob(job.input)):

@@ -52,7 +52,7 @@ for spec, pattern in ((IMPRESSION, job.impressions), (CONVERSION, job.conversion
     for path in sorted(glob.glob(pattern)):
         with open(path, "rb") as handle:
             events += [row for row in READERS[format_of(path)](spec, handle, path) if type(row) is not DeadLetter]
-result = simulate(events, job.config, make_source(job.seed), job.batch_size)
+result = simulate(events, job.config, make_source(job.run.seed), job.batch_size)
 elapsed = time.perf_counter() - started
 print(json.dumps({"seconds": elapsed, "events": len(events), "executed": sum(r.status == "executed" for r in result.results),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

@@ -19,7 +19,6 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from fractions import Fraction
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -36,9 +35,10 @@ from pipelines.common import (
     prepare_output,
     read_records,
 )
+from pipelines.options import OUTPUT_HELP, fraction_option
 from schemas.aggregatable import read_key_file
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
-from transforms.core.mechanisms.budget_units import as_fraction, epsilon_units
+from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.mechanisms.noise import make_source
 from transforms.summary_reports.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
 from transforms.summary_reports.ledger import LedgerError, LedgerLimits, open_ledger, redact_url
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "key discovery, the shipped thresholding, and a durable privacy-budget ledger. Unknown options go to Beam.",
     )
     parser.add_argument("--reports", required=True, help="file or glob of Avro AggregatableReport files")
-    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--output", required=True, help=OUTPUT_HELP)
     parser.add_argument("--domain", help="output domain: Avro AggregationBucket files, or text with one bucket per line")
     parser.add_argument("--mode", choices=MODES, default="domain",
                         help="domain: the domain's buckets only (default); key-discovery: Alg. 1's tau threshold, no "
@@ -111,18 +111,11 @@ def _filtering_ids(text: str) -> tuple[int, ...]:
     return ids
 
 
-def _fraction(name: str, text: str) -> Fraction:
-    try:
-        return as_fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise CliError(f"{name} must be a number, got {text!r}") from None
-
-
 def parse_job(argv: list[str] | None) -> tuple[AggregateRun, list[str]]:
     """The run and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
     try:
-        epsilon, delta = _fraction("--epsilon", args.epsilon), _fraction("--delta", args.delta)
+        epsilon, delta = fraction_option("--epsilon", args.epsilon), fraction_option("--delta", args.delta)
         params = AggregationParams(args.mode, epsilon, delta, args.l1, args.l0)
     except ValueError as error:
         raise CliError(str(error)) from None
@@ -136,7 +129,7 @@ def parse_job(argv: list[str] | None) -> tuple[AggregateRun, list[str]]:
         raise CliError(f"--error-threshold must be in [0, 1], got {args.error_threshold}")
     if args.max_uses < 1:
         raise CliError(f"--max-uses must be >= 1, got {args.max_uses}")
-    epsilon_star = _fraction("--epsilon-star", args.epsilon_star)
+    epsilon_star = fraction_option("--epsilon-star", args.epsilon_star)
     if epsilon_star <= 0:
         raise CliError(f"--epsilon-star must be > 0, got {args.epsilon_star}")
     private_keys = {}
@@ -249,7 +242,7 @@ def run(job: AggregateRun, beam_args: list[str]) -> dict:
             raise CliError(f"ledger: {error}") from None
     print(f"aggregation: {len(files)} report file(s), mode {job.params.mode}, epsilon {float(job.params.epsilon):g}, "
           f"job id {job.job.job_id}", flush=True)
-    summary = execute(job, beam_args, build, summarise, streaming=False)
+    summary = execute(job, beam_args, build, summarise, streaming=False, output=job.output)
     if summary["status"] == "ok" and ledger_url is not None:
         with open_ledger(ledger_url, limits) as ledger:
             ledger.complete(job.job.job_id)

@@ -24,23 +24,19 @@ import apache_beam as beam
 from pipelines.common import (
     CliError,
     CliParser,
-    check_minimums,
     cli_main,
     counters,
-    dead_letters_by_reason,
     dead_letters_text,
     execute,
+    input_counts,
     input_files,
     output_files,
     output_lines,
     output_records,
     prepare_output,
 )
-from schemas.codecs import FORMATS
-from schemas.time_units import MICROS_PER_SECOND
-from transforms.core.device_state import DEFAULT_SHARDS
+from pipelines.options import RunOptions, add_run_options, run_options
 from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
-from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.mechanisms.noise import make_source
 from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
 from transforms.event_level.reports import (
@@ -72,13 +68,8 @@ class EventLevelJob:
 
     sources: str
     triggers: str
-    output: str
+    run: RunOptions
     epsilon: float
-    seed: int | None
-    streaming: bool
-    allowed_lateness_seconds: int
-    shards: int
-    input_format: str | None
     output_format: str
 
 
@@ -91,16 +82,9 @@ def build_parser() -> CliParser:
     parser.add_argument("--sources", required=True,
                         help="file or glob of event-level sources (Avro, JSON Lines, delimited protobuf)")
     parser.add_argument("--triggers", required=True, help="file or glob of event-level triggers")
-    parser.add_argument("--output", required=True, help="output directory (local path or a Beam filesystem URL)")
     parser.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
                         help=f"randomized-response epsilon per source, in [0, {MAX_EPSILON:g}] (default {DEFAULT_EPSILON:g})")
-    parser.add_argument("--seed", type=int, help="seeded randomized response for simulation and tests (default: secure)")
-    parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFn, event-time timers)")
-    parser.add_argument("--allowed-lateness-seconds", type=int, default=0,
-                        help="streaming: how late an event may arrive behind the watermark (default 0)")
-    parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS,
-                        help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
-    parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
+    add_run_options(parser, seed_help="seeded randomized response for simulation and tests")
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS[::-1], default="avro",
                         help="report format (default avro: schemas/avro/event_level_report.avsc)")
     return parser
@@ -111,18 +95,11 @@ def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
     args, beam_args = build_parser().parse_known_args(argv)
     if not (math.isfinite(args.epsilon) and 0 <= args.epsilon <= MAX_EPSILON):
         raise CliError(f"--epsilon must be in [0, {MAX_EPSILON:g}], got {args.epsilon}")
-    check_minimums(("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0),
-                   ("--seed", 0 if args.seed is None else args.seed, 0))
     job = EventLevelJob(
         sources=args.sources,
         triggers=args.triggers,
-        output=args.output,
+        run=run_options(args),
         epsilon=args.epsilon,
-        seed=args.seed,
-        streaming=args.streaming,
-        allowed_lateness_seconds=args.allowed_lateness_seconds,
-        shards=args.shards,
-        input_format=args.input_format,
         output_format=args.output_format,
     )
     return job, beam_args
@@ -130,72 +107,64 @@ def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
 
 def build(pipeline: beam.Pipeline, job: EventLevelJob) -> None:
     """The job's graph: read and validate, replay every device's client, write reports and dead letters."""
-    source = make_source(job.seed)
-    if job.streaming:
-        rows, read_dead = read_streaming_rows(pipeline, job.sources, job.triggers, job.epsilon, job.input_format)
-        lateness_micros = job.allowed_lateness_seconds * MICROS_PER_SECOND
-        replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, lateness_micros)
+    options = job.run
+    source = make_source(options.seed)
+    if options.streaming:
+        rows, read_dead = read_streaming_rows(pipeline, job.sources, job.triggers, job.epsilon, options.input_format)
+        replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, options.lateness_micros)
         dead_letters = [*read_dead, replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> EventLevelReportsBatch(
-            job.sources, job.triggers, job.epsilon, source, job.input_format, job.shards
+            job.sources, job.triggers, job.epsilon, source, options.input_format, options.shards
         )
         dead_letters = replayed[DEAD_LETTERS]
-    # The streaming DirectRunner would write one shard per bundle: one file there.
     replayed[REPORTS] | "WriteReports" >> WriteRecords(
-        f"{job.output.rstrip('/')}/reports", job.output_format, "event_level_report", num_shards=1 if job.streaming else 0
+        f"{options.output.rstrip('/')}/reports", job.output_format, "event_level_report",
+        num_shards=options.output_shards,
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
 
 
 def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports and dead letters read back from the
     files, so exact on every runner)."""
-    io_counts = counters(result, IO_NAMESPACE)
+    output = job.run.output
     client_counts = counters(result, METRICS_NAMESPACE)
-    dead_by_reason = dead_letters_by_reason(job.output)
-    reports = sum(1 for _ in output_records(job.output, "reports"))
+    reports = sum(1 for _ in output_records(output, "reports"))
     return {
         "pipeline": "event_level",
         "parameters": {
             "algorithm": ALGORITHM,
             "sources": job.sources,
             "triggers": job.triggers,
-            "output": job.output,
+            **job.run.parameters(),
             "epsilon": job.epsilon,
             "information_gain_limits_bits": dict(INFORMATION_GAIN_LIMITS),
             "max_states": MAX_STATES,
-            "noise_source": "seeded" if job.seed is not None else "secure",
-            "seed": job.seed,
-            "streaming": job.streaming,
-            "allowed_lateness_seconds": job.allowed_lateness_seconds,
-            "shards": job.shards,
-            "input_format": job.input_format,
+            "shards": job.run.shards,
+            "input_format": job.run.input_format,
             "output_format": job.output_format,
         },
         "privacy": guarantee(job.epsilon),
         "counts": {
-            "read": io_counts.get("read", 0),
-            "parsed": io_counts.get("parsed", 0),
-            "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dead_by_reason,
+            **input_counts(result, output),
             "sources": client_counts.get("sources", 0),
             "randomized_sources": client_counts.get("randomized_sources", 0),
             "reports": reports,
         },
         "counters_note": "Beam counters under-report on the streaming DirectRunner (read, parsed, sources, "
-        "randomized_sources); reports and dead letters come from the files." if job.streaming else None,
+        "randomized_sources); reports and dead letters come from the files." if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {prefix: output_files(job.output, prefix) for prefix in OUTPUT_PREFIXES},
+        "outputs": {prefix: output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
     }
 
 
 def run(job: EventLevelJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([job.sources, job.triggers], job.input_format)
-    prepare_output(job.output, OUTPUT_PREFIXES)
+    files = input_files([job.sources, job.triggers], job.run.input_format)
+    prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"event-level reports: {len(files)} input file(s), {ALGORITHM}, epsilon = {job.epsilon:g}", flush=True)
-    return execute(job, beam_args, build, summarise, streaming=job.streaming)
+    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: EventLevelJob, summary: dict) -> list[str]:

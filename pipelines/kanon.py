@@ -17,15 +17,16 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipelines.common import (
+    STREAMING_COUNTERS_NOTE,
     CliError,
     CliParser,
     check_minimums,
     cli_main,
     counters,
-    dead_letters_by_reason,
     dead_letters_text,
     distribution_max,
     execute,
+    input_counts,
     input_files,
     output_files,
     output_lines,
@@ -34,8 +35,8 @@ from pipelines.common import (
 )
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
-from schemas.codecs import FORMATS, JOIN_EVENT
-from schemas.time_units import MICROS_PER_SECOND
+from pipelines.options import RunOptions, add_run_options, run_options
+from schemas.codecs import JOIN_EVENT
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.core.mechanisms.noise import make_source
@@ -57,16 +58,12 @@ class KAnonJob:
     """Everything a run needs besides Beam's own options."""
 
     input: str
-    input_format: str | None
-    output: str
+    run: RunOptions
     output_format: str
     window_steps: int
     k: int
     draw: DrawParameters
     emit: str
-    seed: int | None
-    streaming: bool
-    allowed_lateness_seconds: int
 
     def parameters(self) -> KAnonParameters:
         noise = self.draw.noise()
@@ -83,8 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--input", required=True, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)"
     )
-    parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
-    parser.add_argument("--output", required=True, help="output directory (local path or a Beam filesystem URL)")
     parser.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="verdict file format (default jsonl)")
     parser.add_argument("--k", type=int, default=50, help="k-anonymity threshold (default 50)")
     add_privacy_arguments(parser)  # --epsilon/--delta (default 3 and 1e-5) or --noise-epsilon/--noise-delta; --window-hours
@@ -94,14 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="changes",
         help="changes: a record when a verdict changes (default); all: every step with users in the window",
     )
-    parser.add_argument("--seed", type=int, help="seeded noise for simulation and tests (default: secure OS randomness)")
-    parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFn, event-time timers)")
-    parser.add_argument(
-        "--allowed-lateness-seconds",
-        type=int,
-        default=3600,
-        help="streaming: how late a join may arrive after its hour ends (default 3600)",
-    )
+    add_run_options(parser, seed_help="seeded noise for simulation and tests", lateness_default=3600,
+                    lateness_help="streaming: how late a join may arrive after its hour ends", shards=False)
     return parser
 
 
@@ -112,19 +101,15 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     if all(value is None for value in (args.epsilon, args.delta, args.noise_epsilon, args.noise_delta)):
         args.epsilon, args.delta = DEFAULT_EPSILON, DEFAULT_DELTA
     draw = draw_from_args(parser, args)
-    check_minimums(("--k", args.k, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0))
+    check_minimums(("--k", args.k, 1))
     job = KAnonJob(
         input=args.input,
-        input_format=args.input_format,
-        output=args.output,
+        run=run_options(args),
         output_format=args.output_format,
         window_steps=args.window_hours,
         k=args.k,
         draw=draw,
         emit=args.emit,
-        seed=args.seed,
-        streaming=args.streaming,
-        allowed_lateness_seconds=args.allowed_lateness_seconds,
     )
     try:
         job.parameters()
@@ -135,42 +120,39 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
 
 def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
     """The job's graph: read and validate, verdicts, write verdicts and dead letters."""
-    parameters, source = job.parameters(), make_source(job.seed)
-    if job.streaming:
+    parameters, source, options = job.parameters(), make_source(job.run.seed), job.run
+    if options.streaming:
         # read.events: JoinEvent; read.dead_letters: DeadLetter
-        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format)
+        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format)
         # kanon["verdicts"]: KAnonVerdict; kanon["dead_letters"]: DeadLetter (joins later than the allowed lateness)
         kanon = read.events | "KAnonymity" >> KAnonymityVerdicts(
             parameters,
             source,
             streaming=True,
-            allowed_lateness_micros=job.allowed_lateness_seconds * MICROS_PER_SECOND,
+            allowed_lateness_micros=options.lateness_micros,
         )
         verdicts = kanon["verdicts"]
         dead_letters = (read.dead_letters, kanon["dead_letters"] | "CountLate" >> CountDeadLetters()) | beam.Flatten()
     else:
         # read.events: (group, GroupJoins), folded per file while reading; read.dead_letters: DeadLetter
-        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, job.input_format, fold=GroupJoinsByGroup)
+        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format, fold=GroupJoinsByGroup)
         # KAnonVerdict
         verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, source)
         dead_letters = read.dead_letters
-    # The streaming DirectRunner would write one shard per bundle: keep verdicts in one file there.
-    shards = 1 if job.streaming else 0
     verdicts | "WriteVerdicts" >> WriteRecords(
-        f"{job.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict", num_shards=shards
+        f"{options.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict", num_shards=options.output_shards
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
 
 
 def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs where exact)."""
-    io_counts = counters(result, IO_NAMESPACE)
+    output = job.run.output
     kanon_counts = counters(result, KANON_NAMESPACE)
-    dead_by_reason = dead_letters_by_reason(job.output)
     last_event = distribution_max(result, IO_NAMESPACE, "event_time_micros")
     last_step = hour_step(last_event) if last_event is not None else None
     latest: dict[str, tuple[int, bool]] = {}
-    verdict_files = output_files(job.output, "verdicts")
+    verdict_files = output_files(output, "verdicts")
     records = 0
     for path in verdict_files:
         for verdict in read_records(path):
@@ -183,41 +165,32 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
         "pipeline": "kanon",
         "parameters": {
             "input": job.input,
-            "output": job.output,
+            **job.run.parameters(),
             "window_hours": job.window_steps,
             "k": job.k,
             "emit": job.emit,
-            "streaming": job.streaming,
-            "allowed_lateness_seconds": job.allowed_lateness_seconds,
             "noise": "truncated_laplace",
-            "noise_source": "seeded" if job.seed is not None else "secure",
-            "seed": job.seed,
         },
         "privacy": describe(job.draw, job.window_steps),
         "counts": {
-            "read": io_counts.get("read", 0),
-            "parsed": io_counts.get("parsed", 0),
-            "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dead_by_reason,
+            **input_counts(result, output),
             "groups": kanon_counts.get("groups", 0),
             "verdict_records": records,
             "last_step": last_step,
             "groups_k_anonymous_at_last_step": sum(1 for _, anonymous in latest.values() if anonymous),
         },
-        "counters_note": "Beam counters under-report on the streaming DirectRunner; file-based counts are exact."
-        if job.streaming
-        else None,
+        "counters_note": STREAMING_COUNTERS_NOTE if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {"verdicts": verdict_files, "dead_letters": output_files(job.output, "dead_letters")},
+        "outputs": {"verdicts": verdict_files, "dead_letters": output_files(output, "dead_letters")},
     }
 
 
 def run(job: KAnonJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([job.input], job.input_format)
-    prepare_output(job.output, OUTPUT_PREFIXES)
+    files = input_files([job.input], job.run.input_format)
+    prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"k-anonymity: {len(files)} input file(s), w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
-    return execute(job, beam_args, build, summarise, streaming=job.streaming)
+    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: KAnonJob, summary: dict) -> list[str]:

@@ -22,28 +22,29 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from fractions import Fraction
 
 import apache_beam as beam
 
 from pipelines.common import (
+    STREAMING_COUNTERS_NOTE,
     CliError,
     CliParser,
     check_minimums,
     cli_main,
     counters,
-    dead_letters_by_reason,
     dead_letters_text,
     execute,
+    input_counts,
     input_files,
     output_files,
     output_lines,
     output_records,
     prepare_output,
 )
-from schemas.codecs import CONVERSION, FORMATS, IMPRESSION
-from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
+from pipelines.options import RunOptions, add_run_options, fraction_option, run_options
+from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.time_units import MICROS_PER_DAY, parse_start
 from transforms.budgeting.measurement import (
     BUDGETS,
     INCOMPLETE,
@@ -59,10 +60,7 @@ from transforms.budgeting.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA,
 from transforms.budgeting.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
 from transforms.budgeting.mechanisms.policies import POLICIES
 from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE, EXECUTED, REJECTED
-from transforms.core.device_state import DEFAULT_SHARDS
 from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
-from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.core.mechanisms.budget_units import as_fraction
 from transforms.core.mechanisms.noise import make_source
 from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
 
@@ -88,41 +86,19 @@ class MeasurementJob:
 
     impressions: str
     conversions: str
-    input_format: str | None
-    output: str
+    run: RunOptions
     output_format: str
     config: MeasurementConfig
     batch_size: int
-    seed: int | None
     emit_budgets: bool
-    streaming: bool
-    allowed_lateness_seconds: int
-    shards: int
-
-
-def _positive_fraction(text: str, option: str) -> Fraction:
-    try:
-        value = as_fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise CliError(f"{option} must be a number, got {text!r}") from None
-    if value <= 0:
-        raise CliError(f"{option} must be > 0, got {text}")
-    return value
-
-
-_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1) - datetime(1970, 1, 1)
 
 
 def _origin_micros(text: str) -> int:
     """An ISO date or date-time, read as UTC, in microseconds since the Unix epoch."""
     try:
-        moment = datetime.fromisoformat(text)
+        return parse_start(text)
     except ValueError:
         raise CliError(f"--epoch-origin must be an ISO date such as 2024-01-01, got {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // _MICROSECOND
-
 
 
 def build_parser() -> CliParser:
@@ -135,8 +111,6 @@ def build_parser() -> CliParser:
     data = parser.add_argument_group("data")
     data.add_argument("--impressions", required=True, help="file or glob of impressions (Avro, JSON Lines, delimited protobuf)")
     data.add_argument("--conversions", required=True, help="file or glob of conversions with their attribution requests")
-    data.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
-    data.add_argument("--output", required=True, help="output directory (local path or a Beam filesystem URL)")
     data.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="output file format (default jsonl)")
     budget = parser.add_argument_group("budgeting (defaults: seed 003 Sec. 8.1)")
     budget.add_argument("--policy", choices=tuple(POLICIES), default="cookie_monster", help="default cookie_monster")
@@ -159,7 +133,6 @@ def build_parser() -> CliParser:
         "--expected-value", type=float,
         help="c~, the querier's guess of the average conversion value (default: the query global sensitivity)",
     )
-    query.add_argument("--seed", type=int, help="seeded randomness for simulation and tests (default: secure OS randomness)")
     bias = parser.add_argument_group("bias detection (seed 003 Appendix D; on-device policies)")
     bias.add_argument(
         "--bias-kappa",
@@ -180,12 +153,7 @@ def build_parser() -> CliParser:
     )
     run = parser.add_argument_group("run")
     run.add_argument("--emit-budgets", action="store_true", help="also write per device-epoch consumption (SENSITIVE)")
-    run.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
-    run.add_argument(
-        "--allowed-lateness-seconds", type=int, default=0,
-        help="streaming: how late an event may arrive behind the watermark (default 0)",
-    )
-    run.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="batch: device shards replayed per element (default 64)")
+    add_run_options(run, seed_help="seeded randomness for simulation and tests")
     return parser
 
 
@@ -196,14 +164,13 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
         raise CliError("--alpha and --beta go together")
     if args.expected_value is not None and args.alpha is None:
         raise CliError("--expected-value needs --alpha and --beta")
-    check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1),
-                   ("--shards", args.shards, 1), ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0))
+    check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1))
     if args.bias_kappa is None and (args.heartbeats or args.bias_count or args.bias_beta is not None):
         raise CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
     try:
         bias = None
         if args.bias_kappa is not None:
-            kappa = _positive_fraction(args.bias_kappa, "--bias-kappa")
+            kappa = fraction_option("--bias-kappa", args.bias_kappa, positive=True)
             beta = DEFAULT_BIAS_BETA if args.bias_beta is None else args.bias_beta
             bias = BiasDetection(kappa, args.bias_count or "epochs", beta, args.heartbeats)
         accuracy = None
@@ -212,7 +179,7 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
         config = MeasurementConfig(
             policy=args.policy,
             clock=EpochClock(args.epoch_days * MICROS_PER_DAY, _origin_micros(args.epoch_origin)),
-            capacity_epsilon=_positive_fraction(args.epsilon_g, "--epsilon-g"),
+            capacity_epsilon=fraction_option("--epsilon-g", args.epsilon_g, positive=True),
             default_window_days=args.attribution_window_days,
             max_window_days=args.max_attribution_window_days,
             accuracy=accuracy,
@@ -223,50 +190,46 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
     job = MeasurementJob(
         impressions=args.impressions,
         conversions=args.conversions,
-        input_format=args.input_format,
-        output=args.output,
+        run=run_options(args),
         output_format=args.output_format,
         config=config,
         batch_size=args.batch_size,
-        seed=args.seed,
         emit_budgets=args.emit_budgets,
-        streaming=args.streaming,
-        allowed_lateness_seconds=args.allowed_lateness_seconds,
-        shards=args.shards,
     )
     return job, beam_args
 
 
 def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:
     """The job's graph: read and validate, devices, queries, write every output."""
-    source = make_source(job.seed)
-    if job.streaming:
+    options = job.run
+    source = make_source(options.seed)
+    if options.streaming:
         # Impression and Conversion rows; parse dead letters
-        impressions = pipeline | "ReadImpressions" >> ReadEvents(job.impressions, IMPRESSION, job.input_format)
+        impressions = pipeline | "ReadImpressions" >> ReadEvents(job.impressions, IMPRESSION, options.input_format)
         conversions = pipeline | "ReadConversions" >> ReadEvents(
-            job.conversions, CONVERSION, job.input_format, check=ConversionCheck(job.config)
+            job.conversions, CONVERSION, options.input_format, check=ConversionCheck(job.config)
         )
         rows = (impressions.events, conversions.events) | "FlattenRows" >> beam.Flatten()
         measured = rows | "Measure" >> MeasureStreaming(
-            job.config, source, job.batch_size, job.emit_budgets, job.allowed_lateness_seconds * MICROS_PER_SECOND
+            job.config, source, job.batch_size, job.emit_budgets, options.lateness_micros
         )
         dead_letters = (
             (impressions.dead_letters, conversions.dead_letters, measured[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
         )
     else:
         measured = pipeline | "Measure" >> MeasureBatch(
-            job.impressions, job.conversions, job.config, source, job.batch_size, job.input_format,
-            job.emit_budgets, job.shards,
+            job.impressions, job.conversions, job.config, source, job.batch_size, options.input_format,
+            job.emit_budgets, options.shards,
         )
         dead_letters = measured[DEAD_LETTERS]
-    output = job.output.rstrip("/")
-    # The streaming DirectRunner would write one shard per bundle: one file per output there.
-    shards = 1 if job.streaming else 0
+    output = options.output.rstrip("/")
     for tag, (prefix, schema) in OUTPUTS.items():
         if tag != BUDGETS or job.emit_budgets:
-            measured[tag] | f"Write_{prefix}" >> WriteRecords(f"{output}/{prefix}", job.output_format, schema, num_shards=shards)
+            measured[tag] | f"Write_{prefix}" >> WriteRecords(
+                f"{output}/{prefix}", job.output_format, schema, num_shards=options.output_shards
+            )
     measured[INCOMPLETE] | "WriteIncomplete" >> WriteRecords(f"{output}/{INCOMPLETE_PREFIX}", "jsonl", num_shards=1)
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
 
 
 def budget_statistics(output: str) -> dict | None:
@@ -283,83 +246,60 @@ def budget_statistics(output: str) -> dict | None:
 
 def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs, exact)."""
-    io_counts = counters(result, IO_NAMESPACE)
+    output = job.run.output
     measurement_counts = counters(result, METRICS_NAMESPACE)
-    dead_by_reason = dead_letters_by_reason(job.output)
     statuses = {EXECUTED: 0, REJECTED: 0}
-    for query_result in output_records(job.output, OUTPUTS[RESULTS][0]):
+    for query_result in output_records(output, OUTPUTS[RESULTS][0]):
         statuses[query_result["status"]] += 1
-    waiting = sum(row["waiting_reports"] for row in output_records(job.output, INCOMPLETE_PREFIX))
+    waiting = sum(row["waiting_reports"] for row in output_records(output, INCOMPLETE_PREFIX))
     config = job.config
     summary = {
         "pipeline": "measurement",
         "parameters": {
             "impressions": job.impressions,
             "conversions": job.conversions,
-            "output": job.output,
-            "policy": config.policy,
-            "epoch_days": config.clock.length_micros // MICROS_PER_DAY,
-            "epoch_origin_micros": config.clock.origin_micros,
-            "attribution_window_days": config.default_window_days,
-            "max_attribution_window_days": config.max_window_days,
-            "epsilon_g": str(config.capacity_epsilon),
+            **job.run.parameters(),
+            **config.parameters(),
             "batch_size": job.batch_size,
-            "accuracy_target": None if config.accuracy is None else {
-                "alpha": config.accuracy.alpha, "beta": config.accuracy.beta,
-                "expected_value": config.accuracy.expected_value,
-            },
-            "bias_detection": None if config.bias is None else {
-                "kappa": str(config.bias.kappa), "count": config.bias.count, "beta": config.bias.beta,
-                "heartbeats": config.bias.heartbeats,
-            },
             "noise": "laplace (exact discrete Laplace on a 2^-20 grid)",
-            "noise_source": "seeded" if job.seed is not None else "secure",
-            "seed": job.seed,
-            "streaming": job.streaming,
-            "allowed_lateness_seconds": job.allowed_lateness_seconds,
         },
         "privacy": GUARANTEES[config.policy],
         "counts": {
-            "read": io_counts.get("read", 0),
-            "parsed": io_counts.get("parsed", 0),
-            "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dead_by_reason,
+            **input_counts(result, output),
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
-            "reports": sum(1 for _ in output_records(job.output, OUTPUTS[REPORTS][0]))
-            if job.streaming
+            "reports": sum(1 for _ in output_records(output, OUTPUTS[REPORTS][0]))
+            if job.run.streaming
             else measurement_counts.get("reports", 0),
             "queries_executed": statuses[EXECUTED],
             "queries_rejected": statuses[REJECTED],
             "reports_waiting_for_a_full_batch": waiting,
         },
-        "counters_note": "Beam counters under-report on the streaming DirectRunner; file-based counts are exact."
-        if job.streaming
-        else None,
+        "counters_note": STREAMING_COUNTERS_NOTE if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
         "outputs": {
-            name: output_files(job.output, prefix)
+            name: output_files(output, prefix)
             for name, prefix in (("reports", "reports"), ("query_results", "query_results"),
                                  ("incomplete_batches", INCOMPLETE_PREFIX), ("dead_letters", "dead_letters"))
         },
     }
     if job.emit_budgets:
-        summary["SENSITIVE_budget_statistics"] = budget_statistics(job.output)
-        summary["outputs"]["SENSITIVE_device_epoch_budgets"] = output_files(job.output, OUTPUTS[BUDGETS][0])
+        summary["SENSITIVE_budget_statistics"] = budget_statistics(output)
+        summary["outputs"]["SENSITIVE_device_epoch_budgets"] = output_files(output, OUTPUTS[BUDGETS][0])
     return summary
 
 
 def run(job: MeasurementJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([job.impressions, job.conversions], job.input_format)
-    prepare_output(job.output, OUTPUT_PREFIXES)
+    files = input_files([job.impressions, job.conversions], job.run.input_format)
+    prepare_output(job.run.output, OUTPUT_PREFIXES)
     config = job.config
     print(
         f"measurement: {len(files)} input file(s), policy {config.policy}, eps_G = {config.capacity_epsilon}, "
         f"epochs of {config.clock.length_micros // MICROS_PER_DAY} days, B = {job.batch_size}",
         flush=True,
     )
-    return execute(job, beam_args, build, summarise, streaming=job.streaming)
+    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: MeasurementJob, summary: dict) -> list[str]:

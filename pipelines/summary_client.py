@@ -25,22 +25,20 @@ from pipelines.common import (
     check_minimums,
     cli_main,
     counters,
-    dead_letters_by_reason,
     dead_letters_text,
     execute,
+    input_counts,
     input_files,
     output_files,
     output_lines,
     output_records,
     prepare_output,
 )
+from pipelines.options import RunOptions, add_run_options, run_options
 from schemas.aggregatable import decode_payload, read_key_file
-from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, FORMATS, PAA_EVENT
+from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.formats import load_avro_schema
-from schemas.time_units import MICROS_PER_SECOND
-from transforms.core.device_state import DEFAULT_SHARDS
 from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
-from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.mechanisms.noise import make_source
 from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
@@ -71,16 +69,11 @@ class ClientJob:
 
     client_name: str  # "ara" or "paa"
     inputs: tuple[ClientInput, ...]
-    input_format: str | None
-    output: str
+    run: RunOptions
     limits: ContributionLimits
     reach_value: int | None  # PAA only
     public_key_file: str | None
     public_key: tuple[str, bytes] | None  # (key id, raw X25519 public key)
-    seed: int | None
-    streaming: bool
-    allowed_lateness_seconds: int
-    shards: int
 
     def client(self) -> SummaryClient:
         if self.client_name == "ara":
@@ -89,8 +82,6 @@ class ClientJob:
 
 
 def _add_common(parser: CliParser, unit: str) -> None:
-    parser.add_argument("--output", required=True, help="output directory (local path or a Beam filesystem URL)")
-    parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
     budget = parser.add_argument_group("budgets (Alg. 2 and 3 Params)")
     budget.add_argument("--l0", type=int, default=DEFAULT_L0,
                         help=f"Lambda_0: non-zero contributions per {unit} (default {DEFAULT_L0})")
@@ -99,12 +90,7 @@ def _add_common(parser: CliParser, unit: str) -> None:
     run = parser.add_argument_group("run")
     run.add_argument("--public-key", help="encrypt payloads (HPKE) to this key file ({\"keys\": [{\"id\", \"key\"}]})")
     run.add_argument("--key-id", help="the key of --public-key to use when it holds several")
-    run.add_argument("--seed", type=int, help="seeded report ids and delays for simulation and tests (default: secure)")
-    run.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFn, event-time timers)")
-    run.add_argument("--allowed-lateness-seconds", type=int, default=0,
-                     help="streaming: how late an event may arrive behind the watermark (default 0)")
-    run.add_argument("--shards", type=int, default=DEFAULT_SHARDS,
-                     help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
+    add_run_options(run, seed_help="seeded report ids and delays for simulation and tests")
 
 
 def build_parser() -> CliParser:
@@ -150,8 +136,7 @@ def _public_key(path: str | None, key_id: str | None) -> tuple[str, bytes] | Non
 def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    check_minimums(("--l0", args.l0, 1), ("--l1", args.l1, 1), ("--shards", args.shards, 1),
-                   ("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0))
+    check_minimums(("--l0", args.l0, 1), ("--l1", args.l1, 1))
     if args.client == "ara":
         inputs = (ClientInput(args.sources, ARA_SOURCE, False), ClientInput(args.triggers, ARA_TRIGGER, True))
         reach_value = None
@@ -163,54 +148,46 @@ def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     job = ClientJob(
         client_name=args.client,
         inputs=inputs,
-        input_format=args.input_format,
-        output=args.output,
+        run=run_options(args),
         limits=ContributionLimits(args.l0, args.l1),
         reach_value=reach_value,
         public_key_file=args.public_key,
         public_key=_public_key(args.public_key, args.key_id),
-        seed=args.seed,
-        streaming=args.streaming,
-        allowed_lateness_seconds=args.allowed_lateness_seconds,
-        shards=args.shards,
     )
     return job, beam_args
 
 
 def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
     """The job's graph: read and validate, replay every device's client, write reports and dead letters."""
-    source = make_source(job.seed)
+    options = job.run
+    source = make_source(options.seed)
     client = job.client()
-    if job.streaming:
+    if options.streaming:
         read = [
-            pipeline | f"Read_{item.spec.name}" >> ReadEvents(item.pattern, item.spec, job.input_format)
+            pipeline | f"Read_{item.spec.name}" >> ReadEvents(item.pattern, item.spec, options.input_format)
             for item in job.inputs
         ]
         rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
-        replayed = rows | "Clients" >> SummaryReportsStreaming(
-            client, source, job.public_key, job.allowed_lateness_seconds * MICROS_PER_SECOND
-        )
+        replayed = rows | "Clients" >> SummaryReportsStreaming(client, source, job.public_key, options.lateness_micros)
         dead_letters = [*(result.dead_letters for result in read), replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> SummaryReportsBatch(
-            client, job.inputs, source, job.public_key, job.input_format, job.shards
+            client, job.inputs, source, job.public_key, options.input_format, options.shards
         )
         dead_letters = replayed[DEAD_LETTERS]
-    # The streaming DirectRunner would write one shard per bundle: one file there.
     replayed[REPORTS] | "WriteReports" >> beam.io.WriteToAvro(
-        f"{job.output.rstrip('/')}/reports", schema=load_avro_schema("aggregatable_report"), file_name_suffix=".avro",
-        num_shards=1 if job.streaming else 0,
+        f"{options.output.rstrip('/')}/reports", schema=load_avro_schema("aggregatable_report"),
+        file_name_suffix=".avro", num_shards=options.output_shards,
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(job.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
 
 
 def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports read back from the files)."""
-    io_counts = counters(result, IO_NAMESPACE)
+    output = job.run.output
     client_counts = counters(result, METRICS_NAMESPACE)
-    dead_by_reason = dead_letters_by_reason(job.output)
     reports = null_reports = 0
-    for report in output_records(job.output, "reports"):  # exact, whatever the runner's counters say
+    for report in output_records(output, "reports"):  # exact, whatever the runner's counters say
         reports += 1
         if job.public_key is None:
             null_reports += not decode_payload(report["payload"])
@@ -220,16 +197,12 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "client": job.client_name,
         "algorithm": ALGORITHMS[job.client_name],
         **{item.spec.name: item.pattern for item in job.inputs},
-        "output": job.output,
+        **job.run.parameters(),
         "l0": job.limits.l0,
         "l1": job.limits.l1,
         "payload": "encrypted (HPKE)" if job.public_key else "clear text",
         "public_key_file": job.public_key_file,
         "key_id": job.public_key[0] if job.public_key else None,
-        "noise_source": "seeded" if job.seed is not None else "secure",
-        "seed": job.seed,
-        "streaming": job.streaming,
-        "allowed_lateness_seconds": job.allowed_lateness_seconds,
     }
     if job.client_name == "paa":
         parameters.update(shared_storage_function="reach counting", reach_value=job.reach_value, window_minutes=10)
@@ -238,28 +211,25 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "parameters": parameters,
         "privacy": GUARANTEES[job.client_name],
         "counts": {
-            "read": io_counts.get("read", 0),
-            "parsed": io_counts.get("parsed", 0),
-            "dead_lettered": sum(dead_by_reason.values()),
-            "dead_lettered_by_reason": dead_by_reason,
+            **input_counts(result, output),
             "devices_replayed": client_counts.get("devices_replayed"),
             "reports": reports,
             "null_reports": null_reports,
         },
         "counters_note": "Beam counters under-report on the streaming DirectRunner; report counts come from the files "
-        "(null reports too, unless the payloads are encrypted)." if job.streaming else None,
+        "(null reports too, unless the payloads are encrypted)." if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {prefix: output_files(job.output, prefix) for prefix in OUTPUT_PREFIXES},
+        "outputs": {prefix: output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
     }
 
 
 def run(job: ClientJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([item.pattern for item in job.inputs], job.input_format)
-    prepare_output(job.output, OUTPUT_PREFIXES)
+    files = input_files([item.pattern for item in job.inputs], job.run.input_format)
+    prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"summary client {job.client_name}: {len(files)} input file(s), {ALGORITHMS[job.client_name]}, "
           f"L0 = {job.limits.l0}, L1 = {job.limits.l1}", flush=True)
-    return execute(job, beam_args, build, summarise, streaming=job.streaming)
+    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: ClientJob, summary: dict) -> list[str]:

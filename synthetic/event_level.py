@@ -88,7 +88,7 @@ import numpy as np
 from schemas import events_pb2
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
-from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY, iso_micros
 from synthetic.files import (
     BadRecords,
     Progress,
@@ -96,7 +96,6 @@ from synthetic.files import (
     check_integer,
     chunk_ranges,
     encode_record,
-    iso_micros,
     merged_counts,
     prepare_output,
     print_outputs,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import itertools
 import json
 import math
@@ -34,7 +33,7 @@ from google.protobuf.internal.encoder import _VarintBytes
 from schemas import events_pb2
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
-from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, MICROS_PER_SECOND
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, MICROS_PER_SECOND, parse_start
 
 PROGRESS_SECONDS = 3.0  # at most one progress line on stderr this often
 EXTENSIONS = {fmt: fmt for fmt in FORMATS}  # file extension of each format
@@ -62,14 +61,6 @@ def chunk_ranges(total: int, size: int, shard: int = 0, shards: int = 1) -> Iter
         yield c, c * size, min(total, (c + 1) * size)
 
 
-def parse_start(text: str) -> int:
-    """``YYYY-MM-DD`` (00:00 UTC) or an ISO 8601 date-time (UTC when no offset is given) as epoch microseconds."""
-    moment = dt.datetime.fromisoformat(text.strip())
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return (moment - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
-
-
 def time_span_start(start: str | int, days: int) -> int:
     """``start`` as epoch microseconds (``start_micros_of``), with the ``days`` after it inside the range the
     event readers accept; a ``ValueError`` otherwise."""
@@ -88,12 +79,6 @@ def start_micros_of(start: str | int) -> int:
         return parse_start(str(start))
     except ValueError:
         raise ValueError(f"--start-date must be a date YYYY-MM-DD or an ISO 8601 date-time, got {start!r}") from None
-
-
-def iso_micros(micros: int) -> str:
-    """Epoch microseconds as ISO 8601 UTC (``...Z``), with microseconds only when there are some."""
-    moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-    return moment.isoformat(timespec="microseconds" if micros % MICROS_PER_SECOND else "seconds").replace("+00:00", "Z")
 
 
 def without_none(record: dict) -> dict:

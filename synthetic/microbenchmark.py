@@ -60,7 +60,8 @@ import numpy as np
 from schemas import events_pb2
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
-from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, parse_start
+from schemas.time_units import iso_micros as _iso_micros
 from synthetic.files import (
     EXTENSIONS,
     PROGRESS_SECONDS,
@@ -68,13 +69,11 @@ from synthetic.files import (
     add_bad_fraction_argument,
     add_common_arguments,
     last_touch_request,
-    parse_start,
     prepare_output,
     seed_streams,
     write_generation_json,
 )
 from synthetic.files import encode_record as _encode_record
-from synthetic.files import iso_micros as _iso_micros
 from synthetic.files import stream as _stream
 from synthetic.files import write_file as _write_file
 

@@ -42,7 +42,7 @@ from schemas import events_pb2
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
 from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
-from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE, iso_micros
 from synthetic.files import (
     BadRecords,
     Progress,
@@ -51,7 +51,6 @@ from synthetic.files import (
     check_integer,
     chunk_ranges,
     encode_record,
-    iso_micros,
     prepare_output,
     print_outputs,
     seed_streams,

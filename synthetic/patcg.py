@@ -95,7 +95,7 @@ from typing import Iterator
 import numpy as np
 
 from schemas.formats import load_avro_schema
-from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, iso_micros
 from synthetic.files import (
     Progress,
     RequestEncoder,
@@ -103,7 +103,6 @@ from synthetic.files import (
     check_format_and_scale,
     check_integer,
     encode_impressions,
-    iso_micros,
     last_touch_request,
     prepare_output,
     print_outputs,

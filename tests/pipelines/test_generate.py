@@ -12,7 +12,7 @@ import pytest
 from pipelines import generate
 from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT
 from schemas.rows import Conversion, Impression
-from synthetic.files import parse_start
+from schemas.time_units import parse_start
 from synthetic.kanon import GenerationStats, generate_kanon, midnight_utc_micros
 from synthetic.microbenchmark import (
     MICRO_BAD_KINDS,

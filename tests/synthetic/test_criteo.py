@@ -17,6 +17,7 @@ import pytest
 from pipelines import generate
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.rows import Conversion, Impression
+from schemas.time_units import parse_start
 from synthetic import criteo
 from synthetic.criteo import (
     CRITEO_AUDIENCE_SHARE,
@@ -32,7 +33,6 @@ from synthetic.criteo import (
     device_tail,
     generate_criteo,
 )
-from synthetic.files import parse_start
 from tests.support.files import read_rows
 from transforms.budgeting.mechanisms.attribution import select_relevant
 

@@ -18,8 +18,9 @@ from pipelines import generate
 from schemas import events_pb2
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.rows import Conversion, Impression
+from schemas.time_units import parse_start
 from synthetic import patcg
-from synthetic.files import RequestEncoder, encode_impressions, encode_record, parse_start
+from synthetic.files import RequestEncoder, encode_impressions, encode_record
 from synthetic.patcg import (
     PATCG_EPSILON,
     PatcgStats,

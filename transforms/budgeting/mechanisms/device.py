@@ -69,6 +69,24 @@ class MeasurementConfig:
     def max_window_micros(self) -> int:
         return self.max_window_days * MICROS_PER_DAY
 
+    def parameters(self) -> dict:
+        """The configuration as a run's summary records it (JSON values; exact epsilons as strings)."""
+        accuracy, bias = self.accuracy, self.bias
+        return {
+            "policy": self.policy,
+            "epoch_days": self.clock.length_micros // MICROS_PER_DAY,
+            "epoch_origin_micros": self.clock.origin_micros,
+            "attribution_window_days": self.default_window_days,
+            "max_attribution_window_days": self.max_window_days,
+            "epsilon_g": str(self.capacity_epsilon),
+            "accuracy_target": None if accuracy is None else {
+                "alpha": accuracy.alpha, "beta": accuracy.beta, "expected_value": accuracy.expected_value,
+            },
+            "bias_detection": None if bias is None else {
+                "kappa": str(bias.kappa), "count": bias.count, "beta": bias.beta, "heartbeats": bias.heartbeats,
+            },
+        }
+
     def oldest_reachable_epoch(self, time_micros: int) -> int:
         """The oldest epoch a conversion at ``time_micros`` may read: the epoch of t minus the longest window.
         Filters and impressions of older epochs can never be used again by conversions at or after t."""

@@ -1,0 +1,98 @@
+"""The command-line options several pipelines share, declared once (DESIGN.md, "Command-line conventions").
+
+``add_run_options`` declares, and ``run_options`` reads and checks, what every event pipeline has: the output
+directory, the input format, the seed (seeded randomness for simulation and tests; secure by default), the
+streaming recipe with its allowed lateness, and the device shards of the batch path. ``RunOptions`` carries them
+into a job, with the few values derived from them that every pipeline needs.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from fractions import Fraction
+
+from pipelines.common import CliError, check_minimums
+from schemas.codecs import FORMATS
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.device_state import DEFAULT_SHARDS
+from transforms.core.mechanisms.budget_units import as_fraction
+
+OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where a run writes, how it reads, which randomness it uses and which recipe (batch or streaming) it runs."""
+
+    output: str
+    input_format: str | None
+    seed: int | None
+    streaming: bool
+    allowed_lateness_seconds: int
+    shards: int
+
+    @property
+    def noise_source(self) -> str:
+        """``seeded`` or ``secure``: recorded in every summary (DESIGN.md, "Two kinds of randomness")."""
+        return "seeded" if self.seed is not None else "secure"
+
+    @property
+    def lateness_micros(self) -> int:
+        return self.allowed_lateness_seconds * MICROS_PER_SECOND
+
+    @property
+    def output_shards(self) -> int:
+        """Shards per output: one file on the streaming DirectRunner (it would write one per bundle), else the
+        runner's choice."""
+        return 1 if self.streaming else 0
+
+    def parameters(self) -> dict:
+        """The summary's record of these options."""
+        return {
+            "output": self.output,
+            "noise_source": self.noise_source,
+            "seed": self.seed,
+            "streaming": self.streaming,
+            "allowed_lateness_seconds": self.allowed_lateness_seconds,
+        }
+
+
+def add_run_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    seed_help: str,
+    lateness_default: int = 0,
+    lateness_help: str = "streaming: how late an event may arrive behind the watermark",
+    shards: bool = True,
+) -> None:
+    """``--output``, ``--input-format``, ``--seed``, ``--streaming``, ``--allowed-lateness-seconds`` and (with
+    ``shards``) ``--shards``."""
+    parser.add_argument("--output", required=True, help=OUTPUT_HELP)
+    parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
+    parser.add_argument("--seed", type=int, help=f"{seed_help} (default: secure OS randomness)")
+    parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
+    parser.add_argument("--allowed-lateness-seconds", type=int, default=lateness_default,
+                        help=f"{lateness_help} (default {lateness_default})")
+    if shards:
+        parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS,
+                            help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The ``RunOptions`` of parsed arguments; a CliError for a value out of range."""
+    shards = getattr(args, "shards", DEFAULT_SHARDS)
+    check_minimums(("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0), ("--shards", shards, 1),
+                   ("--seed", 0 if args.seed is None else args.seed, 0))
+    return RunOptions(args.output, args.input_format, args.seed, args.streaming, args.allowed_lateness_seconds, shards)
+
+
+def fraction_option(option: str, text: str, *, positive: bool = False) -> Fraction:
+    """An option's value as an exact Fraction (``1e-5`` is exactly 1/100000); a CliError when it is not a number,
+    or (with ``positive``) not above 0."""
+    try:
+        value = as_fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise CliError(f"{option} must be a number, got {text!r}") from None
+    if positive and value <= 0:
+        raise CliError(f"{option} must be > 0, got {text}")
+    return value
