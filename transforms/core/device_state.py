@@ -25,6 +25,9 @@ import zlib
 from typing import Callable, Iterable, Iterator
 
 import apache_beam as beam
+from apache_beam.coders import BytesCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
@@ -159,6 +162,42 @@ def buffer_device_events(device_id: str, events: Iterable, record: Pending, flus
             )
         else:
             record.add(event.event_time_micros, event, flush, lateness_micros)
+
+
+class DeviceReplayFn(beam.DoFn):
+    """Streaming: one device's replay over state, the scheme the summary-report and event-level clients share.
+
+    A bundle's events of a device (``DeviceEventsPerBundleFn``) are buffered in its ``DeviceRecord``, kept
+    pickled as bytes (``read_record``); the flush timer, once the watermark passed them plus the allowed lateness,
+    hands the record to ``flush`` (the subclass's replay, which also re-arms the timer). Subclasses give
+    ``new_record`` and ``flush``."""
+
+    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def __init__(self, lateness_micros: int) -> None:
+        self._lateness = lateness_micros
+
+    def new_record(self) -> DeviceRecord:
+        """The record of a device that has seen nothing."""
+        raise NotImplementedError
+
+    def flush(self, device_id: str, record: DeviceRecord, fired_micros: int, timer) -> Iterator:
+        """Replay what the watermark has passed, yield the outputs, and re-arm ``timer``."""
+        raise NotImplementedError
+
+    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
+        device_id, events = element  # a bundle's events of the device
+        record = read_record(state, self.new_record)
+        yield from buffer_device_events(device_id, events, record, flush, self._lateness)
+        write_record(state, record)
+
+    @on_timer(FLUSH)
+    def on_flush(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam, state=beam.DoFn.StateParam(RECORD),
+                 flush=beam.DoFn.TimerParam(FLUSH)):
+        record = read_record(state, self.new_record)
+        yield from self.flush(key, record, fired.micros, flush)
+        write_record(state, record)
 
 
 class DeviceEventsPerBundleFn(beam.DoFn):

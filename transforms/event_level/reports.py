@@ -33,10 +33,7 @@ from typing import Any, Iterator, Tuple
 
 import apache_beam as beam
 import polars as pl
-from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, avro_record
@@ -55,14 +52,12 @@ from transforms.core.device_state import (
     DEFAULT_SHARDS,
     DeviceEventsPerBundleFn,
     DeviceRecord,
+    DeviceReplayFn,
     RowShards,
     after_milli,
-    buffer_device_events,
     device_shard,
-    read_record,
     stamped,
     unpack_chunk,
-    write_record,
 )
 from transforms.core.io import DEAD_LETTERS, FrameRead, ReadEvents, row_json_line
 from transforms.core.mechanisms.noise import RandomSource
@@ -221,50 +216,32 @@ class _DeviceRecord(DeviceRecord):
             flush.set(Timestamp(micros=self.target))
 
 
-class _DeviceFn(beam.DoFn):
-    """Streaming: one device's client over state. Events are replayed in the batch order once the watermark
-    passed them (plus the allowed lateness), and a window passes once the watermark passed its end; the
-    record is kept pickled, as bytes (``read_record``)."""
-
-    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
-    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+class _DeviceFn(DeviceReplayFn):
+    """Streaming: one device's client over state (``DeviceReplayFn``). Events are replayed in the batch order once
+    the watermark passed them (plus the allowed lateness), and a window passes once the watermark passed its end."""
 
     def __init__(self, epsilon: float | None, source: RandomSource, lateness_micros: int) -> None:
-        self._epsilon, self._source, self._lateness = epsilon, source, lateness_micros
+        super().__init__(lateness_micros)
+        self._epsilon, self._source = epsilon, source
 
     def setup(self) -> None:
         self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
         self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
 
-    def _new_record(self) -> _DeviceRecord:
+    def new_record(self) -> _DeviceRecord:
         return _DeviceRecord(EventLevelDevice(self._epsilon, self._source))
 
-    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
-        device_id, events = element  # a bundle's events of the device
-        record = read_record(state, self._new_record)
-        yield from buffer_device_events(device_id, events, record, flush, self._lateness)
-        write_record(state, record)
-
-    @on_timer(FLUSH)
-    def on_flush(
-        self,
-        key=beam.DoFn.KeyParam,
-        fired=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-    ):
-        record = read_record(state, self._new_record)
-        events = sorted(record.advance(fired.micros - self._lateness), key=event_order)
-        sources = [(key, event) for event in events if type(event) is EventLevelSource]
+    def flush(self, device_id: str, record: _DeviceRecord, fired_micros: int, timer) -> Iterator:
+        events = sorted(record.advance(fired_micros - self._lateness), key=event_order)
+        sources = [(device_id, event) for event in events if type(event) is EventLevelSource]
         chosen = choose_randomized(sources, self._epsilon, self._source)
         device = record.state
         reports = device.feed(events, chosen) + device.advance_to(record.cut)
         for report in reports:
-            yield stamped(report, fired.micros)
+            yield stamped(report, fired_micros)
         device.forget_expired()
-        record.rearm_at_next(flush, self._lateness)
-        write_record(state, record)
+        record.rearm_at_next(timer, self._lateness)
         self._sources.inc(len(sources))
         self._randomized.inc(sum(choice is not None for choice in chosen))
         self._reports.inc(len(reports))

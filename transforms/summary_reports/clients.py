@@ -26,25 +26,20 @@ expires, and the budgets of the current window).
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, NamedTuple, Sequence, Tuple
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple
 
 import apache_beam as beam
-from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 
 from schemas.codecs import EventSpec
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     DeviceEventsPerBundleFn,
     DeviceRecord,
+    DeviceReplayFn,
     RowShards,
-    buffer_device_events,
-    read_record,
     stamped,
     unpack_chunk,
-    write_record,
 )
 from transforms.core.io import DEAD_LETTERS, ReadEvents
 from transforms.core.mechanisms.noise import RandomSource
@@ -159,41 +154,24 @@ class SummaryReportsBatch(beam.PTransform):
         }
 
 
-class _ClientFn(beam.DoFn):
-    """Streaming: one device's client over state; events are replayed, in the client's order, once the watermark
-    passed them (plus the allowed lateness). The device's record is kept pickled, as bytes (``read_record``)."""
-
-    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
-    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+class _ClientFn(DeviceReplayFn):
+    """Streaming: one device's client over state (``DeviceReplayFn``); events are replayed, in the client's order,
+    once the watermark passed them (plus the allowed lateness)."""
 
     def __init__(self, client: SummaryClient, source: RandomSource, lateness_micros: int) -> None:
-        self._client, self._source, self._lateness = client, source, lateness_micros
+        super().__init__(lateness_micros)
+        self._client, self._source = client, source
 
-    def _new_record(self) -> DeviceRecord:
+    def new_record(self) -> DeviceRecord:
         return DeviceRecord(self._client.new_state())
 
-    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
-        device_id, events = element  # a bundle's events of the device
-        record = read_record(state, self._new_record)
-        yield from buffer_device_events(device_id, events, record, flush, self._lateness)
-        write_record(state, record)
-
-    @on_timer(FLUSH)
-    def on_flush(
-        self,
-        key=beam.DoFn.KeyParam,
-        fired=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-    ):
+    def flush(self, device_id: str, record: DeviceRecord, fired_micros: int, timer) -> Iterator:
         client = self._client
-        record = read_record(state, self._new_record)
-        events = sorted(record.advance(fired.micros - self._lateness), key=client.order)
-        for report in client.replay(key, events, record.state, self._source):
-            yield stamped(report, fired.micros)
+        events = sorted(record.advance(fired_micros - self._lateness), key=client.order)
+        for report in client.replay(device_id, events, record.state, self._source):
+            yield stamped(report, fired_micros)
         client.forget_before(record.state, record.cut)
-        record.rearm(flush, self._lateness)
-        write_record(state, record)
+        record.rearm(timer, self._lateness)
 
 
 class SummaryReportsStreaming(beam.PTransform):
