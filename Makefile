@@ -33,9 +33,9 @@ demo: $(STAMP)
 	$(BIN)/python -m pipelines.aggregate --reports '$(DEMO_DIR)/ara-reports/reports-*' --domain $(DEMO_DIR)/ara/domain.avro \
 		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
 
-# Regenerate schemas/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
+# Regenerate schemas/proto/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
 protos: $(STAMP)
-	cd schemas && ../$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. proto/events.proto proto/reports.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. schemas/proto/events.proto schemas/proto/reports.proto schemas/proto/state.proto
 
 # The committed evaluation (docs/results/report.md): every experiment at the quick size; datasets outside docs/.
 results: $(STAMP)

@@ -34,8 +34,8 @@ from google.protobuf.internal.decoder import _DecodeVarint
 from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
-from schemas import events_pb2
 from schemas.limits import MAX_AGGREGATABLE_VALUE, MAX_AGGREGATION_ENTRIES, MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
+from schemas.proto import events_pb2
 from schemas.rows import (
     API_PROTECTED_AUDIENCE,
     API_SHARED_STORAGE,

@@ -55,10 +55,10 @@ from typing import Iterator
 
 import numpy as np
 
-from schemas import events_pb2
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
 from schemas.limits import MAX_AGGREGATABLE_VALUE
+from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY, iso_micros
 from synthetic.files import (
     BadRecords,

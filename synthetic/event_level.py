@@ -85,9 +85,9 @@ from typing import Iterator
 
 import numpy as np
 
-from schemas import events_pb2
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY, iso_micros
 from synthetic.files import (
     BadRecords,

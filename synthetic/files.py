@@ -30,9 +30,9 @@ import fastavro
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes
 
-from schemas import events_pb2
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, MICROS_PER_SECOND, parse_start
 
 PROGRESS_SECONDS = 3.0  # at most one progress line on stderr this often

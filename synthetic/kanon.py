@@ -80,9 +80,9 @@ from typing import Any
 
 import numpy as np
 
-from schemas import events_pb2
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND
 from synthetic.files import (
     EXTENSIONS,

@@ -57,9 +57,9 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from schemas import events_pb2
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, parse_start
 from schemas.time_units import iso_micros as _iso_micros
 from synthetic.files import (

@@ -38,9 +38,9 @@ from typing import Iterator
 
 import numpy as np
 
-from schemas import events_pb2
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE, iso_micros
 from synthetic.files import (

@@ -10,7 +10,6 @@ import fastavro
 import pytest
 from google.protobuf.internal.encoder import _VarintBytes
 
-from schemas import events_pb2
 from schemas.codecs import (
     FORMATS,
     JOIN_EVENT,
@@ -26,6 +25,7 @@ from schemas.codecs import (
     validate,
 )
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.rows import DeadLetter, JoinEvent
 from schemas.time_units import MAX_EVENT_TIME_MICROS
 

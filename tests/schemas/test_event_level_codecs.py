@@ -8,7 +8,6 @@ import io
 
 import pytest
 
-from schemas import events_pb2, reports_pb2
 from schemas.codecs import (
     EVENT_LEVEL_SOURCE,
     EVENT_LEVEL_TRIGGER,
@@ -19,6 +18,7 @@ from schemas.codecs import (
 )
 from schemas.formats import load_avro_schema
 from schemas.limits import MAX_EXPIRY_SECONDS
+from schemas.proto import events_pb2, reports_pb2
 from schemas.rows import DeadLetter, EventLevelReport, EventLevelSource, EventLevelTrigger, TriggerSpec
 from tests.support.event_level_events import hand_built, record_of, split, write_avro, write_jsonl, write_pb
 from tests.support.files import avro_field_names

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from schemas import events_pb2, reports_pb2
 from schemas.codecs import JOIN_EVENT
 from schemas.formats import AVRO_DIR, PROTO_DIR, SCHEMA_DIR, load_avro_schema
+from schemas.proto import events_pb2, reports_pb2
 from schemas.rows import JoinEvent, KAnonVerdict
 from tests.support.files import avro_field_names
 
-PROTOS = ("events", "reports")
+PROTOS = ("events", "reports", "state")
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +21,9 @@ def regenerated(tmp_path_factory) -> Path:
     """The *_pb2.py files protoc writes today, produced exactly as the Makefile's ``protos`` target does."""
     out = tmp_path_factory.mktemp("protos")
     completed = subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", "-Iproto", f"--python_out={out}",
-         *(f"proto/{name}.proto" for name in PROTOS)],
-        cwd=SCHEMA_DIR,
+        [sys.executable, "-m", "grpc_tools.protoc", "-I.", f"--python_out={out}",
+         *(f"schemas/proto/{name}.proto" for name in PROTOS)],
+        cwd=SCHEMA_DIR.parent,
         capture_output=True,
         text=True,
     )
@@ -33,11 +33,12 @@ def regenerated(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("name", PROTOS)
 def test_committed_pb2_is_what_protoc_generates(regenerated, name):
-    """schemas/<name>_pb2.py is byte-identical to a fresh protoc run on schemas/proto/<name>.proto."""
-    fresh = (regenerated / f"{name}_pb2.py").read_bytes()
-    committed = (SCHEMA_DIR / f"{name}_pb2.py").read_bytes()
+    """schemas/proto/<name>_pb2.py is byte-identical to a fresh protoc run on schemas/proto/<name>.proto."""
+    fresh = (regenerated / "schemas" / "proto" / f"{name}_pb2.py").read_bytes()
+    committed = (PROTO_DIR / f"{name}_pb2.py").read_bytes()
     assert fresh == committed, (
-        f"schemas/{name}_pb2.py is stale with respect to schemas/proto/{name}.proto: run `make protos` and commit the result"
+        f"schemas/proto/{name}_pb2.py is stale with respect to schemas/proto/{name}.proto: "
+        "run `make protos` and commit the result"
     )
 
 

@@ -9,10 +9,10 @@ import json
 import fastavro
 import pytest
 
-from schemas import events_pb2
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, EVENT_SPECS, PAA_EVENT, READERS, encode_delimited, validate
 from schemas.formats import load_avro_schema
 from schemas.limits import MAX_EXPIRY_SECONDS
+from schemas.proto import events_pb2
 from schemas.rows import AggregatableTriggerData, AggregatableValue, AggregationKey, DeadLetter
 from tests.support.files import avro_field_names
 from tests.support.summary_events import paa_event, record_of, source, trigger

@@ -8,9 +8,9 @@ from typing import Iterable
 
 import fastavro
 
-from schemas import events_pb2
 from schemas.codecs import encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.rows import EventLevelSource, EventLevelTrigger, TriggerSpec
 from transforms.event_level.mechanisms.client import EventLevelClient, EventSource, EventTrigger
 from transforms.event_level.mechanisms.devices import source_config

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from pipelines import generate
-from schemas import events_pb2
 from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.proto import events_pb2
 from schemas.rows import Conversion, Impression
 from schemas.time_units import parse_start
 from synthetic import patcg

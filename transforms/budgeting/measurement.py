@@ -29,7 +29,7 @@ import json
 from typing import Iterable, Iterator
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
+from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
@@ -51,11 +51,11 @@ from transforms.budgeting.mechanisms.device import (
 )
 from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, batch_order, report_order, run_queries
+from transforms.budgeting.state import QUERIER_CODEC, BatchRecord, QuerierRecord, batch_codec, device_codec
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     END_OF_INPUT,
     DeviceRecord,
-    Pending,
     RowShards,
     after_milli,
     device_shard,
@@ -65,6 +65,7 @@ from transforms.core.device_state import (
 )
 from transforms.core.io import DEAD_LETTERS, ReadEvents
 from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.state import StateCodec
 
 METRICS_NAMESPACE = "pmbeam.measurement"
 REPORTS, BUDGETS, RESULTS, INCOMPLETE = "reports", "budgets", "results", "incomplete"
@@ -274,7 +275,7 @@ class _DeviceFn(beam.DoFn):
     (plus the allowed lateness). An epoch's filters are dropped, and their budget rows emitted, once no later
     conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``), on the EXPIRE timer."""
 
-    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
+    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())  # a DeviceRecordState (transforms.budgeting.state)
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     EXPIRE = TimerSpec("expire", TimeDomain.WATERMARK)
 
@@ -284,17 +285,21 @@ class _DeviceFn(beam.DoFn):
 
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)
+        self._codec = device_codec(self._config.capacity_units)
+
+    def _new_record(self) -> DeviceRecord:
+        return DeviceRecord(DeviceState(self._config.capacity_units))
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         _, event = element  # (device_id, Impression | Conversion)
-        record = state.read() or DeviceRecord(DeviceState(self._config.capacity_units))
+        record = self._codec.read(state, self._new_record)
         if event.event_time_micros < record.cut:
             yield beam.pvalue.TaggedOutput(
                 DEAD_LETTERS, DeadLetter(raw=repr(tuple(event)), reason="late", source=f"device {event.device_id}")
             )
             return
         record.add(event.event_time_micros, event, flush, self._lateness)
-        state.write(record)
+        self._codec.write(state, record)
 
     def _advance(self, key: str, record: DeviceRecord, flush, expire, until: int):
         """Replay the buffered events before ``until``, expire the epochs no conversion from then on can reach,
@@ -319,9 +324,9 @@ class _DeviceFn(beam.DoFn):
         record.rearm(flush, self._lateness)
 
     def _fire(self, key: str, fired: Timestamp, state, flush, expire):
-        record = state.read() or DeviceRecord(DeviceState(self._config.capacity_units))
+        record = self._codec.read(state, self._new_record)
         yield from self._advance(key, record, flush, expire, fired.micros - self._lateness)
-        state.write(record)
+        self._codec.write(state, record)
 
     @on_timer(FLUSH)
     def on_flush(
@@ -346,27 +351,22 @@ class _DeviceFn(beam.DoFn):
         yield from self._fire(key, fired, state, flush, expire)
 
 
-class _BatchRecord(Pending):
-    """One query's Beam state: its buffered reports and the batch being filled."""
-
-    def __init__(self, cutter: BatchCutter) -> None:
-        super().__init__()
-        self.cutter = cutter
-
-
 class _BatchFn(beam.DoFn):
     """Streaming: the reports of one (querier, query key) cut into batches of B in report order. The key is
     the JSON text of [querier, query key]: a tuple key's coder is not deterministic enough for timers."""
 
-    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
+    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())  # a BatchCutterState (transforms.budgeting.state)
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
     def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
 
-    def _record(self, key: str, state) -> _BatchRecord:
-        return state.read() or _BatchRecord(BatchCutter(*json.loads(key), self._batch_size))
+    def _codec(self, key: str) -> StateCodec:
+        return batch_codec(*json.loads(key), self._batch_size)
+
+    def _record(self, key: str, state) -> BatchRecord:
+        return self._codec(key).read(state, lambda: BatchRecord(BatchCutter(*json.loads(key), self._batch_size)))
 
     def process(
         self,
@@ -380,9 +380,9 @@ class _BatchFn(beam.DoFn):
         record = self._record(key, state)  # element: (key, ReportRecord), stamped by the device stage
         end.set(END_OF_INPUT)
         record.add(timestamp.micros, element[1], flush)
-        state.write(record)
+        self._codec(key).write(state, record)
 
-    def _advance(self, record: _BatchRecord, until: int | None):
+    def _advance(self, record: BatchRecord, until: int | None):
         for time, report in sorted(record.take(until), key=lambda entry: report_order(entry[1])):
             for batch in record.cutter.add([report]):
                 yield stamped(batch, after_milli(time))
@@ -398,33 +398,23 @@ class _BatchFn(beam.DoFn):
         record = self._record(key, state)
         yield from self._advance(record, fired.micros)
         record.rearm(flush)
-        state.write(record)
+        self._codec(key).write(state, record)
 
     @on_timer(END)
     def on_end(self, key=beam.DoFn.KeyParam, state=beam.DoFn.StateParam(RECORD)):
         record = self._record(key, state)
         yield from self._advance(record, None)
-        state.write(record)
+        self._codec(key).write(state, record)
         incomplete = record.cutter.incomplete()
         if incomplete:
             yield beam.pvalue.TaggedOutput(INCOMPLETE, incomplete)
-
-
-class _QueryRecord(Pending):
-    """One querier's Beam state: buffered batches, its central filters (IPA-like) and the IPA-like device budget
-    rows waiting for the end of the input."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.central: dict = {}
-        self.rows: list[DeviceEpochBudget] = []
 
 
 class _QueryFn(beam.DoFn):
     """Streaming: one querier's batches run in batch order; IPA-like through the querier's central budget.
     IPA-like device budget rows wait here for the end of the input, when the central consumption is final."""
 
-    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
+    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())  # a QuerierState (transforms.budgeting.state)
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
@@ -440,15 +430,15 @@ class _QueryFn(beam.DoFn):
         end=beam.DoFn.TimerParam(END),
     ):
         _, item = element
-        record = state.read() or _QueryRecord()
+        record = QUERIER_CODEC.read(state, QuerierRecord)
         end.set(END_OF_INPUT)
         if type(item) is DeviceEpochBudget:
             record.rows.append(item)
         else:
             record.add(timestamp.micros, item, flush)
-        state.write(record)
+        QUERIER_CODEC.write(state, record)
 
-    def _advance(self, record: _QueryRecord, until: int | None):
+    def _advance(self, record: QuerierRecord, until: int | None):
         central = CentralBudget(self._config.capacity_units, record.central) if self._config.policy == "ipa_like" else None
         due = sorted(record.take(until), key=lambda entry: batch_order(entry[1]))
         for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source, self._config.bias)):
@@ -456,16 +446,16 @@ class _QueryFn(beam.DoFn):
 
     @on_timer(FLUSH)
     def on_flush(self, fired=beam.DoFn.TimestampParam, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
-        record = state.read() or _QueryRecord()
+        record = QUERIER_CODEC.read(state, QuerierRecord)
         yield from self._advance(record, fired.micros)
         record.rearm(flush)
-        state.write(record)
+        QUERIER_CODEC.write(state, record)
 
     @on_timer(END)
     def on_end(self, state=beam.DoFn.StateParam(RECORD)):
-        record = state.read() or _QueryRecord()
+        record = QUERIER_CODEC.read(state, QuerierRecord)
         yield from self._advance(record, None)
-        state.write(record)
+        QUERIER_CODEC.write(state, record)
         for row in record.rows:
             yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, record.central))
 

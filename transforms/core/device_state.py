@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import pickle
 import zlib
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
@@ -31,11 +31,15 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec
 from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
+from google.protobuf.message import Message
 
 from schemas.codecs import row_to_dict
+from schemas.proto import state_pb2
+from schemas.row_messages import ROW_TYPES, message_of, row_of
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_MILLI
 from transforms.core.io import DEAD_LETTERS
+from transforms.core.state import StateCodec
 
 DEFAULT_SHARDS = 64
 
@@ -139,19 +143,6 @@ class DeviceRecord(Pending):
         return [event for _, event in self.take(self.cut)]
 
 
-def read_record(state, new: Callable[[], Pending]) -> Pending:
-    """A device's record from a ``BytesCoder`` state, where it is kept pickled (``write_record``), or ``new()``
-    for a device without one. Beam's SDK state cache measures every object it holds by walking everything it
-    references (about 5 ms a write for a device with a few dozen sources), and bytes reference nothing."""
-    raw = state.read()
-    return new() if raw is None else pickle.loads(raw)
-
-
-def write_record(state, record: Pending) -> None:
-    """Store a device's record in its ``BytesCoder`` state, pickled (read back by ``read_record``)."""
-    state.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
-
-
 def buffer_device_events(device_id: str, events: Iterable, record: Pending, flush, lateness_micros: int) -> Iterator:
     """Buffer a bundle's events of one device in its record (arming the flush timer); an event behind the
     record's cut (already replayed past) is a ``late`` dead letter."""
@@ -167,12 +158,13 @@ def buffer_device_events(device_id: str, events: Iterable, record: Pending, flus
 class DeviceReplayFn(beam.DoFn):
     """Streaming: one device's replay over state, the scheme the summary-report and event-level clients share.
 
-    A bundle's events of a device (``DeviceEventsPerBundleFn``) are buffered in its ``DeviceRecord``, kept
-    pickled as bytes (``read_record``); the flush timer, once the watermark passed them plus the allowed lateness,
-    hands the record to ``flush`` (the subclass's replay, which also re-arms the timer). Subclasses give
-    ``new_record`` and ``flush``."""
+    A bundle's events of a device (``DeviceEventsPerBundleFn``) are buffered in its ``DeviceRecord``, kept as the
+    bytes of its explicit record (``DeviceRecordState``, through the subclass's ``codec``); the flush timer, once
+    the watermark passed them plus the allowed lateness, hands the record to ``flush`` (the subclass's replay,
+    which also re-arms the timer). Subclasses give ``codec``, ``new_record`` and ``flush``."""
 
     RECORD = ReadModifyWriteStateSpec("record", BytesCoder())
+    codec: StateCodec  # set by the subclass's setup()
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
 
     def __init__(self, lateness_micros: int) -> None:
@@ -188,16 +180,16 @@ class DeviceReplayFn(beam.DoFn):
 
     def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
         device_id, events = element  # a bundle's events of the device
-        record = read_record(state, self.new_record)
+        record = self.codec.read(state, self.new_record)
         yield from buffer_device_events(device_id, events, record, flush, self._lateness)
-        write_record(state, record)
+        self.codec.write(state, record)
 
     @on_timer(FLUSH)
     def on_flush(self, key=beam.DoFn.KeyParam, fired=beam.DoFn.TimestampParam, state=beam.DoFn.StateParam(RECORD),
                  flush=beam.DoFn.TimerParam(FLUSH)):
-        record = read_record(state, self.new_record)
+        record = self.codec.read(state, self.new_record)
         yield from self.flush(key, record, fired.micros, flush)
-        write_record(state, record)
+        self.codec.write(state, record)
 
 
 class DeviceEventsPerBundleFn(beam.DoFn):
@@ -216,3 +208,54 @@ class DeviceEventsPerBundleFn(beam.DoFn):
         for device_id, events in self._devices.items():
             earliest = min(event.event_time_micros for event in events)
             yield WindowedValue((device_id, tuple(events)), Timestamp(micros=earliest), [GlobalWindow()])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Buffered events: each row in the BufferedEvent field of its type.
+
+_EVENT_FIELDS = {
+    field.message_type.name: field.name for field in state_pb2.BufferedEvent.DESCRIPTOR.oneofs_by_name["event"].fields
+}
+
+
+def buffer_to_messages(items: list, target) -> None:
+    """(time, event row) pairs into the repeated ``BufferedEvent`` field ``target``."""
+    for time_micros, row in items:
+        buffered = target.add(time_micros=time_micros)
+        message_of(row, getattr(buffered, _EVENT_FIELDS[type(row).__name__]))
+
+
+def buffer_of_messages(messages) -> list:
+    """The (time, event row) pairs of repeated ``BufferedEvent`` records."""
+    items = []
+    for buffered in messages:
+        name = buffered.WhichOneof("event")
+        event = getattr(buffered, name)
+        items.append((buffered.time_micros, row_of(ROW_TYPES[event.DESCRIPTOR.name], event)))
+    return items
+
+
+def device_record_codec(
+    replay_field: str,
+    replay_to: Callable[[Any, Message], None],
+    replay_from: Callable[[Message], Any],
+    record_type: type[DeviceRecord] = DeviceRecord,
+) -> StateCodec:
+    """The codec of a ``record_type`` whose replay state is written by ``replay_to`` into the ``replay_field`` of
+    ``DeviceRecordState`` and read back by ``replay_from``."""
+
+    def to_message(record: DeviceRecord, message: Message) -> None:
+        message.cut = record.cut
+        if record.target is not None:
+            message.timer_target = record.target
+        buffer_to_messages(record.items, message.buffered)
+        replay_to(record.state, getattr(message, replay_field))
+
+    def from_message(message: Message) -> DeviceRecord:
+        record = record_type(replay_from(getattr(message, replay_field)))
+        record.cut = message.cut
+        record.target = message.timer_target if message.HasField("timer_target") else None
+        record.items = buffer_of_messages(message.buffered)
+        return record
+
+    return StateCodec(state_pb2.DeviceRecordState, to_message, from_message)

@@ -63,6 +63,7 @@ from transforms.core.io import DEAD_LETTERS, FrameRead, ReadEvents, row_json_lin
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.frames import refuse_sources, replay_frame
 from transforms.event_level.mechanisms.devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
+from transforms.event_level.state import device_record_codec_for
 
 METRICS_NAMESPACE = "pmbeam.event_level"
 REPORTS = "reports"
@@ -225,6 +226,7 @@ class _DeviceFn(DeviceReplayFn):
         self._epsilon, self._source = epsilon, source
 
     def setup(self) -> None:
+        self.codec = device_record_codec_for(self._epsilon, self._source, _DeviceRecord)
         self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
         self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")

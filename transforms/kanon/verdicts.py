@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder, StrUtf8Coder, TupleCoder, VarIntCoder
+from apache_beam.coders import BytesCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
@@ -44,6 +44,7 @@ from transforms.core.mechanisms.time_steps import hour_step
 from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins
 from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParameters
+from transforms.kanon.state import group_state_codec
 
 METRICS_NAMESPACE = "pmbeam.kanon"
 LATE = "late"
@@ -141,7 +142,7 @@ class _StreamingGroupFn(beam.DoFn):
     """Streaming: buffers each group's step users until the step is final, then evaluates on an event-time timer."""
 
     PENDING = BagStateSpec("pending", TupleCoder((VarIntCoder(), StrUtf8Coder())))
-    REPLAY = ReadModifyWriteStateSpec("replay", PickleCoder())
+    REPLAY = ReadModifyWriteStateSpec("replay", BytesCoder())  # a KAnonGroupState record (transforms.kanon.state)
     FINAL_THROUGH = ReadModifyWriteStateSpec("final_through", VarIntCoder())
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", VarIntCoder())
     STEP_FINAL = TimerSpec("step_final", TimeDomain.WATERMARK)
@@ -150,6 +151,9 @@ class _StreamingGroupFn(beam.DoFn):
         self._parameters = parameters
         self._source = source
         self._lateness = allowed_lateness_micros
+
+    def setup(self) -> None:
+        self._codec = group_state_codec(self._parameters, self._source)
 
     def _arm(self, timer, timer_at, step: int) -> None:
         """Make the timer fire when ``step`` is final, unless it already fires earlier."""
@@ -207,17 +211,17 @@ class _StreamingGroupFn(beam.DoFn):
         pending.clear()
         for item in waiting:
             pending.add(item)
-        replay = replay_state.read() or GroupVerdicts(key, self._parameters, self._source)
+        replay = self._codec.read(replay_state, lambda: GroupVerdicts(key, self._parameters, self._source))
         yield from replay.run(sorted(ready.items()), through=through)
         upcoming = [step for step in (replay.next_step(), min((item[0] for item in waiting), default=None)) if step is not None]
         if upcoming:
             self._arm(timer, timer_at, min(upcoming))
-            replay_state.write(replay)
+            self._codec.write(replay_state, replay)
             return
         retire = replay.retire_step()
         if retire is not None and retire > through:
             self._arm(timer, timer_at, retire)
-            replay_state.write(replay)
+            self._codec.write(replay_state, replay)
         else:
             replay_state.clear()  # final_through stays: later joins for final steps are still late
 

@@ -45,6 +45,7 @@ from transforms.core.io import DEAD_LETTERS, ReadEvents
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient
 from transforms.summary_reports.report_records import report_record_of
+from transforms.summary_reports.state import client_record_codec
 
 METRICS_NAMESPACE = "pmbeam.summary_clients"
 REPORTS = "reports"
@@ -161,6 +162,9 @@ class _ClientFn(DeviceReplayFn):
     def __init__(self, client: SummaryClient, source: RandomSource, lateness_micros: int) -> None:
         super().__init__(lateness_micros)
         self._client, self._source = client, source
+
+    def setup(self) -> None:
+        self.codec = client_record_codec(self._client)
 
     def new_record(self) -> DeviceRecord:
         return DeviceRecord(self._client.new_state())

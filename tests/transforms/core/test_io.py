@@ -15,9 +15,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.common import counters, distribution_max, read_records
-from schemas import events_pb2
 from schemas.codecs import JOIN_EVENT, encode_delimited, row_to_dict
 from schemas.formats import load_avro_schema
+from schemas.proto import events_pb2
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from transforms.core.io import (
     DEAD_LETTER_PREFIX,

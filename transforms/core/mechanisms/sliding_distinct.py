@@ -67,6 +67,26 @@ class SlidingDistinctCount:
         return len(last_steps) - np.searchsorted(last_steps, oldest_kept, side="left")
 
     @property
+    def now(self) -> int | None:
+        """The step the window ends at (None before the first step)."""
+        return self._now
+
+    def latest_joins(self) -> dict[Hashable, int]:
+        """Each user in the window with the step of their latest join: all the window's state (for checkpoints)."""
+        return dict(self._last_step)
+
+    @classmethod
+    def restored(cls, window_steps: int, now: int | None, latest_joins: dict[Hashable, int]) -> "SlidingDistinctCount":
+        """The window that ``latest_joins`` (from ``latest_joins()``) and ``now`` describe: it counts and moves
+        exactly as the one they were taken from."""
+        window = cls(window_steps)
+        window._now = now
+        window._last_step = dict(latest_joins)
+        for step in sorted(set(latest_joins.values())):
+            window._buckets.append((step, [user for user, last in latest_joins.items() if last == step]))
+        return window
+
+    @property
     def count(self) -> int:
         """``c_t`` at the current step."""
         return len(self._last_step)

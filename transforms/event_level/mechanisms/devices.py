@@ -102,6 +102,12 @@ def source_config(row: EventLevelSource) -> EventLevelConfig:
     return config
 
 
+def event_source(name: str, row: EventLevelSource) -> EventSource:
+    """The client's source ``name`` for the source row ``row`` (its configuration checked, ``source_config``)."""
+    return EventSource(name, row.destination, row.event_time_micros, source_config(row), row.filter_data, row.priority,
+                       row.reporting_origin)
+
+
 class SourceCheck:
     """Job-level validation of an event-level source (``ReadEvents``' ``check``): the reason its configuration is
     refused at ``epsilon`` (None: noise off, only the configuration itself is judged), or None; triggers pass."""
@@ -195,9 +201,7 @@ class EventLevelDevice:
                 name = str(self.registered)
                 self.registered += 1
                 self.sources[name] = row
-                source = EventSource(name, row.destination, row.event_time_micros, source_config(row),
-                                     row.filter_data, row.priority, row.reporting_origin)
-                client.register_source(source, next(choices))
+                client.register_source(event_source(name, row), next(choices))
             else:
                 client.register_trigger(EventTrigger(row.trigger_id, row.destination, row.event_time_micros,
                                                      row.trigger_data, row.value, row.filters, row.reporting_origin))

@@ -85,7 +85,7 @@ class GroupVerdicts:
         self.restart = PeriodicRestartState()
         self.last_step: int | None = None
         self.last_verdict = False
-        self._reachable = False  # whether the last evaluated step could have latched
+        self.reachable = False  # whether the running instance could still latch at the last evaluated step
 
     @property
     def _key(self) -> tuple[Hashable, ...]:
@@ -105,7 +105,7 @@ class GroupVerdicts:
     def _note_reachable(self, count: int) -> None:
         """Remember whether the running instance could still latch at ``count`` (else nothing changes until it ends)."""
         instance = self.restart.instance
-        self._reachable = not instance.latched and not self.parameters.above_threshold.cannot_reach(instance, count)
+        self.reachable = not instance.latched and not self.parameters.above_threshold.cannot_reach(instance, count)
 
     def _restart_step(self) -> int:
         """The start of the instance after the one that answered the last evaluated step."""
@@ -157,7 +157,7 @@ class GroupVerdicts:
         if self.last_step is None:
             return None
         following = self.last_step + 1
-        if self.window.has_users_at(following) and (self.parameters.emit == "all" or self._reachable):
+        if self.window.has_users_at(following) and (self.parameters.emit == "all" or self.reachable):
             return following
         restart = self._restart_step()
         if self.last_verdict or self.window.has_users_at(restart):
@@ -191,7 +191,7 @@ class GroupVerdicts:
         """Evaluate every step that needs it up to ``through`` (None: until idle), with no new joins."""
         while (step := self.next_step()) is not None and (through is None or step <= through):
             running = self.restart.instance
-            if self._reachable and step == self.last_step + 1 and step < running.start_step + self.parameters.window_steps:
+            if self.reachable and step == self.last_step + 1 and step < running.start_step + self.parameters.window_steps:
                 yield from self._stretch(step, through)
             else:
                 yield from self.process(step)

@@ -1,0 +1,1 @@
+"""The protobuf messages (the source of truth of the wire formats) and their generated modules (``make protos``)."""

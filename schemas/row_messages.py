@@ -1,0 +1,95 @@
+"""Typed rows to their protobuf messages and back, field by field, with no validation: for rows that are already
+valid (state that a runner checkpoints, messages a pipeline writes), not for input (``codecs`` validates that).
+
+The row types of ``schemas.rows`` have the protobuf messages' field names, and a nested message's row type has
+the message's name (``AttributionRequest``, ``AggregationKey``, ``TriggerSpec``, ...), so one generic walk does
+every type. A scalar that the row allows to be None is a proto3 ``optional`` field, unset for None; a repeated
+field that the row allows to be None is empty for None. A 128-bit ARA key (an int in the row) is the hexadecimal
+string ``0x...`` of the wire format.
+"""
+from __future__ import annotations
+
+import types
+import typing
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from schemas import rows
+
+ROW_TYPES = {
+    name: value for name, value in vars(rows).items()
+    if isinstance(value, type) and issubclass(value, tuple) and hasattr(value, "_fields")
+}
+
+
+def _is_repeated(field: FieldDescriptor) -> bool:
+    return field.is_repeated
+
+
+@lru_cache(maxsize=None)
+def _optional_fields(row_type: type) -> frozenset[str]:
+    """The fields of ``row_type`` whose annotation admits None."""
+    hints = typing.get_type_hints(row_type)
+    return frozenset(
+        name for name, hint in hints.items()
+        if typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in typing.get_args(hint)
+    )
+
+
+@lru_cache(maxsize=None)
+def _key_fields(row_type: type) -> frozenset[str]:
+    """The fields of ``row_type`` annotated ``int`` whose message field is a string: 128-bit keys."""
+    hints = typing.get_type_hints(row_type)
+    return frozenset(name for name, hint in hints.items() if hint is int)
+
+
+def message_of(row: NamedTuple, message: Message) -> Message:
+    """Fill ``message`` (a fresh message of the row's type) with ``row``'s fields; returns it."""
+    descriptor = message.DESCRIPTOR
+    for name, value in zip(row._fields, row):
+        if value is None:
+            continue
+        field = descriptor.fields_by_name[name]
+        if field.message_type is not None:
+            if _is_repeated(field):
+                target = getattr(message, name)
+                for item in value:
+                    message_of(item, target.add())
+            else:
+                message_of(value, getattr(message, name))
+        elif _is_repeated(field):
+            getattr(message, name).extend(value)
+        elif field.type == FieldDescriptor.TYPE_STRING and type(value) is int:
+            setattr(message, name, hex(value))  # a 128-bit key
+        else:
+            setattr(message, name, value)
+    return message
+
+
+def row_of(row_type: type, message: Message) -> Any:
+    """The ``row_type`` row of ``message`` (the inverse of ``message_of``)."""
+    descriptor = message.DESCRIPTOR
+    optional = _optional_fields(row_type)
+    values = []
+    for name in row_type._fields:
+        field = descriptor.fields_by_name[name]
+        if field.message_type is not None:
+            inner = ROW_TYPES[field.message_type.name]
+            if _is_repeated(field):
+                items = tuple(row_of(inner, item) for item in getattr(message, name))
+                values.append(None if not items and name in optional else items)
+            else:
+                values.append(row_of(inner, getattr(message, name)) if message.HasField(name) else None)
+        elif _is_repeated(field):
+            items = tuple(getattr(message, name))
+            values.append(None if not items and name in optional else items)
+        elif field.has_presence and name in optional and not message.HasField(name):
+            values.append(None)
+        elif field.type == FieldDescriptor.TYPE_STRING and name in _key_fields(row_type):
+            values.append(int(getattr(message, name), 16))
+        else:
+            values.append(getattr(message, name))
+    return row_type(*values)

@@ -1,0 +1,56 @@
+"""Per-key state as explicit, versioned records (``schemas/proto/state.proto``), not pickled Python objects.
+
+What a runner checkpoints for a streaming job must be readable by the next version of the job (an update in
+place, a restart after a crash): a pickle is opaque and breaks with any change of a class. Each kind of state
+has a ``StateCodec``: a pair of functions between the Python object the DoFn works on and its protobuf record,
+which carries ``STATE_VERSION``. Decoding accepts every version up to the current one (fields are only added to
+the records, and the functions fill what an older writer left out) and refuses a newer one with a clear error.
+The DoFns keep the encoded bytes in their state (``BytesCoder``): Beam's state cache sizes bytes for free.
+
+``device_state.device_record_codec`` is the codec of a ``DeviceRecord`` (buffered events, cut, timer) around a
+subject's codec of its replay state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from google.protobuf.message import Message
+
+STATE_VERSION = 1  # the layout of schemas/proto/state.proto this code writes (its version history is there)
+
+
+class StateVersionError(ValueError):
+    """State written by a newer version of the job than this one."""
+
+
+@dataclass(frozen=True)
+class StateCodec:
+    """One kind of per-key state: ``to_message(value)`` fills a fresh ``message_type`` record, ``from_message``
+    rebuilds the value from a record of any version up to ``STATE_VERSION``."""
+
+    message_type: type[Message]
+    to_message: Callable[[Any, Message], None]
+    from_message: Callable[[Message], Any]
+
+    def encode(self, value: Any) -> bytes:
+        message = self.message_type(version=STATE_VERSION)
+        self.to_message(value, message)
+        return message.SerializeToString()
+
+    def decode(self, data: bytes) -> Any:
+        message = self.message_type.FromString(data)
+        if message.version > STATE_VERSION:
+            raise StateVersionError(
+                f"{self.message_type.DESCRIPTOR.name} state of version {message.version} was written by a newer job "
+                f"(this one reads versions up to {STATE_VERSION}): run the newer version, or start from empty state"
+            )
+        return self.from_message(message)
+
+    def read(self, state, new: Callable[[], Any]) -> Any:
+        """The value a ``BytesCoder`` state holds, or ``new()`` when it holds nothing."""
+        raw = state.read()
+        return new() if raw is None else self.decode(raw)
+
+    def write(self, state, value: Any) -> None:
+        state.write(self.encode(value))
