@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.codecs import JOIN_EVENT
+from schemas.codecs import EVENT_SPECS, JOIN_EVENT
 from schemas.formats import AVRO_DIR, PROTO_DIR, SCHEMA_DIR, load_avro_schema
 from schemas.proto import events_pb2, reports_pb2
 from schemas.rows import JoinEvent, KAnonVerdict
@@ -61,6 +61,16 @@ def test_avro_proto_and_row_fields_match_in_order(avsc, message, row):
     # The parsed schema the writers use describes the same record.
     assert [field["name"] for field in load_avro_schema(avsc)["fields"]] == proto_fields
     assert message.DESCRIPTOR.name == row.__name__
+
+
+@pytest.mark.parametrize("spec", EVENT_SPECS.values(), ids=EVENT_SPECS)
+def test_every_event_is_described_once_by_its_proto_message(spec):
+    """The proto message is the event's one description: the Avro schema's fields and the row type's are the
+    message's, in order, and every field has a validation kind (the ``(kind)`` option)."""
+    proto_fields = [field.name for field in spec.proto_type.DESCRIPTOR.fields]
+    assert avro_field_names(spec.avro_schema) == proto_fields == list(spec.row_type._fields)
+    assert [field.name for field in spec.fields] == proto_fields
+    assert all(field.GetOptions().Extensions[events_pb2.kind] for field in spec.proto_type.DESCRIPTOR.fields)
 
 
 def test_proto_field_numbers_follow_declaration_order():
