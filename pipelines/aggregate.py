@@ -23,18 +23,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.common import (
-    CliError,
-    CliParser,
-    cli_main,
-    dead_letters_by_reason,
-    dead_letters_text,
-    execute,
-    input_files,
-    output_files,
-    prepare_output,
-    read_records,
-)
+from pipelines import common
 from pipelines.options import OUTPUT_HELP, fraction_option
 from schemas.aggregatable import read_key_file
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
@@ -66,7 +55,7 @@ class AggregateRun:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CliParser(
+    parser = common.CliParser(
         prog="python -m pipelines.aggregate",
         description="Noisy summary reports from aggregatable reports (the Aggregation Service, seed 000 Alg. 1), with "
         "key discovery, the shipped thresholding, and a durable privacy-budget ledger. Unknown options go to Beam.",
@@ -105,9 +94,9 @@ def _filtering_ids(text: str) -> tuple[int, ...]:
     try:
         ids = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
-        raise CliError(f"--filtering-ids must be comma-separated integers, got {text!r}") from None
+        raise common.CliError(f"--filtering-ids must be comma-separated integers, got {text!r}") from None
     if not ids or any(not 0 <= fid < 2**64 for fid in ids):
-        raise CliError(f"--filtering-ids must name integers in [0, 2^64), got {text!r}")
+        raise common.CliError(f"--filtering-ids must name integers in [0, 2^64), got {text!r}")
     return ids
 
 
@@ -118,26 +107,26 @@ def parse_job(argv: list[str] | None) -> tuple[AggregateRun, list[str]]:
         epsilon, delta = fraction_option("--epsilon", args.epsilon), fraction_option("--delta", args.delta)
         params = AggregationParams(args.mode, epsilon, delta, args.l1, args.l0)
     except ValueError as error:
-        raise CliError(str(error)) from None
+        raise common.CliError(str(error)) from None
     if args.mode == "domain" and args.domain is None:
-        raise CliError("--mode domain needs --domain (or choose --mode key-discovery or threshold)")
+        raise common.CliError("--mode domain needs --domain (or choose --mode key-discovery or threshold)")
     if args.mode == "key-discovery" and args.domain is not None:
-        raise CliError("--mode key-discovery discovers its keys from the reports: drop --domain or choose another mode")
+        raise common.CliError("--mode key-discovery discovers its keys from the reports: drop --domain or choose another mode")
     if args.no_noise and not args.debug:
-        raise CliError("--no-noise is for debug runs only: add --debug")
+        raise common.CliError("--no-noise is for debug runs only: add --debug")
     if not 0 <= args.error_threshold <= 1:
-        raise CliError(f"--error-threshold must be in [0, 1], got {args.error_threshold}")
+        raise common.CliError(f"--error-threshold must be in [0, 1], got {args.error_threshold}")
     if args.max_uses < 1:
-        raise CliError(f"--max-uses must be >= 1, got {args.max_uses}")
+        raise common.CliError(f"--max-uses must be >= 1, got {args.max_uses}")
     epsilon_star = fraction_option("--epsilon-star", args.epsilon_star)
     if epsilon_star <= 0:
-        raise CliError(f"--epsilon-star must be > 0, got {args.epsilon_star}")
+        raise common.CliError(f"--epsilon-star must be > 0, got {args.epsilon_star}")
     private_keys = {}
     if args.private_key:
         try:
             private_keys = read_key_file(args.private_key)
         except ValueError as error:
-            raise CliError(str(error)) from None
+            raise common.CliError(str(error)) from None
     job = AggregationJob(
         params=params,
         job_id=args.job_id or str(uuid.uuid4()),
@@ -184,7 +173,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
     receipt, written = (_read_back(f"{out}/{name}.jsonl") for name in ("receipt", WRITTEN))
     receipt = receipt[0]
     stats = receipt.pop("stats")
-    dead_by_reason = dead_letters_by_reason(out)
+    dead_by_reason = common.dead_letters_by_reason(out)
     facts = sorted(entry["path"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
     debug = sorted(entry["path"] for entry in written if entry["kind"] == DEBUG_PREFIX)
     released = sum(entry["records"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
@@ -217,32 +206,32 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
         },
         "elapsed_seconds": round(elapsed_seconds, 3),
         "outputs": {"summary_report": facts, "debug_summary_report": debug,
-                    "dead_letters": output_files(out, "dead_letters")},
+                    "dead_letters": common.output_files(out, "dead_letters")},
     }
 
 
 def _read_back(path: str) -> list[dict]:
     """The JSON Lines records of a small file the job wrote for the driver, which it then removes."""
-    records = list(read_records(path))
+    records = list(common.read_records(path))
     FileSystems.delete([path])
     return records
 
 
 def run(job: AggregateRun, beam_args: list[str]) -> dict:
     """Runs the job; marks it complete in the ledger when it released; returns (and writes) its summary."""
-    files = input_files([job.reports], "avro")
+    files = common.input_files([job.reports], "avro")
     if job.domain is not None:
-        input_files([job.domain], "avro")
-    prepare_output(job.output, OUTPUT_PREFIXES)
+        common.input_files([job.domain], "avro")
+    common.prepare_output(job.output, OUTPUT_PREFIXES)
     ledger_url, limits = job.job.ledger_url, job.job.limits
     if ledger_url is not None:
         try:  # fail early, before any work, on a bad URL or limits that differ from the ledger's
             open_ledger(ledger_url, limits).close()
         except LedgerError as error:
-            raise CliError(f"ledger: {error}") from None
+            raise common.CliError(f"ledger: {error}") from None
     print(f"aggregation: {len(files)} report file(s), mode {job.params.mode}, epsilon {float(job.params.epsilon):g}, "
           f"job id {job.job.job_id}", flush=True)
-    summary = execute(job, beam_args, build, summarise, streaming=False, output=job.output)
+    summary = common.execute(job, beam_args, build, summarise, streaming=False, output=job.output)
     if summary["status"] == "ok" and ledger_url is not None:
         with open_ledger(ledger_url, limits) as ledger:
             ledger.complete(job.job.job_id)
@@ -255,7 +244,7 @@ def report_lines(job: AggregateRun, summary: dict) -> list[str]:
         f"guarantee: {summary['privacy']['guarantee']}",
         f"noise source: {summary['parameters']['noise_source']}",
         f"read {counts['read']} reports, aggregated {counts['aggregated_reports']} ({counts['contributions']} contributions), "
-        f"{dead_letters_text(counts)}",
+        f"{common.dead_letters_text(counts)}",
     ]
     if summary["status"] != "ok":
         return lines + [f"FAILED {receipt['code']}: {receipt['message']}", f"  {summary['outputs']['summary']}"]
@@ -275,7 +264,7 @@ def report_lines(job: AggregateRun, summary: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(argv, parse_job, run, report_lines, lambda summary: 0 if summary["status"] == "ok" else FAILED_EXIT)
+    return common.cli_main(argv, parse_job, run, report_lines, lambda summary: 0 if summary["status"] == "ok" else FAILED_EXIT)
 
 
 if __name__ == "__main__":

@@ -21,20 +21,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines.common import (
-    CliError,
-    CliParser,
-    cli_main,
-    counters,
-    dead_letters_text,
-    execute,
-    input_counts,
-    input_files,
-    output_files,
-    output_lines,
-    output_records,
-    prepare_output,
-)
+from pipelines import common
 from pipelines.options import RunOptions, add_run_options, run_options
 from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
 from transforms.core.mechanisms.noise import make_source
@@ -73,8 +60,8 @@ class EventLevelJob:
     output_format: str
 
 
-def build_parser() -> CliParser:
-    parser = CliParser(
+def build_parser() -> common.CliParser:
+    parser = common.CliParser(
         prog="python -m pipelines.event_level",
         description="ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 and 8), simulated per device. "
         "Unknown options are passed to Beam.",
@@ -94,7 +81,7 @@ def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
     if not (math.isfinite(args.epsilon) and 0 <= args.epsilon <= MAX_EPSILON):
-        raise CliError(f"--epsilon must be in [0, {MAX_EPSILON:g}], got {args.epsilon}")
+        raise common.CliError(f"--epsilon must be in [0, {MAX_EPSILON:g}], got {args.epsilon}")
     job = EventLevelJob(
         sources=args.sources,
         triggers=args.triggers,
@@ -129,8 +116,8 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports and dead letters read back from the
     files, so exact on every runner)."""
     output = job.run.output
-    client_counts = counters(result, METRICS_NAMESPACE)
-    reports = sum(1 for _ in output_records(output, "reports"))
+    client_counts = common.counters(result, METRICS_NAMESPACE)
+    reports = sum(1 for _ in common.output_records(output, "reports"))
     return {
         "pipeline": "event_level",
         "parameters": {
@@ -147,7 +134,7 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": guarantee(job.epsilon),
         "counts": {
-            **input_counts(result, output),
+            **common.input_counts(result, output),
             "sources": client_counts.get("sources", 0),
             "randomized_sources": client_counts.get("randomized_sources", 0),
             "reports": reports,
@@ -155,16 +142,16 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
         "counters_note": "Beam counters under-report on the streaming DirectRunner (read, parsed, sources, "
         "randomized_sources); reports and dead letters come from the files." if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {prefix: output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
+        "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
     }
 
 
 def run(job: EventLevelJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([job.sources, job.triggers], job.run.input_format)
-    prepare_output(job.run.output, OUTPUT_PREFIXES)
+    files = common.input_files([job.sources, job.triggers], job.run.input_format)
+    common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"event-level reports: {len(files)} input file(s), {ALGORITHM}, epsilon = {job.epsilon:g}", flush=True)
-    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: EventLevelJob, summary: dict) -> list[str]:
@@ -173,14 +160,14 @@ def report_lines(job: EventLevelJob, summary: dict) -> list[str]:
     return [
         f"{parameters['algorithm']}: {summary['privacy']}",
         f"noise source: {parameters['noise_source']}{seed}",
-        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
+        f"read {counts['read']}, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"sources {counts['sources']} (randomized {counts['randomized_sources']}), reports {counts['reports']}",
-        *output_lines(summary),
+        *common.output_lines(summary),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(argv, parse_job, run, report_lines)
+    return common.cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":

@@ -16,23 +16,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines.common import (
-    STREAMING_COUNTERS_NOTE,
-    CliError,
-    CliParser,
-    check_minimums,
-    cli_main,
-    counters,
-    dead_letters_text,
-    distribution_max,
-    execute,
-    input_counts,
-    input_files,
-    output_files,
-    output_lines,
-    prepare_output,
-    read_records,
-)
+from pipelines import common
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from pipelines.options import RunOptions, add_run_options, run_options
@@ -72,7 +56,7 @@ class KAnonJob:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CliParser(
+    parser = common.CliParser(
         prog="python -m pipelines.kanon",
         description="Differentially private k-anonymity verdicts per interest group and hour "
         "(AboveThresholdWithPeriodicRestart, seed 004). Unknown options are passed to Beam.",
@@ -101,7 +85,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     if all(value is None for value in (args.epsilon, args.delta, args.noise_epsilon, args.noise_delta)):
         args.epsilon, args.delta = DEFAULT_EPSILON, DEFAULT_DELTA
     draw = draw_from_args(parser, args)
-    check_minimums(("--k", args.k, 1))
+    common.check_minimums(("--k", args.k, 1))
     job = KAnonJob(
         input=args.input,
         run=run_options(args),
@@ -114,7 +98,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     try:
         job.parameters()
     except ValueError as error:
-        raise CliError(str(error)) from None
+        raise common.CliError(str(error)) from None
     return job, beam_args
 
 
@@ -148,14 +132,14 @@ def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
 def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs where exact)."""
     output = job.run.output
-    kanon_counts = counters(result, KANON_NAMESPACE)
-    last_event = distribution_max(result, IO_NAMESPACE, "event_time_micros")
+    kanon_counts = common.counters(result, KANON_NAMESPACE)
+    last_event = common.distribution_max(result, IO_NAMESPACE, "event_time_micros")
     last_step = hour_step(last_event) if last_event is not None else None
     latest: dict[str, tuple[int, bool]] = {}
-    verdict_files = output_files(output, "verdicts")
+    verdict_files = common.output_files(output, "verdicts")
     records = 0
     for path in verdict_files:
-        for verdict in read_records(path):
+        for verdict in common.read_records(path):
             records += 1
             if last_step is not None and verdict["step"] <= last_step:
                 seen = latest.get(verdict["interest_group"])
@@ -173,24 +157,24 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": describe(job.draw, job.window_steps),
         "counts": {
-            **input_counts(result, output),
+            **common.input_counts(result, output),
             "groups": kanon_counts.get("groups", 0),
             "verdict_records": records,
             "last_step": last_step,
             "groups_k_anonymous_at_last_step": sum(1 for _, anonymous in latest.values() if anonymous),
         },
-        "counters_note": STREAMING_COUNTERS_NOTE if job.run.streaming else None,
+        "counters_note": common.STREAMING_COUNTERS_NOTE if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {"verdicts": verdict_files, "dead_letters": output_files(output, "dead_letters")},
+        "outputs": {"verdicts": verdict_files, "dead_letters": common.output_files(output, "dead_letters")},
     }
 
 
 def run(job: KAnonJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([job.input], job.run.input_format)
-    prepare_output(job.run.output, OUTPUT_PREFIXES)
+    files = common.input_files([job.input], job.run.input_format)
+    common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"k-anonymity: {len(files)} input file(s), w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
-    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: KAnonJob, summary: dict) -> list[str]:
@@ -198,15 +182,15 @@ def report_lines(job: KAnonJob, summary: dict) -> list[str]:
     return [
         *privacy_lines(job.draw, job.window_steps, job.k),
         f"noise source: {summary['parameters']['noise_source']}",
-        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
+        f"read {counts['read']}, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"groups {counts['groups']}, verdict records {counts['verdict_records']}, "
         f"k-anonymous at the last step ({counts['last_step']}): {counts['groups_k_anonymous_at_last_step']}",
-        *output_lines(summary),
+        *common.output_lines(summary),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(argv, parse_job, run, report_lines)
+    return common.cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":

@@ -26,22 +26,7 @@ from fractions import Fraction
 
 import apache_beam as beam
 
-from pipelines.common import (
-    STREAMING_COUNTERS_NOTE,
-    CliError,
-    CliParser,
-    check_minimums,
-    cli_main,
-    counters,
-    dead_letters_text,
-    execute,
-    input_counts,
-    input_files,
-    output_files,
-    output_lines,
-    output_records,
-    prepare_output,
-)
+from pipelines import common
 from pipelines.options import RunOptions, add_run_options, fraction_option, run_options
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.time_units import MICROS_PER_DAY, parse_start
@@ -98,11 +83,11 @@ def _origin_micros(text: str) -> int:
     try:
         return parse_start(text)
     except ValueError:
-        raise CliError(f"--epoch-origin must be an ISO date such as 2024-01-01, got {text!r}") from None
+        raise common.CliError(f"--epoch-origin must be an ISO date such as 2024-01-01, got {text!r}") from None
 
 
-def build_parser() -> CliParser:
-    parser = CliParser(
+def build_parser() -> common.CliParser:
+    parser = common.CliParser(
         prog="python -m pipelines.measurement",
         description="On-device budgeting simulated at population scale (seed 003): attribution reports and "
         "noisy summation queries under Cookie Monster, ARA-like or IPA-like budgeting. Unknown options are "
@@ -161,12 +146,12 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
     if (args.alpha is None) != (args.beta is None):
-        raise CliError("--alpha and --beta go together")
+        raise common.CliError("--alpha and --beta go together")
     if args.expected_value is not None and args.alpha is None:
-        raise CliError("--expected-value needs --alpha and --beta")
-    check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1))
+        raise common.CliError("--expected-value needs --alpha and --beta")
+    common.check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1))
     if args.bias_kappa is None and (args.heartbeats or args.bias_count or args.bias_beta is not None):
-        raise CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
+        raise common.CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
     try:
         bias = None
         if args.bias_kappa is not None:
@@ -186,7 +171,7 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
             bias=bias,
         )
     except ValueError as error:
-        raise CliError(str(error)) from None
+        raise common.CliError(str(error)) from None
     job = MeasurementJob(
         impressions=args.impressions,
         conversions=args.conversions,
@@ -235,7 +220,7 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:
 def budget_statistics(output: str) -> dict | None:
     """Average and maximum consumption over the device-epochs requested (seed 003 Fig. 4), from the budget files."""
     count, total, largest = 0, Fraction(0), 0.0
-    for row in output_records(output, OUTPUTS[BUDGETS][0]):
+    for row in common.output_records(output, OUTPUTS[BUDGETS][0]):
         count += 1
         total += Fraction(row["consumed_epsilon"])
         largest = max(largest, row["consumed_epsilon"])
@@ -247,11 +232,11 @@ def budget_statistics(output: str) -> dict | None:
 def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs, exact)."""
     output = job.run.output
-    measurement_counts = counters(result, METRICS_NAMESPACE)
+    measurement_counts = common.counters(result, METRICS_NAMESPACE)
     statuses = {EXECUTED: 0, REJECTED: 0}
-    for query_result in output_records(output, OUTPUTS[RESULTS][0]):
+    for query_result in common.output_records(output, OUTPUTS[RESULTS][0]):
         statuses[query_result["status"]] += 1
-    waiting = sum(row["waiting_reports"] for row in output_records(output, INCOMPLETE_PREFIX))
+    waiting = sum(row["waiting_reports"] for row in common.output_records(output, INCOMPLETE_PREFIX))
     config = job.config
     summary = {
         "pipeline": "measurement",
@@ -265,41 +250,41 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": GUARANTEES[config.policy],
         "counts": {
-            **input_counts(result, output),
+            **common.input_counts(result, output),
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
-            "reports": sum(1 for _ in output_records(output, OUTPUTS[REPORTS][0]))
+            "reports": sum(1 for _ in common.output_records(output, OUTPUTS[REPORTS][0]))
             if job.run.streaming
             else measurement_counts.get("reports", 0),
             "queries_executed": statuses[EXECUTED],
             "queries_rejected": statuses[REJECTED],
             "reports_waiting_for_a_full_batch": waiting,
         },
-        "counters_note": STREAMING_COUNTERS_NOTE if job.run.streaming else None,
+        "counters_note": common.STREAMING_COUNTERS_NOTE if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
         "outputs": {
-            name: output_files(output, prefix)
+            name: common.output_files(output, prefix)
             for name, prefix in (("reports", "reports"), ("query_results", "query_results"),
                                  ("incomplete_batches", INCOMPLETE_PREFIX), ("dead_letters", "dead_letters"))
         },
     }
     if job.emit_budgets:
         summary["SENSITIVE_budget_statistics"] = budget_statistics(output)
-        summary["outputs"]["SENSITIVE_device_epoch_budgets"] = output_files(output, OUTPUTS[BUDGETS][0])
+        summary["outputs"]["SENSITIVE_device_epoch_budgets"] = common.output_files(output, OUTPUTS[BUDGETS][0])
     return summary
 
 
 def run(job: MeasurementJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([job.impressions, job.conversions], job.run.input_format)
-    prepare_output(job.run.output, OUTPUT_PREFIXES)
+    files = common.input_files([job.impressions, job.conversions], job.run.input_format)
+    common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     config = job.config
     print(
         f"measurement: {len(files)} input file(s), policy {config.policy}, eps_G = {config.capacity_epsilon}, "
         f"epochs of {config.clock.length_micros // MICROS_PER_DAY} days, B = {job.batch_size}",
         flush=True,
     )
-    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
@@ -315,7 +300,7 @@ def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
             f"heartbeats {'on' if bias['heartbeats'] else 'off'}; each query result carries a bias bound"
         )
     lines += [
-        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
+        f"read {counts['read']}, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"reports {counts['reports']}; queries executed {counts['queries_executed']}, rejected {counts['queries_rejected']}; "
         f"reports waiting for a full batch {counts['reports_waiting_for_a_full_batch']}",
     ]
@@ -325,11 +310,11 @@ def report_lines(job: MeasurementJob, summary: dict) -> list[str]:
             f"SENSITIVE budget consumption over {stats['device_epochs']} requested device-epochs: "
             f"average {stats['average_epsilon']:.4f}, maximum {stats['maximum_epsilon']:.4f}"
         )
-    return lines + output_lines(summary)
+    return lines + common.output_lines(summary)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(argv, parse_job, run, report_lines)
+    return common.cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":

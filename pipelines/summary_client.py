@@ -19,21 +19,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines.common import (
-    CliError,
-    CliParser,
-    check_minimums,
-    cli_main,
-    counters,
-    dead_letters_text,
-    execute,
-    input_counts,
-    input_files,
-    output_files,
-    output_lines,
-    output_records,
-    prepare_output,
-)
+from pipelines import common
 from pipelines.options import RunOptions, add_run_options, run_options
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
@@ -81,7 +67,7 @@ class ClientJob:
         return PaaSummaryClient(ReachCounting(self.reach_value), self.limits)
 
 
-def _add_common(parser: CliParser, unit: str) -> None:
+def _add_common(parser: common.CliParser, unit: str) -> None:
     budget = parser.add_argument_group("budgets (Alg. 2 and 3 Params)")
     budget.add_argument("--l0", type=int, default=DEFAULT_L0,
                         help=f"Lambda_0: non-zero contributions per {unit} (default {DEFAULT_L0})")
@@ -93,8 +79,8 @@ def _add_common(parser: CliParser, unit: str) -> None:
     add_run_options(run, seed_help="seeded report ids and delays for simulation and tests")
 
 
-def build_parser() -> CliParser:
-    parser = CliParser(
+def build_parser() -> common.CliParser:
+    parser = common.CliParser(
         prog="python -m pipelines.summary_client",
         description="The browser clients that send aggregatable reports (seed 000 Sec. 2.1), simulated per device. "
         "Unknown options are passed to Beam.",
@@ -118,25 +104,25 @@ def build_parser() -> CliParser:
 def _public_key(path: str | None, key_id: str | None) -> tuple[str, bytes] | None:
     if path is None:
         if key_id is not None:
-            raise CliError("--key-id needs --public-key")
+            raise common.CliError("--key-id needs --public-key")
         return None
     try:
         keys = read_key_file(path)
     except ValueError as error:
-        raise CliError(str(error)) from None
+        raise common.CliError(str(error)) from None
     if key_id is None:
         if len(keys) != 1:
-            raise CliError(f"key file {path!r} holds {len(keys)} keys: choose one with --key-id")
+            raise common.CliError(f"key file {path!r} holds {len(keys)} keys: choose one with --key-id")
         key_id = next(iter(keys))
     if key_id not in keys:
-        raise CliError(f"key file {path!r} has no key {key_id!r}")
+        raise common.CliError(f"key file {path!r} has no key {key_id!r}")
     return key_id, keys[key_id]
 
 
 def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    check_minimums(("--l0", args.l0, 1), ("--l1", args.l1, 1))
+    common.check_minimums(("--l0", args.l0, 1), ("--l1", args.l1, 1))
     if args.client == "ara":
         inputs = (ClientInput(args.sources, ARA_SOURCE, False), ClientInput(args.triggers, ARA_TRIGGER, True))
         reach_value = None
@@ -144,7 +130,7 @@ def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
         inputs = (ClientInput(args.events, PAA_EVENT, True),)
         reach_value = args.reach_value
         if not 1 <= reach_value <= args.l1:
-            raise CliError(f"--reach-value must be in [1, --l1 = {args.l1}], got {reach_value}")
+            raise common.CliError(f"--reach-value must be in [1, --l1 = {args.l1}], got {reach_value}")
     job = ClientJob(
         client_name=args.client,
         inputs=inputs,
@@ -185,9 +171,9 @@ def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
 def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports read back from the files)."""
     output = job.run.output
-    client_counts = counters(result, METRICS_NAMESPACE)
+    client_counts = common.counters(result, METRICS_NAMESPACE)
     reports = null_reports = 0
-    for report in output_records(output, "reports"):  # exact, whatever the runner's counters say
+    for report in common.output_records(output, "reports"):  # exact, whatever the runner's counters say
         reports += 1
         if job.public_key is None:
             null_reports += not decode_payload(report["payload"])
@@ -211,7 +197,7 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "parameters": parameters,
         "privacy": GUARANTEES[job.client_name],
         "counts": {
-            **input_counts(result, output),
+            **common.input_counts(result, output),
             "devices_replayed": client_counts.get("devices_replayed"),
             "reports": reports,
             "null_reports": null_reports,
@@ -219,17 +205,17 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "counters_note": "Beam counters under-report on the streaming DirectRunner; report counts come from the files "
         "(null reports too, unless the payloads are encrypted)." if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {prefix: output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
+        "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
     }
 
 
 def run(job: ClientJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = input_files([item.pattern for item in job.inputs], job.run.input_format)
-    prepare_output(job.run.output, OUTPUT_PREFIXES)
+    files = common.input_files([item.pattern for item in job.inputs], job.run.input_format)
+    common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"summary client {job.client_name}: {len(files)} input file(s), {ALGORITHMS[job.client_name]}, "
           f"L0 = {job.limits.l0}, L1 = {job.limits.l1}", flush=True)
-    return execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
 
 
 def report_lines(job: ClientJob, summary: dict) -> list[str]:
@@ -238,14 +224,14 @@ def report_lines(job: ClientJob, summary: dict) -> list[str]:
     return [
         f"{parameters['algorithm']}: {summary['privacy']}",
         f"report ids and delays: {parameters['noise_source']}; payloads: {payload}",
-        f"read {counts['read']}, parsed {counts['parsed']}, {dead_letters_text(counts)}",
+        f"read {counts['read']}, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"reports {counts['reports']} (null {counts['null_reports']})",
-        *output_lines(summary),
+        *common.output_lines(summary),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(argv, parse_job, run, report_lines)
+    return common.cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":

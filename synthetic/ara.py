@@ -60,25 +60,7 @@ from schemas.formats import load_avro_schema
 from schemas.limits import MAX_AGGREGATABLE_VALUE
 from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY, iso_micros
-from synthetic.files import (
-    BadRecords,
-    Progress,
-    add_bad_fraction_argument,
-    add_common_arguments,
-    check_integer,
-    chunk_ranges,
-    encode_record,
-    merged_counts,
-    prepare_output,
-    print_outputs,
-    seed_streams,
-    shard_paths,
-    stream,
-    time_span_start,
-    write_domain,
-    write_file,
-    write_generation_json,
-)
+from synthetic import files as datafiles
 
 DATASET = "ara"
 
@@ -185,7 +167,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
            start: int, width: int) -> tuple[list[dict], list[dict], int, int]:
     """Devices ``[lo, hi)``: their sources and triggers (Avro form, device by device, each in time order), the
     number of clicks and of organic triggers."""
-    rng = stream(seq, chunk)
+    rng = datafiles.stream(seq, chunk)
     span = days * MICROS_PER_DAY
     end = start + span
     n = hi - lo
@@ -242,22 +224,22 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
     8601 date(-time) or epoch microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    devices = check_integer("--devices", devices, 1, ARA_MAX_DEVICES)
-    days = check_integer("--days", days, 1, 3650)
-    shards = check_integer("--shards", shards, 1, 10_000)
+    devices = datafiles.check_integer("--devices", devices, 1, ARA_MAX_DEVICES)
+    days = datafiles.check_integer("--days", days, 1, 3650)
+    shards = datafiles.check_integer("--shards", shards, 1, 10_000)
     if not (isinstance(impressions_per_day, (int, float)) and 0 < impressions_per_day <= 1000):
         raise ValueError(f"--impressions-per-day must be in (0, 1000], got {impressions_per_day}")
     if not 0 <= bad_fraction < 1:
         raise ValueError(f"--bad-fraction must be in [0, 1), got {bad_fraction}")
-    start_micros = time_span_start(start, days)
+    start_micros = datafiles.time_span_start(start, days)
 
-    out = prepare_output(out_dir, ("sources", "triggers"))
-    (model_seq, row_seq, bad_seq, _), sync_marker = seed_streams(seed, 4)
+    out = datafiles.prepare_output(out_dir, ("sources", "triggers"))
+    (model_seq, row_seq, bad_seq, _), sync_marker = datafiles.seed_streams(seed, 4)
     model = _model(np.random.default_rng(model_seq))
-    log = Progress(DATASET, progress)
+    log = datafiles.Progress(DATASET, progress)
     width = len(str(devices - 1))
     totals = {"sources": 0, "clicks": 0, "triggers": 0, "organic": 0, "devices": 0}
-    bad = {kind: BadRecords(fmt, message, id_field, bad_fraction, stream(bad_seq, index), extra)
+    bad = {kind: datafiles.BadRecords(fmt, message, id_field, bad_fraction, datafiles.stream(bad_seq, index), extra)
            for index, (kind, message, id_field, extra) in enumerate((
                ("sources", events_pb2.AraSource, "source_id",
                 {"invalid_key": (lambda r: r.update(aggregation_keys=[{"name": "purchaseCount", "key": "0xZZ"}]),
@@ -271,7 +253,7 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         """The encoded records of ``kind`` for the chunks of ``shard`` (each chunk generated for each kind: the
         generation is cheap next to the encoding, and memory stays one chunk)."""
         message = events_pb2.AraSource if kind == "sources" else events_pb2.AraTrigger
-        for c, lo, hi in chunk_ranges(devices, ARA_CHUNK_DEVICES, shard, shards):
+        for c, lo, hi in datafiles.chunk_ranges(devices, ARA_CHUNK_DEVICES, shard, shards):
             sources, triggers, clicks, organic = _chunk(model, row_seq, c, lo, hi, days=days, rate=impressions_per_day,
                                                         start=start_micros, width=width)
             rows = sources if kind == "sources" else triggers
@@ -280,29 +262,29 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
                               devices=totals["devices"] + hi - lo)
             else:
                 totals.update(triggers=totals["triggers"] + len(triggers), organic=totals["organic"] + organic)
-            encoded = [encode_record(fmt, message, row) for row in rows]
+            encoded = [datafiles.encode_record(fmt, message, row) for row in rows]
             yield bad[kind].add(encoded, lambda i, rows=rows: {**rows[i]})
             log(f"{kind}: {hi:,} / {devices:,} devices ({totals[kind]:,} {kind})")
 
     written = {}
     for kind, schema in (("sources", "ara_source"), ("triggers", "ara_trigger")):
-        paths = shard_paths(out, kind, shards, fmt)
+        paths = datafiles.shard_paths(out, kind, shards, fmt)
         for s, path in enumerate(paths):
-            write_file(path, fmt, load_avro_schema(schema) if fmt == "avro" else None, sync_marker, records(kind, s))
+            datafiles.write_file(path, fmt, load_avro_schema(schema) if fmt == "avro" else None, sync_marker, records(kind, s))
         written[kind] = [str(path) for path in paths]
     domain = ara_domain(model)
-    domain_path = write_domain(out / "domain.avro", domain, sync_marker)
+    domain_path = datafiles.write_domain(out / "domain.avro", domain, sync_marker)
     stats = AraStats(
         devices=devices, sources=totals["sources"], clicks=totals["clicks"], triggers=totals["triggers"],
         organic_triggers=totals["organic"], bad_sources=bad["sources"].written, bad_triggers=bad["triggers"].written,
-        bad_by_reason=merged_counts(bad["sources"].by_reason, bad["triggers"].by_reason),
+        bad_by_reason=datafiles.merged_counts(bad["sources"].by_reason, bad["triggers"].by_reason),
         domain_buckets=len(set(domain)), source_files=written["sources"], trigger_files=written["triggers"],
         domain_files=[str(domain_path)],
     )
     parameters = {"devices": devices, "days": days, "impressions_per_day": impressions_per_day, "seed": seed,
                   "format": fmt, "shards": shards, "bad_fraction": bad_fraction, "start": iso_micros(start_micros),
                   "start_micros": start_micros}
-    write_generation_json(out, DATASET, parameters, ara_model(model), stats)
+    datafiles.write_generation_json(out, DATASET, parameters, ara_model(model), stats)
     return stats
 
 
@@ -332,13 +314,13 @@ def ara_model(model: _Model) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate ara``."""
-    add_common_arguments(parser, ARA_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
+    datafiles.add_common_arguments(parser, ARA_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--devices", type=int, default=5_000, help="number of devices (default 5000)")
     parser.add_argument("--days", type=int, default=30, help="number of days (default 30)")
     parser.add_argument("--impressions-per-day", type=float, default=ARA_IMPRESSIONS_PER_DAY,
                         help=f"sources per device and day (default {ARA_IMPRESSIONS_PER_DAY})")
     parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
-    add_bad_fraction_argument(parser)
+    datafiles.add_bad_fraction_argument(parser)
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -351,6 +333,6 @@ def run_cli(args: argparse.Namespace) -> int:
           f"and {stats.triggers:,} triggers ({stats.organic_triggers:,} organic), "
           f"{stats.bad_sources + stats.bad_triggers:,} bad records, in {time.monotonic() - began:.1f} s")
     print(f"  domain: {stats.domain_buckets:,} buckets")
-    print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.out)
     return 0
 

@@ -146,23 +146,7 @@ import numpy as np
 
 from schemas.formats import load_avro_schema
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, iso_micros
-from synthetic.files import (
-    Progress,
-    RequestEncoder,
-    add_common_arguments,
-    check_format_and_scale,
-    check_integer,
-    encode_impressions,
-    last_touch_request,
-    prepare_output,
-    print_outputs,
-    seed_streams,
-    shard_paths,
-    start_micros_of,
-    stream,
-    write_file,
-    write_generation_json,
-)
+from synthetic import files as datafiles
 
 DATASET = "criteo-like"
 
@@ -392,7 +376,7 @@ def criteo_population(rng: np.random.Generator, impressions: np.ndarray) -> Popu
 def criteo_request(category: int) -> dict:
     """The attribution request of a sale of ``category-<category>`` (Avro form; seed 003 Sec. 8.1's scenario with
     the artifact's Criteo parameters): no campaign, so the product selects the impressions."""
-    return last_touch_request(CRITEO_WINDOW_DAYS, [], f"category-{category}", CRITEO_EPSILON, CRITEO_VALUE_CAP,
+    return datafiles.last_touch_request(CRITEO_WINDOW_DAYS, [], f"category-{category}", CRITEO_EPSILON, CRITEO_VALUE_CAP,
                               f"category=category-{category}")
 
 
@@ -409,22 +393,22 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     paper's size to ``out_dir``, with ``augment`` synthetic impressions per conversion (Criteo++, Sec. 8.4, Fig.
     6d); return what was written. ``start`` is an ISO 8601 date(-time) or epoch microseconds. Raises
     ``ValueError`` for a bad option (the message names it)."""
-    check_format_and_scale(fmt, scale)
-    augment = check_integer("--augment", augment, 0, CRITEO_MAX_AUGMENT)
+    datafiles.check_format_and_scale(fmt, scale)
+    augment = datafiles.check_integer("--augment", augment, 0, CRITEO_MAX_AUGMENT)
     if CRITEO_IMPRESSIONS * scale < CRITEO_ADVERTISERS:
         raise ValueError(f"--scale {scale} is too small: at least {CRITEO_ADVERTISERS / CRITEO_IMPRESSIONS:g} "
                          f"(one impression per advertiser)")
     if CRITEO_IMPRESSIONS * scale / CRITEO_POPULATION_RHO >= 2 ** 40:
         raise ValueError(f"--scale {scale} is too large")
-    start_micros = start_micros_of(start)
+    start_micros = datafiles.start_micros_of(start)
     end_micros = start_micros + CRITEO_DAYS * MICROS_PER_DAY
     if start_micros < 0 or end_micros > MAX_EVENT_TIME_MICROS:
         raise ValueError("the data's 90 days must lie between 1970-01-01 and 2100-01-01 (UTC)")
     augment_micros = CRITEO_AUGMENT_WINDOW_DAYS * MICROS_PER_DAY
 
-    out = prepare_output(out_dir)
-    (adv_seq, imp_seq, aug_seq, _, device_seq), sync_marker = seed_streams(seed, 5, marker=3)
-    log = Progress(DATASET, progress)
+    out = datafiles.prepare_output(out_dir)
+    (adv_seq, imp_seq, aug_seq, _, device_seq), sync_marker = datafiles.seed_streams(seed, 5, marker=3)
+    log = datafiles.Progress(DATASET, progress)
     adv = criteo_advertisers(np.random.Generator(np.random.PCG64(adv_seq)), scale)
     devices = criteo_population(np.random.Generator(np.random.PCG64(device_seq)), adv.impressions)
     population = devices.size
@@ -451,7 +435,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     def generate_chunk(a: int, j: int, first: int, n: int) -> list:
         """Chunk ``j`` of advertiser ``a``: its impressions and augmented impressions encoded (returned), its
         conversions kept in ``columns``."""
-        rng = stream(imp_seq, a, j)
+        rng = datafiles.stream(imp_seq, a, j)
         times = np.sort(rng.integers(start_micros, end_micros, size=n, dtype=np.int64))
         users = devices.draw(rng, a, n)
         categories = rng.choice(adv.categories[a], size=n, p=adv.category_weights[a])
@@ -469,19 +453,19 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         impression_devices[first:first + n] = users
 
         advertiser = names[a]
-        records = encode_impressions(
+        records = datafiles.encode_impressions(
             fmt, [f"device-{u:0{device_width}d}" for u in users.tolist()], times.tolist(),
             [f"imp-{i:0{imp_width}d}" for i in range(first, first + n)], publisher=CRITEO_PUBLISHER,
             advertiser=advertiser, campaign="", product=[f"category-{k}" for k in categories.tolist()])
         if augment and conv_time.size:
-            aug = stream(aug_seq, a, j)
+            aug = datafiles.stream(aug_seq, a, j)
             hi = np.repeat(conv_time, augment)
             lo = np.maximum(start_micros, hi - augment_micros)
             aug_times = aug.integers(lo, np.maximum(hi, lo + 1), dtype=np.int64)
             aug_users = np.repeat(conv_user, augment)
             aug_categories = np.repeat(conv_category, augment)
             first_aug = counts["augmented"]
-            records += encode_impressions(
+            records += datafiles.encode_impressions(
                 fmt, [f"device-{u:0{device_width}d}" for u in aug_users.tolist()], aug_times.tolist(),
                 [f"aug-{i}" for i in range(first_aug, first_aug + aug_times.size)], publisher=CRITEO_PUBLISHER,
                 advertiser=advertiser, campaign="", product=[f"category-{k}" for k in aug_categories.tolist()])
@@ -499,9 +483,9 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
                 yield generate_chunk(a, j, first, n)
 
     imp_schema = load_avro_schema("impression") if fmt == "avro" else None
-    impression_paths = shard_paths(out, "impressions", imp_shards, fmt)
+    impression_paths = datafiles.shard_paths(out, "impressions", imp_shards, fmt)
     for s, path in enumerate(impression_paths):
-        write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s))
+        datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s))
 
     # Conversions: sorted by time (stable: ties keep the generation order), ids in that order.
     conv = {name: np.concatenate(parts) for name, parts in columns.items()}
@@ -512,9 +496,9 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     conv_shards = max(1, -(-total_conversions // CRITEO_RECORDS_PER_SHARD))
     conv_width = len(str(total_conversions))
     used = np.unique(conv["category"])  # the categories with a sale (one request each)
-    encoder = RequestEncoder([criteo_request(k) for k in used.tolist()])
+    encoder = datafiles.RequestEncoder([criteo_request(k) for k in used.tolist()])
     conv_schema = load_avro_schema("conversion") if fmt == "avro" else None
-    conversion_paths = shard_paths(out, "conversions", conv_shards, fmt)
+    conversion_paths = datafiles.shard_paths(out, "conversions", conv_shards, fmt)
 
     def conversion_chunks(lo: int, hi: int) -> Iterator[list]:
         for i in range(lo, hi, 100_000):
@@ -527,7 +511,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
                 np.searchsorted(used, categories).tolist())
 
     for s, path in enumerate(conversion_paths):
-        write_file(path, fmt, conv_schema, sync_marker, conversion_chunks(s * total_conversions // conv_shards,
+        datafiles.write_file(path, fmt, conv_schema, sync_marker, conversion_chunks(s * total_conversions // conv_shards,
                                                                           (s + 1) * total_conversions // conv_shards))
     log(f"{total_conversions:,} conversions written to {conv_shards} file(s)")
 
@@ -565,7 +549,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     )
     parameters = {"scale": scale, "augment": augment, "seed": seed, "format": fmt,
                   "start": iso_micros(start_micros), "start_micros": start_micros}
-    write_generation_json(out, DATASET, parameters, criteo_model(), stats)
+    datafiles.write_generation_json(out, DATASET, parameters, criteo_model(), stats)
     return stats
 
 
@@ -650,7 +634,7 @@ def criteo_model() -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate criteo-like`` (seed 003 Sec. 8.4)."""
-    add_common_arguments(parser, CRITEO_START, f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601")
+    datafiles.add_common_arguments(parser, CRITEO_START, f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--scale", type=float, default=0.05,
                         help="fraction of the paper's size: about 12M * scale impressions, 1.3M * scale conversions "
                              "and 10M * scale users (default 0.05)")
@@ -675,5 +659,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"of the same device and advertiser within {CRITEO_WINDOW_DAYS} days")
     print(f"  queries: {stats.queries:,} batches of {stats.batch_size} over {stats.query_pairs} (advertiser, category) "
           f"pairs of {stats.advertisers_with_a_query} advertisers, epsilon {stats.epsilon:.6g}")
-    print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.out)
     return 0

@@ -89,23 +89,7 @@ from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
 from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY, iso_micros
-from synthetic.files import (
-    BadRecords,
-    Progress,
-    add_bad_fraction_argument,
-    check_integer,
-    chunk_ranges,
-    encode_record,
-    merged_counts,
-    prepare_output,
-    print_outputs,
-    seed_streams,
-    shard_paths,
-    stream,
-    time_span_start,
-    write_file,
-    write_generation_json,
-)
+from synthetic import files as datafiles
 
 DATASET = "event-level"
 
@@ -256,7 +240,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
            days: int, start: int, navigation_share: float = EL_CLICK_SHARE, values: bool = True) -> _Chunk:
     """Devices ``[lo, hi)`` with ``total`` sources (None: Poisson per device); ``values`` False: every trigger
     value null (the prices are drawn all the same, so the other columns do not change)."""
-    rng = stream(seq, chunk)
+    rng = datafiles.stream(seq, chunk)
     span = days * MICROS_PER_DAY
     end = start + span
     n = hi - lo
@@ -365,14 +349,14 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
     a bad option (the message names it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    days = check_integer("--days", days, 1, 3650)
+    days = datafiles.check_integer("--days", days, 1, 3650)
     if devices is not None and sources is not None:
         raise ValueError("give --devices or --sources, not both")
     if sources is not None:
-        sources = check_integer("--sources", sources, 1, EL_MAX_SOURCES)
+        sources = datafiles.check_integer("--sources", sources, 1, EL_MAX_SOURCES)
         devices = max(1, -(-sources // round(EL_SOURCES_PER_DAY * days)))
-    devices = check_integer("--devices", 5_000 if devices is None else devices, 1, EL_MAX_DEVICES)
-    shards = check_integer("--shards", shards, 1, 10_000)
+    devices = datafiles.check_integer("--devices", 5_000 if devices is None else devices, 1, EL_MAX_DEVICES)
+    shards = datafiles.check_integer("--shards", shards, 1, 10_000)
     if not (isinstance(bad_fraction, (int, float)) and 0 <= bad_fraction < 1):
         raise ValueError(f"--bad-fraction must be in [0, 1), got {bad_fraction}")
     if isinstance(navigation_share, bool) or not (isinstance(navigation_share, (int, float))
@@ -380,16 +364,16 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
         raise ValueError(f"--navigation-share must be a number in [0, 1], got {navigation_share}")
     navigation_share = float(navigation_share)
     default_configs = bool(default_configs)
-    start_micros = time_span_start(start, days)
+    start_micros = datafiles.time_span_start(start, days)
 
-    out = prepare_output(out_dir, ("sources", "triggers"))
-    (model_seq, row_seq, bad_seq, _), sync_marker = seed_streams(seed, 4)
+    out = datafiles.prepare_output(out_dir, ("sources", "triggers"))
+    (model_seq, row_seq, bad_seq, _), sync_marker = datafiles.seed_streams(seed, 4)
     model = _model(np.random.default_rng(model_seq), default_configs)
-    log = Progress(DATASET, progress)
+    log = datafiles.Progress(DATASET, progress)
     width = len(str(devices - 1))
     totals = {"sources": 0, "navigation": 0, "custom": 0, "triggers": 0, "organic": 0, "views": 0, "clicks": 0}
     custom = np.array([[config is not None for config in pair] for pair in model.configs])
-    bad = {kind: BadRecords(fmt, message, id_field, bad_fraction, stream(bad_seq, index))
+    bad = {kind: datafiles.BadRecords(fmt, message, id_field, bad_fraction, datafiles.stream(bad_seq, index))
            for index, (kind, message, id_field) in enumerate((("sources", SOURCE_MESSAGE, "source_id"),
                                                                ("triggers", TRIGGER_MESSAGE, "trigger_id")))}
 
@@ -397,7 +381,7 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
         """The encoded records of ``kind`` for the chunks of ``shard`` (each chunk's columns are drawn for each
         kind: that is cheap next to the encoding, and memory stays one chunk)."""
         message = SOURCE_MESSAGE if kind == "sources" else TRIGGER_MESSAGE
-        for c, lo, hi in chunk_ranges(devices, EL_CHUNK_DEVICES, shard, shards):
+        for c, lo, hi in datafiles.chunk_ranges(devices, EL_CHUNK_DEVICES, shard, shards):
             total = None if sources is None else sources * hi // devices - sources * lo // devices
             part = _chunk(model, row_seq, c, lo, hi, total, days=days, start=start_micros,
                           navigation_share=navigation_share, values=not default_configs)
@@ -413,28 +397,28 @@ def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = No
                 rows = _trigger_records(part, names)
                 totals["triggers"] += len(rows)
                 totals["organic"] += part.organic
-            encoded = rows if fmt == "avro" else [encode_record(fmt, message, row) for row in rows]
+            encoded = rows if fmt == "avro" else [datafiles.encode_record(fmt, message, row) for row in rows]
             yield bad[kind].add(encoded, lambda i, rows=rows: {**rows[i]})
             log(f"{kind}: {hi:,} / {devices:,} devices ({totals[kind]:,} {kind})")
 
     written = {}
     for kind, schema in (("sources", "event_level_source"), ("triggers", "event_level_trigger")):
-        paths = shard_paths(out, kind, shards, fmt)
+        paths = datafiles.shard_paths(out, kind, shards, fmt)
         for s, path in enumerate(paths):
-            write_file(path, fmt, load_avro_schema(schema) if fmt == "avro" else None, sync_marker, records(kind, s))
+            datafiles.write_file(path, fmt, load_avro_schema(schema) if fmt == "avro" else None, sync_marker, records(kind, s))
         written[kind] = [str(path) for path in paths]
     log(f"wrote {totals['sources']:,} sources and {totals['triggers']:,} triggers", force=True)
     stats = EventLevelStats(
         devices=devices, sources=totals["sources"], navigation=totals["navigation"], custom_specs=totals["custom"],
         triggers=totals["triggers"], organic_triggers=totals["organic"], converted_views=totals["views"],
         converted_clicks=totals["clicks"], bad_sources=bad["sources"].written, bad_triggers=bad["triggers"].written,
-        bad_by_reason=merged_counts(bad["sources"].by_reason, bad["triggers"].by_reason),
+        bad_by_reason=datafiles.merged_counts(bad["sources"].by_reason, bad["triggers"].by_reason),
         source_files=written["sources"], trigger_files=written["triggers"],
     )
     parameters = {"devices": devices, "sources": sources, "days": days, "seed": seed, "format": fmt, "shards": shards,
                   "bad_fraction": bad_fraction, "start": iso_micros(start_micros), "start_micros": start_micros,
                   "navigation_share": navigation_share, "default_configs": default_configs}
-    write_generation_json(out, DATASET, parameters, event_level_model(model, navigation_share, default_configs), stats)
+    datafiles.write_generation_json(out, DATASET, parameters, event_level_model(model, navigation_share, default_configs), stats)
     return stats
 
 
@@ -479,7 +463,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
     parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
-    add_bad_fraction_argument(parser)
+    datafiles.add_bad_fraction_argument(parser)
     parser.add_argument("--navigation-share", type=float, default=EL_CLICK_SHARE, metavar="F",
                         help=f"fraction of sources that are clicks (navigation sources), in [0, 1] "
                              f"(default {EL_CLICK_SHARE:g})")
@@ -502,5 +486,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"navigation, {stats.custom_specs:,} with custom trigger specs) and {stats.triggers:,} triggers "
           f"({stats.organic_triggers:,} organic), {stats.bad_sources + stats.bad_triggers:,} bad records, "
           f"in {time.monotonic() - began:.1f} s")
-    print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.out)
     return 0

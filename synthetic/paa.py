@@ -43,24 +43,7 @@ from schemas.formats import load_avro_schema
 from schemas.proto import events_pb2
 from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE, iso_micros
-from synthetic.files import (
-    BadRecords,
-    Progress,
-    add_bad_fraction_argument,
-    add_common_arguments,
-    check_integer,
-    chunk_ranges,
-    encode_record,
-    prepare_output,
-    print_outputs,
-    seed_streams,
-    shard_paths,
-    stream,
-    time_span_start,
-    write_domain,
-    write_file,
-    write_generation_json,
-)
+from synthetic import files as datafiles
 from transforms.summary_reports.mechanisms.paa_client import campaign_bucket
 
 DATASET = "paa"
@@ -105,7 +88,7 @@ def _popularity() -> np.ndarray:
 def _chunk(seq: np.random.SeedSequence, chunk: int, lo: int, hi: int, *, days: int, start: int,
            width: int) -> list[dict]:
     """The events (Avro form) of devices ``[lo, hi)``, device by device, each in time order."""
-    rng = stream(seq, chunk)
+    rng = datafiles.stream(seq, chunk)
     campaigns, weights = paa_campaigns(), _popularity()
     events = []
     for d in range(lo, hi):
@@ -133,40 +116,41 @@ def generate_paa(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
     8601 date(-time) or epoch microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    devices = check_integer("--devices", devices, 1, PAA_MAX_DEVICES)
-    days = check_integer("--days", days, 1, 3650)
-    shards = check_integer("--shards", shards, 1, 10_000)
+    devices = datafiles.check_integer("--devices", devices, 1, PAA_MAX_DEVICES)
+    days = datafiles.check_integer("--days", days, 1, 3650)
+    shards = datafiles.check_integer("--shards", shards, 1, 10_000)
     if not 0 <= bad_fraction < 1:
         raise ValueError(f"--bad-fraction must be in [0, 1), got {bad_fraction}")
-    start_micros = time_span_start(start, days)
+    start_micros = datafiles.time_span_start(start, days)
 
-    out = prepare_output(out_dir, ("events",))
-    (row_seq, bad_seq, _), sync_marker = seed_streams(seed, 3)
-    log = Progress(DATASET, progress)
+    out = datafiles.prepare_output(out_dir, ("events",))
+    (row_seq, bad_seq, _), sync_marker = datafiles.seed_streams(seed, 3)
+    log = datafiles.Progress(DATASET, progress)
     width = len(str(devices - 1))
     written = {"events": 0}
-    bad = BadRecords(fmt, events_pb2.PaaEvent, "event_id", bad_fraction, np.random.default_rng(bad_seq),
+    bad = datafiles.BadRecords(fmt, events_pb2.PaaEvent, "event_id", bad_fraction, np.random.default_rng(bad_seq),
                      {"unknown_api": (lambda r: r.update(api="fledge"), "unknown_api:api")})
 
     def records(shard: int) -> Iterator[list]:
-        for c, lo, hi in chunk_ranges(devices, PAA_CHUNK_DEVICES, shard, shards):
+        for c, lo, hi in datafiles.chunk_ranges(devices, PAA_CHUNK_DEVICES, shard, shards):
             rows = _chunk(row_seq, c, lo, hi, days=days, start=start_micros, width=width)
             written["events"] += len(rows)
-            yield bad.add([encode_record(fmt, events_pb2.PaaEvent, row) for row in rows], lambda i, rows=rows: {**rows[i]})
+            records = [datafiles.encode_record(fmt, events_pb2.PaaEvent, row) for row in rows]
+            yield bad.add(records, lambda i, rows=rows: {**rows[i]})
             log(f"{hi:,} / {devices:,} devices ({written['events']:,} events)")
 
-    paths = shard_paths(out, "events", shards, fmt)
+    paths = datafiles.shard_paths(out, "events", shards, fmt)
     schema = load_avro_schema("paa_event") if fmt == "avro" else None
     for s, path in enumerate(paths):
-        write_file(path, fmt, schema, sync_marker, records(s))
+        datafiles.write_file(path, fmt, schema, sync_marker, records(s))
     domain = [campaign_bucket(campaign) for _, campaign in paa_campaigns()]
-    domain_path = write_domain(out / "domain.avro", domain, sync_marker)
+    domain_path = datafiles.write_domain(out / "domain.avro", domain, sync_marker)
     stats = PaaStats(devices=devices, events=written["events"], bad_events=bad.written,
                      bad_by_reason=dict(sorted(bad.by_reason.items())), domain_buckets=len(set(domain)),
                      event_files=[str(path) for path in paths], domain_files=[str(domain_path)])
     parameters = {"devices": devices, "days": days, "seed": seed, "format": fmt, "shards": shards,
                   "bad_fraction": bad_fraction, "start": iso_micros(start_micros), "start_micros": start_micros}
-    write_generation_json(out, DATASET, parameters, paa_model(), stats)
+    datafiles.write_generation_json(out, DATASET, parameters, paa_model(), stats)
     return stats
 
 
@@ -188,11 +172,11 @@ def paa_model() -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate paa``."""
-    add_common_arguments(parser, PAA_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
+    datafiles.add_common_arguments(parser, PAA_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--devices", type=int, default=5_000, help="number of devices (default 5000)")
     parser.add_argument("--days", type=int, default=7, help="number of days (default 7)")
     parser.add_argument("--shards", type=int, default=1, help="number of files (default 1)")
-    add_bad_fraction_argument(parser)
+    datafiles.add_bad_fraction_argument(parser)
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -203,5 +187,5 @@ def run_cli(args: argparse.Namespace) -> int:
     print(f"generate {DATASET}: wrote {stats.devices:,} devices, {stats.events:,} events, {stats.bad_events:,} bad "
           f"records, in {time.monotonic() - began:.1f} s")
     print(f"  domain: {stats.domain_buckets:,} campaign buckets")
-    print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.out)
     return 0

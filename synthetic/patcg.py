@@ -96,23 +96,7 @@ import numpy as np
 
 from schemas.formats import load_avro_schema
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, iso_micros
-from synthetic.files import (
-    Progress,
-    RequestEncoder,
-    add_common_arguments,
-    check_format_and_scale,
-    check_integer,
-    encode_impressions,
-    last_touch_request,
-    prepare_output,
-    print_outputs,
-    seed_streams,
-    shard_paths,
-    start_micros_of,
-    stream,
-    write_file,
-    write_generation_json,
-)
+from synthetic import files as datafiles
 
 DATASET = "patcg-like"
 
@@ -210,7 +194,7 @@ def patcg_users(scale: float) -> int:
 
 def _chunk_counts(seq: np.random.SeedSequence, chunk: int, n_users: int, p: float) -> tuple[np.ndarray, np.ndarray]:
     """Conversions and impressions of each user of ``chunk`` (0 impressions for users not shown ads)."""
-    rng = stream(seq, chunk)
+    rng = datafiles.stream(seq, chunk)
     conversions = 1 + rng.poisson(PATCG_EXTRA_CONVERSIONS, size=n_users)
     impressed = rng.random(n_users) < p
     impressions = np.where(impressed, 1 + rng.poisson(PATCG_EXTRA_IMPRESSIONS, size=n_users), 0)
@@ -227,7 +211,7 @@ def _values_cents(rng: np.random.Generator, n: int) -> np.ndarray:
 def patcg_request(attribute: int, window_days: int) -> dict:
     """The attribution request of a conversion with ``conv_attribute_2 = attribute`` (Avro form; seed 003
     Sec. 8.1's scenario with the artifact's PATCG parameters)."""
-    return last_touch_request(window_days, [PATCG_CAMPAIGN], f"product-{attribute}", PATCG_EPSILON, PATCG_VALUE_CAP,
+    return datafiles.last_touch_request(window_days, [PATCG_CAMPAIGN], f"product-{attribute}", PATCG_EPSILON, PATCG_VALUE_CAP,
                               f"attribute={attribute}")
 
 
@@ -237,16 +221,16 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
     """Write the PATCG-like dataset of seed 003 Sec. 8.3 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``; return what was written. ``start`` is an ISO 8601 date(-time) or epoch
     microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
-    check_format_and_scale(fmt, scale)
+    datafiles.check_format_and_scale(fmt, scale)
     users = patcg_users(scale)
     if users < PATCG_MIN_USERS:
         raise ValueError(f"--scale {scale} gives {users:,} users; at least {PATCG_MIN_USERS:,} are needed for 80 "
                          f"batches (scale >= {PATCG_MIN_USERS / PATCG_USERS:g})")
     if users >= 2 ** 32:
         raise ValueError(f"--scale {scale} gives {users:,} users; at most {2 ** 32 - 1:,} are supported")
-    window_days = check_integer("--window-days", window_days, 1, PATCG_IMPRESSION_DAYS)
+    window_days = datafiles.check_integer("--window-days", window_days, 1, PATCG_IMPRESSION_DAYS)
     window_days = int(window_days)
-    start_micros = start_micros_of(start)
+    start_micros = datafiles.start_micros_of(start)
     end_micros = start_micros + PATCG_IMPRESSION_DAYS * MICROS_PER_DAY
     if start_micros < 0 or end_micros > MAX_EVENT_TIME_MICROS:
         raise ValueError("the data's 150 days must lie between 1970-01-01 and 2100-01-01 (UTC)")
@@ -256,9 +240,9 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
     imp_span = PATCG_IMPRESSION_DAYS * MICROS_PER_DAY  # also the per-user stride of the sort keys
     p_impressed = patcg_impressed_probability(window_days)
 
-    out = prepare_output(out_dir)
-    (count_seq, row_seq, _), sync_marker = seed_streams(seed, 3)
-    log = Progress(DATASET, progress)
+    out = datafiles.prepare_output(out_dir)
+    (count_seq, row_seq, _), sync_marker = datafiles.seed_streams(seed, 3)
+    log = datafiles.Progress(DATASET, progress)
     chunks = -(-users // PATCG_CHUNK_USERS)
 
     def chunk_users(c: int) -> tuple[int, int]:
@@ -281,7 +265,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
 
     device_width, imp_width, conv_width = len(str(users)), len(str(total_impressions)), len(str(total_conversions))
     requests = [patcg_request(a, window_days) for a in range(PATCG_ATTRIBUTES)]
-    encoder = RequestEncoder(requests)
+    encoder = datafiles.RequestEncoder(requests)
     products = [f"product-{a}" for a in range(PATCG_ATTRIBUTES)]
     by_attribute = np.zeros(PATCG_ATTRIBUTES, dtype=np.int64)
     attributable = 0
@@ -296,7 +280,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
                 nonlocal attributable
                 lo, hi = chunk_users(c)
                 conv_counts, imp_counts = _chunk_counts(count_seq, c, hi - lo, p_impressed)
-                rng = stream(row_seq, c)
+                rng = datafiles.stream(row_seq, c)
                 n_conv, n_imp = int(conv_counts.sum()), int(imp_counts.sum())
                 conv_user = np.repeat(np.arange(hi - lo, dtype=np.int64), conv_counts)
                 conv_time = rng.integers(conv_lo, conv_lo + conv_span, size=n_conv, dtype=np.int64)
@@ -323,7 +307,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
 
                 names = [f"device-{u:0{device_width}d}" for u in range(lo, hi)]
                 first = written["impressions"]
-                records = encode_impressions(
+                records = datafiles.encode_impressions(
                     fmt, [names[u] for u in imp_user.tolist()], (imp_offset + start_micros).tolist(),
                     [f"imp-{n:0{imp_width}d}" for n in range(first, first + n_imp)], publisher=PATCG_PUBLISHER,
                     advertiser=PATCG_ADVERTISER, campaign=PATCG_CAMPAIGN, product="")
@@ -339,16 +323,16 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
                     yield generate_chunk(c)
 
             imp_schema = load_avro_schema("impression") if fmt == "avro" else None
-            impression_paths = shard_paths(out, "impressions", imp_shards, fmt)
+            impression_paths = datafiles.shard_paths(out, "impressions", imp_shards, fmt)
             for s, path in enumerate(impression_paths):
-                write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s))
+                datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s))
         finally:
             for handle in buckets:
                 handle.close()
 
         # Pass 2: each time bucket sorted and written as one conversions file, ids in time order.
         conv_schema = load_avro_schema("conversion") if fmt == "avro" else None
-        conversion_paths = shard_paths(out, "conversions", conv_shards, fmt)
+        conversion_paths = datafiles.shard_paths(out, "conversions", conv_shards, fmt)
         first_id = 0
         for b, path in enumerate(conversion_paths):
             rows = np.fromfile(bucket_paths[b], dtype=_BUCKET_ROW)
@@ -366,7 +350,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
                         PATCG_ADVERTISER, (part["cents"] / 100.0).tolist(), [products[a] for a in attributes],
                         attributes)
 
-            write_file(path, fmt, conv_schema, sync_marker, bucket_chunks())
+            datafiles.write_file(path, fmt, conv_schema, sync_marker, bucket_chunks())
             first_id += rows.size
             log(f"conversions file {b + 1} / {conv_shards} written ({first_id:,} conversions)")
     assert written["conversions"] == total_conversions == first_id and written["impressions"] == total_impressions
@@ -388,7 +372,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
     )
     parameters = {"scale": scale, "seed": seed, "format": fmt, "window_days": window_days,
                   "start": iso_micros(start_micros), "start_micros": start_micros}
-    write_generation_json(out, DATASET, parameters, patcg_model(window_days), stats)
+    datafiles.write_generation_json(out, DATASET, parameters, patcg_model(window_days), stats)
     return stats
 
 
@@ -422,7 +406,7 @@ def patcg_model(window_days: int = PATCG_WINDOW_DAYS) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate patcg-like`` (seed 003 Sec. 8.3)."""
-    add_common_arguments(parser, PATCG_START, f"start of the impressions, YYYY-MM-DD (00:00 UTC) or ISO 8601; "
+    datafiles.add_common_arguments(parser, PATCG_START, f"start of the impressions, YYYY-MM-DD (00:00 UTC) or ISO 8601; "
                                               f"conversions begin {PATCG_LEAD_DAYS} days later")
     parser.add_argument("--scale", type=float, default=0.01,
                         help="fraction of the paper's size: round(16M * scale) users, about 24M * scale conversions "
@@ -447,6 +431,6 @@ def run_cli(args: argparse.Namespace) -> int:
     print(f"  queries: {stats.queries} ({PATCG_ATTRIBUTES} keys x {PATCG_BATCHES_PER_KEY} batches of "
           f"{stats.batch_size:,} reports), epsilon {stats.epsilon:.6g}")
     print(f"  conversions by attribute: {', '.join(f'{n:,}' for n in stats.conversions_by_attribute)}")
-    print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.out)
     return 0
 

@@ -33,7 +33,7 @@ from schemas.aggregatable import encode_payload, encrypt_payload, read_key_file,
 from schemas.formats import load_avro_schema
 from schemas.rows import API_ATTRIBUTION_REPORTING
 from schemas.time_units import SECONDS_PER_HOUR
-from synthetic.files import Progress, write_domain
+from synthetic import files as datafiles
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
 
 DATASET = "reports"
@@ -77,7 +77,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("reports-*-of-*.avro"):
         stale.unlink()
-    progress = Progress(DATASET, not quiet)
+    progress = datafiles.Progress(DATASET, not quiet)
     rng = np.random.default_rng(seed)
     keys = _keys(rng, buckets + domain_buckets)
     report_keys, outside = keys[:buckets], keys[buckets:]
@@ -130,7 +130,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     for writer, handle in zip(writers, handles):
         writer.flush()
         handle.close()
-    write_domain(out / "domain.avro", domain_keys, sync_marker)
+    datafiles.write_domain(out / "domain.avro", domain_keys, sync_marker)
     stats.files = tuple(str(path) for path in paths) + (str(out / "domain.avro"),)
     parameters = {"reports": reports, "contributions": contributions, "buckets": buckets, "domain_buckets": domain_buckets,
                   "domain_overlap": domain_overlap, "pad_to": pad_to, "encrypted": public_key is not None, "seed": seed,
