@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipelines import common
-from pipelines.options import RunOptions, add_run_options, run_options
+from pipelines.options.run import RunOptions, add_run_options, run_options
 from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES

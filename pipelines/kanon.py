@@ -19,7 +19,7 @@ import apache_beam as beam
 from pipelines import common
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
-from pipelines.options import RunOptions, add_run_options, run_options
+from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import JOIN_EVENT
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords

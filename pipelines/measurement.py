@@ -27,9 +27,10 @@ from fractions import Fraction
 import apache_beam as beam
 
 from pipelines import common
-from pipelines.options import RunOptions, add_run_options, fraction_option, run_options
+from pipelines.options.measurement import add_measurement_options, measurement_config
+from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import CONVERSION, IMPRESSION
-from schemas.time_units import MICROS_PER_DAY, parse_start
+from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.measurement import (
     BUDGETS,
     INCOMPLETE,
@@ -40,14 +41,11 @@ from transforms.budgeting.measurement import (
     MeasureBatch,
     MeasureStreaming,
 )
-from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
-from transforms.budgeting.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
-from transforms.budgeting.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
+from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.budgeting.mechanisms.policies import POLICIES
-from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE, EXECUTED, REJECTED
+from transforms.budgeting.mechanisms.queries import EXECUTED, REJECTED
 from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.core.mechanisms.noise import make_source
-from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
 
 OUTPUTS = {
     REPORTS: ("reports", "attribution_report"),
@@ -56,14 +54,6 @@ OUTPUTS = {
 }
 INCOMPLETE_PREFIX = "incomplete_batches"
 OUTPUT_PREFIXES = (*(prefix for prefix, _ in OUTPUTS.values()), INCOMPLETE_PREFIX, "dead_letters")
-
-GUARANTEES = {
-    "cookie_monster": "individual device-epoch eps_G-DP per querier site (seed 003 Thm. 1, case 1: attribution "
-    "functions that use public events only through the report identifier; 2 eps_G otherwise, case 2)",
-    "ara_like": "device-epoch eps_G-DP per querier site (every epoch of a window pays the full requested epsilon)",
-    "ipa_like": "device-epoch eps_G-DP per querier site, enforced centrally per epoch (off-device budgeting)",
-}
-
 
 @dataclass(frozen=True)
 class MeasurementJob:
@@ -78,14 +68,6 @@ class MeasurementJob:
     emit_budgets: bool
 
 
-def _origin_micros(text: str) -> int:
-    """An ISO date or date-time, read as UTC, in microseconds since the Unix epoch."""
-    try:
-        return parse_start(text)
-    except ValueError:
-        raise common.CliError(f"--epoch-origin must be an ISO date such as 2024-01-01, got {text!r}") from None
-
-
 def build_parser() -> common.CliParser:
     parser = common.CliParser(
         prog="python -m pipelines.measurement",
@@ -97,45 +79,7 @@ def build_parser() -> common.CliParser:
     data.add_argument("--impressions", required=True, help="file or glob of impressions (Avro, JSON Lines, delimited protobuf)")
     data.add_argument("--conversions", required=True, help="file or glob of conversions with their attribution requests")
     data.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="output file format (default jsonl)")
-    budget = parser.add_argument_group("budgeting (defaults: seed 003 Sec. 8.1)")
-    budget.add_argument("--policy", choices=tuple(POLICIES), default="cookie_monster", help="default cookie_monster")
-    budget.add_argument("--epoch-days", type=int, default=DEFAULT_EPOCH_DAYS, help="epoch length in days (default 7)")
-    budget.add_argument("--epoch-origin", default="1970-01-01", help="UTC start of epoch 0 (default 1970-01-01)")
-    budget.add_argument(
-        "--attribution-window-days", type=int, default=DEFAULT_WINDOW_DAYS,
-        help="window of requests that name none (default 30)",
-    )
-    budget.add_argument(
-        "--max-attribution-window-days", type=int, default=DEFAULT_MAX_WINDOW_DAYS,
-        help="longest window a request may ask for; longer requests are dead letters (default 90)",
-    )
-    budget.add_argument("--epsilon-g", default="1", help="capacity eps_G of each (querier, device, epoch) filter (default 1)")
-    query = parser.add_argument_group("queries")
-    query.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="reports per query, B (default 2000)")
-    query.add_argument("--alpha", type=float, help="accuracy target: relative error alpha (with --beta) sets every epsilon")
-    query.add_argument("--beta", type=float, help="accuracy target: failure probability beta (with --alpha)")
-    query.add_argument(
-        "--expected-value", type=float,
-        help="c~, the querier's guess of the average conversion value (default: the query global sensitivity)",
-    )
-    bias = parser.add_argument_group("bias detection (seed 003 Appendix D; on-device policies)")
-    bias.add_argument(
-        "--bias-kappa",
-        help="turn bias detection on: each report gets a coordinate kappa x its empty-epoch count, every requested "
-        "device-epoch holding data pays epsilon kappa / Delta more (Thm. 17), results carry a bias bound",
-    )
-    bias.add_argument(
-        "--bias-count", choices=BIAS_COUNTS,
-        help="count empty epochs (Thm. 15) or reports with one (Thm. 16) (default epochs)",
-    )
-    bias.add_argument(
-        "--bias-beta", type=float,
-        help=f"failure probability of the bias bound (default {DEFAULT_BIAS_BETA})",
-    )
-    bias.add_argument(
-        "--heartbeats", action="store_true",
-        help="a heartbeat event in every device-epoch: the count is then exactly the out-of-budget epochs",
-    )
+    add_measurement_options(parser)
     run = parser.add_argument_group("run")
     run.add_argument("--emit-budgets", action="store_true", help="also write per device-epoch consumption (SENSITIVE)")
     add_run_options(run, seed_help="seeded randomness for simulation and tests")
@@ -145,39 +89,12 @@ def build_parser() -> common.CliParser:
 def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    if (args.alpha is None) != (args.beta is None):
-        raise common.CliError("--alpha and --beta go together")
-    if args.expected_value is not None and args.alpha is None:
-        raise common.CliError("--expected-value needs --alpha and --beta")
-    common.check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1))
-    if args.bias_kappa is None and (args.heartbeats or args.bias_count or args.bias_beta is not None):
-        raise common.CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
-    try:
-        bias = None
-        if args.bias_kappa is not None:
-            kappa = fraction_option("--bias-kappa", args.bias_kappa, positive=True)
-            beta = DEFAULT_BIAS_BETA if args.bias_beta is None else args.bias_beta
-            bias = BiasDetection(kappa, args.bias_count or "epochs", beta, args.heartbeats)
-        accuracy = None
-        if args.alpha is not None:
-            accuracy = AccuracyTarget(args.alpha, args.beta, args.batch_size, args.expected_value)
-        config = MeasurementConfig(
-            policy=args.policy,
-            clock=EpochClock(args.epoch_days * MICROS_PER_DAY, _origin_micros(args.epoch_origin)),
-            capacity_epsilon=fraction_option("--epsilon-g", args.epsilon_g, positive=True),
-            default_window_days=args.attribution_window_days,
-            max_window_days=args.max_attribution_window_days,
-            accuracy=accuracy,
-            bias=bias,
-        )
-    except ValueError as error:
-        raise common.CliError(str(error)) from None
     job = MeasurementJob(
         impressions=args.impressions,
         conversions=args.conversions,
         run=run_options(args),
         output_format=args.output_format,
-        config=config,
+        config=measurement_config(args),
         batch_size=args.batch_size,
         emit_budgets=args.emit_budgets,
     )
@@ -248,7 +165,7 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
             "batch_size": job.batch_size,
             "noise": "laplace (exact discrete Laplace on a 2^-20 grid)",
         },
-        "privacy": GUARANTEES[config.policy],
+        "privacy": POLICIES[config.policy].guarantee,
         "counts": {
             **common.input_counts(result, output),
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),

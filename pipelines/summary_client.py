@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipelines import common
-from pipelines.options import RunOptions, add_run_options, run_options
+from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.formats import load_avro_schema

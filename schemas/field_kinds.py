@@ -101,43 +101,38 @@ def _fast_items(items: Any) -> list | None:
     return None
 
 
-def _fast_aggregation_keys(value: Any, record: dict) -> tuple | object:
+def _fast_records(value: Any, make: Callable[[dict], Any], named: bool) -> tuple | object:
+    """Nested records on the fast path, each made by ``make`` (None: leave the record to the slow path); ``named``
+    ones must have distinct names."""
     items = _fast_items(value)
     if items is None:
         return _SLOW
-    keys = []
+    rows = []
     for item in items:
-        name, key = item.get("name"), _fast_key(item.get("key"))
-        if not _name(name) or key is None:
+        row = make(item)
+        if row is None:
             return _SLOW
-        keys.append(AggregationKey(name, key))
-    return tuple(keys) if len({key.name for key in keys}) == len(keys) else _SLOW
-
-
-def _fast_trigger_data(value: Any, record: dict) -> tuple | object:
-    items = _fast_items(value)
-    if items is None:
+        rows.append(row)
+    if named and len({row.name for row in rows}) != len(rows):
         return _SLOW
-    data = []
-    for item in items:
-        piece, source_keys = _fast_key(item.get("key_piece")), item.get("source_keys")
-        if piece is None or not _names(source_keys):
-            return _SLOW
-        data.append(AggregatableTriggerData(piece, tuple(source_keys or ())))
-    return tuple(data)
+    return tuple(rows)
 
 
-def _fast_aggregatable_values(value: Any, record: dict) -> tuple | object:
-    items = _fast_items(value)
-    if items is None:
-        return _SLOW
-    amounts = []
-    for item in items:
-        name, amount = item.get("name"), item.get("value")
-        if not (_name(name) and type(amount) is int and 0 <= amount <= MAX_AGGREGATABLE_VALUE):
-            return _SLOW
-        amounts.append(AggregatableValue(name, amount))
-    return tuple(amounts) if len({amount.name for amount in amounts}) == len(amounts) else _SLOW
+def _fast_aggregation_key(item: dict) -> AggregationKey | None:
+    name, key = item.get("name"), _fast_key(item.get("key"))
+    return AggregationKey(name, key) if _name(name) and key is not None else None
+
+
+def _fast_trigger_piece(item: dict) -> AggregatableTriggerData | None:
+    piece, source_keys = _fast_key(item.get("key_piece")), item.get("source_keys")
+    return AggregatableTriggerData(piece, tuple(source_keys or ())) if piece is not None and _names(source_keys) else None
+
+
+def _fast_aggregatable_value(item: dict) -> AggregatableValue | None:
+    name, amount = item.get("name"), item.get("value")
+    if _name(name) and type(amount) is int and 0 <= amount <= MAX_AGGREGATABLE_VALUE:
+        return AggregatableValue(name, amount)
+    return None
 
 
 def _int_list(values: Any) -> tuple | None:
@@ -203,9 +198,9 @@ def _fast_request(request: Any, record: dict) -> AttributionRequest | object:
 
 _FAST_NESTED = {
     "request": _fast_request,
-    "aggregation_keys": _fast_aggregation_keys,
-    "trigger_data": _fast_trigger_data,
-    "aggregatable_values": _fast_aggregatable_values,
+    "aggregation_keys": lambda value, record: _fast_records(value, _fast_aggregation_key, named=True),
+    "trigger_data": lambda value, record: _fast_records(value, _fast_trigger_piece, named=False),
+    "aggregatable_values": lambda value, record: _fast_records(value, _fast_aggregatable_value, named=True),
     "trigger_specs": _fast_trigger_specs,
 }
 
@@ -439,12 +434,17 @@ def _distinct(name: str, rows: tuple) -> tuple:
     return rows
 
 
+def _named(name: str, value: Any, inner: str, row_type: type, check: Callable[[str, Any], Any]) -> tuple:
+    """Records ``{"name": n, inner: x}`` with distinct names, as ``row_type(n, check(x))``."""
+    return _distinct(name, tuple(
+        row_type(_string(f"{name}.name", item.get("name")), check(f"{name}.{inner}", item.get(inner)))
+        for item in _records(name, value, inner=inner)
+    ))
+
+
 def _aggregation_keys(name: str, value: Any) -> tuple:
     """An ARA source's named source keys (srcKey of seed 000 Alg. 2)."""
-    return _distinct(name, tuple(
-        AggregationKey(_string(f"{name}.name", item.get("name")), _key(f"{name}.key", item.get("key")))
-        for item in _records(name, value, inner="key")
-    ))
+    return _named(name, value, "key", AggregationKey, _key)
 
 
 def _trigger_data(name: str, value: Any) -> tuple:
@@ -471,10 +471,7 @@ def _value(name: str, value: Any) -> int:
 
 def _aggregatable_values(name: str, value: Any) -> tuple:
     """An ARA trigger's value per named source key (trigValue of seed 000 Alg. 2)."""
-    return _distinct(name, tuple(
-        AggregatableValue(_string(f"{name}.name", item.get("name")), _value(f"{name}.value", item.get("value")))
-        for item in _records(name, value, inner="value")
-    ))
+    return _named(name, value, "value", AggregatableValue, _value)
 
 
 def _api(name: str, value: Any) -> str:

@@ -323,32 +323,20 @@ class _DeviceFn(beam.DoFn):
             expire.set(Timestamp(micros=after_milli(unreachable - 1) + self._lateness))
         record.rearm(flush, self._lateness)
 
-    def _fire(self, key: str, fired: Timestamp, state, flush, expire):
+    @on_timer(FLUSH)
+    @on_timer(EXPIRE)
+    def on_timer_fired(
+        self,
+        key=beam.DoFn.KeyParam,
+        fired=beam.DoFn.TimestampParam,
+        state=beam.DoFn.StateParam(RECORD),
+        flush=beam.DoFn.TimerParam(FLUSH),
+        expire=beam.DoFn.TimerParam(EXPIRE),
+    ):
+        """Both timers do the same: replay what the watermark has passed, expire what no conversion can reach."""
         record = self._codec.read(state, self._new_record)
         yield from self._advance(key, record, flush, expire, fired.micros - self._lateness)
         self._codec.write(state, record)
-
-    @on_timer(FLUSH)
-    def on_flush(
-        self,
-        key=beam.DoFn.KeyParam,
-        fired=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-        expire=beam.DoFn.TimerParam(EXPIRE),
-    ):
-        yield from self._fire(key, fired, state, flush, expire)
-
-    @on_timer(EXPIRE)
-    def on_expire(
-        self,
-        key=beam.DoFn.KeyParam,
-        fired=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-        expire=beam.DoFn.TimerParam(EXPIRE),
-    ):
-        yield from self._fire(key, fired, state, flush, expire)
 
 
 class _BatchFn(beam.DoFn):

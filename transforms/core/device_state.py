@@ -210,6 +210,16 @@ class DeviceEventsPerBundleFn(beam.DoFn):
             yield WindowedValue((device_id, tuple(events)), Timestamp(micros=earliest), [GlobalWindow()])
 
 
+def replay_devices(rows, replay: DeviceReplayFn, main: str) -> beam.pvalue.DoOutputsTuple:
+    """The streaming device replay: rows grouped per device and bundle, then ``replay`` over each device's state;
+    its outputs are ``main`` and ``dead_letters`` (``late`` events)."""
+    return (
+        rows
+        | "PerDevice" >> beam.ParDo(DeviceEventsPerBundleFn()).with_output_types(tuple[str, Any])  # (device, events)
+        | "Devices" >> beam.ParDo(replay).with_outputs(DEAD_LETTERS, main=main)
+    )
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Buffered events: each row in the BufferedEvent field of its type.
 

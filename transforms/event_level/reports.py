@@ -29,7 +29,7 @@ has already replayed is a dead letter ``late``. A device forgets its sources onc
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, Tuple
+from typing import Iterator
 
 import apache_beam as beam
 import polars as pl
@@ -50,12 +50,12 @@ from schemas.frames import (
 from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
-    DeviceEventsPerBundleFn,
     DeviceRecord,
     DeviceReplayFn,
     RowShards,
     after_milli,
     device_shard,
+    replay_devices,
     stamped,
     unpack_chunk,
 )
@@ -259,13 +259,7 @@ class EventLevelReportsStreaming(beam.PTransform):
         self._epsilon, self._source, self._lateness = epsilon, random_source, allowed_lateness_micros
 
     def expand(self, rows):
-        replayed = (
-            rows
-            | "PerDevice" >> beam.ParDo(DeviceEventsPerBundleFn()).with_output_types(Tuple[str, Any])  # (device, events)
-            | "Devices" >> beam.ParDo(_DeviceFn(self._epsilon, self._source, self._lateness)).with_outputs(
-                DEAD_LETTERS, main=REPORTS
-            )
-        )
+        replayed = replay_devices(rows, _DeviceFn(self._epsilon, self._source, self._lateness), main=REPORTS)
         return {REPORTS: replayed[REPORTS], DEAD_LETTERS: replayed[DEAD_LETTERS]}
 
 

@@ -26,7 +26,7 @@ expires, and the budgets of the current window).
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -34,10 +34,10 @@ from apache_beam.metrics import Metrics
 from schemas.codecs import EventSpec
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
-    DeviceEventsPerBundleFn,
     DeviceRecord,
     DeviceReplayFn,
     RowShards,
+    replay_devices,
     stamped,
     unpack_chunk,
 )
@@ -195,13 +195,7 @@ class SummaryReportsStreaming(beam.PTransform):
         self._public_key, self._lateness = public_key, allowed_lateness_micros
 
     def expand(self, rows):
-        replayed = (
-            rows
-            | "PerDevice" >> beam.ParDo(DeviceEventsPerBundleFn()).with_output_types(Tuple[str, Any])  # (device, events)
-            | "Devices" >> beam.ParDo(_ClientFn(self._client, self._source, self._lateness)).with_outputs(
-                DEAD_LETTERS, main=REPORTS
-            )
-        )
+        replayed = replay_devices(rows, _ClientFn(self._client, self._source, self._lateness), main=REPORTS)
         return {
             REPORTS: replayed[REPORTS] | "ToRecords" >> beam.ParDo(_ToRecordFn(self._public_key)),
             DEAD_LETTERS: replayed[DEAD_LETTERS],

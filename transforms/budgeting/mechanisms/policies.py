@@ -103,6 +103,7 @@ class BudgetPolicy(ABC):
     holds data), and every occupied epoch pays the extra loss of Thm. 17."""
 
     name: str
+    guarantee: str  # what a querier site's results are, in words (seed 003 Thm. 1 and Sec. 8.1)
     supports_bias_detection = True
 
     @abstractmethod
@@ -129,6 +130,8 @@ class CookieMonster(BudgetPolicy):
     """Seed 003 Code Listing 1 (Appendix A Alg. 1, GenerateReport) with the IDP losses of Thm. 4."""
 
     name = "cookie_monster"
+    guarantee = ("individual device-epoch eps_G-DP per querier site (seed 003 Thm. 1, case 1: attribution functions "
+                 "that use public events only through the report identifier; 2 eps_G otherwise, case 2)")
 
     def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
         single_epoch = len(epochs) == 1
@@ -156,6 +159,7 @@ class AraLike(BudgetPolicy):
     """Seed 003 Sec. 8.1: every epoch of the window pays the requested epsilon; all or nothing."""
 
     name = "ara_like"
+    guarantee = "device-epoch eps_G-DP per querier site (every epoch of a window pays the full requested epsilon)"
 
     def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
         full = scaled_loss_units(request.requested_epsilon, request.query_global_sensitivity, request.query_global_sensitivity)
@@ -174,6 +178,7 @@ class IpaLike(BudgetPolicy):
     ever dropped, so there is no bias to detect."""
 
     name = "ipa_like"
+    guarantee = "device-epoch eps_G-DP per querier site, enforced centrally per epoch (off-device budgeting)"
     supports_bias_detection = False
 
     def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):

@@ -82,6 +82,19 @@ class AggregationParams:
         """The shipped service's threshold for keys outside the domain, (L1 / eps)(eps + ln(1 / delta))."""
         return self.l1 / float(self.epsilon) * (float(self.epsilon) + math.log(1 / self.delta))
 
+    def guarantee(self, noise: bool = True) -> str:
+        """The differential-privacy guarantee of one release with these parameters, in words (Thm. 4.3)."""
+        if not noise:
+            return "none: exact sums (debug run without noise)"
+        eps = float(self.epsilon)
+        if self.mode == "domain":
+            return f"({eps:g}, 0)-DP per report of L1 norm <= {self.l1} (discrete Laplace, Alg. 1 without key discovery)"
+        if self.mode == "key-discovery":
+            return (f"({eps:g}, {float(self.delta):g})-DP per report with <= {self.l0} contributions of L1 norm <= "
+                    f"{self.l1} (Alg. 1 with key discovery, tau = {self.tau:.1f}; Thm. 4.3)")
+        return (f"({eps:g}, {self.l0} x {float(self.delta):g})-DP per report with <= {self.l0} contributions of L1 "
+                f"norm <= {self.l1} (thresholding, T = {self.public_threshold:.1f})")
+
     def noise(self, source: RandomSource, size: int) -> np.ndarray:
         """``size`` int64 noise draws: DLap truncated to [-floor(tau), floor(tau)] for key discovery, else DLap."""
         if self.mode == "key-discovery":
