@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import common
 from pipelines.options.aggregate import add_aggregation_options, aggregation_job
 from pipelines.options.run import OUTPUT_HELP
+from schemas.option_values import SEED
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.core.mechanisms.noise import make_source
 from transforms.summary_reports.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
@@ -51,15 +52,16 @@ class AggregateRun:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = common.CliParser(
+        beam_options=True,
         prog="python -m pipelines.aggregate",
         description="Noisy summary reports from aggregatable reports (the Aggregation Service, seed 000 Alg. 1), with "
-        "key discovery, the shipped thresholding, and a durable privacy-budget ledger. Unknown options go to Beam.",
+        "key discovery, the shipped thresholding, and a durable privacy-budget ledger.",
     )
     parser.add_argument("--reports", required=True, help="file or glob of Avro AggregatableReport files")
     parser.add_argument("--output", required=True, help=OUTPUT_HELP)
     parser.add_argument("--domain", help="output domain: Avro AggregationBucket files, or text with one bucket per line")
     parser.add_argument("--output-format", choices=("avro", "json"), default="avro", help="summary report format")
-    parser.add_argument("--seed", type=int, help="seeded noise for simulation and tests (default: secure OS randomness)")
+    parser.add_argument("--seed", type=SEED, help="seeded noise for simulation and tests (default: secure OS randomness)")
     add_aggregation_options(parser)
     return parser
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import glob
 import json
 import logging
@@ -15,7 +17,7 @@ import apache_beam as beam
 import fastavro
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
 from schemas.codecs import format_of
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
@@ -27,10 +29,71 @@ class CliError(InputError):
 
 
 class CliParser(argparse.ArgumentParser):
-    """Option errors become a CliError, so ``main`` reports them in one line and returns 2."""
+    """The parser of every entry point (DESIGN.md, "Command-line conventions").
+
+    Errors become a ``CliError``, so ``main`` reports them in one line and returns 2. Options are never
+    abbreviated (``--epsil`` is not ``--epsilon``). An argument that is neither the parser's own option nor, with
+    ``beam_options``, one that Beam knows is an error naming it and the closest real option: a mistyped option
+    must never be silently ignored. ``parse_known_args`` returns the Beam options; ``parse_args`` accepts none."""
+
+    def __init__(self, *args, beam_options: bool = False, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        if beam_options:
+            kwargs.setdefault("epilog", "Beam's own options (--runner, --project, --temp_location, ...) are passed "
+                              "to Beam; any other option is an error.")
+        super().__init__(*args, **kwargs)
+        self.beam_options = beam_options
 
     def error(self, message: str):
         raise CliError(message)
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, rest = super().parse_known_args(args, namespace)
+        unknown = unknown_arguments(rest) if self.beam_options else rest
+        if unknown:
+            self.error(unknown_argument_message(unknown, self))
+        return parsed, rest
+
+
+@functools.lru_cache(maxsize=1)
+def _beam_parser() -> argparse.ArgumentParser:
+    """A parser of every option Beam's own option classes declare (as ``PipelineOptions.get_all_options`` builds
+    it), so what Beam knows is read from Beam, not from a list of ours."""
+    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    classes = {str(cls): cls for cls in PipelineOptions.__subclasses__()}
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # noqa: SLF001 (Beam's own way of collecting its options)
+    return parser
+
+
+def unknown_arguments(beam_args: list[str]) -> list[str]:
+    """The arguments of ``beam_args`` that Beam does not know."""
+    _, unknown = _beam_parser().parse_known_args(beam_args)
+    return unknown
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+
+
+def unknown_argument_message(unknown: list[str], parser: argparse.ArgumentParser) -> str:
+    """``unknown option --window_hours (did you mean --window-hours?)``: the first unknown argument, and the
+    closest option of the pipeline or (when it takes them) of Beam."""
+    first = next((argument for argument in unknown if argument.startswith("-")), unknown[0])
+    if not first.startswith("-"):
+        return f"unexpected argument {first!r}"
+    name = first.split("=", 1)[0]
+    known = _option_strings(parser)
+    if getattr(parser, "beam_options", False):
+        known += _option_strings(_beam_parser())
+
+    def normal(option: str) -> str:
+        return option.lstrip("-").replace("_", "-").lower()
+
+    by_normal = {normal(option): option for option in reversed(known)}
+    match = by_normal.get(normal(name)) or next(iter(difflib.get_close_matches(normal(name), by_normal, n=1)), None)
+    hint = f" (did you mean {by_normal.get(match, match)}?)" if match else ""
+    return f"unknown option {name}{hint}"
 
 
 def configure_logging() -> None:
@@ -163,13 +226,6 @@ def dead_letters_text(counts: dict) -> str:
     """``dead letters N (reason n, ...)`` from a summary's counts."""
     reasons = ", ".join(f"{reason} {count}" for reason, count in counts["dead_lettered_by_reason"].items()) or "none"
     return f"dead letters {counts['dead_lettered']} ({reasons})"
-
-
-def check_minimums(*checks: tuple[str, int, int]) -> None:
-    """A CliError for the first ``(option, value, low)`` whose value is below ``low``."""
-    for option, value, low in checks:
-        if value < low:
-            raise CliError(f"{option} must be >= {low}, got {value}")
 
 
 def input_files(patterns: Iterable[str], input_format: str | None) -> list[str]:

@@ -12,13 +12,14 @@ and ``DIR/results.json``.
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
 import sys
 
-from pipelines.common import CliError, InputError, configure_logging, fail
-from pipelines.measurement import parse_job, run
+from pipelines.common import CliParser, InputError, configure_logging, fail
+from pipelines.measurement import add_job_options, job_of, run
 from transforms.budgeting.mechanisms.policies import POLICIES
 
 COLUMNS = (
@@ -27,40 +28,36 @@ COLUMNS = (
 )
 
 
-def _split(argv: list[str]) -> tuple[list[str], str, list[str]]:
-    """(policies, output directory, the other arguments) from the command line."""
-    policies, output, rest = ",".join(POLICIES), None, []
-    arguments = iter(argv)
-    for argument in arguments:
-        name, _, value = argument.partition("=")
-        if name in ("--policies", "--output", "--policy"):
-            value = value or next(arguments, None)
-            if value is None:
-                raise CliError(f"{name} needs a value")
-            if name == "--policy":
-                raise CliError("use --policies with pipelines.compare_policies")
-            if name == "--policies":
-                policies = value
-            else:
-                output = value
-        else:
-            rest.append(argument)
-    if output is None:
-        raise CliError("--output is required")
-    chosen = [policy.strip() for policy in policies.split(",") if policy.strip()]
-    unknown = [policy for policy in chosen if policy not in POLICIES]
-    if unknown or not chosen:
-        raise CliError(f"--policies must list some of {', '.join(POLICIES)}, got {policies!r}")
-    return chosen, output, rest
+def policy_list(text: str) -> list[str]:
+    """The value of ``--policies``: some of the policies, comma-separated."""
+    chosen = [policy.strip() for policy in text.split(",") if policy.strip()]
+    if not chosen or any(policy not in POLICIES for policy in chosen):
+        raise argparse.ArgumentTypeError(f"must list some of {', '.join(POLICIES)}, got {text!r}")
+    return chosen
 
 
-def compare(argv: list[str]) -> list[dict]:
-    """One measurement run per policy; the comparison rows."""
-    policies, output, rest = _split(argv)
+def build_parser() -> CliParser:
+    parser = CliParser(
+        beam_options=True,
+        prog="python -m pipelines.compare_policies",
+        description="The measurement job once per budgeting policy on the same data, side by side (seed 003 Fig. 4). "
+        "Every option of pipelines.measurement applies, except --policy.",
+    )
+    parser.add_argument("--policies", type=policy_list, default=",".join(POLICIES),
+                        help=f"comma-separated policies to compare (default {','.join(POLICIES)})")
+    add_job_options(parser, policy=False)
+    return parser
+
+
+def compare(argv: list[str]) -> tuple[list[dict], str]:
+    """One measurement run per policy, each into OUTPUT/<policy>/ with --emit-budgets; the comparison rows and
+    the output directory."""
+    args, beam_args = build_parser().parse_known_args(argv)
     rows = []
-    for policy in policies:
-        job, beam_args = parse_job([*rest, "--policy", policy, "--output", os.path.join(output, policy), "--emit-budgets"])
-        summary = run(job, beam_args)
+    for policy in args.policies:
+        options = argparse.Namespace(**{**vars(args), "policy": policy, "emit_budgets": True,
+                                        "output": os.path.join(args.output, policy)})
+        summary = run(job_of(options), beam_args)
         counts, stats = summary["counts"], summary["SENSITIVE_budget_statistics"] or {}
         rows.append({
             "policy": policy,
@@ -73,13 +70,13 @@ def compare(argv: list[str]) -> list[dict]:
             "read": counts["read"],
             "dead_lettered": counts["dead_lettered"],
         })
-    with open(os.path.join(output, "comparison.csv"), "w", newline="", encoding="utf-8") as handle:
+    with open(os.path.join(args.output, "comparison.csv"), "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    with open(os.path.join(output, "results.json"), "w", encoding="utf-8") as handle:
+    with open(os.path.join(args.output, "results.json"), "w", encoding="utf-8") as handle:
         json.dump({"comparison": rows}, handle, indent=2)
-    return rows
+    return rows, args.output
 
 
 def table_lines(rows: list[dict]) -> list[str]:
@@ -100,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     argv = sys.argv[1:] if argv is None else argv
     try:
-        rows = compare(argv)
-        output = _split(argv)[1]
+        rows, output = compare(argv)
     except InputError as error:
         return fail(error)
     print()

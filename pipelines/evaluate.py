@@ -35,6 +35,7 @@ from evaluation.experiments import (
 from evaluation.output import merge_results
 from evaluation.report import write_report
 from pipelines.common import CliError, CliParser, InputError, configure_logging, fail
+from schemas.option_values import POSITIVE_INTEGER, SEED, Real
 
 EXPERIMENTS: dict[str, Callable[[Settings], ExperimentOutput]] = {
     "microbenchmark-knob1": lambda settings: microbenchmark(settings, "knob1"),
@@ -58,18 +59,18 @@ def build_parser() -> CliParser:
                       help="the paper's sweeps (knob values down to 0.001) at larger default scales")
     size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
                       help="the smallest sizes, seconds per experiment (tests and smoke runs)")
-    parser.add_argument("--scale", type=float,
+    parser.add_argument("--scale", type=Real(0, 1, low_open=True),
                         help="dataset scale for patcg (of 24M conversions) and criteo (of 12M impressions); "
                              "1 is the paper's size (default: 0.005 / 0.05 quick, 0.1 / 0.5 full)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the data and of the simulation (default 0)")
-    parser.add_argument("--repetitions", type=int, default=200,
+    parser.add_argument("--seed", type=SEED, default=0, help="seed of the data and of the simulation (default 0)")
+    parser.add_argument("--repetitions", type=POSITIVE_INTEGER, default=200,
                         help="noise draws per query for the empirical RMSRE and the bias bound (default 200)")
     parser.add_argument("--data-dir", help="where generated datasets are kept (default DIR/data)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     own = parser.add_argument_group("custom: your own data")
     own.add_argument("--impressions", help="file or glob of impressions")
     own.add_argument("--conversions", help="file or glob of conversions with their attribution requests")
-    own.add_argument("--batch-size", type=int, help="reports per query B")
+    own.add_argument("--batch-size", type=POSITIVE_INTEGER, help="reports per query B")
     own.add_argument("--epochs", default=",".join(str(d) for d in EPOCH_SWEEP),
                      help="epoch lengths in days to sweep (default 1,7,14,30,60)")
     return parser
@@ -87,8 +88,6 @@ def _chosen(names: list[str]) -> list[str]:
 def _custom(args: argparse.Namespace, settings: Settings) -> ExperimentOutput:
     if not (args.impressions and args.conversions and args.batch_size):
         raise CliError("custom needs --impressions, --conversions and --batch-size")
-    if args.batch_size < 1:
-        raise CliError(f"--batch-size must be >= 1, got {args.batch_size}")
     try:
         epochs = tuple(int(days) for days in args.epochs.split(","))
     except ValueError:
@@ -102,10 +101,6 @@ def _custom(args: argparse.Namespace, settings: Settings) -> ExperimentOutput:
 def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
     args = build_parser().parse_args(argv)
     names = _chosen(args.experiments)
-    if args.repetitions < 1:
-        raise CliError(f"--repetitions must be >= 1, got {args.repetitions}")
-    if args.scale is not None and not 0 < args.scale <= 1:
-        raise CliError(f"--scale must be in (0, 1], got {args.scale}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(out=out, size=args.size, seed=args.seed, repetitions=args.repetitions, quiet=args.quiet,

@@ -15,7 +15,6 @@ prints the guarantee, counts and paths.
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ import apache_beam as beam
 
 from pipelines import common
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from schemas.option_values import Real
 from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
@@ -62,14 +62,14 @@ class EventLevelJob:
 
 def build_parser() -> common.CliParser:
     parser = common.CliParser(
+        beam_options=True,
         prog="python -m pipelines.event_level",
-        description="ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 and 8), simulated per device. "
-        "Unknown options are passed to Beam.",
+        description="ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 and 8), simulated per device.",
     )
     parser.add_argument("--sources", required=True,
                         help="file or glob of event-level sources (Avro, JSON Lines, delimited protobuf)")
     parser.add_argument("--triggers", required=True, help="file or glob of event-level triggers")
-    parser.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+    parser.add_argument("--epsilon", type=Real(0, float(MAX_EPSILON)), default=DEFAULT_EPSILON,
                         help=f"randomized-response epsilon per source, in [0, {MAX_EPSILON:g}] (default {DEFAULT_EPSILON:g})")
     add_run_options(parser, seed_help="seeded randomized response for simulation and tests")
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS[::-1], default="avro",
@@ -80,8 +80,6 @@ def build_parser() -> common.CliParser:
 def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    if not (math.isfinite(args.epsilon) and 0 <= args.epsilon <= MAX_EPSILON):
-        raise common.CliError(f"--epsilon must be in [0, {MAX_EPSILON:g}], got {args.epsilon}")
     job = EventLevelJob(
         sources=args.sources,
         triggers=args.triggers,

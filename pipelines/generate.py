@@ -12,7 +12,8 @@ defines its options (``add_arguments``) and its run (``run_cli``); this entry po
 * ``event-level`` (``synthetic/event_level.py``): ARA sources and triggers for event-level reports.
 
 Every generator is deterministic (same options and seed, same bytes) and writes ``DIR/generation.json``. A bad
-option is a one-line error with status 2, an unwritable output one with status 1.
+option (a value outside its declared domain, ``schemas/option_values.py``, at parse time; or one the generator
+rejects) is a one-line error with status 2, an unwritable output one with status 1.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import functools
 import sys
 from typing import Callable, Sequence
 
+from pipelines.common import CliParser
 from synthetic import ara, criteo, event_level, kanon, microbenchmark, paa, patcg, reports
 
 DATASETS = (
@@ -58,6 +60,21 @@ def _fail(dataset: str, message: str, code: int) -> SystemExit:
     return SystemExit(code)
 
 
+class _Parser(CliParser):
+    """A parser whose errors are one line, ``generate DATASET: error: ...`` (``generate: error: ...`` before the
+    dataset is known), with status 2 (DESIGN.md, "Command-line conventions")."""
+
+    def __init__(self, *args, dataset: str | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)  # never abbreviates; an unknown option names the closest real one
+        self.dataset = dataset
+
+    def error(self, message: str):
+        if self.dataset is None:
+            print(f"generate: error: {message}", file=sys.stderr)
+            raise SystemExit(2)
+        raise _fail(self.dataset, message, 2)
+
+
 def _dataset_main(dataset: str, run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a generator: a bad option (``ValueError``) is a one-line error with status 2, an unwritable output
     (``OSError``) one with status 1."""
@@ -70,10 +87,10 @@ def _dataset_main(dataset: str, run: Callable[[argparse.Namespace], int], args: 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.generate", description="Generate synthetic input data.")
+    parser = _Parser(prog="python -m pipelines.generate", description="Generate synthetic input data.")
     sub = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
     for module, name, help_text, description in DATASETS:
-        dataset_parser = sub.add_parser(name, help=help_text, description=description)
+        dataset_parser = sub.add_parser(name, help=help_text, description=description, dataset=module.DATASET)
         module.add_arguments(dataset_parser)
         dataset_parser.set_defaults(run=functools.partial(_dataset_main, module.DATASET, module.run_cli))
     return parser

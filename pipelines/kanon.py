@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
 
 import apache_beam as beam
 
@@ -21,6 +22,7 @@ from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_a
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import JOIN_EVENT
+from schemas.option_values import POSITIVE_INTEGER
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
 from transforms.core.mechanisms.noise import make_source
@@ -32,8 +34,8 @@ from transforms.kanon.mechanisms.group_replay import EMIT_MODES, KAnonParameters
 from transforms.kanon.verdicts import METRICS_NAMESPACE as KANON_NAMESPACE
 from transforms.kanon.verdicts import KAnonymityVerdicts, VerdictsFromGroupJoins
 
-DEFAULT_EPSILON = "3"
-DEFAULT_DELTA = "1e-5"
+DEFAULT_EPSILON = Fraction(3)
+DEFAULT_DELTA = Fraction(1, 100_000)
 OUTPUT_PREFIXES = ("verdicts", "dead_letters")
 
 
@@ -57,15 +59,16 @@ class KAnonJob:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = common.CliParser(
+        beam_options=True,
         prog="python -m pipelines.kanon",
         description="Differentially private k-anonymity verdicts per interest group and hour "
-        "(AboveThresholdWithPeriodicRestart, seed 004). Unknown options are passed to Beam.",
+        "(AboveThresholdWithPeriodicRestart, seed 004). Beam's own options are passed to Beam.",
     )
     parser.add_argument(
         "--input", required=True, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)"
     )
     parser.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="verdict file format (default jsonl)")
-    parser.add_argument("--k", type=int, default=50, help="k-anonymity threshold (default 50)")
+    parser.add_argument("--k", type=POSITIVE_INTEGER, default=50, help="k-anonymity threshold (default 50)")
     add_privacy_arguments(parser)  # --epsilon/--delta (default 3 and 1e-5) or --noise-epsilon/--noise-delta; --window-hours
     parser.add_argument(
         "--emit",
@@ -84,8 +87,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     args, beam_args = parser.parse_known_args(argv)
     if all(value is None for value in (args.epsilon, args.delta, args.noise_epsilon, args.noise_delta)):
         args.epsilon, args.delta = DEFAULT_EPSILON, DEFAULT_DELTA
-    draw = draw_from_args(parser, args)
-    common.check_minimums(("--k", args.k, 1))
+    draw = draw_from_args(args)
     job = KAnonJob(
         input=args.input,
         run=run_options(args),

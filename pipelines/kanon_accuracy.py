@@ -34,7 +34,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from evaluation.output import write_csv
-from pipelines.kanon_privacy import OneLineErrorParser, add_privacy_arguments, describe, draw_from_args, report_lines
+from pipelines.common import CliError, CliParser, fail
+from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args, report_lines
+from schemas.option_values import POSITIVE_INTEGER, SEED
 from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.kanon.mechanisms.accounting import DrawParameters
 
@@ -192,23 +194,27 @@ def run(draw: DrawParameters, window_steps: int, k: int, out_dir: Path, repetiti
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineErrorParser(prog="python -m pipelines.kanon_accuracy", description=__doc__.split("\n\n")[0])
+def build_parser() -> CliParser:
+    parser = CliParser(prog="python -m pipelines.kanon_accuracy", description=__doc__.split("\n\n")[0])
     add_privacy_arguments(parser)
-    parser.add_argument("--k", type=int, default=50, help="threshold k (default 50)")
+    parser.add_argument("--k", type=POSITIVE_INTEGER, default=50, help="threshold k (default 50)")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--repetitions", type=int, default=200_000, help="simulated windows (default 200000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the simulation source (default 0)")
-    args = parser.parse_args(argv)
-    draw = draw_from_args(parser, args)
-    if args.repetitions < 1:
-        parser.error(f"--repetitions must be >= 1, got {args.repetitions}")
-    if args.seed < 0:
-        parser.error(f"--seed must be >= 0, got {args.seed}")
+    parser.add_argument("--repetitions", type=POSITIVE_INTEGER, default=200_000, help="simulated windows (default 200000)")
+    parser.add_argument("--seed", type=SEED, default=0, help="seed of the simulation source (default 0)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        draw = draw_from_args(args)
+    except CliError as error:
+        return fail(error)
     try:
         results = run(draw, args.window_hours, args.k, args.out, args.repetitions, args.seed)
     except OSError as exc:
-        parser.error(f"cannot write to {args.out}: {exc}")
+        print(f"error: cannot write to {args.out}: {exc}", file=sys.stderr)
+        return 1
 
     print("\n".join(report_lines(draw, args.window_hours, args.k)))
     print(

@@ -19,8 +19,10 @@ import argparse
 import json
 import sys
 from fractions import Fraction
-from typing import NoReturn, Sequence
+from typing import Sequence
 
+from pipelines.common import CliError, CliParser, fail
+from schemas.option_values import POSITIVE_EXACT, POSITIVE_INTEGER, Exact
 from transforms.kanon.mechanisms.accounting import (
     DrawParameters,
     instance_guarantee,
@@ -28,50 +30,42 @@ from transforms.kanon.mechanisms.accounting import (
     stream_guarantee,
 )
 
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit status 2 (DESIGN.md CLI conventions)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+OPEN_UNIT_EXACT = Exact(0, 1, low_open=True, high_open=True)  # a delta
 
 
 def add_privacy_arguments(parser: argparse.ArgumentParser) -> None:
     """The two ways to give the noise: a stream target (--epsilon/--delta) or per-draw TLap (--noise-*)."""
     target = parser.add_argument_group("target guarantee of the whole verdict stream (Cor. 3.1 applied to Cor. 4.4)")
-    target.add_argument("--epsilon", type=str, help="total epsilon of the stream, e.g. 3")
-    target.add_argument("--delta", type=str, help="total delta of the stream, e.g. 1e-5")
+    target.add_argument("--epsilon", type=POSITIVE_EXACT, help="total epsilon of the stream, > 0, e.g. 3")
+    target.add_argument("--delta", type=OPEN_UNIT_EXACT, help="total delta of the stream, in (0, 1), e.g. 1e-5")
     noise = parser.add_argument_group("per-draw noise TLap(eps, delta) of Sec. 4.1 (used for rho_1 and rho_2)")
-    noise.add_argument("--noise-epsilon", type=str, help="per-draw epsilon")
-    noise.add_argument("--noise-delta", type=str, help="per-draw delta")
-    parser.add_argument("--window-hours", type=int, default=168, help="window w in one-hour steps (default 168)")
+    noise.add_argument("--noise-epsilon", type=POSITIVE_EXACT, help="per-draw epsilon, > 0")
+    noise.add_argument("--noise-delta", type=OPEN_UNIT_EXACT, help="per-draw delta, in (0, 1)")
+    parser.add_argument("--window-hours", type=POSITIVE_INTEGER, default=168,
+                        help="window w in one-hour steps (default 168)")
 
 
-def _fraction(text: str) -> Fraction:
-    """A decimal ('1e-5', '0.75') or a ratio ('3/4') as an exact Fraction."""
-    return Fraction(text.strip())
-
-
-def draw_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> DrawParameters:
-    """The per-draw parameters from exactly one of the two pairs; a one-line parser error otherwise."""
+def draw_from_args(args: argparse.Namespace) -> DrawParameters:
+    """The per-draw parameters from exactly one of the two pairs; a CliError otherwise."""
     target_given = [v is not None for v in (args.epsilon, args.delta)]
     noise_given = [v is not None for v in (args.noise_epsilon, args.noise_delta)]
     if any(target_given) == any(noise_given):
-        parser.error(
+        raise CliError(
             "give exactly one of --epsilon/--delta (stream target) or --noise-epsilon/--noise-delta (per draw)"
         )
     if any(target_given) and not all(target_given):
-        parser.error("--epsilon and --delta go together")
+        raise CliError("--epsilon and --delta go together")
     if any(noise_given) and not all(noise_given):
-        parser.error("--noise-epsilon and --noise-delta go together")
-    if args.window_hours < 1:
-        parser.error(f"--window-hours must be >= 1, got {args.window_hours}")
-    try:
-        if any(target_given):
-            return solve_draw_parameters(_fraction(args.epsilon), _fraction(args.delta), args.window_hours)
-        return DrawParameters(_fraction(args.noise_epsilon), _fraction(args.noise_delta))
-    except (ValueError, ZeroDivisionError) as exc:
-        parser.error(str(exc))
+        raise CliError("--noise-epsilon and --noise-delta go together")
+    if any(target_given):
+        draw = solve_draw_parameters(args.epsilon, args.delta, args.window_hours)
+    else:
+        draw = DrawParameters(args.noise_epsilon, args.noise_delta)
+    try:  # the exact values are in their domains; their float view (the sampled noise) may still be out of range
+        draw.noise()
+    except (ValueError, OverflowError) as exc:
+        raise CliError(f"the per-draw noise TLap(eps, delta) cannot be sampled in floating point: {exc}")
+    return draw
 
 
 def describe(draw: DrawParameters, window_steps: int) -> dict:
@@ -112,13 +106,21 @@ def report_lines(draw: DrawParameters, window_steps: int, k: int) -> list[str]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineErrorParser(prog="python -m pipelines.kanon_privacy", description=__doc__.split("\n\n")[0])
+def build_parser() -> CliParser:
+    parser = CliParser(prog="python -m pipelines.kanon_privacy", description=__doc__.split("\n\n")[0])
     add_privacy_arguments(parser)
-    parser.add_argument("--k", type=int, default=50, help="threshold k, to state the bound 2A against it (default 50)")
+    parser.add_argument("--k", type=POSITIVE_INTEGER, default=50,
+                        help="threshold k, to state the bound 2A against it (default 50)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    args = parser.parse_args(argv)
-    draw = draw_from_args(parser, args)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        draw = draw_from_args(args)
+    except CliError as error:
+        return fail(error)
     if args.json:
         print(json.dumps({**describe(draw, args.window_hours), "window_steps": args.window_hours, "k": args.k}))
     else:

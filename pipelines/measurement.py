@@ -20,6 +20,7 @@ result the noisy count of empty epochs and a bound on its bias (Thm. 15/16).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
@@ -70,26 +71,36 @@ class MeasurementJob:
 
 def build_parser() -> common.CliParser:
     parser = common.CliParser(
+        beam_options=True,
         prog="python -m pipelines.measurement",
         description="On-device budgeting simulated at population scale (seed 003): attribution reports and "
-        "noisy summation queries under Cookie Monster, ARA-like or IPA-like budgeting. Unknown options are "
-        "passed to Beam.",
+        "noisy summation queries under Cookie Monster, ARA-like or IPA-like budgeting.",
     )
+    add_job_options(parser)
+    return parser
+
+
+def add_job_options(parser: common.CliParser, *, policy: bool = True) -> None:
+    """The job's options: data, budgeting (with or without ``--policy``), queries, bias detection, run."""
     data = parser.add_argument_group("data")
     data.add_argument("--impressions", required=True, help="file or glob of impressions (Avro, JSON Lines, delimited protobuf)")
     data.add_argument("--conversions", required=True, help="file or glob of conversions with their attribution requests")
     data.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="output file format (default jsonl)")
-    add_measurement_options(parser)
+    add_measurement_options(parser, policy=policy)
     run = parser.add_argument_group("run")
     run.add_argument("--emit-budgets", action="store_true", help="also write per device-epoch consumption (SENSITIVE)")
     add_run_options(run, seed_help="seeded randomness for simulation and tests")
-    return parser
 
 
 def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    job = MeasurementJob(
+    return job_of(args), beam_args
+
+
+def job_of(args: argparse.Namespace) -> MeasurementJob:
+    """The job that parsed options describe; CliError for inconsistent ones."""
+    return MeasurementJob(
         impressions=args.impressions,
         conversions=args.conversions,
         run=run_options(args),
@@ -98,7 +109,6 @@ def parse_job(argv: list[str] | None) -> tuple[MeasurementJob, list[str]]:
         batch_size=args.batch_size,
         emit_budgets=args.emit_budgets,
     )
-    return job, beam_args
 
 
 def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:

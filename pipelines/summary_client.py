@@ -24,6 +24,7 @@ from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.formats import load_avro_schema
+from schemas.option_values import POSITIVE_INTEGER
 from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
 from transforms.core.mechanisms.noise import make_source
 from transforms.summary_reports.clients import (
@@ -69,9 +70,9 @@ class ClientJob:
 
 def _add_common(parser: common.CliParser, unit: str) -> None:
     budget = parser.add_argument_group("budgets (Alg. 2 and 3 Params)")
-    budget.add_argument("--l0", type=int, default=DEFAULT_L0,
+    budget.add_argument("--l0", type=POSITIVE_INTEGER, default=DEFAULT_L0,
                         help=f"Lambda_0: non-zero contributions per {unit} (default {DEFAULT_L0})")
-    budget.add_argument("--l1", type=int, default=DEFAULT_L1,
+    budget.add_argument("--l1", type=POSITIVE_INTEGER, default=DEFAULT_L1,
                         help=f"Lambda_1: sum of contributed values per {unit} (default {DEFAULT_L1})")
     run = parser.add_argument_group("run")
     run.add_argument("--public-key", help="encrypt payloads (HPKE) to this key file ({\"keys\": [{\"id\", \"key\"}]})")
@@ -81,21 +82,21 @@ def _add_common(parser: common.CliParser, unit: str) -> None:
 
 def build_parser() -> common.CliParser:
     parser = common.CliParser(
+        beam_options=True,
         prog="python -m pipelines.summary_client",
-        description="The browser clients that send aggregatable reports (seed 000 Sec. 2.1), simulated per device. "
-        "Unknown options are passed to Beam.",
+        description="The browser clients that send aggregatable reports (seed 000 Sec. 2.1), simulated per device.",
     )
     sub = parser.add_subparsers(dest="client", required=True, metavar="CLIENT")
-    ara = sub.add_parser("ara", help="ARA-SR-Client (Alg. 2): sources and triggers in, one report per trigger",
+    ara = sub.add_parser("ara", beam_options=True, help="ARA-SR-Client (Alg. 2): sources and triggers in, one report per trigger",
                          description="ARA-SR-Client (seed 000 Alg. 2): sources and triggers in, one report per trigger.")
     ara.add_argument("--sources", required=True, help="file or glob of ARA sources (Avro, JSON Lines, delimited protobuf)")
     ara.add_argument("--triggers", required=True, help="file or glob of ARA triggers")
     _add_common(ara, "source")
-    paa = sub.add_parser("paa", help="PAA-SR-Client (Alg. 3): ad events in, one report per event",
+    paa = sub.add_parser("paa", beam_options=True, help="PAA-SR-Client (Alg. 3): ad events in, one report per event",
                          description="PAA-SR-Client (seed 000 Alg. 3) with the reach-counting shared-storage function: "
                          "ad events in, one report per event.")
     paa.add_argument("--events", required=True, help="file or glob of PAA ad events")
-    paa.add_argument("--reach-value", type=int, default=DEFAULT_REACH_VALUE,
+    paa.add_argument("--reach-value", type=POSITIVE_INTEGER, default=DEFAULT_REACH_VALUE,
                      help=f"value of a campaign's first sighting on a device, in [1, L1] (default {DEFAULT_REACH_VALUE})")
     _add_common(paa, "(device, reporting origin, 10-minute window)")
     return parser
@@ -122,7 +123,6 @@ def _public_key(path: str | None, key_id: str | None) -> tuple[str, bytes] | Non
 def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     """The job and the remaining (Beam) arguments; CliError for bad or inconsistent options."""
     args, beam_args = build_parser().parse_known_args(argv)
-    common.check_minimums(("--l0", args.l0, 1), ("--l1", args.l1, 1))
     if args.client == "ara":
         inputs = (ClientInput(args.sources, ARA_SOURCE, False), ClientInput(args.triggers, ARA_TRIGGER, True))
         reach_value = None

@@ -58,6 +58,7 @@ import numpy as np
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
 from schemas.limits import MAX_AGGREGATABLE_VALUE
+from schemas.option_values import Integer, Real
 from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, SECONDS_PER_DAY, iso_micros
 from synthetic import files as datafiles
@@ -315,11 +316,11 @@ def ara_model(model: _Model) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate ara``."""
     datafiles.add_common_arguments(parser, ARA_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
-    parser.add_argument("--devices", type=int, default=5_000, help="number of devices (default 5000)")
-    parser.add_argument("--days", type=int, default=30, help="number of days (default 30)")
-    parser.add_argument("--impressions-per-day", type=float, default=ARA_IMPRESSIONS_PER_DAY,
+    parser.add_argument("--devices", type=Integer(1, ARA_MAX_DEVICES), default=5_000, help="number of devices (default 5000)")
+    parser.add_argument("--days", type=datafiles.DAYS, default=30, help="number of days (default 30)")
+    parser.add_argument("--impressions-per-day", type=Real(0, 1000, low_open=True), default=ARA_IMPRESSIONS_PER_DAY,
                         help=f"sources per device and day (default {ARA_IMPRESSIONS_PER_DAY})")
-    parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
+    parser.add_argument("--shards", type=datafiles.SHARDS, default=1, help="files per kind (default 1)")
     datafiles.add_bad_fraction_argument(parser)
 
 

@@ -145,6 +145,7 @@ from typing import Iterator
 import numpy as np
 
 from schemas.formats import load_avro_schema
+from schemas.option_values import Integer, Real
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, iso_micros
 from synthetic import files as datafiles
 
@@ -635,10 +636,10 @@ def criteo_model() -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate criteo-like`` (seed 003 Sec. 8.4)."""
     datafiles.add_common_arguments(parser, CRITEO_START, f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601")
-    parser.add_argument("--scale", type=float, default=0.05,
+    parser.add_argument("--scale", type=Real(0, low_open=True), default=0.05,
                         help="fraction of the paper's size: about 12M * scale impressions, 1.3M * scale conversions "
                              "and 10M * scale users (default 0.05)")
-    parser.add_argument("--augment", type=int, default=0,
+    parser.add_argument("--augment", type=Integer(0, CRITEO_MAX_AUGMENT), default=0,
                         help=f"synthetic impressions per conversion in its {CRITEO_AUGMENT_WINDOW_DAYS}-day window "
                              f"(Criteo++; the paper uses 0, 3, 6, 9), 0 to {CRITEO_MAX_AUGMENT} (default 0)")
 

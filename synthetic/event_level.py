@@ -87,6 +87,7 @@ import numpy as np
 
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.option_values import PROBABILITY, SEED, Integer
 from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND, SECONDS_PER_DAY, iso_micros
 from synthetic import files as datafiles
@@ -456,15 +457,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate event-level``."""
     parser.add_argument("--out", required=True, help="output directory")
     scale = parser.add_mutually_exclusive_group()
-    scale.add_argument("--sources", type=int, help=f"exactly this many sources, over ceil(N / ({EL_SOURCES_PER_DAY:g} * "
-                                                   "days)) devices")
-    scale.add_argument("--devices", type=int, help="number of devices, Poisson sources each (default 5000)")
-    parser.add_argument("--days", type=int, default=30, help="number of days (default 30)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    scale.add_argument("--sources", type=Integer(1, EL_MAX_SOURCES),
+                       help=f"exactly this many sources, over ceil(N / ({EL_SOURCES_PER_DAY:g} * days)) devices")
+    scale.add_argument("--devices", type=Integer(1, EL_MAX_DEVICES),
+                       help="number of devices, Poisson sources each (default 5000)")
+    parser.add_argument("--days", type=datafiles.DAYS, default=30, help="number of days (default 30)")
+    parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
-    parser.add_argument("--shards", type=int, default=1, help="files per kind (default 1)")
+    parser.add_argument("--shards", type=datafiles.SHARDS, default=1, help="files per kind (default 1)")
     datafiles.add_bad_fraction_argument(parser)
-    parser.add_argument("--navigation-share", type=float, default=EL_CLICK_SHARE, metavar="F",
+    parser.add_argument("--navigation-share", type=PROBABILITY, default=EL_CLICK_SHARE, metavar="F",
                         help=f"fraction of sources that are clicks (navigation sources), in [0, 1] "
                              f"(default {EL_CLICK_SHARE:g})")
     parser.add_argument("--default-configs", action="store_true",

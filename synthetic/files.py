@@ -32,11 +32,16 @@ from google.protobuf.internal.encoder import _VarintBytes
 
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.option_values import SEED, Integer, Real
 from schemas.proto import events_pb2
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, MICROS_PER_SECOND, parse_start
 
 PROGRESS_SECONDS = 3.0  # at most one progress line on stderr this often
 EXTENSIONS = {fmt: fmt for fmt in FORMATS}  # file extension of each format
+# The domains of the options most generators share (the ranges their generate_* functions check).
+DAYS = Integer(1, 3650)
+SHARDS = Integer(1, 10_000)
+BAD_FRACTION = Real(0, 1, high_open=True)
 
 
 def stream(seq: np.random.SeedSequence, *key: int) -> np.random.Generator:
@@ -232,7 +237,7 @@ class Progress:
 def add_common_arguments(parser: argparse.ArgumentParser, start_default: str, start_help: str) -> None:
     """The options every evaluation dataset has: ``--out``, ``--seed``, ``--format``, ``--start-date``, ``--quiet``."""
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
     parser.add_argument("--start-date", default=start_default, help=f"{start_help} (default {start_default})")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -240,7 +245,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, start_default: str, st
 
 def add_bad_fraction_argument(parser: argparse.ArgumentParser) -> None:
     """``--bad-fraction``: the share of written records that are malformed copies of valid ones."""
-    parser.add_argument("--bad-fraction", type=float, default=0.0,
+    parser.add_argument("--bad-fraction", type=BAD_FRACTION, default=0.0,
                         help="fraction of written records that are malformed, in [0, 1) (default 0)")
 
 

@@ -82,6 +82,7 @@ import numpy as np
 
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, SEED
 from schemas.proto import events_pb2
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND
 from synthetic.files import (
@@ -509,17 +510,18 @@ def generate_kanon(out_dir: str | os.PathLike, *, groups: int = 2000, users: int
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate kanon``."""
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--groups", type=int, default=2000, help="number of interest groups (default 2000)")
-    parser.add_argument("--users", type=int, default=50_000, help="size of the user population (default 50000)")
-    parser.add_argument("--joins", type=int, default=200_000, help="target number of valid joins (default 200000)")
-    parser.add_argument("--days", type=int, default=30, help="number of days (default 30)")
+    parser.add_argument("--groups", type=POSITIVE_INTEGER, default=2000, help="number of interest groups (default 2000)")
+    parser.add_argument("--users", type=POSITIVE_INTEGER, default=50_000, help="size of the user population (default 50000)")
+    parser.add_argument("--joins", type=NONNEGATIVE_INTEGER, default=200_000,
+                        help="target number of valid joins (default 200000)")
+    parser.add_argument("--days", type=POSITIVE_INTEGER, default=30, help="number of days (default 30)")
     parser.add_argument("--start", default="2026-01-05",
                         help="first day, YYYY-MM-DD, from 00:00 UTC (default 2026-01-05)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     add_bad_fraction_argument(parser)
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
-    parser.add_argument("--shards", type=int, default=1, help="number of output files (default 1)")
-    parser.add_argument("--k", type=int, default=50,
+    parser.add_argument("--shards", type=POSITIVE_INTEGER, default=1, help="number of output files (default 1)")
+    parser.add_argument("--k", type=POSITIVE_INTEGER, default=50,
                         help="k-anonymity threshold the group sizes are shaped around (default 50)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 

@@ -59,6 +59,7 @@ import numpy as np
 
 from schemas.codecs import FORMATS, encode_delimited
 from schemas.formats import load_avro_schema
+from schemas.option_values import POSITIVE_INTEGER, Integer, Real
 from schemas.proto import events_pb2
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, parse_start
 from schemas.time_units import iso_micros as _iso_micros
@@ -379,19 +380,19 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate microbenchmark``."""
-    parser.add_argument("--knob1", type=float, required=True,
+    parser.add_argument("--knob1", type=Real(0, 1, low_open=True), required=True,
                         help="fraction of the users taking part in each query, in (0, 1]: users = ceil(B / knob1)")
-    parser.add_argument("--knob2", type=float, required=True,
+    parser.add_argument("--knob2", type=Real(0, low_open=True), required=True,
                         help="impressions per user per day, > 0: each user has ceil(knob2 * days) impressions")
     add_common_arguments(parser, MICRO_START, "start of the first day, YYYY-MM-DD (00:00 UTC) or ISO 8601")
-    parser.add_argument("--shards", type=int, default=None,
+    parser.add_argument("--shards", type=POSITIVE_INTEGER, default=None,
                         help="number of impression files (default: about a million impressions each); "
                              "conversions go to one file")
-    parser.add_argument("--batch-size", type=int, default=MICRO_BATCH_SIZE,
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER, default=MICRO_BATCH_SIZE,
                         help=f"reports per query batch B (default {MICRO_BATCH_SIZE})")
-    parser.add_argument("--products", type=int, default=MICRO_PRODUCTS,
+    parser.add_argument("--products", type=POSITIVE_INTEGER, default=MICRO_PRODUCTS,
                         help=f"number of products, each queried twice (default {MICRO_PRODUCTS})")
-    parser.add_argument("--days", type=int, default=MICRO_DAYS,
+    parser.add_argument("--days", type=Integer(MICRO_CONVERSION_FIRST_DAY + 1), default=MICRO_DAYS,
                         help=f"number of days, more than {MICRO_CONVERSION_FIRST_DAY} (default {MICRO_DAYS})")
     add_bad_fraction_argument(parser)
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
+from schemas.option_values import Integer
 from schemas.proto import events_pb2
 from schemas.rows import API_PROTECTED_AUDIENCE, API_SHARED_STORAGE
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_MINUTE, iso_micros
@@ -173,9 +174,9 @@ def paa_model() -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate paa``."""
     datafiles.add_common_arguments(parser, PAA_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
-    parser.add_argument("--devices", type=int, default=5_000, help="number of devices (default 5000)")
-    parser.add_argument("--days", type=int, default=7, help="number of days (default 7)")
-    parser.add_argument("--shards", type=int, default=1, help="number of files (default 1)")
+    parser.add_argument("--devices", type=Integer(1, PAA_MAX_DEVICES), default=5_000, help="number of devices (default 5000)")
+    parser.add_argument("--days", type=datafiles.DAYS, default=7, help="number of days (default 7)")
+    parser.add_argument("--shards", type=datafiles.SHARDS, default=1, help="number of files (default 1)")
     datafiles.add_bad_fraction_argument(parser)
 
 

@@ -95,6 +95,7 @@ from typing import Iterator
 import numpy as np
 
 from schemas.formats import load_avro_schema
+from schemas.option_values import Integer, Real
 from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_DAY, iso_micros
 from synthetic import files as datafiles
 
@@ -408,10 +409,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate patcg-like`` (seed 003 Sec. 8.3)."""
     datafiles.add_common_arguments(parser, PATCG_START, f"start of the impressions, YYYY-MM-DD (00:00 UTC) or ISO 8601; "
                                               f"conversions begin {PATCG_LEAD_DAYS} days later")
-    parser.add_argument("--scale", type=float, default=0.01,
+    parser.add_argument("--scale", type=Real(0, low_open=True), default=0.01,
                         help="fraction of the paper's size: round(16M * scale) users, about 24M * scale conversions "
                              "(default 0.01)")
-    parser.add_argument("--window-days", type=int, default=PATCG_WINDOW_DAYS,
+    parser.add_argument("--window-days", type=Integer(1, PATCG_IMPRESSION_DAYS), default=PATCG_WINDOW_DAYS,
                         help=f"attribution window of the requests, in days, 1 to {PATCG_IMPRESSION_DAYS}; the share "
                              f"of users shown ads is set so that 1 %% of the conversions are attributable in it "
                              f"(default {PATCG_WINDOW_DAYS})")

@@ -31,8 +31,9 @@ import numpy as np
 
 from schemas.aggregatable import encode_payload, encrypt_payload, read_key_file, report_record, shared_info_json
 from schemas.formats import load_avro_schema
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, PROBABILITY, SEED, Integer
 from schemas.rows import API_ATTRIBUTION_REPORTING
-from schemas.time_units import SECONDS_PER_HOUR
+from schemas.time_units import MAX_EVENT_TIME_MICROS, MICROS_PER_SECOND, SECONDS_PER_HOUR
 from synthetic import files as datafiles
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
 
@@ -41,6 +42,8 @@ ORIGINS = 1
 DESTINATIONS = 100
 HOURS = 24
 DEFAULT_NOW = 1_767_225_600  # 2026-01-01T00:00:00Z
+# --now: every report is scheduled in the 24 hours before it, at or after 1970 and before 2100 (schemas.time_units)
+NOW = Integer(HOURS * SECONDS_PER_HOUR, MAX_EVENT_TIME_MICROS // MICROS_PER_SECOND)
 CHUNK = 20_000
 
 
@@ -145,18 +148,22 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--reports", type=int, default=200_000,
+    parser.add_argument("--reports", type=POSITIVE_INTEGER, default=200_000,
                         help="reports written, --bad-fraction of them broken (default 200000)")
-    parser.add_argument("--contributions", type=int, default=5, help="contributions per report (default 5)")
-    parser.add_argument("--buckets", type=int, default=100_000, help="distinct report buckets (default 100000)")
-    parser.add_argument("--domain-buckets", type=int, default=100_000, help="buckets in the domain (default 100000)")
-    parser.add_argument("--domain-overlap", type=float, default=0.9, help="share of the domain that reports hold (default 0.9)")
-    parser.add_argument("--pad-to", type=int, default=20, help="contributions per payload after padding (default 20)")
+    parser.add_argument("--contributions", type=POSITIVE_INTEGER, default=5, help="contributions per report (default 5)")
+    parser.add_argument("--buckets", type=POSITIVE_INTEGER, default=100_000, help="distinct report buckets (default 100000)")
+    parser.add_argument("--domain-buckets", type=NONNEGATIVE_INTEGER, default=100_000,
+                        help="buckets in the domain (default 100000)")
+    parser.add_argument("--domain-overlap", type=PROBABILITY, default=0.9,
+                        help="share of the domain that reports hold (default 0.9)")
+    parser.add_argument("--pad-to", type=POSITIVE_INTEGER, default=20,
+                        help="contributions per payload after padding (default 20)")
     parser.add_argument("--public-key", help="key file {\"keys\": [{\"id\", \"key\"}]}: encrypt payloads to its first key")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--shards", type=int, default=4, help="report files (default 4)")
-    parser.add_argument("--bad-fraction", type=float, default=0.0, help="fraction of broken records, in [0, 1) (default 0)")
-    parser.add_argument("--now", type=int, default=DEFAULT_NOW,
+    parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    parser.add_argument("--shards", type=POSITIVE_INTEGER, default=4, help="report files (default 4)")
+    parser.add_argument("--bad-fraction", type=datafiles.BAD_FRACTION, default=0.0,
+                        help="fraction of broken records, in [0, 1) (default 0)")
+    parser.add_argument("--now", type=NOW, default=DEFAULT_NOW,
                         help=f"reports are scheduled in the 24 hours before, in seconds (default {DEFAULT_NOW})")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 

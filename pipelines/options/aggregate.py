@@ -10,14 +10,15 @@ import argparse
 import os
 import time
 import uuid
+from fractions import Fraction
 
 from pipelines.common import CliError, CliParser
-from pipelines.options.run import fraction_option
 from schemas.aggregatable import read_key_file
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.summary_reports.aggregation import AggregationJob
 from transforms.summary_reports.ledger import LedgerLimits
-from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MODES, AggregationParams
+from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MAX_EPSILON, MODES, AggregationParams
 
 DEFAULT_LEDGER = "sqlite:///.pm-beam/ledger.db"
 
@@ -28,14 +29,19 @@ def add_aggregation_options(parser: CliParser) -> None:
     release.add_argument("--mode", choices=MODES, default="domain",
                          help="domain: the domain's buckets only (default); key-discovery: Alg. 1's tau threshold, no "
                          "domain; threshold: the shipped service's rule (domain always, other buckets above a threshold)")
-    release.add_argument("--epsilon", default="10", help="epsilon of this job, in (0, 64] (default 10)")
-    release.add_argument("--delta", default="1e-5", help="delta of key discovery and thresholding (default 1e-5)")
-    release.add_argument("--l1", type=int, default=DEFAULT_L1, help=f"contribution budget L1 (default {DEFAULT_L1})")
-    release.add_argument("--l0", type=int, default=DEFAULT_L0, help=f"contributions per report L0 (default {DEFAULT_L0})")
-    release.add_argument("--filtering-ids", default="0", help="comma-separated filtering ids to aggregate (default 0)")
-    release.add_argument("--error-threshold", type=float, default=0.10,
+    release.add_argument("--epsilon", type=Exact(0, MAX_EPSILON, low_open=True), default=Fraction(10),
+                         help="epsilon of this job, in (0, 64] (default 10)")
+    release.add_argument("--delta", type=Exact(0, 1, low_open=True, high_open=True), default=Fraction(1, 100_000),
+                         help="delta of key discovery and thresholding (default 1e-5)")
+    release.add_argument("--l1", type=POSITIVE_INTEGER, default=DEFAULT_L1, help=f"contribution budget L1 (default {DEFAULT_L1})")
+    release.add_argument("--l0", type=POSITIVE_INTEGER, default=DEFAULT_L0,
+                         help=f"contributions per report L0 (default {DEFAULT_L0})")
+    release.add_argument("--filtering-ids", type=filtering_ids, default="0",
+                         help="comma-separated filtering ids to aggregate (default 0)")
+    release.add_argument("--error-threshold", type=PROBABILITY, default=0.10,
                          help="fail when more than this share of the reports has errors (default 0.10)")
-    release.add_argument("--now", type=int, help="job time in seconds since the epoch (default: the clock); reports "
+    release.add_argument("--now", type=NONNEGATIVE_INTEGER,
+                         help="job time in seconds since the epoch (default: the clock); reports "
                          "scheduled more than 90 days earlier are dead letters")
     release.add_argument("--debug", action="store_true", help="debug run: debug-mode reports only, a debug output "
                          "with unnoised sums (SENSITIVE), no budget charged")
@@ -45,36 +51,29 @@ def add_aggregation_options(parser: CliParser) -> None:
     ledger.add_argument("--ledger", default=os.environ.get("PM_BEAM_LEDGER", DEFAULT_LEDGER),
                         help="privacy-budget ledger: sqlite:///PATH or postgresql://... "
                         f"(default $PM_BEAM_LEDGER or {DEFAULT_LEDGER})")
-    ledger.add_argument("--epsilon-star", default="64", help="per-unit capacity eps_* of the ledger (default 64)")
-    ledger.add_argument("--max-uses", type=int, default=1, help="per-unit number of uses l_* (default 1: no requerying)")
+    ledger.add_argument("--epsilon-star", type=POSITIVE_EXACT, default=Fraction(64),
+                        help="per-unit capacity eps_* of the ledger (default 64)")
+    ledger.add_argument("--max-uses", type=POSITIVE_INTEGER, default=1,
+                        help="per-unit number of uses l_* (default 1: no requerying)")
     ledger.add_argument("--private-key", help='key file {"keys": [{"id", "key"}]} of raw X25519 private keys (HPKE payloads)')
 
 
-def _filtering_ids(text: str) -> tuple[int, ...]:
+def filtering_ids(text: str) -> tuple[int, ...]:
+    """The value of ``--filtering-ids``: distinct integers in [0, 2^64), comma-separated, sorted."""
     try:
         ids = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
-        raise CliError(f"--filtering-ids must be comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}") from None
     if not ids or any(not 0 <= fid < 2**64 for fid in ids):
-        raise CliError(f"--filtering-ids must name integers in [0, 2^64), got {text!r}")
+        raise argparse.ArgumentTypeError(f"must name integers in [0, 2^64), got {text!r}")
     return ids
 
 
 def _params(args: argparse.Namespace) -> AggregationParams:
     try:
-        epsilon, delta = fraction_option("--epsilon", args.epsilon), fraction_option("--delta", args.delta)
-        return AggregationParams(args.mode, epsilon, delta, args.l1, args.l0)
+        return AggregationParams(args.mode, args.epsilon, args.delta, args.l1, args.l0)
     except ValueError as error:
         raise CliError(str(error)) from None
-
-
-def _limits(args: argparse.Namespace) -> LedgerLimits:
-    if args.max_uses < 1:
-        raise CliError(f"--max-uses must be >= 1, got {args.max_uses}")
-    epsilon_star = fraction_option("--epsilon-star", args.epsilon_star)
-    if epsilon_star <= 0:
-        raise CliError(f"--epsilon-star must be > 0, got {args.epsilon_star}")
-    return LedgerLimits(epsilon_units(epsilon_star, "down"), args.max_uses)
 
 
 def _private_keys(path: str | None) -> dict:
@@ -93,14 +92,12 @@ def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJo
         raise CliError("--mode key-discovery discovers its keys from the reports: drop --domain or choose another mode")
     if args.no_noise and not args.debug:
         raise CliError("--no-noise is for debug runs only: add --debug")
-    if not 0 <= args.error_threshold <= 1:
-        raise CliError(f"--error-threshold must be in [0, 1], got {args.error_threshold}")
     return AggregationJob(
         params=params,
         job_id=args.job_id or str(uuid.uuid4()),
-        filtering_ids=_filtering_ids(args.filtering_ids),
+        filtering_ids=args.filtering_ids,
         ledger_url=None if args.debug else args.ledger,
-        limits=_limits(args),
+        limits=LedgerLimits(epsilon_units(args.epsilon_star, "down"), args.max_uses),
         private_keys=_private_keys(args.private_key),
         now_seconds=int(time.time()) if args.now is None else args.now,
         error_threshold=args.error_threshold,

@@ -7,9 +7,10 @@ sets every epsilon, Sec. 4.2) and bias detection (Appendix D).
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 
-from pipelines.common import CliError, CliParser, check_minimums
-from pipelines.options.run import fraction_option
+from pipelines.common import CliError, CliParser
+from schemas.option_values import OPEN_PROBABILITY, POSITIVE_EXACT, POSITIVE_INTEGER, Real
 from schemas.time_units import MICROS_PER_DAY, parse_start
 from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
@@ -19,32 +20,37 @@ from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE
 from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
 
 
-def add_measurement_options(parser: CliParser) -> None:
-    """Declares the budgeting, query and bias-detection groups."""
+def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
+    """Declares the budgeting (with ``policy``, the ``--policy`` option too), query and bias-detection groups."""
     budget = parser.add_argument_group("budgeting (defaults: seed 003 Sec. 8.1)")
-    budget.add_argument("--policy", choices=tuple(POLICIES), default="cookie_monster", help="default cookie_monster")
-    budget.add_argument("--epoch-days", type=int, default=DEFAULT_EPOCH_DAYS, help="epoch length in days (default 7)")
+    if policy:
+        budget.add_argument("--policy", choices=tuple(POLICIES), default="cookie_monster", help="default cookie_monster")
+    budget.add_argument("--epoch-days", type=POSITIVE_INTEGER, default=DEFAULT_EPOCH_DAYS,
+                        help="epoch length in days (default 7)")
     budget.add_argument("--epoch-origin", default="1970-01-01", help="UTC start of epoch 0 (default 1970-01-01)")
     budget.add_argument(
-        "--attribution-window-days", type=int, default=DEFAULT_WINDOW_DAYS,
+        "--attribution-window-days", type=POSITIVE_INTEGER, default=DEFAULT_WINDOW_DAYS,
         help="window of requests that name none (default 30)",
     )
     budget.add_argument(
-        "--max-attribution-window-days", type=int, default=DEFAULT_MAX_WINDOW_DAYS,
+        "--max-attribution-window-days", type=POSITIVE_INTEGER, default=DEFAULT_MAX_WINDOW_DAYS,
         help="longest window a request may ask for; longer requests are dead letters (default 90)",
     )
-    budget.add_argument("--epsilon-g", default="1", help="capacity eps_G of each (querier, device, epoch) filter (default 1)")
+    budget.add_argument("--epsilon-g", type=POSITIVE_EXACT, default=Fraction(1),
+                        help="capacity eps_G of each (querier, device, epoch) filter (default 1)")
     query = parser.add_argument_group("queries")
-    query.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="reports per query, B (default 2000)")
-    query.add_argument("--alpha", type=float, help="accuracy target: relative error alpha (with --beta) sets every epsilon")
-    query.add_argument("--beta", type=float, help="accuracy target: failure probability beta (with --alpha)")
+    query.add_argument("--batch-size", type=POSITIVE_INTEGER, default=DEFAULT_BATCH_SIZE,
+                       help="reports per query, B (default 2000)")
+    query.add_argument("--alpha", type=Real(0, low_open=True),
+                       help="accuracy target: relative error alpha (with --beta) sets every epsilon")
+    query.add_argument("--beta", type=OPEN_PROBABILITY, help="accuracy target: failure probability beta (with --alpha)")
     query.add_argument(
-        "--expected-value", type=float,
+        "--expected-value", type=Real(0, low_open=True),
         help="c~, the querier's guess of the average conversion value (default: the query global sensitivity)",
     )
     bias = parser.add_argument_group("bias detection (seed 003 Appendix D; on-device policies)")
     bias.add_argument(
-        "--bias-kappa",
+        "--bias-kappa", type=POSITIVE_EXACT,
         help="turn bias detection on: each report gets a coordinate kappa x its empty-epoch count, every requested "
         "device-epoch holding data pays epsilon kappa / Delta more (Thm. 17), results carry a bias bound",
     )
@@ -52,7 +58,8 @@ def add_measurement_options(parser: CliParser) -> None:
         "--bias-count", choices=BIAS_COUNTS,
         help="count empty epochs (Thm. 15) or reports with one (Thm. 16) (default epochs)",
     )
-    bias.add_argument("--bias-beta", type=float, help=f"failure probability of the bias bound (default {DEFAULT_BIAS_BETA})")
+    bias.add_argument("--bias-beta", type=OPEN_PROBABILITY,
+                      help=f"failure probability of the bias bound (default {DEFAULT_BIAS_BETA})")
     bias.add_argument(
         "--heartbeats", action="store_true",
         help="a heartbeat event in every device-epoch: the count is then exactly the out-of-budget epochs",
@@ -73,22 +80,20 @@ def measurement_config(args: argparse.Namespace) -> MeasurementConfig:
         raise CliError("--alpha and --beta go together")
     if args.expected_value is not None and args.alpha is None:
         raise CliError("--expected-value needs --alpha and --beta")
-    check_minimums(("--epoch-days", args.epoch_days, 1), ("--batch-size", args.batch_size, 1))
     if args.bias_kappa is None and (args.heartbeats or args.bias_count or args.bias_beta is not None):
         raise CliError("--bias-count, --bias-beta and --heartbeats need --bias-kappa")
     try:
         bias = None
         if args.bias_kappa is not None:
-            kappa = fraction_option("--bias-kappa", args.bias_kappa, positive=True)
             beta = DEFAULT_BIAS_BETA if args.bias_beta is None else args.bias_beta
-            bias = BiasDetection(kappa, args.bias_count or "epochs", beta, args.heartbeats)
+            bias = BiasDetection(args.bias_kappa, args.bias_count or "epochs", beta, args.heartbeats)
         accuracy = None
         if args.alpha is not None:
             accuracy = AccuracyTarget(args.alpha, args.beta, args.batch_size, args.expected_value)
         return MeasurementConfig(
             policy=args.policy,
             clock=EpochClock(args.epoch_days * MICROS_PER_DAY, _origin_micros(args.epoch_origin)),
-            capacity_epsilon=fraction_option("--epsilon-g", args.epsilon_g, positive=True),
+            capacity_epsilon=args.epsilon_g,
             default_window_days=args.attribution_window_days,
             max_window_days=args.max_attribution_window_days,
             accuracy=accuracy,

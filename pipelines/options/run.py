@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from fractions import Fraction
 
-from pipelines.common import CliError, check_minimums
 from schemas.codecs import FORMATS
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, SEED
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.device_state import DEFAULT_SHARDS
-from transforms.core.mechanisms.budget_units import as_fraction
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
 
@@ -69,30 +67,16 @@ def add_run_options(
     ``shards``) ``--shards``."""
     parser.add_argument("--output", required=True, help=OUTPUT_HELP)
     parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
-    parser.add_argument("--seed", type=int, help=f"{seed_help} (default: secure OS randomness)")
+    parser.add_argument("--seed", type=SEED, help=f"{seed_help} (default: secure OS randomness)")
     parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
-    parser.add_argument("--allowed-lateness-seconds", type=int, default=lateness_default,
+    parser.add_argument("--allowed-lateness-seconds", type=NONNEGATIVE_INTEGER, default=lateness_default,
                         help=f"{lateness_help} (default {lateness_default})")
     if shards:
-        parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS,
+        parser.add_argument("--shards", type=POSITIVE_INTEGER, default=DEFAULT_SHARDS,
                             help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
-    """The ``RunOptions`` of parsed arguments; a CliError for a value out of range."""
+    """The ``RunOptions`` of parsed arguments (each value was checked against its domain when parsed)."""
     shards = getattr(args, "shards", DEFAULT_SHARDS)
-    check_minimums(("--allowed-lateness-seconds", args.allowed_lateness_seconds, 0), ("--shards", shards, 1),
-                   ("--seed", 0 if args.seed is None else args.seed, 0))
     return RunOptions(args.output, args.input_format, args.seed, args.streaming, args.allowed_lateness_seconds, shards)
-
-
-def fraction_option(option: str, text: str, *, positive: bool = False) -> Fraction:
-    """An option's value as an exact Fraction (``1e-5`` is exactly 1/100000); a CliError when it is not a number,
-    or (with ``positive``) not above 0."""
-    try:
-        value = as_fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise CliError(f"{option} must be a number, got {text!r}") from None
-    if positive and value <= 0:
-        raise CliError(f"{option} must be > 0, got {text}")
-    return value

@@ -109,8 +109,8 @@ def test_custom_data(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["nope", "--out", "x"], "unknown experiment 'nope'"),
     (["custom", "--out", "x"], "custom needs --impressions"),
-    (["patcg", "--out", "x", "--scale", "2"], "--scale must be in (0, 1]"),
-    (["patcg", "--out", "x", "--repetitions", "0"], "--repetitions must be >= 1"),
+    (["patcg", "--out", "x", "--scale", "2"], "error: argument --scale: must be a number in (0, 1], got 2"),
+    (["patcg", "--out", "x", "--repetitions", "0"], "error: argument --repetitions: must be an integer >= 1, got 0"),
 ])
 def test_bad_options(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -105,11 +105,11 @@ def test_secure_noise_by_default(inputs, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--epsilon", "15"], "--epsilon must be in [0, 14]"),
-    (["--epsilon", "nan"], "--epsilon must be in [0, 14]"),
-    (["--shards", "0"], "--shards must be >= 1"),
-    (["--seed", "-1"], "--seed must be >= 0"),
-    (["--allowed-lateness-seconds", "-1"], "--allowed-lateness-seconds must be >= 0"),
+    (["--epsilon", "15"], "argument --epsilon: must be a number in [0, 14], got 15"),
+    (["--epsilon", "nan"], "argument --epsilon: must be a number in [0, 14], got nan"),
+    (["--shards", "0"], "argument --shards: must be an integer >= 1, got 0"),
+    (["--seed", "-1"], "argument --seed: must be an integer in [0, 2^64 - 1], got -1"),
+    (["--allowed-lateness-seconds", "-1"], "argument --allowed-lateness-seconds: must be an integer >= 0, got -1"),
     (["--output-format", "csv"], "invalid choice"),
 ])
 def test_bad_options_are_one_line_errors(inputs, tmp_path, capsys, extra, message):

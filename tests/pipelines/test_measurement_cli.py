@@ -91,14 +91,14 @@ def test_bias_detection_adds_the_count_and_the_bound(nike, tmp_path, capsys):
         (("--bias-count", "reports"), "need --bias-kappa"),
         (("--bias-count", "epochs"), "need --bias-kappa"),
         (("--bias-beta", "0.01"), "need --bias-kappa"),
-        (("--bias-kappa", "0"), "--bias-kappa must be > 0"),
+        (("--bias-kappa", "0"), "argument --bias-kappa: must be a number > 0"),
         (("--bias-kappa", "1", "--policy", "ipa_like"), "needs an on-device policy"),
         (("--alpha", "0.05"), "--alpha and --beta go together"),
         (("--expected-value", "3"), "--expected-value needs --alpha and --beta"),
-        (("--epoch-days", "0"), "--epoch-days must be >= 1"),
-        (("--batch-size", "0"), "--batch-size must be >= 1"),
-        (("--epsilon-g", "0"), "--epsilon-g must be > 0"),
-        (("--epsilon-g", "x"), "--epsilon-g must be a number"),
+        (("--epoch-days", "0"), "argument --epoch-days: must be an integer >= 1, got 0"),
+        (("--batch-size", "0"), "argument --batch-size: must be an integer >= 1, got 0"),
+        (("--epsilon-g", "0"), "argument --epsilon-g: must be a number > 0, got 0"),
+        (("--epsilon-g", "x"), "argument --epsilon-g: must be a number > 0"),
         (("--epoch-origin", "yesterday"), "--epoch-origin must be an ISO date"),
         (("--policy", "bogus"), "invalid choice"),
         (("--attribution-window-days", "100"), "between 1 day and the longest allowed window"),
@@ -132,4 +132,4 @@ def test_compare_policies_prints_and_writes_the_table(nike, tmp_path, capsys):
 def test_compare_policies_rejects_an_unknown_policy(nike, tmp_path, capsys):
     argv = ["--impressions", nike[0], "--conversions", nike[1], "--output", str(tmp_path), "--policies", "cm"]
     assert compare_policies.main(argv) == 2
-    assert "--policies must list some of" in capsys.readouterr().err
+    assert "argument --policies: must list some of" in capsys.readouterr().err

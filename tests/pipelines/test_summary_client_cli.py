@@ -106,11 +106,11 @@ def test_paa_with_a_public_key_encrypts_every_payload(paa_data, tmp_path, capsys
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--l0", "0"], "--l0 must be >= 1"),
+        (["--l0", "0"], "argument --l0: must be an integer >= 1, got 0"),
         (["--l1", "100", "--reach-value", "101"], "--reach-value must be in [1, --l1 = 100]"),
         (["--key-id", "x"], "--key-id needs --public-key"),
         (["--public-key", "/nonexistent/keys.json"], "cannot read key file"),
-        (["--allowed-lateness-seconds", "-1"], "--allowed-lateness-seconds must be >= 0"),
+        (["--allowed-lateness-seconds", "-1"], "argument --allowed-lateness-seconds: must be an integer >= 0, got -1"),
     ],
 )
 def test_bad_options_are_one_line_errors(paa_data, tmp_path, capsys, extra, message):

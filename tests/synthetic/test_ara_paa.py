@@ -131,8 +131,8 @@ def test_cli_writes_and_reports(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["ara", "--devices", "0"], "--devices must be an integer"),
-    (["ara", "--bad-fraction", "1"], "--bad-fraction must be in [0, 1)"),
+    (["ara", "--devices", "0"], "error: argument --devices: must be an integer in [1, 100000000], got 0"),
+    (["ara", "--bad-fraction", "1"], "error: argument --bad-fraction: must be a number in [0, 1), got 1"),
     (["paa", "--start-date", "yesterday"], "--start-date must be a date"),
 ])
 def test_cli_rejects_bad_options_with_one_line(tmp_path, capsys, argv, message):

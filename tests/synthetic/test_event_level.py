@@ -273,11 +273,11 @@ def test_navigation_share_zero_gives_views_only(tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--devices", "0"], "--devices must be an integer"),
-    (["--sources", "0"], "--sources must be an integer"),
-    (["--bad-fraction", "1"], "--bad-fraction must be in [0, 1)"),
-    (["--navigation-share", "1.01"], "--navigation-share must be a number in [0, 1], got 1.01"),
-    (["--navigation-share", "-0.5"], "--navigation-share must be a number in [0, 1], got -0.5"),
+    (["--devices", "0"], "error: argument --devices: must be an integer in [1, 100000000], got 0"),
+    (["--sources", "0"], "error: argument --sources: must be an integer in [1, 2000000000], got 0"),
+    (["--bad-fraction", "1"], "error: argument --bad-fraction: must be a number in [0, 1), got 1"),
+    (["--navigation-share", "1.01"], "error: argument --navigation-share: must be a number in [0, 1], got 1.01"),
+    (["--navigation-share", "-0.5"], "error: argument --navigation-share: must be a number in [0, 1], got -0.5"),
     (["--start-date", "yesterday"], "--start-date must be a date"),
 ])
 def test_cli_rejects_bad_options_with_one_line(tmp_path, capsys, argv, message):
