@@ -21,12 +21,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports  # the import contracts of .importlinter
 
 demo: $(STAMP)
-	$(BIN)/python -m pipelines.generate kanon --out $(DEMO_DIR)/joins --groups 2000 --joins 200000 --days 30 --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.generate kanon --output $(DEMO_DIR)/joins --groups 2000 --joins 200000 --days 30 --seed 7 --bad-fraction 0.001
 	$(BIN)/python -m pipelines.kanon --input '$(DEMO_DIR)/joins/joins-*' --output $(DEMO_DIR)/kanon --runner=FnApiRunner
-	$(BIN)/python -m pipelines.generate microbenchmark --knob1 0.1 --knob2 0.1 --batch-size 200 --out $(DEMO_DIR)/microbenchmark --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.generate microbenchmark --knob1 0.1 --knob2 0.1 --batch-size 200 --output $(DEMO_DIR)/microbenchmark --seed 7 --bad-fraction 0.001
 	$(BIN)/python -m pipelines.compare_policies --impressions '$(DEMO_DIR)/microbenchmark/impressions-*' \
 		--conversions '$(DEMO_DIR)/microbenchmark/conversions-*' --batch-size 200 --output $(DEMO_DIR)/measurement --runner=FnApiRunner
-	$(BIN)/python -m pipelines.generate ara --out $(DEMO_DIR)/ara --devices 5000 --days 30 --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.generate ara --output $(DEMO_DIR)/ara --devices 5000 --days 30 --seed 7 --bad-fraction 0.001
 	$(BIN)/python -m pipelines.summary_client ara --sources '$(DEMO_DIR)/ara/sources-*' --triggers '$(DEMO_DIR)/ara/triggers-*' \
 		--output $(DEMO_DIR)/ara-reports --runner=FnApiRunner
 	rm -f $(DEMO_DIR)/ledger.db  # a fresh privacy-budget ledger, so the demo can run again
@@ -39,7 +39,7 @@ protos: $(STAMP)
 
 # The committed evaluation (docs/results/report.md): every experiment at the quick size; datasets outside docs/.
 results: $(STAMP)
-	$(BIN)/python -m pipelines.evaluate all --out docs/results --data-dir .eval-data
+	$(BIN)/python -m pipelines.evaluate all --output docs/results --data-dir .eval-data
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/kanon_throughput.py

@@ -71,7 +71,7 @@ def _dataset(data_dir: str, scale: dict, encrypted: bool) -> tuple[str, str, lis
     if encrypted:
         subprocess.run([sys.executable, "-c", _KEYS, data_dir], check=True, cwd=ROOT)
         extra = ["--public-key", os.path.join(data_dir, "public_key.json")]
-    subprocess.run([sys.executable, "-m", "pipelines.generate", "reports", "--out", data_dir, "--seed", "1", "--quiet",
+    subprocess.run([sys.executable, "-m", "pipelines.generate", "reports", "--output", data_dir, "--seed", "1", "--quiet",
                     "--now", str(NOW), *(f"--{name}={value}" for name, value in scale.items()), *extra],
                    check=True, cwd=ROOT)
     return os.path.join(data_dir, "reports-*.avro"), os.path.join(data_dir, "domain.avro"), key_args

@@ -67,7 +67,7 @@ def _dataset(data_dir: str, sources: int) -> tuple[str, str]:
         return patterns
     print(f"generating {sources:,} sources into {data_dir} ...", flush=True)
     os.makedirs(data_dir, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pipelines.generate", "event-level", "--out", data_dir, "--sources",
+    subprocess.run([sys.executable, "-m", "pipelines.generate", "event-level", "--output", data_dir, "--sources",
                     str(sources), "--seed", "1", "--shards", str(SHARDS), "--navigation-share", "1", "--default-configs",
                     "--quiet"], check=True, cwd=ROOT)
     return patterns

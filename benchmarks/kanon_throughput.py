@@ -55,7 +55,7 @@ def _dataset(data_dir: str, scale: dict) -> str:
         return os.path.join(data_dir, "joins-*.avro")
     print(f"generating {scale['joins']:,} joins into {data_dir} ...", flush=True)
     subprocess.run(
-        [sys.executable, "-m", "pipelines.generate", "kanon", "--out", data_dir, "--seed", "1", "--quiet",
+        [sys.executable, "-m", "pipelines.generate", "kanon", "--output", data_dir, "--seed", "1", "--quiet",
          *(f"--{name}={value}" for name, value in scale.items())],
         check=True, cwd=ROOT,
     )

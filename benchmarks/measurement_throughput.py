@@ -64,7 +64,7 @@ def _dataset(data_dir: str, scale: dict) -> tuple[str, str]:
         return os.path.join(data_dir, "impressions-*.avro"), os.path.join(data_dir, "conversions-*.avro")
     print(f"generating the microbenchmark knob1 = {scale['knob1']}, knob2 = {scale['knob2']} into {data_dir} ...", flush=True)
     subprocess.run(
-        [sys.executable, "-m", "pipelines.generate", "microbenchmark", "--out", data_dir, "--seed", "1", "--quiet",
+        [sys.executable, "-m", "pipelines.generate", "microbenchmark", "--output", data_dir, "--seed", "1", "--quiet",
          "--knob1", str(scale["knob1"]), "--knob2", str(scale["knob2"]), "--shards", str(scale["shards"])],
         check=True, cwd=ROOT,
     )

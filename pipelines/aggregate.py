@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import common
+from pipelines import common, release
 from pipelines.options.aggregate import add_aggregation_options, aggregation_job
 from pipelines.options.run import OUTPUT_HELP
 from schemas.option_values import SEED
@@ -31,7 +31,6 @@ from transforms.summary_reports.ledger import LedgerError, open_ledger, redact_u
 from transforms.summary_reports.mechanisms.aggregation import AggregationParams
 
 OUTPUT_PREFIXES = (SUMMARY_PREFIX, DEBUG_PREFIX, "dead_letters")
-FAILED_EXIT = 1
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,9 @@ def parse_job(argv: list[str] | None) -> tuple[AggregateRun, list[str]]:
     return run, beam_args
 
 
-def build(pipeline: beam.Pipeline, job: AggregateRun) -> None:
-    """Aggregate (the summary-report shards are written by the release step), then the receipt and dead letters."""
-    out = job.output.rstrip("/")
+def build(pipeline: beam.Pipeline, job: AggregateRun, out: str) -> None:
+    """Aggregate (the summary-report shards are written to ``out`` by the release step), then the receipt and dead
+    letters."""
     result = pipeline | "Aggregate" >> Aggregate(job.job, job.reports, job.domain, make_source(job.seed), out, job.output_format)
     # result["receipt"]: one dict; result["dead_letters"]: DeadLetter
     for name in ("receipt", WRITTEN):  # small records the driver reads back (and removes) after the run
@@ -99,6 +98,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
     return {
         "pipeline": "aggregate",
         "status": receipt["status"],
+        **({"failure": f"{receipt['code']}: {receipt['message']}"} if receipt["status"] != "ok" else {}),
         "receipt": receipt,
         "parameters": {
             "reports": run.reports, "domain": run.domain, "output": run.output, "mode": params.mode,
@@ -107,7 +107,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "epsilon_star_units": run.job.limits.epsilon_star_units, "max_uses": run.job.limits.max_uses,
             "encrypted_payloads": bool(run.job.private_keys), "debug": run.job.debug, "noise": run.job.noise,
             "noise_source": "none" if not run.job.noise else "seeded" if run.seed is not None else "secure",
-            "seed": run.seed, "error_threshold": run.job.error_threshold, "now_seconds": run.job.now_seconds,
+            "seed": run.seed, "max_error_fraction": run.job.max_error_fraction, "now_seconds": run.job.now_seconds,
         },
         "privacy": {"guarantee": params.guarantee(run.job.noise), "scale": str(params.scale),
                     "tau": params.tau if params.mode == "key-discovery" else None,
@@ -149,7 +149,8 @@ def run(job: AggregateRun, beam_args: list[str]) -> dict:
             raise common.CliError(f"ledger: {error}") from None
     print(f"aggregation: {len(files)} report file(s), mode {job.params.mode}, epsilon {float(job.params.epsilon):g}, "
           f"job id {job.job.job_id}", flush=True)
-    summary = common.execute(job, beam_args, build, summarise, streaming=False, output=job.output)
+    summary = release.execute(job, beam_args, build, summarise, name="aggregate", streaming=False, output=job.output,
+                              max_error_fraction=None)  # judged inside the job, before the budget is charged
     if summary["status"] == "ok" and ledger_url is not None:
         with open_ledger(ledger_url, limits) as ledger:
             ledger.complete(job.job.job_id)
@@ -164,8 +165,6 @@ def report_lines(job: AggregateRun, summary: dict) -> list[str]:
         f"read {counts['read']} reports, aggregated {counts['aggregated_reports']} ({counts['contributions']} contributions), "
         f"{common.dead_letters_text(counts)}",
     ]
-    if summary["status"] != "ok":
-        return lines + [f"FAILED {receipt['code']}: {receipt['message']}", f"  {summary['outputs']['summary']}"]
     out = job.output.rstrip("/")
     outputs = summary["outputs"]
     return lines + [
@@ -182,7 +181,7 @@ def report_lines(job: AggregateRun, summary: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.cli_main(argv, parse_job, run, report_lines, lambda summary: 0 if summary["status"] == "ok" else FAILED_EXIT)
+    return common.cli_main(argv, parse_job, run, report_lines)
 
 
 if __name__ == "__main__":

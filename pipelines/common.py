@@ -8,20 +8,18 @@ import glob
 import json
 import logging
 import os
+import shutil
 import sys
-import time
 from collections import Counter
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-import apache_beam as beam
 import fastavro
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
 from schemas.codecs import format_of
-from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.core.io import InputError, require_input
+from transforms.core.io import INPUT_FILES, InputError, require_input
 
 
 class CliError(InputError):
@@ -34,7 +32,8 @@ class CliParser(argparse.ArgumentParser):
     Errors become a ``CliError``, so ``main`` reports them in one line and returns 2. Options are never
     abbreviated (``--epsil`` is not ``--epsilon``). An argument that is neither the parser's own option nor, with
     ``beam_options``, one that Beam knows is an error naming it and the closest real option: a mistyped option
-    must never be silently ignored. ``parse_known_args`` returns the Beam options; ``parse_args`` accepts none."""
+    must never be silently ignored. ``parse_known_args`` returns the Beam options; ``parse_args`` accepts none.
+    An old spelling registered with ``add_alias`` still works for one release, with one warning on stderr."""
 
     def __init__(self, *args, beam_options: bool = False, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
@@ -43,12 +42,28 @@ class CliParser(argparse.ArgumentParser):
                               "to Beam; any other option is an error.")
         super().__init__(*args, **kwargs)
         self.beam_options = beam_options
+        self.aliases: dict[str, str] = {}
+
+    def add_alias(self, old: str, new: str) -> None:
+        """``old`` (a deprecated spelling) is read as the option ``new``."""
+        self.aliases[old] = new
 
     def error(self, message: str):
         raise CliError(message)
 
+    def _renamed(self, args: list[str]) -> list[str]:
+        renamed = []
+        for argument in args:
+            name, equals, value = argument.partition("=")
+            if name in self.aliases:
+                print(f"warning: {name} is deprecated and will be removed; use {self.aliases[name]}", file=sys.stderr)
+                argument = self.aliases[name] + equals + value
+            renamed.append(argument)
+        return renamed
+
     def parse_known_args(self, args=None, namespace=None):
-        parsed, rest = super().parse_known_args(args, namespace)
+        args = sys.argv[1:] if args is None else list(args)
+        parsed, rest = super().parse_known_args(self._renamed(args) if self.aliases else args, namespace)
         unknown = unknown_arguments(rest) if self.beam_options else rest
         if unknown:
             self.error(unknown_argument_message(unknown, self))
@@ -118,8 +133,12 @@ def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOption
     return options
 
 
+DIAGNOSTICS = ("dead_letters", INPUT_FILES)  # what every run writes besides its outputs, and keeps when it fails
+
+
 def prepare_output(output_dir: str, prefixes: Iterable[str]) -> None:
-    """Create a local output directory and remove the shards a previous run left under ``prefixes``.
+    """Create a local output directory and remove what a previous run left: the shards under ``prefixes`` and
+    the diagnostics, and any staging directory (``pipelines.release``) of a run that died.
 
     Remote directories (gs://, s3://) need no creation and are left as they are.
     """
@@ -129,9 +148,11 @@ def prepare_output(output_dir: str, prefixes: Iterable[str]) -> None:
         os.makedirs(output_dir, exist_ok=True)
     except OSError as error:
         raise CliError(f"cannot create output directory {output_dir!r}: {error.strerror}") from None
-    for prefix in prefixes:
+    for prefix in (*prefixes, *DIAGNOSTICS):
         for path in glob.glob(os.path.join(output_dir, f"{prefix}-*-of-*")):
             os.remove(path)
+    for path in glob.glob(os.path.join(output_dir, ".staging-*")):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def read_records(path: str) -> Iterator[dict]:
@@ -174,6 +195,11 @@ def output_records(output_dir: str, prefix: str) -> Iterator[dict]:
         yield from read_records(path)
 
 
+def diagnostic_files(output_dir: str) -> dict[str, list[str]]:
+    """The summary's ``outputs`` entries of the diagnostics: dead letters and the input report."""
+    return {prefix: output_files(output_dir, prefix) for prefix in DIAGNOSTICS}
+
+
 def dead_letters_by_reason(output_dir: str) -> dict[str, int]:
     """How many dead letters a run wrote under ``output_dir``, per reason, sorted by reason."""
     return dict(sorted(Counter(letter["reason"] for letter in output_records(output_dir, "dead_letters")).items()))
@@ -182,14 +208,15 @@ def dead_letters_by_reason(output_dir: str) -> dict[str, int]:
 STREAMING_COUNTERS_NOTE = "Beam counters under-report on the streaming DirectRunner; file-based counts are exact."
 
 
-def input_counts(result, output_dir: str) -> dict:
-    """The summary's input counts: records read and parsed (the reader's counters) and the dead letters the run
-    wrote under ``output_dir``, in all and per reason (read back from the files: exact on every runner)."""
-    io_counts = counters(result, IO_NAMESPACE)
+def input_counts(output_dir: str) -> dict:
+    """The summary's input counts, read back from what the run wrote under ``output_dir`` (exact on every runner):
+    input files, records read and parsed (``input_files-*``) and dead letters, in all and per reason."""
+    files = list(output_records(output_dir, INPUT_FILES))
     dead_by_reason = dead_letters_by_reason(output_dir)
     return {
-        "read": io_counts.get("read", 0),
-        "parsed": io_counts.get("parsed", 0),
+        "input_files": len(files),
+        "read": sum(report["read"] for report in files),
+        "parsed": sum(report["parsed"] for report in files),
         "dead_lettered": sum(dead_by_reason.values()),
         "dead_lettered_by_reason": dead_by_reason,
     }
@@ -239,28 +266,26 @@ def input_files(patterns: Iterable[str], input_format: str | None) -> list[str]:
     return files
 
 
-def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, streaming: bool, output: str) -> dict:
-    """Build the job's pipeline, run it to completion, and write and return its summary (``summarise(job,
-    result, elapsed seconds)``, written to ``output``/summary.json, whose path is added under ``outputs``)."""
-    started = time.monotonic()
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args, streaming=streaming))
-    build(pipeline, job)
-    result = pipeline.run()
-    result.wait_until_finish()
-    summary = summarise(job, result, time.monotonic() - started)
-    summary["outputs"]["summary"] = write_summary(output, summary)
-    return summary
+def failure_lines(summary: dict) -> list[str]:
+    """What a failed run prints: what it read, and where its dead letters and summary are."""
+    counts = summary["counts"]
+    return [f"FAILED: {summary['failure']}", f"read {counts['read']}, {dead_letters_text(counts)}",
+            *output_lines(summary)]
 
 
-def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_lines: Callable,
-             exit_status: Callable[[dict], int] = lambda summary: 0) -> int:
-    """A pipeline's ``main``: parse, run, print the report; a CliError is one line and exit status 2; otherwise
-    ``exit_status(summary)`` (0 unless the job says it failed)."""
+def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_lines: Callable) -> int:
+    """A pipeline's ``main``: parse, run, print the report. A CliError is one line and exit status 2; a run that
+    failed (``status`` not ``ok``: its input, or its budget) prints what it read, one ``error:`` line on stderr,
+    and exits 1, having released nothing."""
     configure_logging()
     try:
         job, beam_args = parse_job(argv)
         summary = run(job, beam_args)
     except InputError as error:
         return fail(error)
+    if summary.get("status", "ok") != "ok":
+        print_lines(failure_lines(summary))
+        print(f"error: {summary['failure']}", file=sys.stderr)
+        return 1
     print_lines(report_lines(job, summary))
-    return exit_status(summary)
+    return 0

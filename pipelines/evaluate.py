@@ -1,8 +1,8 @@
 """Reproduce the Cookie Monster evaluation (seed 003 Sec. 8) and Appendix D bias detection.
 
-    python -m pipelines.evaluate EXPERIMENT [EXPERIMENT ...] --out DIR [--full] [--scale S] [--seed N]
+    python -m pipelines.evaluate EXPERIMENT [EXPERIMENT ...] --output DIR [--full] [--scale S] [--seed N]
         [--repetitions R] [--data-dir D] [--quiet]
-    python -m pipelines.evaluate custom --impressions PATH --conversions PATH --batch-size B --out DIR
+    python -m pipelines.evaluate custom --impressions PATH --conversions PATH --batch-size B --output DIR
         [--epochs 1,7,14,30,60] [--seed N] [--repetitions R] [--quiet]
 
 EXPERIMENT is ``microbenchmark-knob1`` and ``microbenchmark-knob2`` (Fig. 4),
@@ -51,7 +51,8 @@ def build_parser() -> CliParser:
     parser = CliParser(prog="python -m pipelines.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT",
                         help=f"one or more of {', '.join(EXPERIMENTS)}, all, or custom")
-    parser.add_argument("--out", required=True, help="output directory (CSV, PNG, results.json, report.md)")
+    parser.add_argument("--output", required=True, help="output directory (CSV, PNG, results.json, report.md)")
+    parser.add_alias("--out", "--output")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="size", action="store_const", const="quick", default="quick",
                       help="sizes that run here in minutes (the default)")
@@ -101,7 +102,7 @@ def _custom(args: argparse.Namespace, settings: Settings) -> ExperimentOutput:
 def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
     args = build_parser().parse_args(argv)
     names = _chosen(args.experiments)
-    out = Path(args.out)
+    out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(out=out, size=args.size, seed=args.seed, repetitions=args.repetitions, quiet=args.quiet,
                         scale=args.scale, data_dir=Path(args.data_dir) if args.data_dir else None)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines import common
+from pipelines import common, release
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.option_values import Real
-from transforms.core.io import DEAD_LETTERS, OUTPUT_FORMATS, WriteDeadLetters, WriteRecords
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, OUTPUT_FORMATS, WriteDeadLetters, WriteInputReport, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
 from transforms.event_level.reports import (
@@ -34,7 +34,7 @@ from transforms.event_level.reports import (
     read_streaming_rows,
 )
 
-OUTPUT_PREFIXES = ("reports", "dead_letters")
+OUTPUT_PREFIXES = ("reports",)
 DEFAULT_EPSILON = 14.0
 ALGORITHM = "ARA-Event-Client (seed 000 Alg. 4) with randomized response (Alg. 8)"
 
@@ -90,24 +90,28 @@ def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
     return job, beam_args
 
 
-def build(pipeline: beam.Pipeline, job: EventLevelJob) -> None:
-    """The job's graph: read and validate, replay every device's client, write reports and dead letters."""
+def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
+    """The job's graph: read and validate, replay every device's client, write reports, dead letters and the
+    input report to ``output`` (the run's staging directory, ``pipelines.release``)."""
     options = job.run
     source = make_source(options.seed)
     if options.streaming:
-        rows, read_dead = read_streaming_rows(pipeline, job.sources, job.triggers, job.epsilon, options.input_format)
+        rows, read_dead, input_files = read_streaming_rows(
+            pipeline, job.sources, job.triggers, job.epsilon, options.input_format
+        )
         replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, options.lateness_micros)
-        dead_letters = [*read_dead, replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
+        dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> EventLevelReportsBatch(
             job.sources, job.triggers, job.epsilon, source, options.input_format, options.shards
         )
-        dead_letters = replayed[DEAD_LETTERS]
+        dead_letters, input_files = replayed[DEAD_LETTERS], replayed[INPUT_FILES]
     replayed[REPORTS] | "WriteReports" >> WriteRecords(
-        f"{options.output.rstrip('/')}/reports", job.output_format, "event_level_report",
+        f"{output}/reports", job.output_format, "event_level_report",
         num_shards=options.output_shards,
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
+    input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
 def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
@@ -132,7 +136,7 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": guarantee(job.epsilon),
         "counts": {
-            **common.input_counts(result, output),
+            **common.input_counts(output),
             "sources": client_counts.get("sources", 0),
             "randomized_sources": client_counts.get("randomized_sources", 0),
             "reports": reports,
@@ -140,7 +144,7 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
         "counters_note": "Beam counters under-report on the streaming DirectRunner (read, parsed, sources, "
         "randomized_sources); reports and dead letters come from the files." if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
+        "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES} | common.diagnostic_files(output),
     }
 
 
@@ -149,7 +153,8 @@ def run(job: EventLevelJob, beam_args: list[str]) -> dict:
     files = common.input_files([job.sources, job.triggers], job.run.input_format)
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"event-level reports: {len(files)} input file(s), {ALGORITHM}, epsilon = {job.epsilon:g}", flush=True)
-    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return release.execute(job, beam_args, build, summarise, name="event_level", streaming=job.run.streaming,
+                           output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 
 
 def report_lines(job: EventLevelJob, summary: dict) -> list[str]:

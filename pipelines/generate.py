@@ -1,4 +1,4 @@
-"""Synthetic input data for the pipelines: ``python -m pipelines.generate DATASET --out DIR [options]``.
+"""Synthetic input data for the pipelines: ``python -m pipelines.generate DATASET --output DIR [options]``.
 
 Each dataset's model lives in its own module of ``synthetic/`` (documented in that module's docstring), which
 defines its options (``add_arguments``) and its run (``run_cli``); this entry point only registers them:

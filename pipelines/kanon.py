@@ -17,14 +17,14 @@ from fractions import Fraction
 
 import apache_beam as beam
 
-from pipelines import common
+from pipelines import common, release
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import JOIN_EVENT
 from schemas.option_values import POSITIVE_INTEGER
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteRecords
+from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteInputReport, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.core.mechanisms.time_steps import hour_step
 from transforms.kanon.join_fold import GroupJoinsByGroup
@@ -36,7 +36,7 @@ from transforms.kanon.verdicts import KAnonymityVerdicts, VerdictsFromGroupJoins
 
 DEFAULT_EPSILON = Fraction(3)
 DEFAULT_DELTA = Fraction(1, 100_000)
-OUTPUT_PREFIXES = ("verdicts", "dead_letters")
+OUTPUT_PREFIXES = ("verdicts",)
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,9 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     return job, beam_args
 
 
-def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
-    """The job's graph: read and validate, verdicts, write verdicts and dead letters."""
+def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
+    """The job's graph: read and validate, verdicts, write verdicts, dead letters and the input report to
+    ``output`` (the run's staging directory, ``pipelines.release``)."""
     parameters, source, options = job.parameters(), make_source(job.run.seed), job.run
     if options.streaming:
         # read.events: JoinEvent; read.dead_letters: DeadLetter
@@ -126,9 +127,10 @@ def build(pipeline: beam.Pipeline, job: KAnonJob) -> None:
         verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, source)
         dead_letters = read.dead_letters
     verdicts | "WriteVerdicts" >> WriteRecords(
-        f"{options.output.rstrip('/')}/verdicts", job.output_format, "kanon_verdict", num_shards=options.output_shards
+        f"{output}/verdicts", job.output_format, "kanon_verdict", num_shards=options.output_shards
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
+    read.input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
 def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
@@ -159,7 +161,7 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": describe(job.draw, job.window_steps),
         "counts": {
-            **common.input_counts(result, output),
+            **common.input_counts(output),
             "groups": kanon_counts.get("groups", 0),
             "verdict_records": records,
             "last_step": last_step,
@@ -167,7 +169,7 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
         },
         "counters_note": common.STREAMING_COUNTERS_NOTE if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {"verdicts": verdict_files, "dead_letters": common.output_files(output, "dead_letters")},
+        "outputs": {"verdicts": verdict_files, **common.diagnostic_files(output)},
     }
 
 
@@ -176,7 +178,8 @@ def run(job: KAnonJob, beam_args: list[str]) -> dict:
     files = common.input_files([job.input], job.run.input_format)
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"k-anonymity: {len(files)} input file(s), w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
-    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return release.execute(job, beam_args, build, summarise, name="kanon", streaming=job.run.streaming,
+                           output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 
 
 def report_lines(job: KAnonJob, summary: dict) -> list[str]:

@@ -1,7 +1,7 @@
 """Seed 004 Sec. 5 by simulation: the additive error of AboveThreshold with TLap noise.
 
-    python -m pipelines.kanon_accuracy --epsilon 3 --delta 1e-5 --window-hours 168 --k 50 --out DIR
-    python -m pipelines.kanon_accuracy --noise-epsilon 0.75 --noise-delta 4.7375e-5 --out DIR
+    python -m pipelines.kanon_accuracy --epsilon 3 --delta 1e-5 --window-hours 168 --k 50 --output DIR
+    python -m pipelines.kanon_accuracy --noise-epsilon 0.75 --noise-delta 4.7375e-5 --output DIR
 
 Alg. 2 outputs true at step t iff c_t + nu_t >= k + nu, i.e. iff
 nu_t - nu >= k - c_t, with nu the threshold draw (rho_1) and nu_t the step
@@ -18,7 +18,7 @@ pipelines, from a ``SeededSource`` (vectorised, in chunks to keep memory
 small); the one-step error uses the first step draw of the same repetition.
 
 Writes Figure 1 (``figure1_error_cdfs.png``), the error rates against x
-(``error_rates.png``), the CSV tables and ``results.json`` under ``--out``.
+(``error_rates.png``), the CSV tables and ``results.json`` under ``--output``.
 """
 from __future__ import annotations
 
@@ -198,7 +198,8 @@ def build_parser() -> CliParser:
     parser = CliParser(prog="python -m pipelines.kanon_accuracy", description=__doc__.split("\n\n")[0])
     add_privacy_arguments(parser)
     parser.add_argument("--k", type=POSITIVE_INTEGER, default=50, help="threshold k (default 50)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--output", type=Path, required=True, help="output directory")
+    parser.add_alias("--out", "--output")
     parser.add_argument("--repetitions", type=POSITIVE_INTEGER, default=200_000, help="simulated windows (default 200000)")
     parser.add_argument("--seed", type=SEED, default=0, help="seed of the simulation source (default 0)")
     return parser
@@ -211,9 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         return fail(error)
     try:
-        results = run(draw, args.window_hours, args.k, args.out, args.repetitions, args.seed)
+        results = run(draw, args.window_hours, args.k, args.output, args.repetitions, args.seed)
     except OSError as exc:
-        print(f"error: cannot write to {args.out}: {exc}", file=sys.stderr)
+        print(f"error: cannot write to {args.output}: {exc}", file=sys.stderr)
         return 1
 
     print("\n".join(report_lines(draw, args.window_hours, args.k)))

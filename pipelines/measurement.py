@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import apache_beam as beam
 
-from pipelines import common
+from pipelines import common, release
 from pipelines.options.measurement import add_measurement_options, measurement_config
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import CONVERSION, IMPRESSION
@@ -45,7 +45,15 @@ from transforms.budgeting.measurement import (
 from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.budgeting.mechanisms.policies import POLICIES
 from transforms.budgeting.mechanisms.queries import EXECUTED, REJECTED
-from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters, WriteRecords
+from transforms.core.io import (
+    DEAD_LETTERS,
+    INPUT_FILES,
+    ReadEvents,
+    WriteDeadLetters,
+    WriteInputReport,
+    WriteRecords,
+    flatten_reads,
+)
 from transforms.core.mechanisms.noise import make_source
 
 OUTPUTS = {
@@ -54,7 +62,7 @@ OUTPUTS = {
     BUDGETS: ("SENSITIVE_device_epoch_budgets", "device_epoch_budget"),
 }
 INCOMPLETE_PREFIX = "incomplete_batches"
-OUTPUT_PREFIXES = (*(prefix for prefix, _ in OUTPUTS.values()), INCOMPLETE_PREFIX, "dead_letters")
+OUTPUT_PREFIXES = (*(prefix for prefix, _ in OUTPUTS.values()), INCOMPLETE_PREFIX)
 
 @dataclass(frozen=True)
 class MeasurementJob:
@@ -111,8 +119,9 @@ def job_of(args: argparse.Namespace) -> MeasurementJob:
     )
 
 
-def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:
-    """The job's graph: read and validate, devices, queries, write every output."""
+def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
+    """The job's graph: read and validate, devices, queries, write every output to ``output`` (the run's staging
+    directory, ``pipelines.release``)."""
     options = job.run
     source = make_source(options.seed)
     if options.streaming:
@@ -121,27 +130,25 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob) -> None:
         conversions = pipeline | "ReadConversions" >> ReadEvents(
             job.conversions, CONVERSION, options.input_format, check=ConversionCheck(job.config)
         )
-        rows = (impressions.events, conversions.events) | "FlattenRows" >> beam.Flatten()
+        rows, read_dead, input_files = flatten_reads([impressions, conversions])
         measured = rows | "Measure" >> MeasureStreaming(
             job.config, source, job.batch_size, job.emit_budgets, options.lateness_micros
         )
-        dead_letters = (
-            (impressions.dead_letters, conversions.dead_letters, measured[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
-        )
+        dead_letters = (read_dead, measured[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         measured = pipeline | "Measure" >> MeasureBatch(
             job.impressions, job.conversions, job.config, source, job.batch_size, options.input_format,
             job.emit_budgets, options.shards,
         )
-        dead_letters = measured[DEAD_LETTERS]
-    output = options.output.rstrip("/")
+        dead_letters, input_files = measured[DEAD_LETTERS], measured[INPUT_FILES]
     for tag, (prefix, schema) in OUTPUTS.items():
         if tag != BUDGETS or job.emit_budgets:
             measured[tag] | f"Write_{prefix}" >> WriteRecords(
                 f"{output}/{prefix}", job.output_format, schema, num_shards=options.output_shards
             )
     measured[INCOMPLETE] | "WriteIncomplete" >> WriteRecords(f"{output}/{INCOMPLETE_PREFIX}", "jsonl", num_shards=1)
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
+    input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
 def budget_statistics(output: str) -> dict | None:
@@ -177,7 +184,7 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": POLICIES[config.policy].guarantee,
         "counts": {
-            **common.input_counts(result, output),
+            **common.input_counts(output),
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
             "reports": sum(1 for _ in common.output_records(output, OUTPUTS[REPORTS][0]))
@@ -192,8 +199,8 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
         "outputs": {
             name: common.output_files(output, prefix)
             for name, prefix in (("reports", "reports"), ("query_results", "query_results"),
-                                 ("incomplete_batches", INCOMPLETE_PREFIX), ("dead_letters", "dead_letters"))
-        },
+                                 ("incomplete_batches", INCOMPLETE_PREFIX))
+        } | common.diagnostic_files(output),
     }
     if job.emit_budgets:
         summary["SENSITIVE_budget_statistics"] = budget_statistics(output)
@@ -211,7 +218,8 @@ def run(job: MeasurementJob, beam_args: list[str]) -> dict:
         f"epochs of {config.clock.length_micros // MICROS_PER_DAY} days, B = {job.batch_size}",
         flush=True,
     )
-    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return release.execute(job, beam_args, build, summarise, name="measurement", streaming=job.run.streaming,
+                           output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 
 
 def report_lines(job: MeasurementJob, summary: dict) -> list[str]:

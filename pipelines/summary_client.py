@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines import common
+from pipelines import common, release
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.formats import load_avro_schema
 from schemas.option_values import POSITIVE_INTEGER
-from transforms.core.io import DEAD_LETTERS, ReadEvents, WriteDeadLetters
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, WriteDeadLetters, WriteInputReport, flatten_reads
 from transforms.core.mechanisms.noise import make_source
 from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
@@ -39,7 +39,7 @@ from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient
 from transforms.summary_reports.mechanisms.contributions import ContributionLimits, SummaryClient
 from transforms.summary_reports.mechanisms.paa_client import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
 
-OUTPUT_PREFIXES = ("reports", "dead_letters")
+OUTPUT_PREFIXES = ("reports",)
 ALGORITHMS = {"ara": "ARA-SR-Client (seed 000 Alg. 2)", "paa": "PAA-SR-Client (seed 000 Alg. 3)"}
 GUARANTEES = {
     "ara": "with the Aggregation Service (seed 000 Alg. 1) and its per-report budget, the summary reports are "
@@ -143,8 +143,9 @@ def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     return job, beam_args
 
 
-def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
-    """The job's graph: read and validate, replay every device's client, write reports and dead letters."""
+def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
+    """The job's graph: read and validate, replay every device's client, write reports, dead letters and the
+    input report to ``output`` (the run's staging directory, ``pipelines.release``)."""
     options = job.run
     source = make_source(options.seed)
     client = job.client()
@@ -153,19 +154,20 @@ def build(pipeline: beam.Pipeline, job: ClientJob) -> None:
             pipeline | f"Read_{item.spec.name}" >> ReadEvents(item.pattern, item.spec, options.input_format)
             for item in job.inputs
         ]
-        rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
+        rows, read_dead, input_files = flatten_reads(read)
         replayed = rows | "Clients" >> SummaryReportsStreaming(client, source, job.public_key, options.lateness_micros)
-        dead_letters = [*(result.dead_letters for result in read), replayed[DEAD_LETTERS]] | "FlattenDead" >> beam.Flatten()
+        dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> SummaryReportsBatch(
             client, job.inputs, source, job.public_key, options.input_format, options.shards
         )
-        dead_letters = replayed[DEAD_LETTERS]
+        dead_letters, input_files = replayed[DEAD_LETTERS], replayed[INPUT_FILES]
     replayed[REPORTS] | "WriteReports" >> beam.io.WriteToAvro(
-        f"{options.output.rstrip('/')}/reports", schema=load_avro_schema("aggregatable_report"),
+        f"{output}/reports", schema=load_avro_schema("aggregatable_report"),
         file_name_suffix=".avro", num_shards=options.output_shards,
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(options.output)
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
+    input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
 def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
@@ -197,7 +199,7 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "parameters": parameters,
         "privacy": GUARANTEES[job.client_name],
         "counts": {
-            **common.input_counts(result, output),
+            **common.input_counts(output),
             "devices_replayed": client_counts.get("devices_replayed"),
             "reports": reports,
             "null_reports": null_reports,
@@ -205,7 +207,7 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "counters_note": "Beam counters under-report on the streaming DirectRunner; report counts come from the files "
         "(null reports too, unless the payloads are encrypted)." if job.run.streaming else None,
         "elapsed_seconds": round(elapsed_seconds, 3),
-        "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES},
+        "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES} | common.diagnostic_files(output),
     }
 
 
@@ -215,7 +217,8 @@ def run(job: ClientJob, beam_args: list[str]) -> dict:
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"summary client {job.client_name}: {len(files)} input file(s), {ALGORITHMS[job.client_name]}, "
           f"L0 = {job.limits.l0}, L1 = {job.limits.l1}", flush=True)
-    return common.execute(job, beam_args, build, summarise, streaming=job.run.streaming, output=job.run.output)
+    return release.execute(job, beam_args, build, summarise, name="summary_client", streaming=job.run.streaming,
+                           output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 
 
 def report_lines(job: ClientJob, summary: dict) -> list[str]:

@@ -10,8 +10,9 @@ bad data: a pipeline reading a file of mixed quality keeps the good records,
 sends the rest to the dead-letter sink, and ``read == parsed + dead_lettered``.
 
 Reasons (stable strings, counted per reason in every run's summary):
-``malformed_json``, ``malformed_avro``, ``malformed_protobuf``,
-``not_an_object``, ``missing_field:<name>``, ``empty_field:<name>``,
+``malformed_json``, ``malformed_avro`` (ends the file), ``malformed_protobuf``, ``truncated_protobuf`` (ends the
+file), ``unreadable_file`` (an I/O or decompression error; ends the file), ``not_an_object``,
+``missing_field:<name>``, ``empty_field:<name>``,
 ``invalid_text:<name>`` (not Unicode text, e.g. a lone surrogate), ``wrong_type:<name>``, ``negative_timestamp:<name>``,
 ``absurd_timestamp:<name>``; for conversions and their attribution requests also ``negative_value:<name>``,
 ``non_finite:<name>``, ``nonpositive:<name>`` (epsilon, sensitivities, window, n), ``report_sensitivity_above_query``,
@@ -50,6 +51,11 @@ from schemas.rows import (
 )
 
 FORMATS = ("avro", "jsonl", "pb")
+MALFORMED_AVRO, TRUNCATED_PROTOBUF, UNREADABLE_FILE = "malformed_avro", "truncated_protobuf", "unreadable_file"
+# Dead-letter reasons that mean the rest of a file was lost: a corrupt Avro header or block (Avro cannot
+# resynchronise), a protobuf file cut inside a message, a file that cannot be read or decompressed. Any of them
+# fails the run (DESIGN.md, "Command-line conventions"): half a file is not an answer.
+FILE_FAILURES = frozenset({MALFORMED_AVRO, TRUNCATED_PROTOBUF, UNREADABLE_FILE})
 _EXTENSIONS = {".avro": "avro", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".pb": "pb", ".binpb": "pb"}
 
 
@@ -193,7 +199,7 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
     try:
         records = fastavro.reader(handle)
     except Exception as error:  # noqa: BLE001 - fastavro raises many types for a corrupt header
-        yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#0")
+        yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason=MALFORMED_AVRO, source=f"{source}#0")
         return
     while True:
         try:
@@ -201,7 +207,7 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
         except StopIteration:
             return
         except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt blocks
-            yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason="malformed_avro", source=f"{source}#{index}")
+            yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason=MALFORMED_AVRO, source=f"{source}#{index}")
             return
         # the unrolled fast path first (this loop runs once per record), ``validate`` for the rest
         row = accept(record) if type(record) is dict else None
@@ -238,7 +244,8 @@ def read_delimited_proto(spec: EventSpec, handle: IO[bytes], source: str) -> Ite
 
     A message that does not parse is one ``malformed_protobuf`` dead letter and
     reading goes on with the next length prefix; a truncated tail (a length
-    running past the end of the file) is one final dead letter.
+    running past the end of the file, or no length at all) is one final
+    ``truncated_protobuf`` dead letter: the file is broken (``FILE_FAILURES``).
     """
     data = handle.read()
     position, index = 0, 0
@@ -247,12 +254,12 @@ def read_delimited_proto(spec: EventSpec, handle: IO[bytes], source: str) -> Ite
         try:
             length, start = _DecodeVarint(data, position)
         except (IndexError, DecodeError):
-            yield DeadLetter(raw=base64.b64encode(data[position:]).decode(), reason="malformed_protobuf", source=raw_source)
+            yield DeadLetter(raw=base64.b64encode(data[position:]).decode(), reason=TRUNCATED_PROTOBUF, source=raw_source)
             return
         end = start + length
         payload = data[start:end]
         if end > len(data):
-            yield DeadLetter(raw=base64.b64encode(data[position:]).decode(), reason="malformed_protobuf", source=raw_source)
+            yield DeadLetter(raw=base64.b64encode(data[position:]).decode(), reason=TRUNCATED_PROTOBUF, source=raw_source)
             return
         message = spec.proto_type()
         try:

@@ -1,4 +1,4 @@
-"""Synthetic Attribution Reporting sources and triggers: ``python -m pipelines.generate ara --out DIR``.
+"""Synthetic Attribution Reporting sources and triggers: ``python -m pipelines.generate ara --output DIR``.
 
 The input of ``python -m pipelines.summary_client ara`` (ARA-SR-Client, seed 000 Alg. 2): devices that see ads
 (sources) of a few advertisers and sometimes buy on their sites (triggers), written as
@@ -327,13 +327,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     began = time.monotonic()
-    stats = generate_ara(args.out, devices=args.devices, days=args.days, impressions_per_day=args.impressions_per_day,
-                         start=args.start_date, seed=args.seed, fmt=args.format, shards=args.shards,
+    stats = generate_ara(args.output, devices=args.devices, days=args.days, impressions_per_day=args.impressions_per_day,
+                         start=args.start, seed=args.seed, fmt=args.format, shards=args.shards,
                          bad_fraction=args.bad_fraction, progress=not args.quiet)
     print(f"generate {DATASET}: wrote {stats.devices:,} devices, {stats.sources:,} sources ({stats.clicks:,} clicks) "
           f"and {stats.triggers:,} triggers ({stats.organic_triggers:,} organic), "
           f"{stats.bad_sources + stats.bad_triggers:,} bad records, in {time.monotonic() - began:.1f} s")
     print(f"  domain: {stats.domain_buckets:,} buckets")
-    datafiles.print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.output)
     return 0
 

@@ -647,8 +647,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     began = time.monotonic()
-    stats = generate_criteo(args.out, scale=args.scale, augment=args.augment, seed=args.seed, fmt=args.format,
-                            start=args.start_date, progress=not args.quiet)
+    stats = generate_criteo(args.output, scale=args.scale, augment=args.augment, seed=args.seed, fmt=args.format,
+                            start=args.start, progress=not args.quiet)
     print(f"generate {DATASET}: wrote {stats.impressions:,} impressions (+{stats.augmented_impressions:,} augmented) "
           f"of {stats.advertisers} advertisers by {stats.users:,} devices ({stats.impressions_per_user:.2f} "
           f"impressions each) and {stats.conversions:,} conversions in {time.monotonic() - began:.1f} s")
@@ -660,5 +660,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"of the same device and advertiser within {CRITEO_WINDOW_DAYS} days")
     print(f"  queries: {stats.queries:,} batches of {stats.batch_size} over {stats.query_pairs} (advertiser, category) "
           f"pairs of {stats.advertisers_with_a_query} advertisers, epsilon {stats.epsilon:.6g}")
-    datafiles.print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.output)
     return 0

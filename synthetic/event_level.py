@@ -1,4 +1,4 @@
-"""Synthetic ARA event-level sources and triggers: ``python -m pipelines.generate event-level --out DIR``.
+"""Synthetic ARA event-level sources and triggers: ``python -m pipelines.generate event-level --output DIR``.
 
 The input of the event-level pipeline (ARA-Event-Client, seed 000 Sec. 2.2 Alg. 4, with randomized response,
 Alg. 8): devices that see ads (sources) of a few advertisers and sometimes convert on their sites (triggers),
@@ -455,7 +455,7 @@ def event_level_model(model: _Model, navigation_share: float = EL_CLICK_SHARE, d
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate event-level``."""
-    parser.add_argument("--out", required=True, help="output directory")
+    datafiles.add_output_argument(parser)
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument("--sources", type=Integer(1, EL_MAX_SOURCES),
                        help=f"exactly this many sources, over ceil(N / ({EL_SOURCES_PER_DAY:g} * days)) devices")
@@ -472,21 +472,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-configs", action="store_true",
                         help="every source uses ARA's default configuration (no custom trigger specs; trigger "
                              "values null)")
-    parser.add_argument("--start-date", default=EL_START,
-                        help=f"start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601 (default {EL_START})")
+    datafiles.add_start_argument(parser, EL_START, "start of the data, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     began = time.monotonic()
-    stats = generate_event_level(args.out, devices=args.devices, sources=args.sources, days=args.days,
-                                 start=args.start_date, seed=args.seed, fmt=args.format, shards=args.shards,
+    stats = generate_event_level(args.output, devices=args.devices, sources=args.sources, days=args.days,
+                                 start=args.start, seed=args.seed, fmt=args.format, shards=args.shards,
                                  bad_fraction=args.bad_fraction, navigation_share=args.navigation_share,
                                  default_configs=args.default_configs, progress=not args.quiet)
     print(f"generate {DATASET}: wrote {stats.devices:,} devices, {stats.sources:,} sources ({stats.navigation:,} "
           f"navigation, {stats.custom_specs:,} with custom trigger specs) and {stats.triggers:,} triggers "
           f"({stats.organic_triggers:,} organic), {stats.bad_sources + stats.bad_triggers:,} bad records, "
           f"in {time.monotonic() - began:.1f} s")
-    datafiles.print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.output)
     return 0

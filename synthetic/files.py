@@ -83,7 +83,7 @@ def start_micros_of(start: str | int) -> int:
     try:
         return parse_start(str(start))
     except ValueError:
-        raise ValueError(f"--start-date must be a date YYYY-MM-DD or an ISO 8601 date-time, got {start!r}") from None
+        raise ValueError(f"--start must be a date YYYY-MM-DD or an ISO 8601 date-time, got {start!r}") from None
 
 
 def without_none(record: dict) -> dict:
@@ -234,12 +234,26 @@ class Progress:
             print(f"generate {self.dataset}: [{now - self.began:.1f} s] {text}", file=sys.stderr, flush=True)
 
 
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """``--output DIR``, the output directory. ``parser`` is a ``pipelines.common.CliParser`` (the sub-parsers of
+    ``pipelines.generate``): the old spelling ``--out`` is still read, with a deprecation warning, for one release."""
+    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_alias("--out", "--output")
+
+
+def add_start_argument(parser: argparse.ArgumentParser, default: str, help_text: str) -> None:
+    """``--start``, the start of the data (``default`` if not given). ``parser`` is a ``pipelines.common.CliParser``:
+    the old spelling ``--start-date`` is still read, with a deprecation warning, for one release."""
+    parser.add_argument("--start", default=default, help=f"{help_text} (default {default})")
+    parser.add_alias("--start-date", "--start")
+
+
 def add_common_arguments(parser: argparse.ArgumentParser, start_default: str, start_help: str) -> None:
-    """The options every evaluation dataset has: ``--out``, ``--seed``, ``--format``, ``--start-date``, ``--quiet``."""
-    parser.add_argument("--out", required=True, help="output directory")
+    """The options every evaluation dataset has: ``--output``, ``--seed``, ``--format``, ``--start``, ``--quiet``."""
+    add_output_argument(parser)
     parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="avro", help="file format (default avro)")
-    parser.add_argument("--start-date", default=start_default, help=f"{start_help} (default {start_default})")
+    add_start_argument(parser, start_default, start_help)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

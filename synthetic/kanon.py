@@ -1,5 +1,5 @@
 """Synthetic interest-group join events for the k-anonymity server (``Join(u, t)`` of seed 004 Sec. 2.1):
-``python -m pipelines.generate kanon --out DIR [options]`` writes sharded Avro, JSON Lines or length-delimited
+``python -m pipelines.generate kanon --output DIR [options]`` writes sharded Avro, JSON Lines or length-delimited
 protobuf files ``DIR/joins-SSSSS-of-NNNNN.<ext>`` plus ``DIR/generation.json`` (parameters, model constants and
 counts).
 
@@ -90,6 +90,7 @@ from synthetic.files import (
     PROGRESS_SECONDS,
     YEAR_2200_MICROS,
     add_bad_fraction_argument,
+    add_output_argument,
     prepare_output,
     seed_streams,
 )
@@ -509,7 +510,7 @@ def generate_kanon(out_dir: str | os.PathLike, *, groups: int = 2000, users: int
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m pipelines.generate kanon``."""
-    parser.add_argument("--out", required=True, help="output directory")
+    add_output_argument(parser)
     parser.add_argument("--groups", type=POSITIVE_INTEGER, default=2000, help="number of interest groups (default 2000)")
     parser.add_argument("--users", type=POSITIVE_INTEGER, default=50_000, help="size of the user population (default 50000)")
     parser.add_argument("--joins", type=NONNEGATIVE_INTEGER, default=200_000,
@@ -533,7 +534,7 @@ def run_cli(args: argparse.Namespace) -> int:
     except ValueError:
         raise ValueError(f"--start must be a date YYYY-MM-DD, got {args.start!r}") from None
     began = time.monotonic()
-    stats = generate_kanon(args.out, groups=args.groups, users=args.users, joins=args.joins, days=args.days,
+    stats = generate_kanon(args.output, groups=args.groups, users=args.users, joins=args.joins, days=args.days,
                            start_micros=start_micros, seed=args.seed, bad_fraction=args.bad_fraction,
                            fmt=args.format, shards=args.shards, k=args.k, progress=not args.quiet)
     elapsed = time.monotonic() - began
@@ -542,5 +543,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"in {elapsed:.1f} s ({stats.joins_written / max(elapsed, 1e-9):,.0f} joins/s)")
     print(f"  groups: {classes}")
     print(f"  files: {', '.join(stats.files)}")
-    print(f"  summary: {Path(args.out) / 'generation.json'}")
+    print(f"  summary: {Path(args.output) / 'generation.json'}")
     return 0

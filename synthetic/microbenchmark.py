@@ -1,5 +1,5 @@
 """The synthetic microbenchmark of Cookie Monster (seed 003 Sec. 8.1-8.2):
-``python -m pipelines.generate microbenchmark --knob1 K1 --knob2 K2 --out DIR`` writes impressions and
+``python -m pipelines.generate microbenchmark --knob1 K1 --knob2 K2 --output DIR`` writes impressions and
 conversions with their attribution requests, ``DIR/impressions-SSSSS-of-NNNNN.<ext>`` and
 ``DIR/conversions-SSSSS-of-NNNNN.<ext>``, plus ``DIR/generation.json``.
 
@@ -7,7 +7,7 @@ The ``microbenchmark`` model
 ----------------------------
 One advertiser, ``nike.example``, also the querier, sells ``--products`` (10)
 products ``product-0`` ... ``product-9`` over ``--days`` (120) days from
-``--start-date`` (2024-01-01T00:00:00Z). Each product is queried twice, with
+``--start`` (2024-01-01T00:00:00Z). Each product is queried twice, with
 batches of ``B = --batch-size`` (2000) reports: ``2 B`` conversions a product,
 40,000 in all (20 queries).
 
@@ -400,11 +400,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     try:
-        start_micros = parse_start(args.start_date)
+        start_micros = parse_start(args.start)
     except ValueError:
-        raise ValueError(f"--start-date must be a date YYYY-MM-DD or an ISO 8601 date-time, got {args.start_date!r}")
+        raise ValueError(f"--start must be a date YYYY-MM-DD or an ISO 8601 date-time, got {args.start!r}")
     began = time.monotonic()
-    stats = generate_microbenchmark(args.out, knob1=args.knob1, knob2=args.knob2, batch_size=args.batch_size,
+    stats = generate_microbenchmark(args.output, knob1=args.knob1, knob2=args.knob2, batch_size=args.batch_size,
                                     products=args.products, days=args.days, start_micros=start_micros,
                                     seed=args.seed, fmt=args.format, shards=args.shards,
                                     bad_fraction=args.bad_fraction, progress=not args.quiet)
@@ -415,5 +415,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"{stats.batch_size:,}, epsilon {stats.epsilon:.6g}), {bad:,} bad records, in {elapsed:.1f} s")
     print(f"  impressions: {', '.join(stats.impression_files)}")
     print(f"  conversions: {', '.join(stats.conversion_files)}")
-    print(f"  summary: {Path(args.out) / 'generation.json'}")
+    print(f"  summary: {Path(args.output) / 'generation.json'}")
     return 0

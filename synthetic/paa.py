@@ -1,4 +1,4 @@
-"""Synthetic Private Aggregation ad events: ``python -m pipelines.generate paa --out DIR``.
+"""Synthetic Private Aggregation ad events: ``python -m pipelines.generate paa --output DIR``.
 
 The input of ``python -m pipelines.summary_client paa`` (PAA-SR-Client with the reach-counting shared-storage
 function, seed 000 Alg. 3): ad views on devices, written as ``DIR/events-SSSSS-of-NNNNN.<ext>`` (Avro with
@@ -183,10 +183,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     began = time.monotonic()
-    stats = generate_paa(args.out, devices=args.devices, days=args.days, start=args.start_date, seed=args.seed,
+    stats = generate_paa(args.output, devices=args.devices, days=args.days, start=args.start, seed=args.seed,
                          fmt=args.format, shards=args.shards, bad_fraction=args.bad_fraction, progress=not args.quiet)
     print(f"generate {DATASET}: wrote {stats.devices:,} devices, {stats.events:,} events, {stats.bad_events:,} bad "
           f"records, in {time.monotonic() - began:.1f} s")
     print(f"  domain: {stats.domain_buckets:,} campaign buckets")
-    datafiles.print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.output)
     return 0

@@ -1,4 +1,4 @@
-"""The PATCG-like dataset (seed 003 Sec. 8.1, 8.3): ``python -m pipelines.generate patcg-like --out DIR``.
+"""The PATCG-like dataset (seed 003 Sec. 8.1, 8.3): ``python -m pipelines.generate patcg-like --output DIR``.
 
 Seed 003 Sec. 8.3 evaluates on the synthetic PATCG dataset: 24M conversions of one
 advertiser, 16M users, about 1 % of the conversions attributable to an
@@ -421,8 +421,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     began = time.monotonic()
-    stats = generate_patcg(args.out, scale=args.scale, seed=args.seed, fmt=args.format, window_days=args.window_days,
-                           start=args.start_date, progress=not args.quiet)
+    stats = generate_patcg(args.output, scale=args.scale, seed=args.seed, fmt=args.format, window_days=args.window_days,
+                           start=args.start, progress=not args.quiet)
     print(f"generate {DATASET}: wrote {stats.users:,} users, {stats.conversions:,} conversions "
           f"({stats.conversions_per_user:.3f} per user) and {stats.impressions:,} impressions "
           f"({stats.impressed_users:,} users shown ads, {stats.impressions_per_impressed_user:.3f} each) "
@@ -432,6 +432,6 @@ def run_cli(args: argparse.Namespace) -> int:
     print(f"  queries: {stats.queries} ({PATCG_ATTRIBUTES} keys x {PATCG_BATCHES_PER_KEY} batches of "
           f"{stats.batch_size:,} reports), epsilon {stats.epsilon:.6g}")
     print(f"  conversions by attribute: {', '.join(f'{n:,}' for n in stats.conversions_by_attribute)}")
-    datafiles.print_outputs(stats, args.out)
+    datafiles.print_outputs(stats, args.output)
     return 0
 

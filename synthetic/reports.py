@@ -1,6 +1,6 @@
 """Synthetic aggregatable reports and an output domain, to try and benchmark the Aggregation Service directly.
 
-    python -m pipelines.generate reports --out DIR [--reports 200000] [--contributions 5] [--buckets 100000]
+    python -m pipelines.generate reports --output DIR [--reports 200000] [--contributions 5] [--buckets 100000]
         [--domain-buckets 100000] [--domain-overlap 0.9] [--pad-to 20] [--public-key KEYFILE] [--seed 0]
         [--shards 4] [--bad-fraction 0] [--now SECONDS]
 
@@ -147,7 +147,7 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="output directory")
+    datafiles.add_output_argument(parser)
     parser.add_argument("--reports", type=POSITIVE_INTEGER, default=200_000,
                         help="reports written, --bad-fraction of them broken (default 200000)")
     parser.add_argument("--contributions", type=POSITIVE_INTEGER, default=5, help="contributions per report (default 5)")
@@ -172,7 +172,7 @@ def run_cli(args: argparse.Namespace) -> int:
     public_key = None
     if args.public_key:
         public_key = next(iter(read_key_file(args.public_key).items()))
-    stats = generate_reports(args.out, reports=args.reports, contributions=args.contributions, buckets=args.buckets,
+    stats = generate_reports(args.output, reports=args.reports, contributions=args.contributions, buckets=args.buckets,
                              domain_buckets=args.domain_buckets, domain_overlap=args.domain_overlap, pad_to=args.pad_to,
                              public_key=public_key, seed=args.seed, shards=args.shards, bad_fraction=args.bad_fraction,
                              now=args.now, quiet=args.quiet)
@@ -180,5 +180,5 @@ def run_cli(args: argparse.Namespace) -> int:
           f"{stats.bad_records:,} broken records, {stats.domain_buckets:,} domain buckets")
     for path in stats.files:
         print(f"  {path}")
-    print(f"  summary: {Path(args.out) / 'generation.json'}")
+    print(f"  summary: {Path(args.output) / 'generation.json'}")
     return 0

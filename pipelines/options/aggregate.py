@@ -13,6 +13,7 @@ import uuid
 from fractions import Fraction
 
 from pipelines.common import CliError, CliParser
+from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION
 from schemas.aggregatable import read_key_file
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact
 from transforms.core.mechanisms.budget_units import epsilon_units
@@ -38,8 +39,11 @@ def add_aggregation_options(parser: CliParser) -> None:
                          help=f"contributions per report L0 (default {DEFAULT_L0})")
     release.add_argument("--filtering-ids", type=filtering_ids, default="0",
                          help="comma-separated filtering ids to aggregate (default 0)")
-    release.add_argument("--error-threshold", type=PROBABILITY, default=0.10,
-                         help="fail when more than this share of the reports has errors (default 0.10)")
+    release.add_argument("--max-error-fraction", type=PROBABILITY, default=DEFAULT_MAX_ERROR_FRACTION,
+                         help="fail, spending no budget and releasing nothing, when more than this share of the "
+                         f"reports has errors (default {DEFAULT_MAX_ERROR_FRACTION:g}); a truncated or unreadable "
+                         "report file, or no valid report, always fails the job")
+    parser.add_alias("--error-threshold", "--max-error-fraction")
     release.add_argument("--now", type=NONNEGATIVE_INTEGER,
                          help="job time in seconds since the epoch (default: the clock); reports "
                          "scheduled more than 90 days earlier are dead letters")
@@ -100,7 +104,7 @@ def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJo
         limits=LedgerLimits(epsilon_units(args.epsilon_star, "down"), args.max_uses),
         private_keys=_private_keys(args.private_key),
         now_seconds=int(time.time()) if args.now is None else args.now,
-        error_threshold=args.error_threshold,
+        max_error_fraction=args.max_error_fraction,
         debug=args.debug,
         noise=not args.no_noise,
     )

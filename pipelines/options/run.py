@@ -1,7 +1,8 @@
 """The command-line options several pipelines share, declared once (DESIGN.md, "Command-line conventions").
 
 ``add_run_options`` declares, and ``run_options`` reads and checks, what every event pipeline has: the output
-directory, the input format, the seed (seeded randomness for simulation and tests; secure by default), the
+directory, the input format, the largest share of dead letters a run accepts, the seed (seeded randomness for
+simulation and tests; secure by default), the
 streaming recipe with its allowed lateness, and the device shards of the batch path. ``RunOptions`` carries them
 into a job, with the few values derived from them that every pipeline needs.
 """
@@ -11,11 +12,12 @@ import argparse
 from dataclasses import dataclass
 
 from schemas.codecs import FORMATS
-from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, SEED
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.device_state import DEFAULT_SHARDS
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
+DEFAULT_MAX_ERROR_FRACTION = 0.1  # DESIGN.md, "Command-line conventions"
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class RunOptions:
     streaming: bool
     allowed_lateness_seconds: int
     shards: int
+    max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
 
     @property
     def noise_source(self) -> str:
@@ -52,6 +55,7 @@ class RunOptions:
             "seed": self.seed,
             "streaming": self.streaming,
             "allowed_lateness_seconds": self.allowed_lateness_seconds,
+            "max_error_fraction": self.max_error_fraction,
         }
 
 
@@ -66,6 +70,10 @@ def add_run_options(
     """``--output``, ``--input-format``, ``--seed``, ``--streaming``, ``--allowed-lateness-seconds`` and (with
     ``shards``) ``--shards``."""
     parser.add_argument("--output", required=True, help=OUTPUT_HELP)
+    parser.add_argument("--max-error-fraction", type=PROBABILITY, default=DEFAULT_MAX_ERROR_FRACTION,
+                        help="fail the run, releasing nothing, when more than this share of the records read are dead "
+                        f"letters (default {DEFAULT_MAX_ERROR_FRACTION:g}); a truncated or unreadable file, or an input "
+                        "without a valid record, always fails it")
     parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
     parser.add_argument("--seed", type=SEED, help=f"{seed_help} (default: secure OS randomness)")
     parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
@@ -79,4 +87,5 @@ def add_run_options(
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The ``RunOptions`` of parsed arguments (each value was checked against its domain when parsed)."""
     shards = getattr(args, "shards", DEFAULT_SHARDS)
-    return RunOptions(args.output, args.input_format, args.seed, args.streaming, args.allowed_lateness_seconds, shards)
+    return RunOptions(args.output, args.input_format, args.seed, args.streaming, args.allowed_lateness_seconds, shards,
+                      args.max_error_fraction)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipelines.evaluate import main
+from pipelines.evaluate import build_parser, main
 from synthetic.microbenchmark import generate_microbenchmark
 
 REQUIRED = ("policy", "avg_budget_converted", "avg_budget_all", "max_budget", "queries_total", "queries_executed",
@@ -24,7 +24,7 @@ def _rows(path) -> list[dict]:
 
 def test_microbenchmark_experiments(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["microbenchmark-knob1", "microbenchmark-knob2", "--tiny", "--out", str(out), "--quiet"]) == 0
+    assert main(["microbenchmark-knob1", "microbenchmark-knob2", "--tiny", "--output", str(out), "--quiet"]) == 0
     results = _results(out)
     for knob, letters in (("knob1", "ab"), ("knob2", "cd")):
         entry = results[f"microbenchmark-{knob}"]
@@ -47,7 +47,7 @@ def test_microbenchmark_experiments(tmp_path, capsys):
 
 def test_bias_detection_experiment(tmp_path):
     out = tmp_path / "out"
-    assert main(["bias-detection", "--tiny", "--out", str(out), "--quiet", "--repetitions", "50"]) == 0
+    assert main(["bias-detection", "--tiny", "--output", str(out), "--quiet", "--repetitions", "50"]) == 0
     entry = _results(out)["bias-detection"]
     assert (out / "bias_detection.png").exists() and (out / "bias-detection.csv").exists()
     assert len(entry["points"]) == 2 * 3  # two kappas x three variants
@@ -59,7 +59,7 @@ def test_bias_detection_experiment(tmp_path):
 
 def test_patcg_and_criteo_experiments(tmp_path):
     out = tmp_path / "out"
-    assert main(["patcg", "criteo", "--tiny", "--out", str(out), "--quiet", "--repetitions", "20"]) == 0
+    assert main(["patcg", "criteo", "--tiny", "--output", str(out), "--quiet", "--repetitions", "20"]) == 0
     results = _results(out)
     patcg, criteo = results["patcg"], results["criteo"]
     assert {(p["policy"], p["epoch_days"]) for p in patcg["points"]} == {
@@ -79,12 +79,12 @@ def test_patcg_and_criteo_experiments(tmp_path):
 
 def test_experiments_accumulate_in_one_directory(tmp_path):
     out = tmp_path / "out"
-    assert main(["bias-detection", "--tiny", "--out", str(out), "--quiet", "--repetitions", "10"]) == 0
-    assert main(["microbenchmark-knob1", "--tiny", "--out", str(out), "--quiet"]) == 0
+    assert main(["bias-detection", "--tiny", "--output", str(out), "--quiet", "--repetitions", "10"]) == 0
+    assert main(["microbenchmark-knob1", "--tiny", "--output", str(out), "--quiet"]) == 0
     assert set(_results(out)) == {"bias-detection", "microbenchmark-knob1"}
     # running an experiment again reuses the datasets it generated (same parameters): no file is rewritten
     before = {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.avro")}
-    assert main(["microbenchmark-knob1", "--tiny", "--out", str(out), "--quiet"]) == 0
+    assert main(["microbenchmark-knob1", "--tiny", "--output", str(out), "--quiet"]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.avro")} == before
 
 
@@ -93,7 +93,7 @@ def test_custom_data(tmp_path):
     generate_microbenchmark(data, knob1=0.5, knob2=0.1, batch_size=40, products=2, progress=False)
     out = tmp_path / "out"
     assert main(["custom", "--impressions", str(data / "impressions-*"), "--conversions", str(data / "conversions-*"),
-                 "--batch-size", "40", "--epochs", "7,30", "--out", str(out), "--quiet", "--repetitions", "20"]) == 0
+                 "--batch-size", "40", "--epochs", "7,30", "--output", str(out), "--quiet", "--repetitions", "20"]) == 0
     entry = _results(out)["custom"]
     assert {(p["policy"], p["epoch_days"]) for p in entry["points"]} == {
         (policy, days) for policy in ("ipa_like", "ara_like", "cookie_monster") for days in (7, 30)}
@@ -107,12 +107,28 @@ def test_custom_data(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["nope", "--out", "x"], "unknown experiment 'nope'"),
-    (["custom", "--out", "x"], "custom needs --impressions"),
-    (["patcg", "--out", "x", "--scale", "2"], "error: argument --scale: must be a number in (0, 1], got 2"),
-    (["patcg", "--out", "x", "--repetitions", "0"], "error: argument --repetitions: must be an integer >= 1, got 0"),
+    (["nope", "--output", "x"], "unknown experiment 'nope'"),
+    (["custom", "--output", "x"], "custom needs --impressions"),
+    (["patcg", "--output", "x", "--scale", "2"], "error: argument --scale: must be a number in (0, 1], got 2"),
+    (["patcg", "--output", "x", "--repetitions", "0"], "error: argument --repetitions: must be an integer >= 1, got 0"),
 ])
 def test_bad_options(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--out", "d"], ["--out=d"]], ids=["separate", "joined"])
+def test_out_is_a_deprecated_spelling_of_output(argv, capsys):
+    assert build_parser().parse_args(["patcg", *argv]).output == "d"
+    assert capsys.readouterr().err == "warning: --out is deprecated and will be removed; use --output\n"
+    assert build_parser().parse_args(["patcg", "--output", "d"]).output == "d"
+    assert capsys.readouterr().err == ""
+
+
+def test_a_run_with_out_writes_into_it_with_one_warning(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["microbenchmark-knob1", "--tiny", "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("deprecated") == 1 and "warning: --out is deprecated and will be removed; use --output\n" in err
+    assert "microbenchmark-knob1" in _results(out)

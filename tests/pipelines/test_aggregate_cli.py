@@ -99,18 +99,49 @@ def _reason_records(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_every_validation_path_is_a_counted_dead_letter(tmp_path):
     reports, expected = _reason_records(tmp_path)
-    (tmp_path / "corrupt.avro").write_bytes(b"Obj\x01 this is not avro")
     output = tmp_path / "out"
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     assert _run(tmp_path / "*.avro", output, "--mode", "key-discovery", "--ledger", ledger,
-                "--error-threshold", "0.95") == 0
+                "--max-error-fraction", "0.95") == 0
     summary = _summary(output)
-    expected = dict(expected, malformed_avro=1)
     assert summary["counts"]["dead_lettered_by_reason"] == dict(sorted(expected.items()))
     assert summary["counts"]["read"] == 2 + sum(expected.values())
     assert summary["counts"]["aggregated_reports"] == 2
     letters = [row for path in output.glob("dead_letters-*") for row in read_records(str(path))]
     assert all(letter["raw"] and "#" in letter["source"] for letter in letters)
+
+
+@pytest.mark.parametrize("broken, code", [
+    (b"Obj\x01 this is not avro", "INPUT_FILE_BROKEN"),  # a corrupt header: the whole file lost
+    (None, "INPUT_FILE_BROKEN"),  # a valid file cut short: its last block lost
+])
+def test_a_broken_report_file_fails_the_job_whatever_the_threshold(broken, code, tmp_path, capsys):
+    write_avro(str(tmp_path / "good.avro"), [record(shared_info(i), [(1, 5, 0)]) for i in range(3)])
+    if broken is None:
+        whole = write_avro(str(tmp_path / "whole.bin"), [record(shared_info(10 + i), [(1, 5, 0)]) for i in range(400)])
+        broken = Path(whole).read_bytes()[:-200]
+    (tmp_path / "broken.avro").write_bytes(broken)
+    output, ledger_path = tmp_path / "out", tmp_path / "ledger.db"
+    assert _run(tmp_path / "*.avro", output, "--mode", "key-discovery", "--ledger", f"sqlite:///{ledger_path}",
+                "--max-error-fraction", "1") == 1
+    summary = _summary(output)
+    assert summary["status"] == "failed" and summary["receipt"]["code"] == code
+    assert "malformed_avro" in summary["counts"]["dead_lettered_by_reason"]
+    assert not list(output.glob("summary_report-*"))
+    errors = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("INFO ")]  # progress lines
+    assert len(errors) == 1 and errors[0].startswith(f"error: {code}: a report file is truncated")
+    with open_ledger(f"sqlite:///{ledger_path}", LIMITS) as ledger:
+        groups = {report_unit_group(_info(i)) for i in range(3)}
+        assert set(ledger.usage(budget_units(groups, [0])).values()) == {(0, 0)}
+
+
+def test_no_valid_report_fails_the_job(tmp_path, capsys):
+    write_avro(str(tmp_path / "empty.avro"), [])
+    output = tmp_path / "out"
+    assert _run(tmp_path / "empty.avro", output, "--mode", "key-discovery", "--ledger",
+                f"sqlite:///{tmp_path / 'ledger.db'}") == 1
+    assert _summary(output)["receipt"]["code"] == "NO_VALID_REPORTS"
+    assert "NO_VALID_REPORTS" in capsys.readouterr().err
 
 
 def test_too_many_bad_reports_fail_the_job_without_spending(tmp_path, capsys):
@@ -120,7 +151,7 @@ def test_too_many_bad_reports_fail_the_job_without_spending(tmp_path, capsys):
     summary = _summary(output)
     assert summary["status"] == "failed" and summary["receipt"]["code"] == "REPORTS_WITH_ERRORS_EXCEEDED_THRESHOLD"
     assert not list(output.glob("summary_report-*"))
-    assert "REPORTS_WITH_ERRORS_EXCEEDED_THRESHOLD" in capsys.readouterr().out
+    assert "REPORTS_WITH_ERRORS_EXCEEDED_THRESHOLD" in capsys.readouterr().err
     with open_ledger(f"sqlite:///{ledger_path}", LIMITS) as ledger:
         groups = {report_unit_group(_info(i)) for i in range(2)}
         assert set(ledger.usage(budget_units(groups, [0])).values()) == {(0, 0)}
@@ -166,7 +197,7 @@ def test_a_retried_charge_of_the_same_job_id_does_not_charge_twice(tmp_path):
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     job = AggregationJob(AggregationParams("key-discovery", 10, "1e-5"), "job-1", ledger_url=ledger, limits=LIMITS)
     groups = {report_unit_group(_info(0))}
-    stats = {"read": 1}
+    stats = {"read": 1, "aggregated_reports": 1}
     assert charge(job, stats, groups)["charge"] == "charged"
     assert charge(job, stats, groups)["charge"] == "already_charged"  # a worker retried after a crash
     other = AggregationJob(AggregationParams("key-discovery", 10, "1e-5"), "job-2", ledger_url=ledger, limits=LIMITS)
@@ -193,7 +224,7 @@ def test_encrypted_reports_are_opened_with_the_key_file(tmp_path):
     reports = write_avro(str(tmp_path / "r.avro"), records)
     output = tmp_path / "out"
     assert _run(Path(reports), output, "--mode", "key-discovery", "--l1", "1", "--debug", "--no-noise",
-                "--private-key", str(tmp_path / "private.json"), "--error-threshold", "0.25") == 0
+                "--private-key", str(tmp_path / "private.json"), "--max-error-fraction", "0.25") == 0
     assert _facts(output)[5]["metric"] == 28
     assert _summary(output)["counts"]["dead_lettered_by_reason"] == {"undecryptable_payload": 1}
 

@@ -99,9 +99,9 @@ def test_pm_beam_help_lists_every_entry_point():
 @pytest.mark.parametrize("command", COMMANDS, ids=_id)
 def test_a_misspelt_option_is_an_error_naming_the_real_one(command, capsys):
     module, words, parser = command
-    option = next(option for action in parser._actions for option in action.option_strings
-                  if option.startswith("--") and "-" in option[2:])
-    misspelt = "--" + option[2:].replace("-", "_")
+    options = [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    option = next((option for option in options if "-" in option[2:]), options[-1])
+    misspelt = "--" + option[2:].replace("-", "_") if "-" in option[2:] else option[:-1]  # --window_hours, --scal
     status, _, err = _run(module, [*words, *_required(parser), misspelt, "1"], capsys)
     assert status == 2
     assert err.endswith(f"error: unknown option {misspelt} (did you mean {option}?)\n") and err.count("\n") == 1

@@ -159,7 +159,7 @@ def test_group_size_classes(clean):
 
 def test_cli_writes_files_and_summary(tmp_path, capsys):
     out = tmp_path / "cli"
-    code = generate.main(["kanon", "--out", str(out), "--groups", "50", "--users", "2000", "--joins", "2000",
+    code = generate.main(["kanon", "--output", str(out), "--groups", "50", "--users", "2000", "--joins", "2000",
                           "--days", "7", "--start", "2026-02-02", "--format", "jsonl", "--shards", "3",
                           "--bad-fraction", "0.1", "--k", "20", "--seed", "5", "--quiet"])
     assert code == 0
@@ -171,15 +171,15 @@ def test_cli_writes_files_and_summary(tmp_path, capsys):
     assert len(valid) == summary["stats"]["joins_written"] and len(dead) == summary["stats"]["bad_written"]
     assert "wrote" in capsys.readouterr().out
     # A second run with fewer shards replaces the earlier shards.
-    generate.main(["kanon", "--out", str(out), "--groups", "50", "--joins", "500", "--days", "7", "--quiet"])
+    generate.main(["kanon", "--output", str(out), "--groups", "50", "--joins", "500", "--days", "7", "--quiet"])
     assert sorted(p.name for p in out.glob("joins-*")) == ["joins-00000-of-00001.avro"]
 
 
 @pytest.mark.parametrize("argv", [
-    ["kanon", "--out", "x", "--bad-fraction", "1.0"],
-    ["kanon", "--out", "x", "--start", "not-a-date"],
-    ["kanon", "--out", "x", "--format", "csv"],
-    ["kanon", "--out", "x", "--groups", "0"],
+    ["kanon", "--output", "x", "--bad-fraction", "1.0"],
+    ["kanon", "--output", "x", "--start", "not-a-date"],
+    ["kanon", "--output", "x", "--format", "csv"],
+    ["kanon", "--output", "x", "--groups", "0"],
     [],
 ])
 def test_cli_rejects_bad_options(argv, tmp_path, monkeypatch):
@@ -187,6 +187,59 @@ def test_cli_rejects_bad_options(argv, tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as raised:
         generate.main(argv)
     assert raised.value.code == 2
+
+
+
+# --------------------------------------------------------------------------- deprecated spellings
+
+RENAMED = {"--out": ("--output", "output", "d"), "--start-date": ("--start", "start", "2024-02-01")}
+REQUIRED = {"microbenchmark": ["--knob1", "0.5", "--knob2", "0.1"]}
+WITH_START_DATE = ("microbenchmark", "patcg-like", "criteo-like", "ara", "paa", "event-level")  # not kanon, reports
+DEPRECATED = [(name, old) for _, name, _, _ in generate.DATASETS for old in RENAMED
+              if old == "--out" or name in WITH_START_DATE]
+
+
+def _parse(argv: list[str], capsys) -> tuple[dict, str]:
+    parsed = vars(generate.build_parser().parse_args(argv))
+    parsed.pop("run")
+    return parsed, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dataset, old", DEPRECATED, ids=[f"{name} {old}" for name, old in DEPRECATED])
+@pytest.mark.parametrize("joined", [False, True], ids=["separate", "joined"])
+def test_a_deprecated_spelling_still_works_with_one_warning(dataset, old, joined, capsys):
+    new, dest, value = RENAMED[old]
+    base = [dataset, *REQUIRED.get(dataset, []), *([] if old == "--out" else ["--output", "d"])]
+
+    def spelt(option: str) -> list[str]:
+        return [f"{option}={value}"] if joined else [option, value]
+
+    with_old, warned = _parse([*base, *spelt(old)], capsys)
+    with_new, quiet = _parse([*base, *spelt(new)], capsys)
+    assert with_old == with_new and with_old[dest] == value
+    assert warned == f"warning: {old} is deprecated and will be removed; use {new}\n"
+    assert quiet == ""
+
+
+def test_the_old_spellings_are_not_offered_where_they_never_were(capsys):
+    with pytest.raises(SystemExit) as raised:
+        generate.main(["kanon", "--output", "x", "--start-date", "2026-01-05"])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == "generate kanon: error: unknown option --start-date (did you mean --start?)\n"
+
+
+def test_a_run_with_the_old_spellings_writes_the_same_files(tmp_path, capsys):
+    options = ["--knob1", "1", "--knob2", "0.05", "--batch-size", "5", "--products", "1", "--days", "40", "--quiet"]
+    assert generate.main(["microbenchmark", *options, "--out", str(tmp_path / "old"), "--start-date=2024-03-01"]) == 0
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == ["warning: --out is deprecated and will be removed; use --output",
+                        "warning: --start-date is deprecated and will be removed; use --start"]
+    assert generate.main(["microbenchmark", *options, "--output", str(tmp_path / "new"), "--start=2024-03-01"]) == 0
+    assert capsys.readouterr().err == ""
+    files = sorted(path.name for path in (tmp_path / "new").iterdir())
+    assert files == sorted(path.name for path in (tmp_path / "old").iterdir()) and "generation.json" in files
+    for name in files:
+        assert (tmp_path / "old" / name).read_bytes() == (tmp_path / "new" / name).read_bytes(), name
 
 
 # --------------------------------------------------------------------------- microbenchmark
@@ -374,8 +427,8 @@ def test_micro_default_size(tmp_path):
 
 def test_micro_cli_writes_files_and_summary(tmp_path, capsys):
     out = tmp_path / "cli"
-    code = generate.main(["microbenchmark", "--knob1", "0.5", "--knob2", "0.05", "--out", str(out), "--batch-size",
-                          "20", "--products", "2", "--days", "60", "--start-date", "2024-03-01", "--format", "pb",
+    code = generate.main(["microbenchmark", "--knob1", "0.5", "--knob2", "0.05", "--output", str(out), "--batch-size",
+                          "20", "--products", "2", "--days", "60", "--start", "2024-03-01", "--format", "pb",
                           "--shards", "3", "--bad-fraction", "0.1", "--seed", "4", "--quiet"])
     assert code == 0
     summary = json.loads((out / "generation.json").read_text())
@@ -391,7 +444,7 @@ def test_micro_cli_writes_files_and_summary(tmp_path, capsys):
     assert "wrote 40 users x 3 = 120 impressions and 80 conversions" in printed
     assert "impressions-00000-of-00003.pb" in printed and "conversions-00000-of-00001.pb" in printed
     # A second run replaces the earlier files.
-    generate.main(["microbenchmark", "--knob1", "1", "--knob2", "0.05", "--out", str(out), "--batch-size", "5",
+    generate.main(["microbenchmark", "--knob1", "1", "--knob2", "0.05", "--output", str(out), "--batch-size", "5",
                    "--products", "1", "--days", "40", "--quiet"])
     assert sorted(p.name for p in out.glob("*-of-*")) == ["conversions-00000-of-00001.avro",
                                                           "impressions-00000-of-00001.avro"]
@@ -409,12 +462,12 @@ def test_micro_cli_writes_files_and_summary(tmp_path, capsys):
     ["--knob1", "0.1", "--knob2", "0.1", "--batch-size", "0"],
     ["--knob1", "0.1", "--knob2", "0.1", "--shards", "0"],
     ["--knob1", "0.1", "--knob2", "0.1", "--bad-fraction", "1"],
-    ["--knob1", "0.1", "--knob2", "0.1", "--start-date", "not-a-date"],
-    ["--knob1", "0.1", "--knob2", "0.1", "--start-date", "2099-12-01"],
+    ["--knob1", "0.1", "--knob2", "0.1", "--start", "not-a-date"],
+    ["--knob1", "0.1", "--knob2", "0.1", "--start", "2099-12-01"],
 ])
 def test_micro_cli_rejects_bad_options_with_one_line(options, tmp_path, capsys):
     with pytest.raises(SystemExit) as raised:
-        generate.main(["microbenchmark", "--out", str(tmp_path / "x"), *options])
+        generate.main(["microbenchmark", "--output", str(tmp_path / "x"), *options])
     assert raised.value.code == 2
     error = capsys.readouterr().err
     assert error.startswith("generate microbenchmark: error: ") and error.count("\n") == 1
@@ -422,9 +475,9 @@ def test_micro_cli_rejects_bad_options_with_one_line(options, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["microbenchmark", "--out", "x", "--knob2", "0.1"],
-    ["microbenchmark", "--out", "x", "--knob1", "0.1", "--knob2", "0.1", "--format", "csv"],
-    ["microbenchmark", "--out", "x", "--knob1", "abc", "--knob2", "0.1"],
+    ["microbenchmark", "--output", "x", "--knob2", "0.1"],
+    ["microbenchmark", "--output", "x", "--knob1", "0.1", "--knob2", "0.1", "--format", "csv"],
+    ["microbenchmark", "--output", "x", "--knob1", "abc", "--knob2", "0.1"],
 ])
 def test_micro_cli_usage_errors(argv, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

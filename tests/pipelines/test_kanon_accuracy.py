@@ -25,7 +25,7 @@ def test_end_to_end(tmp_path, capsys):
     out = tmp_path / "accuracy"
     code = kanon_accuracy.main(
         ["--epsilon", "3", "--delta", "1e-5", "--window-hours", "168", "--k", "50",
-         "--out", str(out), "--repetitions", "3000", "--seed", "1"]
+         "--output", str(out), "--repetitions", "3000", "--seed", "1"]
     )
     assert code == 0
     for name in OUTPUT_FILES:
@@ -46,13 +46,24 @@ def test_end_to_end(tmp_path, capsys):
 
 def test_same_seed_same_results(tmp_path):
     args = ["--noise-epsilon", "0.75", "--noise-delta", "4.7375e-5", "--repetitions", "500", "--seed", "7"]
-    kanon_accuracy.main([*args, "--out", str(tmp_path / "a")])
-    kanon_accuracy.main([*args, "--out", str(tmp_path / "b")])
+    kanon_accuracy.main([*args, "--output", str(tmp_path / "a")])
+    kanon_accuracy.main([*args, "--output", str(tmp_path / "b")])
     first = json.loads((tmp_path / "a" / "results.json").read_text())
     second = json.loads((tmp_path / "b" / "results.json").read_text())
     assert first["p99_max_window_error"] == second["p99_max_window_error"]
     assert first["error_rates"] == second["error_rates"]
 
+
+
+def test_out_is_a_deprecated_spelling_of_output(tmp_path, capsys):
+    args = ["--noise-epsilon", "0.75", "--noise-delta", "4.7375e-5", "--repetitions", "200", "--seed", "7"]
+    assert kanon_accuracy.main([*args, "--out", str(tmp_path / "old")]) == 0
+    assert capsys.readouterr().err.splitlines() == ["warning: --out is deprecated and will be removed; use --output"]
+    assert kanon_accuracy.main([*args, f"--output={tmp_path / 'new'}"]) == 0
+    assert capsys.readouterr().err == ""
+    old = json.loads((tmp_path / "old" / "results.json").read_text())
+    new = json.loads((tmp_path / "new" / "results.json").read_text())
+    assert old["error_rates"] == new["error_rates"]
 
 def test_simulated_errors_respect_cor_4_4_and_the_rates_are_monotone():
     draw = DrawParameters("3/4", "4.7375e-5")
@@ -71,11 +82,11 @@ def test_simulated_errors_respect_cor_4_4_and_the_rates_are_monotone():
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--out", "x"],  # no privacy parameters
-        ["--epsilon", "3", "--out", "x"],  # half a pair
-        ["--epsilon", "3", "--delta", "1e-5", "--noise-epsilon", "1", "--noise-delta", "1e-8", "--out", "x"],
-        ["--epsilon", "3", "--delta", "1e-5", "--out", "x", "--repetitions", "0"],
-        ["--epsilon", "3", "--delta", "1e-5"],  # no --out
+        ["--output", "x"],  # no privacy parameters
+        ["--epsilon", "3", "--output", "x"],  # half a pair
+        ["--epsilon", "3", "--delta", "1e-5", "--noise-epsilon", "1", "--noise-delta", "1e-8", "--output", "x"],
+        ["--epsilon", "3", "--delta", "1e-5", "--output", "x", "--repetitions", "0"],
+        ["--epsilon", "3", "--delta", "1e-5"],  # no --output
     ],
 )
 def test_bad_options_exit_with_one_line(argv, capsys):

@@ -24,7 +24,7 @@ SMALL_DATASET = ["--groups", "60", "--joins", "3000", "--days", "7", "--bad-frac
 
 
 def _generate(directory: Path, arguments: list[str]) -> dict:
-    assert generate.main(["kanon", "--out", str(directory), *arguments]) == 0
+    assert generate.main(["kanon", "--output", str(directory), *arguments]) == 0
     return json.loads((directory / "generation.json").read_text())
 
 

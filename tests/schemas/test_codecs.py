@@ -306,20 +306,20 @@ def test_delimited_proto_dead_letters_and_positions():
 
 
 def test_delimited_proto_truncated_length_is_one_final_dead_letter():
-    """A length running past the end of the file is one malformed_protobuf letter with the rest of the file."""
+    """A length running past the end of the file is one truncated_protobuf letter with the rest of the file."""
     good = delimited(**record())
     tail = _VarintBytes(50) + b"only a few bytes"
     out = read(read_delimited_proto, good + tail, "t.pb")
-    assert out == [GOOD, DeadLetter(base64.b64encode(tail).decode(), "malformed_protobuf", f"t.pb@{len(good)}")]
+    assert out == [GOOD, DeadLetter(base64.b64encode(tail).decode(), "truncated_protobuf", f"t.pb@{len(good)}")]
 
 
 def test_delimited_proto_garbage_and_unterminated_varint():
     """Random garbage and a length prefix cut in the middle of its varint never raise."""
     assert read(read_delimited_proto, b"\xff" * 12, "g.pb") == [
-        DeadLetter(base64.b64encode(b"\xff" * 12).decode(), "malformed_protobuf", "g.pb@0")]
+        DeadLetter(base64.b64encode(b"\xff" * 12).decode(), "truncated_protobuf", "g.pb@0")]
     good = delimited(**record())
     out = read(read_delimited_proto, good + b"\x80", "g.pb")  # continuation bit set, no next byte
-    assert out == [GOOD, DeadLetter(base64.b64encode(b"\x80").decode(), "malformed_protobuf", f"g.pb@{len(good)}")]
+    assert out == [GOOD, DeadLetter(base64.b64encode(b"\x80").decode(), "truncated_protobuf", f"g.pb@{len(good)}")]
     assert read(read_delimited_proto, b"", "e.pb") == []
 
 

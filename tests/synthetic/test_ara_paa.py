@@ -121,8 +121,8 @@ def test_paa_shape_and_determinism(tmp_path):
 
 
 def test_cli_writes_and_reports(tmp_path, capsys):
-    assert generate.main(["ara", "--out", str(tmp_path / "ara"), "--devices", "20", "--days", "5", "--quiet"]) == 0
-    assert generate.main(["paa", "--out", str(tmp_path / "paa"), "--devices", "20", "--days", "2", "--format", "pb"]) == 0
+    assert generate.main(["ara", "--output", str(tmp_path / "ara"), "--devices", "20", "--days", "5", "--quiet"]) == 0
+    assert generate.main(["paa", "--output", str(tmp_path / "paa"), "--devices", "20", "--days", "2", "--format", "pb"]) == 0
     printed = capsys.readouterr()
     assert "generate ara: wrote 20 devices" in printed.out and "generate paa: wrote 20 devices" in printed.out
     assert "sources-00000-of-00001.avro" in printed.out and "events-00000-of-00001.pb" in printed.out
@@ -133,11 +133,11 @@ def test_cli_writes_and_reports(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["ara", "--devices", "0"], "error: argument --devices: must be an integer in [1, 100000000], got 0"),
     (["ara", "--bad-fraction", "1"], "error: argument --bad-fraction: must be a number in [0, 1), got 1"),
-    (["paa", "--start-date", "yesterday"], "--start-date must be a date"),
+    (["paa", "--start", "yesterday"], "--start must be a date"),
 ])
 def test_cli_rejects_bad_options_with_one_line(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as raised:
-        generate.main([*argv, "--out", str(tmp_path)])
+        generate.main([*argv, "--output", str(tmp_path)])
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
@@ -150,7 +150,7 @@ def test_files_are_the_same_bytes_whatever_the_hash_seed(tmp_path):
     written = []
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed
-        subprocess.run([sys.executable, "-m", "pipelines.generate", "ara", "--out", str(out), "--devices", "40",
+        subprocess.run([sys.executable, "-m", "pipelines.generate", "ara", "--output", str(out), "--devices", "40",
                         "--seed", "3", "--quiet"], check=True, cwd=root, env={**os.environ, "PYTHONHASHSEED": hash_seed})
         written.append({path.name: path.read_bytes() for path in sorted(out.glob("*.avro"))})
     assert "domain.avro" in written[0] and len(written[0]) > 2

@@ -325,8 +325,8 @@ def test_records_do_not_depend_on_the_number_of_files(tmp_path, monkeypatch):
 
 def test_cli_writes_files_and_summary(tmp_path, capsys):
     out = tmp_path / "cli"
-    code = generate.main(["criteo-like", "--out", str(out), "--scale", "0.0005", "--augment", "2", "--seed", "3",
-                          "--format", "pb", "--start-date", "2024-02-01"])
+    code = generate.main(["criteo-like", "--output", str(out), "--scale", "0.0005", "--augment", "2", "--seed", "3",
+                          "--format", "pb", "--start", "2024-02-01"])
     assert code == 0
     captured = capsys.readouterr()
     assert "generate criteo-like: wrote 6,0" in captured.out and "augmented) of 292 advertisers" in captured.out
@@ -335,7 +335,7 @@ def test_cli_writes_files_and_summary(tmp_path, capsys):
     summary = json.loads((out / "generation.json").read_text())
     assert summary["parameters"]["start_micros"] == parse_start("2024-02-01") and summary["parameters"]["augment"] == 2
     assert summary["stats"]["augmented_impressions"] == 2 * summary["stats"]["conversions"]
-    assert generate.main(["criteo-like", "--out", str(out), "--scale", "0.0005", "--quiet"]) == 0
+    assert generate.main(["criteo-like", "--output", str(out), "--scale", "0.0005", "--quiet"]) == 0
     assert capsys.readouterr().err == ""
     assert sorted(p.name for p in out.glob("*-of-*")) == ["conversions-00000-of-00001.avro",
                                                           "impressions-00000-of-00001.avro"]  # earlier files replaced
@@ -343,19 +343,19 @@ def test_cli_writes_files_and_summary(tmp_path, capsys):
 
 @pytest.mark.parametrize("options", [
     ["--scale", "0"], ["--scale", "-0.1"], ["--scale", "nan"], ["--scale", "inf"], ["--scale", "0.00001"],
-    ["--augment", "-1"], ["--augment", "101"], ["--start-date", "not-a-date"], ["--start-date", "2099-12-01"],
+    ["--augment", "-1"], ["--augment", "101"], ["--start", "not-a-date"], ["--start", "2099-12-01"],
 ])
 def test_cli_rejects_bad_options_with_one_line(options, tmp_path, capsys):
     with pytest.raises(SystemExit) as raised:
-        generate.main(["criteo-like", "--out", str(tmp_path / "x"), *options])
+        generate.main(["criteo-like", "--output", str(tmp_path / "x"), *options])
     assert raised.value.code == 2
     error = capsys.readouterr().err
     assert error.startswith("generate criteo-like: error: ") and error.count("\n") == 1
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("argv", [["criteo-like"], ["criteo-like", "--out", "x", "--format", "csv"],
-                                  ["criteo-like", "--out", "x", "--augment", "1.5"]])
+@pytest.mark.parametrize("argv", [["criteo-like"], ["criteo-like", "--output", "x", "--format", "csv"],
+                                  ["criteo-like", "--output", "x", "--augment", "1.5"]])
 def test_cli_usage_errors(argv, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as raised:

@@ -208,7 +208,7 @@ def test_bad_records_fraction_and_reasons(tmp_path, fmt):
 
 
 def test_cli_writes_and_summarises(tmp_path, capsys):
-    assert generate.main(["event-level", "--out", str(tmp_path), "--sources", "3000", "--days", "5", "--quiet"]) == 0
+    assert generate.main(["event-level", "--output", str(tmp_path), "--sources", "3000", "--days", "5", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "generate event-level: wrote 300 devices, 3,000 sources" in out and "generation.json" in out
     assert (tmp_path / "sources-00000-of-00001.avro").exists() and (tmp_path / "triggers-00000-of-00001.avro").exists()
@@ -227,7 +227,7 @@ def test_default_options_keep_the_files(tmp_path):
 
 
 def test_all_navigation_with_default_configs_from_the_cli(tmp_path, capsys):
-    argv = ["event-level", "--out", str(tmp_path), "--sources", "3000", "--days", "5", "--seed", "3",
+    argv = ["event-level", "--output", str(tmp_path), "--sources", "3000", "--days", "5", "--seed", "3",
             "--navigation-share", "1", "--default-configs", "--quiet"]
     assert generate.main(argv) == 0
     assert "3,000 sources (3,000 navigation, 0 with custom trigger specs)" in capsys.readouterr().out
@@ -278,11 +278,11 @@ def test_navigation_share_zero_gives_views_only(tmp_path):
     (["--bad-fraction", "1"], "error: argument --bad-fraction: must be a number in [0, 1), got 1"),
     (["--navigation-share", "1.01"], "error: argument --navigation-share: must be a number in [0, 1], got 1.01"),
     (["--navigation-share", "-0.5"], "error: argument --navigation-share: must be a number in [0, 1], got -0.5"),
-    (["--start-date", "yesterday"], "--start-date must be a date"),
+    (["--start", "yesterday"], "--start must be a date"),
 ])
 def test_cli_rejects_bad_options_with_one_line(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as raised:
-        generate.main(["event-level", *argv, "--out", str(tmp_path)])
+        generate.main(["event-level", *argv, "--output", str(tmp_path)])
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1

@@ -260,8 +260,8 @@ def test_fast_encoders_match_the_record_encoder():
 
 def test_cli_writes_files_and_summary(tmp_path, capsys):
     out = tmp_path / "cli"
-    code = generate.main(["patcg-like", "--out", str(out), "--scale", str(SMALL), "--seed", "3", "--format", "jsonl",
-                          "--window-days", "10", "--start-date", "2024-02-01"])
+    code = generate.main(["patcg-like", "--output", str(out), "--scale", str(SMALL), "--seed", "3", "--format", "jsonl",
+                          "--window-days", "10", "--start", "2024-02-01"])
     assert code == 0
     captured = capsys.readouterr()
     assert "generate patcg-like: wrote 8,000 users" in captured.out and "queries: 80 (10 keys x 8 batches" in captured.out
@@ -270,7 +270,7 @@ def test_cli_writes_files_and_summary(tmp_path, capsys):
     summary = json.loads((out / "generation.json").read_text())
     assert summary["parameters"]["start_micros"] == parse_start("2024-02-01")
     assert summary["parameters"]["window_days"] == 10 and summary["parameters"]["format"] == "jsonl"
-    assert generate.main(["patcg-like", "--out", str(out), "--scale", str(SMALL), "--quiet"]) == 0
+    assert generate.main(["patcg-like", "--output", str(out), "--scale", str(SMALL), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
     assert sorted(p.name for p in out.glob("*-of-*")) == ["conversions-00000-of-00001.avro",
                                                           "impressions-00000-of-00001.avro"]  # earlier files replaced
@@ -278,19 +278,19 @@ def test_cli_writes_files_and_summary(tmp_path, capsys):
 
 @pytest.mark.parametrize("options", [
     ["--scale", "0"], ["--scale", "-1"], ["--scale", "nan"], ["--scale", "inf"], ["--scale", "0.00001"],
-    ["--window-days", "0"], ["--window-days", "151"], ["--start-date", "not-a-date"], ["--start-date", "2099-12-01"],
+    ["--window-days", "0"], ["--window-days", "151"], ["--start", "not-a-date"], ["--start", "2099-12-01"],
 ])
 def test_cli_rejects_bad_options_with_one_line(options, tmp_path, capsys):
     with pytest.raises(SystemExit) as raised:
-        generate.main(["patcg-like", "--out", str(tmp_path / "x"), *options])
+        generate.main(["patcg-like", "--output", str(tmp_path / "x"), *options])
     assert raised.value.code == 2
     error = capsys.readouterr().err
     assert error.startswith("generate patcg-like: error: ") and error.count("\n") == 1
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("argv", [["patcg-like"], ["patcg-like", "--out", "x", "--format", "csv"],
-                                  ["patcg-like", "--out", "x", "--scale", "abc"]])
+@pytest.mark.parametrize("argv", [["patcg-like"], ["patcg-like", "--output", "x", "--format", "csv"],
+                                  ["patcg-like", "--output", "x", "--scale", "abc"]])
 def test_cli_usage_errors(argv, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as raised:

@@ -63,7 +63,7 @@ from transforms.core.device_state import (
     stamped,
     unpack_chunk,
 )
-from transforms.core.io import DEAD_LETTERS, ReadEvents
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.state import StateCodec
 
@@ -232,10 +232,10 @@ class MeasureBatch(beam.PTransform):
             self._conversions, CONVERSION, self._format,
             fold=functools.partial(RowShards, self._shards, _CONVERSION), check=ConversionCheck(config),
         )
+        events, dead_letters, input_files = flatten_reads([impressions, conversions])
         # ReportRecord; budgets: DeviceEpochBudget
         replayed = (
-            (impressions.events, conversions.events)
-            | "FlattenEvents" >> beam.Flatten()
+            events
             | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, deflated pickle)])
             | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(config, source, self._emit_budgets)).with_outputs(
                 BUDGETS, main=REPORTS
@@ -263,7 +263,8 @@ class MeasureBatch(beam.PTransform):
             RESULTS: queried[RESULTS],
             INCOMPLETE: cut[INCOMPLETE],
             BUDGETS: budgets,
-            DEAD_LETTERS: (impressions.dead_letters, conversions.dead_letters) | "FlattenDeadLetters" >> beam.Flatten(),
+            DEAD_LETTERS: dead_letters,
+            INPUT_FILES: input_files,
         }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import zlib
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 import apache_beam as beam
@@ -21,14 +22,28 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from schemas.codecs import READERS, EventSpec, format_of, row_to_dict
+from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, format_of, row_to_dict
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
 
 METRICS_NAMESPACE = "pmbeam.io"
 DEAD_LETTERS = "dead_letters"
+INPUT_FILES = "input_files"
 DEAD_LETTER_PREFIX = "dead_letter."
 OUTPUT_FORMATS = ("jsonl", "avro")
+
+
+class InputFileReport(NamedTuple):
+    """What reading one input file gave: records ``read`` (``parsed`` + ``dead_lettered``) and, when the rest of
+    the file was lost (``schemas.codecs.FILE_FAILURES``), the ``failure`` reason. Written by every run to
+    ``input_files-*.jsonl``: exact counts on every runner (Beam's counters are not, in streaming), and what the
+    driver judges the input by before anything is released."""
+
+    path: str
+    read: int
+    parsed: int
+    dead_lettered: int
+    failure: str | None
 
 
 class InputError(Exception):
@@ -135,34 +150,43 @@ class _ParseFileFn(beam.DoFn):
             for letter in framed.dead:
                 dead_by_reason[letter.reason] = dead_by_reason.get(letter.reason, 0) + 1
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
-        with readable.open() if framed is None else contextlib.nullcontext() as handle:
-            items = enumerate(READERS[fmt](self._spec, handle, path)) if framed is None else framed.others
-            for position, item in items:
-                if type(item) is not DeadLetter and check is not None:
-                    reason = check(item)
-                    if reason is not None:
-                        item = DeadLetter(raw=row_json_line(item), reason=reason, source=f"{path}#{position}")
-                if type(item) is DeadLetter:
-                    dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
-                    continue
-                if item.event_time_micros > latest:
-                    latest = item.event_time_micros
-                if add is None:
-                    yield item
-                else:
-                    add(item)
-                parsed += 1
-                if not parsed & _CHECK_MASK:  # every 65,536 rows: progress and the fold's memory bound
-                    if not parsed & _PROGRESS_MASK:
-                        _log.info("%s: %d valid records read", path, parsed)
-                    if fold is not None and fold.pending >= fold.flush_rows:
-                        yield from fold.drain()
+        try:
+            with readable.open() if framed is None else contextlib.nullcontext() as handle:
+                items = enumerate(READERS[fmt](self._spec, handle, path)) if framed is None else framed.others
+                for position, item in items:
+                    if type(item) is not DeadLetter and check is not None:
+                        reason = check(item)
+                        if reason is not None:
+                            item = DeadLetter(raw=row_json_line(item), reason=reason, source=f"{path}#{position}")
+                    if type(item) is DeadLetter:
+                        dead_by_reason[item.reason] = dead_by_reason.get(item.reason, 0) + 1
+                        yield beam.pvalue.TaggedOutput(DEAD_LETTERS, item)
+                        continue
+                    if item.event_time_micros > latest:
+                        latest = item.event_time_micros
+                    if add is None:
+                        yield item
+                    else:
+                        add(item)
+                    parsed += 1
+                    if not parsed & _CHECK_MASK:  # every 65,536 rows: progress and the fold's memory bound
+                        if not parsed & _PROGRESS_MASK:
+                            _log.info("%s: %d valid records read", path, parsed)
+                        if fold is not None and fold.pending >= fold.flush_rows:
+                            yield from fold.drain()
+        except (OSError, EOFError, zlib.error) as error:  # an unreadable or truncated compressed file
+            reason = UNREADABLE_FILE
+            dead_by_reason[reason] = dead_by_reason.get(reason, 0) + 1
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTERS, DeadLetter(raw=f"{type(error).__name__}: {error}", reason=reason, source=path)
+            )
         if fold is not None:
             yield from fold.drain()
         if parsed:
             self._latest.update(latest)
         dead = sum(dead_by_reason.values())
+        failure = next((reason for reason in dead_by_reason if reason in FILE_FAILURES), None)
+        yield beam.pvalue.TaggedOutput(INPUT_FILES, InputFileReport(path, parsed + dead, parsed, dead, failure))
         self._read.inc(parsed + dead)
         self._parsed.inc(parsed)
         self._dead.inc(dead)
@@ -207,8 +231,27 @@ class ReadEvents(beam.PTransform):
             | "Open" >> fileio.ReadMatches()
             | "Parse"
             >> beam.ParDo(_ParseFileFn(self._spec, self._fmt, self._fold, self._check, self._frames))
-            .with_outputs(DEAD_LETTERS, main="events")
+            .with_outputs(DEAD_LETTERS, INPUT_FILES, main="events")
         )
+
+
+def flatten_reads(reads: list) -> tuple:
+    """``(events, dead_letters, input_files)`` of several ``ReadEvents`` results, each flattened into one."""
+    return tuple(
+        [getattr(read, output) for read in reads] | f"Flatten_{output}" >> beam.Flatten()
+        for output in ("events", DEAD_LETTERS, INPUT_FILES)
+    )
+
+
+class WriteInputReport(beam.PTransform):
+    """Writes the ``InputFileReport`` of every input file to ``<output_dir>/input_files-*.jsonl`` (one shard)."""
+
+    def __init__(self, output_dir: str) -> None:
+        super().__init__()
+        self._output_dir = output_dir
+
+    def expand(self, reports):
+        return reports | WriteRecords(f"{self._output_dir.rstrip('/')}/{INPUT_FILES}", "jsonl", num_shards=1)
 
 
 class CountDeadLetters(beam.PTransform):

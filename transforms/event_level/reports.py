@@ -59,7 +59,7 @@ from transforms.core.device_state import (
     stamped,
     unpack_chunk,
 )
-from transforms.core.io import DEAD_LETTERS, FrameRead, ReadEvents, row_json_line
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, FrameRead, ReadEvents, flatten_reads, row_json_line
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.frames import refuse_sources, replay_frame
 from transforms.event_level.mechanisms.devices import EventLevelDevice, SourceCheck, choose_randomized, event_order
@@ -189,16 +189,13 @@ class EventLevelReportsBatch(beam.PTransform):
                 fold=functools.partial(RowShards, self._shards, _TRIGGERS),
             ),
         ]
+        events, dead_letters, input_files = flatten_reads(read)
         reports = (
-            [result.events for result in read]
-            | "FlattenEvents" >> beam.Flatten()
+            events
             | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, sources frame | trigger rows)])
             | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(self._epsilon, self._source))
         )
-        return {
-            REPORTS: reports,
-            DEAD_LETTERS: [result.dead_letters for result in read] | "FlattenDeadLetters" >> beam.Flatten(),
-        }
+        return {REPORTS: reports, DEAD_LETTERS: dead_letters, INPUT_FILES: input_files}
 
 
 class _DeviceRecord(DeviceRecord):
@@ -264,12 +261,11 @@ class EventLevelReportsStreaming(beam.PTransform):
 
 
 def read_streaming_rows(pbegin, sources: str, triggers: str, epsilon: float | None, input_format: str | None = None):
-    """The streaming recipe's input from files: (rows, [dead letters of each reader]); sources checked at
+    """The streaming recipe's input from files: ``(rows, dead_letters, input_files)``; sources checked at
     ``epsilon`` (``SourceCheck``)."""
     read = [
         pbegin | f"Read_{spec.name}" >> ReadEvents(pattern, spec, input_format, check=check)
         for pattern, spec, check in ((sources, EVENT_LEVEL_SOURCE, SourceCheck(epsilon)),
                                      (triggers, EVENT_LEVEL_TRIGGER, None))
     ]
-    rows = [result.events for result in read] | "FlattenRows" >> beam.Flatten()
-    return rows, [result.dead_letters for result in read]
+    return flatten_reads(read)

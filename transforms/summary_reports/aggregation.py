@@ -42,6 +42,7 @@ from schemas.aggregatable import (
     minimal_bucket_bytes,
     parse_shared_info,
 )
+from schemas.codecs import FILE_FAILURES, MALFORMED_AVRO
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
 from schemas.time_units import SECONDS_PER_DAY
@@ -85,7 +86,7 @@ class AggregationJob:
     limits: LedgerLimits | None = None
     private_keys: dict = field(default_factory=dict)  # key id -> raw X25519 private key; empty: clear-text payloads
     now_seconds: int = 0  # reports scheduled before now - 90 days are too old
-    error_threshold: float = 0.10
+    max_error_fraction: float = 0.10  # of the reports read (DESIGN.md, "Command-line conventions")
     debug: bool = False  # only debug-mode reports; a debug output; no ledger
     noise: bool = True
 
@@ -144,7 +145,7 @@ def _avro_records(handle, path: str) -> Iterator:
             yield record
             index += 1
     except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt input
-        yield DeadLetter(f"{type(error).__name__}: {error}", "malformed_avro", f"{path}#{index}")
+        yield DeadLetter(f"{type(error).__name__}: {error}", MALFORMED_AVRO, f"{path}#{index}")
 
 
 def _report_fields(record) -> tuple[bytes, str, str]:
@@ -386,18 +387,36 @@ def error_count(stats: dict) -> int:
                if name.startswith("dead_lettered:") and name.split(":", 1)[1] not in NOT_ERRORS)
 
 
+def input_failure(job: AggregationJob, stats: dict) -> tuple[str, str] | None:
+    """``(code, message)`` when the input fails the job, checked once every report was read and before any
+    budget is spent: a report file truncated, corrupt or unreadable (half a file is not an answer), no valid
+    report, or more reports with errors than ``max_error_fraction`` of those read."""
+    broken = sorted(name.split(":", 1)[1] for name in stats
+                    if name.startswith("dead_lettered:") and name.split(":", 1)[1] in FILE_FAILURES)
+    if broken:
+        return ("INPUT_FILE_BROKEN", f"a report file is truncated, corrupt or unreadable ({', '.join(broken)}; see the "
+                                     "dead letters): replace it and run again")
+    errors, read = error_count(stats), stats.get("read", 0)
+    if not stats.get("aggregated_reports", 0):
+        return "NO_VALID_REPORTS", f"none of the {read} reports read can be aggregated (see the dead letters)"
+    if errors > job.max_error_fraction * read:
+        return ("REPORTS_WITH_ERRORS_EXCEEDED_THRESHOLD", f"{errors} of {read} reports have errors "
+                f"({errors / read:.1%}), more than --max-error-fraction {job.max_error_fraction:g}")
+    return None
+
+
 def charge(job: AggregationJob, stats: dict, groups: set) -> dict:
-    """The receipt of a job: the error threshold checked first, then the ledger charged (all or nothing).
+    """The receipt of a job: its input judged first (``input_failure``), then the ledger charged (all or
+    nothing).
 
     ``status`` is ``ok`` (``charge``: ``charged``, ``already_charged`` or ``none`` for a debug run) or
     ``failed`` with a ``code`` and a ``message``; nothing is released unless it is ``ok``.
     """
-    errors, read = error_count(stats), stats.get("read", 0)
-    receipt = {"job_id": job.job_id, "stats": stats, "errors": errors}
-    if read and errors > job.error_threshold * read:
-        return dict(receipt, status="failed", code="REPORTS_WITH_ERRORS_EXCEEDED_THRESHOLD",
-                    message=f"{errors} of {read} reports have errors ({errors / read:.1%}), more than the threshold "
-                            f"{job.error_threshold:.1%}; no budget was spent")
+    receipt = {"job_id": job.job_id, "stats": stats, "errors": error_count(stats)}
+    failure = input_failure(job, stats)
+    if failure is not None:
+        code, message = failure
+        return dict(receipt, status="failed", code=code, message=f"{message}; no budget was spent")
     if job.ledger_url is None:
         return dict(receipt, status="ok", charge="none", units=0)
     units = budget_units(groups, job.filtering_ids)

@@ -41,7 +41,7 @@ from transforms.core.device_state import (
     stamped,
     unpack_chunk,
 )
-from transforms.core.io import DEAD_LETTERS, ReadEvents
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient
 from transforms.summary_reports.report_records import report_record_of
@@ -143,15 +143,16 @@ class SummaryReportsBatch(beam.PTransform):
             )
             for kind, item in enumerate(self._inputs)
         ]
+        events, dead_letters, input_files = flatten_reads(read)
         reports = (
-            [result.events for result in read]
-            | "FlattenEvents" >> beam.Flatten()
+            events
             | "GroupShards" >> beam.GroupByKey()  # (shard, [(kind, deflated pickle)])
             | "ReplayDevices" >> beam.ParDo(_ReplayShardsFn(self._client, self._inputs, self._source))
         )
         return {
             REPORTS: reports | "ToRecords" >> beam.ParDo(_ToRecordFn(self._public_key)),
-            DEAD_LETTERS: [result.dead_letters for result in read] | "FlattenDeadLetters" >> beam.Flatten(),
+            DEAD_LETTERS: dead_letters,
+            INPUT_FILES: input_files,
         }
 
 

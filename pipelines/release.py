@@ -1,0 +1,95 @@
+"""A run's outputs are released all at once, after its input was judged, or not at all.
+
+DESIGN.md, "Command-line conventions": a run whose input is broken fails instead of releasing a partial
+answer. Every event pipeline therefore writes into a staging directory inside its output directory
+(``.staging-<id>``); once the pipeline has finished, the driver reads back what each input file gave
+(``input_files-*.jsonl``, ``transforms.core.io.InputFileReport``) and the dead letters, and judges the input:
+
+* a file whose rest was lost (truncated or corrupt, unreadable: ``schemas.codecs.FILE_FAILURES``) fails the run;
+* an input without a single valid record fails the run;
+* dead letters above ``--max-error-fraction`` of the records read fail the run.
+
+A run that passes moves every file it wrote into the output directory. A run that fails moves only its dead
+letters and its input report, so that the user can see why, writes a ``summary.json`` with ``status: failed``
+and the reason, and releases nothing else.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines import common
+from transforms.core.io import INPUT_FILES
+
+
+def staging_dir(output: str) -> str:
+    """A fresh staging directory inside ``output``."""
+    return f"{output.rstrip('/')}/.staging-{uuid.uuid4().hex[:12]}"
+
+
+def input_failure(output_dir: str, counts: dict, max_error_fraction: float) -> str | None:
+    """Why the input read into ``output_dir`` fails the run (one line), or None when it does not."""
+    for report in common.output_records(output_dir, INPUT_FILES):
+        if report["failure"]:
+            return (f"input file {report['path']} is truncated, corrupt or unreadable ({report['failure']} after "
+                    f"{report['parsed']} valid records): replace it and run again")
+    if not counts["parsed"]:
+        if not counts["read"]:
+            return "the input holds no records"
+        return f"none of the {counts['read']} records read is valid (see the dead letters)"
+    read, dead = counts["read"], counts["dead_lettered"]
+    if dead > max_error_fraction * read:
+        return (f"{dead} of {read} records are dead letters ({dead / read:.1%}), more than --max-error-fraction "
+                f"{max_error_fraction:g} (see the dead letters)")
+    return None
+
+
+def publish(staging: str, output: str, *, everything: bool) -> None:
+    """Moves the files of ``staging`` into ``output`` (all of them, or only the diagnostics) and removes it."""
+    matched = FileSystems.match([f"{staging}/*"])[0].metadata_list
+    files = [m.path for m in matched if everything or m.path.rsplit("/", 1)[-1].startswith(common.DIAGNOSTICS)]
+    if files:
+        FileSystems.rename(files, [f"{output.rstrip('/')}/{path.rsplit('/', 1)[-1]}" for path in files])
+    FileSystems.delete([staging])
+
+
+def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, name: str, streaming: bool,
+            output: str, max_error_fraction: float | None) -> dict:
+    """Build the job's pipeline into a staging directory (``build(pipeline, job, staging)``), run it, judge its
+    input, release or not, and write and return the summary (``summarise(job, result, elapsed seconds)`` for a
+    released run, reading the published outputs; the failure's summary otherwise).
+
+    With ``max_error_fraction`` None the job judges its own input inside the pipeline, before it releases
+    anything (the aggregation job, whose budget must be charged only for a valid input): it writes to ``output``
+    directly and its summary says whether it released."""
+    started = time.monotonic()
+    staging = staging_dir(output) if max_error_fraction is not None else output.rstrip("/")
+    pipeline = beam.Pipeline(options=common.pipeline_options(beam_args, streaming=streaming))
+    build(pipeline, job, staging)
+    result = pipeline.run()
+    result.wait_until_finish()
+    if max_error_fraction is None:
+        summary = summarise(job, result, time.monotonic() - started)
+        summary["outputs"]["summary"] = common.write_summary(output, summary)
+        return summary
+    counts = common.input_counts(staging)
+    failure = input_failure(staging, counts, max_error_fraction)
+    publish(staging, output, everything=failure is None)
+    if failure is None:
+        summary = {**summarise(job, result, time.monotonic() - started), "status": "ok"}
+    else:
+        summary = {
+            "pipeline": name,
+            "status": "failed",
+            "failure": f"{failure}; nothing was released",
+            "max_error_fraction": max_error_fraction,
+            "counts": counts,
+            "elapsed_seconds": round(time.monotonic() - started, 3),
+            "outputs": common.diagnostic_files(output),
+        }
+    summary["outputs"]["summary"] = common.write_summary(output, summary)
+    return summary
