@@ -5,7 +5,7 @@
         [--job-id ID] [--ledger sqlite:///PATH | postgresql://...] [--private-key PATH] [--filtering-ids 0]
         [--debug] [--no-noise] [--seed N] [Beam options]
 
-Writes ``DIR/summary_report-*.avro`` (``AggregatedFact``; ``.jsonl`` with ``--output-format json``), with
+Writes ``DIR/summary_report-*.avro`` (``AggregatedFact``; ``.jsonl`` with ``--output-format jsonl``), with
 ``--debug`` also ``DIR/debug_summary_report-*`` (SENSITIVE: unnoised sums), ``DIR/dead_letters-*.jsonl`` and
 ``DIR/summary.json``. A job whose reports have too many errors, or that would exceed the privacy budget of any
 unit, releases nothing, spends nothing and exits with status 1 and the failure code.
@@ -49,6 +49,14 @@ class AggregateRun:
         return self.job.params
 
 
+def _output_format(text: str) -> str:
+    """``--output-format``; ``json``, its old name for JSON Lines, is read as ``jsonl`` with one warning."""
+    if text == "json":
+        print("warning: --output-format json is deprecated and will be removed; use jsonl", file=sys.stderr)
+        return "jsonl"
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = common.CliParser(
         beam_options=True,
@@ -59,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reports", required=True, help="file or glob of Avro AggregatableReport files")
     parser.add_argument("--output", required=True, help=OUTPUT_HELP)
     parser.add_argument("--domain", help="output domain: Avro AggregationBucket files, or text with one bucket per line")
-    parser.add_argument("--output-format", choices=("avro", "json"), default="avro", help="summary report format")
+    parser.add_argument("--output-format", type=_output_format, choices=("avro", "jsonl"), default="avro",
+                        help="summary report format: avro (the Aggregation Service's) or jsonl (default avro)")
     parser.add_argument("--seed", type=SEED, help="seeded noise for simulation and tests (default: secure OS randomness)")
     add_aggregation_options(parser)
     return parser

@@ -42,32 +42,45 @@ class CliParser(argparse.ArgumentParser):
                               "to Beam; any other option is an error.")
         super().__init__(*args, **kwargs)
         self.beam_options = beam_options
-        self.aliases: dict[str, str] = {}
 
     def add_alias(self, old: str, new: str) -> None:
         """``old`` (a deprecated spelling) is read as the option ``new``."""
-        self.aliases[old] = new
+        add_alias(self, old, new)
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        """Deprecated spelling -> option, of every option of this parser and its groups."""
+        return {old: action.option_strings[0] for action in self._actions
+                for old in getattr(action, "deprecated_aliases", ())}
 
     def error(self, message: str):
         raise CliError(message)
 
-    def _renamed(self, args: list[str]) -> list[str]:
+    def _renamed(self, args: list[str], aliases: dict[str, str]) -> list[str]:
         renamed = []
         for argument in args:
             name, equals, value = argument.partition("=")
-            if name in self.aliases:
-                print(f"warning: {name} is deprecated and will be removed; use {self.aliases[name]}", file=sys.stderr)
-                argument = self.aliases[name] + equals + value
+            if name in aliases:
+                print(f"warning: {name} is deprecated and will be removed; use {aliases[name]}", file=sys.stderr)
+                argument = aliases[name] + equals + value
             renamed.append(argument)
         return renamed
 
     def parse_known_args(self, args=None, namespace=None):
         args = sys.argv[1:] if args is None else list(args)
-        parsed, rest = super().parse_known_args(self._renamed(args) if self.aliases else args, namespace)
+        aliases = self.aliases
+        parsed, rest = super().parse_known_args(self._renamed(args, aliases) if aliases else args, namespace)
         unknown = unknown_arguments(rest) if self.beam_options else rest
         if unknown:
             self.error(unknown_argument_message(unknown, self))
         return parsed, rest
+
+
+def add_alias(container: argparse._ActionsContainer, old: str, new: str) -> None:
+    """On a ``CliParser`` or one of its groups: ``old``, a deprecated spelling, is read as the option ``new``
+    (for one release; each use prints one warning)."""
+    action = container._option_string_actions[new]
+    action.deprecated_aliases = (*getattr(action, "deprecated_aliases", ()), old)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,7 +1,7 @@
 """ARA event-level reports: sources and triggers in, event-level reports with randomized response out.
 
     python -m pipelines.event_level --sources PATH --triggers PATH --output DIR [--epsilon 14] [--seed N]
-        [--streaming [--allowed-lateness-seconds S]] [--shards 64] [--input-format avro|jsonl|pb]
+        [--streaming [--allowed-lateness-seconds S]] [--shards 64] [--format avro|jsonl|pb]
         [--output-format avro|jsonl] [Beam options]
 
 Simulates every device's browser with ARA-Event-Client (seed 000 Sec. 2.2, Alg. 4): a trigger goes to the

@@ -2,7 +2,7 @@
 
     python -m pipelines.summary_client ara --sources PATH --triggers PATH --output DIR [--l0 20] [--l1 65536]
         [--public-key KEYFILE [--key-id ID]] [--seed N] [--streaming [--allowed-lateness-seconds S]]
-        [--shards 64] [--input-format avro|jsonl|pb] [Beam options]
+        [--shards 64] [--format avro|jsonl|pb] [Beam options]
     python -m pipelines.summary_client paa --events PATH --output DIR [--reach-value 32768] [the same options]
 
 Simulates every device's browser: ``ara`` runs ARA-SR-Client (seed 000 Alg. 2: last-touch attribution with

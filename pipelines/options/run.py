@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from pipelines.common import add_alias
 from schemas.codecs import FORMATS
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
@@ -67,14 +68,18 @@ def add_run_options(
     lateness_help: str = "streaming: how late an event may arrive behind the watermark",
     shards: bool = True,
 ) -> None:
-    """``--output``, ``--input-format``, ``--seed``, ``--streaming``, ``--allowed-lateness-seconds`` and (with
-    ``shards``) ``--shards``."""
+    """``--output``, ``--max-error-fraction``, ``--format`` (of the input files; ``--input-format`` is its
+    deprecated spelling), ``--seed``, ``--streaming``, ``--allowed-lateness-seconds`` and (with ``shards``)
+    ``--shards``."""
     parser.add_argument("--output", required=True, help=OUTPUT_HELP)
     parser.add_argument("--max-error-fraction", type=PROBABILITY, default=DEFAULT_MAX_ERROR_FRACTION,
                         help="fail the run, releasing nothing, when more than this share of the records read are dead "
                         f"letters (default {DEFAULT_MAX_ERROR_FRACTION:g}); a truncated or unreadable file, or an input "
                         "without a valid record, always fails it")
-    parser.add_argument("--input-format", choices=FORMATS, help="input format (default: from each file's extension)")
+    parser.add_argument("--format", dest="input_format", choices=FORMATS,
+                        help="format of the input event files, as the generators write them (default: from each "
+                        "file's extension)")
+    add_alias(parser, "--input-format", "--format")
     parser.add_argument("--seed", type=SEED, help=f"{seed_help} (default: secure OS randomness)")
     parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
     parser.add_argument("--allowed-lateness-seconds", type=NONNEGATIVE_INTEGER, default=lateness_default,

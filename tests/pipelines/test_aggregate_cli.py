@@ -23,7 +23,7 @@ LIMITS = LedgerLimits(epsilon_units(64, "down"), 1)
 
 
 def _run(reports: Path, output: Path, *extra: str) -> int:
-    return main(["--reports", str(reports), "--output", str(output), "--now", str(NOW), "--output-format", "json", *extra])
+    return main(["--reports", str(reports), "--output", str(output), "--now", str(NOW), "--output-format", "jsonl", *extra])
 
 
 def _summary(output: Path) -> dict:

@@ -59,7 +59,7 @@ def test_ara_summary_errors_shrink_as_epsilon_grows(ara_reports, tmp_path):
         output = tmp_path / f"eps{epsilon}"
         assert aggregate.main(["--reports", str(reports / "reports-*"), "--domain", str(domain_file), "--output",
                                str(output), "--epsilon", epsilon, "--ledger", ledger, "--epsilon-star", "21",
-                               "--max-uses", "3", "--seed", epsilon, "--output-format", "json",
+                               "--max-uses", "3", "--seed", epsilon, "--output-format", "jsonl",
                                "--now", str(START + 15 * DAY)]) == 0
         summary = json.loads((output / "summary.json").read_text())
         assert summary["counts"]["dead_lettered"] == 0 and summary["counts"]["aggregated_reports"] > 500
@@ -90,7 +90,7 @@ def test_paa_reach_reports_through_key_discovery(tmp_path):
     output = tmp_path / "summary"
     assert aggregate.main(["--reports", str(tmp_path / "reports" / "reports-*"), "--output", str(output), "--mode",
                            "key-discovery", "--epsilon", "10", "--ledger", f"sqlite:///{tmp_path / 'ledger.db'}",
-                           "--seed", "4", "--output-format", "json", "--now", str(START + 3 * DAY)]) == 0
+                           "--seed", "4", "--output-format", "jsonl", "--now", str(START + 3 * DAY)]) == 0
     released = _released(output)
     tau = 65536 * (1 + math.log(20 / 1e-5) / 10)
     # Key discovery releases exactly the buckets whose noised sum exceeds tau; with |noise| <= tau a bucket with

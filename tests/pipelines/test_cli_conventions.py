@@ -152,3 +152,25 @@ def test_a_value_outside_the_domain_is_one_line_naming_the_option(module, words,
 
 def test_there_are_numeric_options_to_check():
     assert len({(module, option) for module, _, _, option, _ in (param.values for param in BAD_VALUES)}) >= 60
+
+
+@pytest.mark.parametrize("module, argv, dest, value, warning", [
+    ("pipelines.kanon", ["--input", "x", "--output", "o", "--input-format", "avro"], "input_format", "avro",
+     "warning: --input-format is deprecated and will be removed; use --format"),
+    ("pipelines.measurement", ["--impressions", "i", "--conversions", "c", "--output", "o", "--input-format=pb"],
+     "input_format", "pb", "warning: --input-format is deprecated and will be removed; use --format"),
+    ("pipelines.aggregate", ["--reports", "r", "--output", "o", "--error-threshold", "0.5"], "max_error_fraction", 0.5,
+     "warning: --error-threshold is deprecated and will be removed; use --max-error-fraction"),
+    ("pipelines.aggregate", ["--reports", "r", "--output", "o", "--output-format", "json"], "output_format", "jsonl",
+     "warning: --output-format json is deprecated and will be removed; use jsonl"),
+])
+def test_an_old_spelling_still_works_with_one_warning(module, argv, dest, value, warning, capsys):
+    args, _ = importlib.import_module(module).build_parser().parse_known_args(argv)
+    assert getattr(args, dest) == value
+    assert capsys.readouterr().err.splitlines() == [warning]
+
+
+def test_the_new_spelling_warns_nothing(capsys):
+    args, _ = importlib.import_module("pipelines.kanon").build_parser().parse_known_args(
+        ["--input", "x", "--output", "o", "--format", "jsonl"])
+    assert args.input_format == "jsonl" and capsys.readouterr().err == ""

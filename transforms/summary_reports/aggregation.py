@@ -19,9 +19,11 @@ keyed by (job id, bucket shard).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import pickle
+import uuid
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -48,7 +50,7 @@ from schemas.rows import DeadLetter
 from schemas.time_units import SECONDS_PER_DAY
 from transforms.core.io import DEAD_LETTERS
 from transforms.core.mechanisms.budget_units import epsilon_units
-from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.mechanisms.noise import RandomSource, SecretSource
 from transforms.summary_reports.ledger import LedgerError, LedgerLimits, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import (
     AggregationParams,
@@ -448,12 +450,19 @@ def debug_records(outcomes: Outcomes, fmt: str) -> list[dict]:
 
 
 def write_shard_file(path: str, records: list[dict], fmt: str, schema: str) -> None:
-    """One output shard, Avro with ``schema`` or JSON Lines."""
-    with FileSystems.create(path) as handle:
+    """One output shard, Avro with ``schema`` or JSON Lines, written whole or not at all: to a temporary file
+    beside it, then renamed (atomic on a local or POSIX file system; a retry that renames over it writes the same
+    bytes, since the noise is a function of the job's secret and the Avro sync marker of the path)."""
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    with FileSystems.create(temporary) as handle:
         if fmt == "avro":
-            fastavro.writer(handle, load_avro_schema(schema), records)
+            marker = hashlib.blake2b(path.rsplit("/", 1)[-1].encode("utf-8"), digest_size=16).digest()
+            fastavro.writer(handle, load_avro_schema(schema), records, sync_marker=marker)
         else:
             handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temporary], [path])
 
 
 class _ReleaseFn(beam.DoFn):
@@ -465,6 +474,20 @@ class _ReleaseFn(beam.DoFn):
         self._source = source
         self._output = output.rstrip("/")
         self._fmt = fmt
+        self._secret: bytes | None = None
+
+    def _noise_source(self) -> RandomSource:
+        """Where this job's noise comes from. Secure and charged: a ``SecretSource`` keyed by the secret the
+        ledger keeps with the job, so a retried bundle or a re-run of the job id draws the same noise and writes
+        the same files (never a second noisy answer). Seeded: the seeded source, which is as reproducible. A debug
+        run (no ledger, nothing charged, SENSITIVE outputs) draws fresh secure noise."""
+        job = self._job
+        if self._source.kind != "secure" or job.ledger_url is None:
+            return self._source
+        if self._secret is None:
+            with open_ledger(job.ledger_url, job.limits) as ledger:
+                self._secret = ledger.noise_secret(job.job_id)
+        return SecretSource(self._secret)
 
     def process(self, element, receipt):
         if receipt["status"] != "ok":
@@ -475,7 +498,7 @@ class _ReleaseFn(beam.DoFn):
         merged = KeyedSums.of(*(np.concatenate([part[i] for part in sums] or [np.empty(0, np.uint64)]) for i in range(3)))
         keys = tuple(np.concatenate([part[i] for part in domain] or [np.empty(0, np.uint64)]) for i in range(2))
         job = self._job
-        source = self._source.keyed_child(("aggregation", job.job_id, shard)) if job.noise else None
+        source = self._noise_source().keyed_child(("aggregation", job.job_id, shard)) if job.noise else None
         outcomes = aggregate(job.params, merged, keys, source)
         extension = "avro" if self._fmt == "avro" else "jsonl"
         name = f"{shard:05d}-of-{BUCKET_SHARDS:05d}.{extension}"

@@ -30,11 +30,12 @@ The limits are fixed when a ledger is created (table ``ledger_meta``); opening i
 Idempotency. A charge is recorded under its job id with a SHA-256 fingerprint of the request (epsilon units
 and the sorted distinct units). Re-running the same job id with the same request charges nothing and returns
 ``"already_charged"``, so a retried worker does not burn budget twice; the same job id with another request is
-a ``JobConflict``. Residual risk: a job that crashed after writing part of its output and is re-run with the same
-job id draws and releases fresh noise for the same data, a second answer the ledger cannot see. Calling
-``complete`` once the outputs are written closes that door for finished jobs: a completed job id is refused
-(``JobAlreadyCompleted``); the window between the charge and ``complete`` remains and is the caller's to keep
-short (write outputs atomically, then complete).
+a ``JobConflict``. A retried release step, or a job re-run with the same job id after a crash, must not draw
+fresh noise for the same data: that would publish a second answer the ledger cannot see. So the first charge of
+a job also stores, in the same transaction, a 256-bit secret from the OS CSPRNG (table ``ledger_secrets``); the
+job's noise is a function of it (``noise_secret``; ``SecretSource``), and every retry or re-run of the job id
+draws exactly the same noise and writes the same answer. ``complete``, called once the outputs are written,
+then refuses the job id for good (``JobAlreadyCompleted``).
 
 Concurrency. A charge is one transaction that reads and writes the counters under a lock that serialises all
 charges (and ``complete``), so two processes racing for the same units cannot both pass the check:
@@ -54,6 +55,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -179,6 +181,11 @@ class Ledger(ABC):
         """
 
     @abstractmethod
+    def noise_secret(self, job_id: str) -> bytes:
+        """The secret stored with a charged job's first charge: its noise is a function of it (``SecretSource``),
+        so a retry or re-run of the job draws the same noise. ``LedgerError`` (``JOB_UNKNOWN``) if never charged."""
+
+    @abstractmethod
     def complete(self, job_id: str) -> None:
         """Mark a charged job as done (after its outputs are written): its job id can never be charged again."""
 
@@ -301,6 +308,8 @@ class _SqlLedger(Ledger):
             "CREATE TABLE IF NOT EXISTS ledger_jobs (job_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
             "epsilon_units BIGINT NOT NULL, units BIGINT NOT NULL, status TEXT NOT NULL, "
             "charged_at BIGINT NOT NULL, completed_at BIGINT)",
+            # one secret per charged job: its noise is a function of it (hex of 32 bytes from the OS CSPRNG)
+            "CREATE TABLE IF NOT EXISTS ledger_secrets (job_id TEXT PRIMARY KEY, secret TEXT NOT NULL)",
         ]
 
     def _create_schema(self) -> None:
@@ -338,6 +347,7 @@ class _SqlLedger(Ledger):
                 if job[0] != fingerprint:
                     raise JobConflict(f"job {job_id!r} was charged before with another request (epsilon_units={job[2]}, "
                                       f"{job[3]} units), now epsilon_units={epsilon_units}, {len(request)} units")
+                self._keep_secret(cur, job_id)  # a job charged by a version without secrets gets one now
                 return ChargeOutcome(job_id, "already_charged", len(request))
             self._load_request(cur, request)
             exhausted = self._execute(
@@ -360,7 +370,20 @@ class _SqlLedger(Ledger):
             self._execute(cur, "INSERT INTO ledger_jobs (job_id, fingerprint, epsilon_units, units, status, charged_at) "
                                "VALUES (?, ?, ?, ?, 'charged', ?)",
                           (job_id, fingerprint, epsilon_units, len(request), int(time.time())))
+            self._keep_secret(cur, job_id)
         return ChargeOutcome(job_id, "charged", len(request))
+
+    def _keep_secret(self, cur: Any, job_id: str) -> None:
+        self._execute(cur, "INSERT INTO ledger_secrets (job_id, secret) VALUES (?, ?) ON CONFLICT (job_id) DO NOTHING",
+                      (job_id, secrets.token_hex(32)))
+
+    def noise_secret(self, job_id: str) -> bytes:
+        _check_job_id(job_id)
+        with self._reading() as cur:
+            row = self._execute(cur, "SELECT secret FROM ledger_secrets WHERE job_id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise LedgerError(f"job {job_id!r} was never charged: it has no noise secret", code="JOB_UNKNOWN")
+        return bytes.fromhex(row[0])
 
     def complete(self, job_id: str) -> None:
         _check_job_id(job_id)

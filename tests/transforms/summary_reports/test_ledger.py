@@ -120,6 +120,28 @@ def test_fractional_epsilons_are_exact_and_round_towards_privacy(ledger_url: str
         assert ledger.usage([third]) == {third: (666_666_666_668, 2)}
 
 
+def test_a_charged_job_keeps_one_noise_secret(ledger_url: str) -> None:
+    """The first charge stores the job's secret in its transaction; a retried charge keeps it; another job has
+    its own; a job that was refused (budget exhausted) or never charged has none."""
+    units = [(key(i), HOUR) for i in range(3)]
+    with open_ledger(ledger_url, LedgerLimits.from_epsilon(10, 1)) as ledger:
+        ledger.charge("job", eps(5), units)
+        secret = ledger.noise_secret("job")
+        assert isinstance(secret, bytes) and len(secret) == 32
+        ledger.charge("job", eps(5), units)  # already_charged
+        assert ledger.noise_secret("job") == secret
+        ledger.charge("other", eps(5), [(key("x"), HOUR)])
+        assert ledger.noise_secret("other") != secret
+        with pytest.raises(PrivacyBudgetExhausted):
+            ledger.charge("refused", eps(6), units)
+        for job in ("refused", "never"):
+            with pytest.raises(LedgerError) as error:
+                ledger.noise_secret(job)
+            assert error.value.code == "JOB_UNKNOWN"
+    with open_ledger(ledger_url, LedgerLimits.from_epsilon(10, 1)) as reopened:
+        assert reopened.noise_secret("job") == secret  # durable
+
+
 def test_idempotency_conflicts_and_completion(ledger_url: str) -> None:
     units = [(key(i), HOUR + i % 2) for i in range(50)]
     with open_ledger(ledger_url, LedgerLimits.from_epsilon(64, 1)) as ledger:

@@ -1,7 +1,9 @@
 """Random sources (DESIGN.md, "Two kinds of randomness"): ``SecureSource`` (kind ``"secure"``), the OS CSPRNG,
-for anything a real deployment would release; ``SeededSource`` (kind ``"seeded"``), a numpy PCG64 generator for
-vectorised simulation and tests, plus a counter-based ``keyed_uniform`` whose value depends only on (seed, key),
-so batch and streaming runs draw the same noise for the same (group, step) whatever the processing order.
+for anything a real deployment would release; ``SecretSource`` (kind ``"secure"`` too), a stream keyed by a
+secret drawn from the OS CSPRNG, for a release that a retry must reproduce exactly; ``SeededSource`` (kind
+``"seeded"``), a numpy PCG64 generator for vectorised simulation and tests, plus a counter-based
+``keyed_uniform`` whose value depends only on (seed, key), so batch and streaming runs draw the same noise for the
+same (group, step) whatever the processing order.
 
 Every uniform double lies on the grid {m / 2**53 : 1 <= m < 2**53}: 53 random bits, strictly inside (0, 1), and
 symmetric (u and 1 - u are equally likely), so inverse-CDF samples of symmetric noise are symmetric too. (The
@@ -233,6 +235,86 @@ class SeededSource(RandomSource):
             value >>= 64 * words - bits
             if value < n:
                 return value
+
+
+class SecretSource(RandomSource):
+    """Secure randomness that a retry reproduces: the noise of a release as a function of a secret.
+
+    A runner may retry the step that draws a release's noise (a failed bundle), and an operator may re-run a job
+    whose driver died after the release; fresh noise each time would publish two noisy answers to the same query,
+    a privacy failure. So a released job's noise comes from a 256-bit ``secret`` drawn once from the OS CSPRNG
+    and kept with the job's entry in the privacy-budget ledger (``transforms.summary_reports.ledger``): the
+    draws are BLAKE2b in counter mode keyed by the secret (a pseudo-random function, as in the HMAC_DRBG of NIST
+    SP 800-90A, with BLAKE2b's keyed mode in place of HMAC), so whoever does not hold the secret cannot predict
+    them, and a retry with the secret draws exactly the same values. ``keyed_child(key)`` derives a key's own
+    stream, independent of the order in which keys are processed. Kind ``"secure"``.
+    """
+
+    kind = "secure"
+    _BLOCK = 64  # bytes per BLAKE2b block
+
+    def __init__(self, secret: bytes, label: bytes = b"") -> None:
+        if not isinstance(secret, bytes) or len(secret) < 32:
+            raise ValueError("a SecretSource needs a secret of at least 32 bytes")
+        self._key = hashlib.blake2b(label, key=secret[:64], digest_size=64, person=b"secret_source_v1").digest()
+        self._counter = 0
+        self._buffer = b""
+
+    @staticmethod
+    def new_secret() -> bytes:
+        """A fresh 256-bit secret from the OS CSPRNG."""
+        return secrets.token_bytes(32)
+
+    def _bytes(self, n: int) -> bytes:
+        """The next ``n`` bytes of the stream."""
+        if n > len(self._buffer):
+            blocks = -(-(n - len(self._buffer)) // self._BLOCK)
+            start, self._counter = self._counter, self._counter + blocks
+            self._buffer += b"".join(
+                hashlib.blake2b(counter.to_bytes(16, "little"), key=self._key, digest_size=self._BLOCK).digest()
+                for counter in range(start, start + blocks)
+            )
+        taken, self._buffer = self._buffer[:n], self._buffer[n:]
+        return taken
+
+    def random_words(self, size: int) -> np.ndarray:
+        return np.frombuffer(self._bytes(8 * _check_size(size)), dtype="<u8").copy()
+
+    def uniforms(self, size: int) -> np.ndarray:
+        m = self.random_words(size) >> np.uint64(64 - _GRID_BITS)
+        zeros = np.flatnonzero(m == 0)
+        while zeros.size:  # as SecureSource.uniforms: redrawing the zeros makes m uniform on [1, 2**53)
+            m[zeros] = self.random_words(zeros.size) >> np.uint64(64 - _GRID_BITS)
+            zeros = zeros[m[zeros] == 0]
+        return m.astype(np.float64) / _GRID
+
+    def uniform(self) -> float:
+        return float(self.uniforms(1)[0])
+
+    def randbelow(self, n: int) -> int:
+        """Rejection on n.bit_length() bits of the stream: exact for any n, fewer than 2 tries on average."""
+        n = _check_randbelow(n)
+        bits = n.bit_length()
+        while True:
+            value = int.from_bytes(self._bytes((bits + 7) // 8), "big") >> (-bits % 8)
+            if value < n:
+                return value
+
+    def keyed_child(self, key: tuple) -> RandomSource:
+        child = SecretSource.__new__(SecretSource)
+        label = _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
+        child._key = hashlib.blake2b(label, key=self._key, digest_size=64, person=b"secret_child_v1").digest()
+        child._counter, child._buffer = 0, b""
+        return child
+
+    def keyed_uniform(self, key: tuple) -> float:
+        return self.keyed_child(key).uniform()
+
+    def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
+        return self.keyed_child(key).uniforms(size)
+
+    def keyed_token(self, key: tuple) -> str:
+        return self.keyed_child(key)._bytes(16).hex()
 
 
 def make_source(seed: int | None) -> RandomSource:

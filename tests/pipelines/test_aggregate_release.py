@@ -1,0 +1,99 @@
+"""A release that a retry cannot duplicate (the aggregation job).
+
+A runner retries a failed bundle, and an operator re-runs a job whose driver died: neither may publish a second
+noisy answer. The job's secure noise is a function of a secret the ledger stores with the job's first charge
+(``SecretSource``), and every summary-report shard is written whole and renamed into place. So: a release step
+that fails half way and is run again, and a job re-run with the same job id before it completed, write the same
+complete files, byte for byte, with a single charge in the ledger; a different job gets different noise.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines import aggregate, common, release
+from schemas.aggregatable import parse_shared_info
+from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
+from transforms.core.mechanisms.budget_units import epsilon_units
+from transforms.summary_reports import aggregation
+from transforms.summary_reports.ledger import LedgerLimits, open_ledger
+from transforms.summary_reports.mechanisms.aggregation import budget_units, report_unit_group
+
+LIMITS = LedgerLimits(epsilon_units(64, "down"), 1)
+BUCKETS = 200  # spread over the 16 bucket shards
+
+
+@pytest.fixture
+def reports(tmp_path) -> Path:
+    records = [record(shared_info(i), [(bucket, 100 + bucket, 0) for bucket in range(i, BUCKETS, 10)]) for i in range(10)]
+    return Path(write_avro(str(tmp_path / "reports.avro"), records))
+
+
+def _argv(reports: Path, output: Path, ledger: Path, job_id: str) -> list[str]:
+    domain = output.parent / "domain.txt"
+    domain.write_text("".join(f"{bucket}\n" for bucket in range(BUCKETS)))
+    return ["--reports", str(reports), "--domain", str(domain), "--output", str(output), "--now", str(NOW),
+            "--ledger", f"sqlite:///{ledger}", "--job-id", job_id]
+
+
+def _shards(output: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(output.glob("summary_report-*"))}
+
+
+def _charges(ledger: Path) -> set:
+    with open_ledger(f"sqlite:///{ledger}", LIMITS) as opened:
+        groups = {report_unit_group(parse_shared_info(shared_info(i))) for i in range(10)}
+        return set(opened.usage(budget_units(groups, [0])).values())
+
+
+def _run_without_completing(argv: list[str]) -> dict:
+    """The job up to its release, as a driver that dies before ``complete`` leaves it."""
+    job, beam_args = aggregate.parse_job(argv)
+    common.prepare_output(job.output, aggregate.OUTPUT_PREFIXES)
+    return release.execute(job, beam_args, aggregate.build, aggregate.summarise, name="aggregate", streaming=False,
+                           output=job.output, max_error_fraction=None)
+
+
+def test_a_rerun_of_the_same_job_id_writes_the_same_answer_and_charges_once(reports, tmp_path):
+    ledger = tmp_path / "ledger.db"
+    first = _run_without_completing(_argv(reports, tmp_path / "a", ledger, "job-1"))
+    assert first["receipt"]["charge"] == "charged"
+    assert aggregate.main(_argv(reports, tmp_path / "b", ledger, "job-1")) == 0  # re-run, then completed
+    # the same bytes, shard by shard: no second noisy answer exists
+    assert _shards(tmp_path / "a") == _shards(tmp_path / "b") and len(_shards(tmp_path / "a")) == 16
+    assert _charges(ledger) == {(epsilon_units(10, "up"), 1)}  # one charge of epsilon 10 per unit
+    assert aggregate.main(_argv(reports, tmp_path / "c", ledger, "job-1")) == 1  # completed: refused
+
+
+def test_another_job_draws_other_noise(reports, tmp_path):
+    assert aggregate.main(_argv(reports, tmp_path / "a", tmp_path / "l1.db", "job-1")) == 0
+    assert aggregate.main(_argv(reports, tmp_path / "b", tmp_path / "l2.db", "job-1")) == 0
+    assert _shards(tmp_path / "a") != _shards(tmp_path / "b")  # another ledger, another secret
+
+
+def test_a_release_step_that_fails_half_way_is_redone_whole_and_identical(reports, tmp_path, monkeypatch):
+    """The release step crashes while writing its fourth shard (a partial temporary file left behind); the job
+    is run again with the same job id: every shard complete, the shards written before the crash unchanged."""
+    ledger, output = tmp_path / "ledger.db", tmp_path / "out"
+    write = aggregation.write_shard_file
+    calls = []
+
+    def crash_on_the_fourth(path, records, fmt, schema):
+        calls.append(path)
+        if len(calls) == 4:
+            Path(f"{path}.tmp-crashed").write_bytes(b"Obj\x01 half a file")
+            raise OSError("the worker died while writing")
+        write(path, records, fmt, schema)
+
+    monkeypatch.setattr(aggregation, "write_shard_file", crash_on_the_fourth)
+    with pytest.raises(Exception, match="the worker died"):
+        aggregate.main(_argv(reports, output, ledger, "job-1"))
+    before = _shards(output)
+    assert len([name for name in before if ".tmp-" not in name]) == 3
+    monkeypatch.setattr(aggregation, "write_shard_file", write)
+    assert aggregate.main(_argv(reports, output, ledger, "job-1")) == 0
+    after = _shards(output)
+    assert len(after) == 16 and not [name for name in after if ".tmp-" in name]
+    assert all(after[name] == content for name, content in before.items() if ".tmp-" not in name)
+    assert _charges(ledger) == {(epsilon_units(10, "up"), 1)}
