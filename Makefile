@@ -32,6 +32,7 @@ demo: $(STAMP)
 	rm -f $(DEMO_DIR)/ledger.db  # a fresh privacy-budget ledger, so the demo can run again
 	$(BIN)/python -m pipelines.aggregate --reports '$(DEMO_DIR)/ara-reports/reports-*' --domain $(DEMO_DIR)/ara/domain.avro \
 		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
+	$(BIN)/python -m pipelines.demo_report --demo-dir $(DEMO_DIR)  # the top buckets, and $(DEMO_DIR)/index.html
 
 # Regenerate schemas/proto/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
 protos: $(STAMP)
@@ -41,10 +42,12 @@ protos: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python -m pipelines.evaluate all --output docs/results --data-dir .eval-data
 
+# Every throughput benchmark of benchmarks/ (about 15 minutes; figures and method in benchmarks/README.md).
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/kanon_throughput.py
 	$(BIN)/python benchmarks/measurement_throughput.py
 	$(BIN)/python benchmarks/aggregation_throughput.py
+	$(BIN)/python benchmarks/event_level_throughput.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache build *.egg-info

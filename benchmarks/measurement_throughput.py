@@ -1,4 +1,4 @@
-"""Throughput and memory of the measurement pipeline on the Cookie Monster microbenchmark (seed 003 Sec. 8.1).
+"""Throughput and memory of the measurement pipeline on the Cookie Monster microbenchmark (Cookie Monster paper Sec. 8.1).
 
     python benchmarks/measurement_throughput.py [--quick] [--json PATH] [--runs 3] [--workers 2]
         [--policies cookie_monster,ara_like,ipa_like] [--data DIR]

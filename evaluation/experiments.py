@@ -1,4 +1,4 @@
-"""The experiments of ``python -m pipelines.evaluate``: seed 003 Sec. 8 (Fig. 4, 5, 6) and Appendix D.
+"""The experiments of ``python -m pipelines.evaluate``: Cookie Monster paper Sec. 8 (Fig. 4, 5, 6) and Appendix D.
 
 Each experiment generates (or reuses) its datasets under ``DIR/data``, loads
 each once, runs its points (``runs.Runner``) and writes its CSVs and PNG into
@@ -133,7 +133,7 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 # --------------------------------------------------------------------------- Fig. 4: microbenchmark knobs
 
-KNOB_DEFAULT = 0.1  # the other knob's value (seed 003 Sec. 8.2)
+KNOB_DEFAULT = 0.1  # the other knob's value (Cookie Monster paper Sec. 8.2)
 
 
 def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:

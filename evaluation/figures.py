@@ -1,32 +1,60 @@
-"""The PNG figures of the evaluation (seed 003 Fig. 4, 5, 6, and the Appendix D bias-detection figure).
+"""The PNG figures of the evaluation (Cookie Monster paper Fig. 4, 5, 6, and the Appendix D bias-detection figure).
 
 Each function draws one panel on a matplotlib ``Axes`` from plain rows (the
 dicts of ``results.json``) or arrays, so the figures can be redrawn from the
 JSON alone; ``save`` lays panels out and writes the PNG.
+
+matplotlib is an extra (``plots``, also in ``eval``) and is imported only when a
+figure is drawn: without it this module imports, and ``require_matplotlib``
+(which ``save`` calls) raises ``PlottingUnavailable``, one line naming the extra.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+
+from transforms.core.io import InputError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.patches import Rectangle
 
 COLORS = {"ipa_like": "tab:red", "ara_like": "tab:blue", "cookie_monster": "tab:green"}
 LABELS = {"ipa_like": "IPA-like", "ara_like": "ARA-like", "cookie_monster": "Cookie Monster"}
-_GREENS = colormaps["Greens"]
+DISTRIBUTION = "privacy-measurement-beam"  # setup.py's name, for the install hint
+
+
+class PlottingUnavailable(InputError):
+    """A figure was asked for and matplotlib is not installed: one line naming the extra to install."""
+
+
+def require_matplotlib(extra: str = "plots") -> None:
+    """Raises ``PlottingUnavailable`` when matplotlib cannot be imported; entry points call it before any work,
+    so a run without the extra stops at once with ``plotting needs matplotlib: pip install '...[extra]'``."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlottingUnavailable(f"plotting needs matplotlib: pip install '{DISTRIBUTION}[{extra}]'") from None
+
+
+def new_figure(width: float, height: float):
+    """A matplotlib ``Figure`` of ``width`` x ``height`` inches drawn by the Agg canvas (no display needed)."""
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)
+    return figure
 
 
 def save(path: Path, panels: Sequence[Callable[[Axes], None]], columns: int | None = None) -> Path:
     """One PNG with a panel per callable, left to right (``columns`` per row)."""
     columns = columns or len(panels)
     rows = -(-len(panels) // columns)
-    figure = Figure(figsize=(4.6 * columns, 3.8 * rows))
-    FigureCanvasAgg(figure)
+    figure = new_figure(4.6 * columns, 3.8 * rows)
     for index, draw in enumerate(panels):
         draw(figure.add_subplot(rows, columns, index + 1))
     figure.tight_layout()
@@ -83,9 +111,11 @@ def cdf_panel(samples: dict[str, Sequence[float]], title: str, xlabel: str, tota
     """Empirical CDFs (Fig. 5b, 6a, 6b, 6d). With ``total``, a CDF over ``total[name]`` items of which only
     ``samples[name]`` have a value (IPA-like's line stops at its executed share)."""
     def draw(axes: Axes) -> None:
+        from matplotlib import colormaps
+
         smallest = np.inf
         variants = [name for name in samples if name not in COLORS]  # e.g. "cookie_monster +3": shades of green
-        shades = dict(zip(variants, _GREENS(np.linspace(0.35, 0.95, max(len(variants), 1)))))
+        shades = dict(zip(variants, colormaps["Greens"](np.linspace(0.35, 0.95, max(len(variants), 1)))))
         for name, values in samples.items():
             ordered = np.sort(np.asarray(values, dtype=float))
             if ordered.size == 0:
@@ -154,4 +184,6 @@ def kappa_panel(points: list[dict], variants: Sequence[tuple[str, bool]], y: str
 
 
 def _box(center: float, width: float, low: float, high: float, color: str) -> Rectangle:
+    from matplotlib.patches import Rectangle
+
     return Rectangle((center - width / 2, low), width, max(high - low, 1e-12), color=color, alpha=0.5)

@@ -1,4 +1,4 @@
-"""The evaluation metrics of seed 003 Sec. 8, computed from one simulated run (SENSITIVE: evaluation only).
+"""The evaluation metrics of Cookie Monster paper Sec. 8, computed from one simulated run (SENSITIVE: evaluation only).
 
 Budget consumption (Fig. 4, 5a, 6a): a device-epoch is a (querier, device,
 epoch) triple; its consumption is what the querier's filter on that device

@@ -1,4 +1,4 @@
-"""Experiments on realistic workloads (seed 003 Sec. 8.3 PATCG, 8.4 Criteo, or the user's own data).
+"""Experiments on realistic workloads (Cookie Monster paper Sec. 8.3 PATCG, 8.4 Criteo, or the user's own data).
 
 Every policy at every epoch length of the sweep on one loaded dataset. Writes
 ``<name>_budget.csv`` (one row per run point), ``<name>_queries.csv`` (every

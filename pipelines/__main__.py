@@ -5,16 +5,17 @@ import importlib
 import sys
 
 COMMANDS = {
-    "kanon": ("pipelines.kanon", "differentially private k-anonymity verdicts (seed 004)"),
+    "kanon": ("pipelines.kanon", "differentially private k-anonymity verdicts (k-anonymity note)"),
     "kanon-privacy": ("pipelines.kanon_privacy", "privacy parameters of the k-anonymity server, both directions"),
     "kanon-accuracy": ("pipelines.kanon_accuracy", "accuracy of the k-anonymity server by simulation (Sec. 5)"),
-    "measurement": ("pipelines.measurement", "on-device budgeting: attribution reports and noisy queries (seed 003)"),
-    "compare-policies": ("pipelines.compare_policies", "Cookie Monster, ARA-like and IPA-like side by side (seed 003)"),
+    "measurement": ("pipelines.measurement", "on-device budgeting: attribution reports and noisy queries (Cookie Monster paper)"),
+    "compare-policies": ("pipelines.compare_policies", "Cookie Monster, ARA-like and IPA-like side by side (Fig. 4)"),
     "evaluate": ("pipelines.evaluate", "reproduce the Cookie Monster evaluation and Appendix D bias detection"),
-    "summary-client": ("pipelines.summary_client", "ARA and PAA clients: aggregatable reports (seed 000 Alg. 2, 3)"),
-    "event-level": ("pipelines.event_level", "ARA event-level reports with randomized response (seed 000 Alg. 4, 8)"),
+    "summary-client": ("pipelines.summary_client", "ARA and PAA clients: aggregatable reports (Ghazi et al. Alg. 2, 3)"),
+    "event-level": ("pipelines.event_level", "ARA event-level reports with randomized response (Ghazi et al. Alg. 4, 8)"),
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "generate": ("pipelines.generate", "synthetic input data"),
+    "demo-report": ("pipelines.demo_report", "what `make demo` produced: the top buckets and one static HTML page"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The Aggregation Service job: aggregatable reports in, a noisy summary report out (seed 000 Alg. 1).
+"""The Aggregation Service job: aggregatable reports in, a noisy summary report out (Ghazi et al. Alg. 1).
 
     python -m pipelines.aggregate --reports PATH --output DIR [--domain PATH]
         [--mode domain|key-discovery|threshold] [--epsilon 10] [--delta 1e-5] [--l1 65536] [--l0 20]
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.CliParser(
         beam_options=True,
         prog="python -m pipelines.aggregate",
-        description="Noisy summary reports from aggregatable reports (the Aggregation Service, seed 000 Alg. 1), with "
+        description="Noisy summary reports from aggregatable reports (the Aggregation Service, Ghazi et al. Alg. 1), with "
         "key discovery, the shipped thresholding, and a durable privacy-budget ledger.",
     )
     parser.add_argument("--reports", required=True, help="file or glob of Avro AggregatableReport files")

@@ -5,7 +5,7 @@
 
 Each policy's run goes to ``DIR/<policy>/`` with ``--emit-budgets`` (the
 per device-epoch consumption is SENSITIVE: an evaluation output, never what a
-querier sees). Prints the table of seed 003 Fig. 4: the average and maximum
+querier sees). Prints the table of Cookie Monster paper Fig. 4: the average and maximum
 budget consumed over the device-epochs the queries requested, with the
 reports and queries each policy produced; writes it to ``DIR/comparison.csv``
 and ``DIR/results.json``.
@@ -40,7 +40,7 @@ def build_parser() -> CliParser:
     parser = CliParser(
         beam_options=True,
         prog="python -m pipelines.compare_policies",
-        description="The measurement job once per budgeting policy on the same data, side by side (seed 003 Fig. 4). "
+        description="The measurement job once per budgeting policy on the same data, side by side (Cookie Monster paper Fig. 4). "
         "Every option of pipelines.measurement applies, except --policy.",
     )
     parser.add_argument("--policies", type=policy_list, default=",".join(POLICIES),
@@ -81,7 +81,7 @@ def compare(argv: list[str]) -> tuple[list[dict], str]:
 
 def table_lines(rows: list[dict]) -> list[str]:
     lines = [
-        "SENSITIVE budget consumption per requested device-epoch (seed 003 Fig. 4), and what the querier got:",
+        "SENSITIVE budget consumption per requested device-epoch (Cookie Monster paper Fig. 4), and what the querier got:",
         f"{'policy':<16}{'average eps':>12}{'maximum eps':>12}{'device-epochs':>15}"
         f"{'reports':>9}{'executed':>10}{'rejected':>10}",
     ]

@@ -1,4 +1,4 @@
-"""Reproduce the Cookie Monster evaluation (seed 003 Sec. 8) and Appendix D bias detection.
+"""Reproduce the Cookie Monster evaluation (Cookie Monster paper Sec. 8) and Appendix D bias detection.
 
     python -m pipelines.evaluate EXPERIMENT [EXPERIMENT ...] --output DIR [--full] [--scale S] [--seed N]
         [--repetitions R] [--data-dir D] [--quiet]
@@ -14,6 +14,10 @@ experiments can be run one at a time into the same directory. Generated
 datasets go to ``DIR/data`` (or ``--data-dir``) and are reused when their
 parameters match. Runs use the in-memory reference of the measurement job
 with seeded randomness (simulation mode), like every evaluation output.
+
+The figures need matplotlib, from the ``eval`` extra
+(``pip install 'privacy-measurement-beam[eval]'``); without it ``--help`` works
+and a run stops before any work with that one line (exit 2).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from evaluation import realistic
+from evaluation import figures, realistic
 from evaluation.data import load_dataset
 from evaluation.experiments import (
     EPOCH_SWEEP,
@@ -102,6 +106,7 @@ def _custom(args: argparse.Namespace, settings: Settings) -> ExperimentOutput:
 def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
     args = build_parser().parse_args(argv)
     names = _chosen(args.experiments)
+    figures.require_matplotlib("eval")  # every experiment draws its figures: stop before any work without them
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(out=out, size=args.size, seed=args.seed, repetitions=args.repetitions, quiet=args.quiet,

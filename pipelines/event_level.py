@@ -4,7 +4,7 @@
         [--streaming [--allowed-lateness-seconds S]] [--shards 64] [--format avro|jsonl|pb]
         [--output-format avro|jsonl] [Beam options]
 
-Simulates every device's browser with ARA-Event-Client (seed 000 Sec. 2.2, Alg. 4): a trigger goes to the
+Simulates every device's browser with ARA-Event-Client (Ghazi et al. Sec. 2.2, Alg. 4): a trigger goes to the
 matching source of highest priority, and each window end sends a report per summary bucket crossed, up to the
 source's max reports. Each source chooses at registration, with Alg. 8, between its true reports and a uniformly
 random output of its configuration's output set O, so its reports are eps-DP (Thm. 5.1). Sources whose
@@ -36,12 +36,12 @@ from transforms.event_level.reports import (
 
 OUTPUT_PREFIXES = ("reports",)
 DEFAULT_EPSILON = 14.0
-ALGORITHM = "ARA-Event-Client (seed 000 Alg. 4) with randomized response (Alg. 8)"
+ALGORITHM = "ARA-Event-Client (Ghazi et al. Alg. 4) with randomized response (Alg. 8)"
 
 
 def guarantee(epsilon: float) -> str:
     return (
-        f"each source's reports are {epsilon:g}-DP (seed 000 Thm. 5.1, via Alg. 8): at registration a source keeps its "
+        f"each source's reports are {epsilon:g}-DP (Ghazi et al. Thm. 5.1, via Alg. 8): at registration a source keeps its "
         f"true reports with probability (e^eps - 1) / (e^eps + k - 1), k = |O| of its configuration (rounded down "
         f"to a multiple of 2^-64, which keeps the bound exact), else sends a uniformly random output of O; "
         f"configurations with information gain above {INFORMATION_GAIN_LIMITS['navigation']} bits (navigation) or "
@@ -64,7 +64,7 @@ def build_parser() -> common.CliParser:
     parser = common.CliParser(
         beam_options=True,
         prog="python -m pipelines.event_level",
-        description="ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 and 8), simulated per device.",
+        description="ARA event-level reports (Ghazi et al. Sec. 2.2, Alg. 4 and 8), simulated per device.",
     )
     parser.add_argument("--sources", required=True,
                         help="file or glob of event-level sources (Avro, JSON Lines, delimited protobuf)")

@@ -3,12 +3,12 @@
 Each dataset's model lives in its own module of ``synthetic/`` (documented in that module's docstring), which
 defines its options (``add_arguments``) and its run (``run_cli``); this entry point only registers them:
 
-* ``kanon`` (``synthetic/kanon.py``): interest-group join events for the k-anonymity server (seed 004);
-* ``microbenchmark`` (``synthetic/microbenchmark.py``): Cookie Monster's microbenchmark (seed 003 Sec. 8.1-8.2);
+* ``kanon`` (``synthetic/kanon.py``): interest-group join events for the k-anonymity server (k-anonymity note);
+* ``microbenchmark`` (``synthetic/microbenchmark.py``): Cookie Monster's microbenchmark (Cookie Monster paper Sec. 8.1-8.2);
 * ``patcg-like``, ``criteo-like`` (``synthetic/patcg.py``, ``synthetic/criteo.py``): the realistic datasets of
-  seed 003 Sec. 8.3 and 8.4;
+  Cookie Monster paper Sec. 8.3 and 8.4;
 * ``ara``, ``paa`` (``synthetic/ara.py``, ``synthetic/paa.py``): the inputs of the summary-report clients
-  (seed 000 Alg. 2 and 3); ``reports`` (``synthetic/reports.py``): aggregatable reports and an output domain;
+  (Ghazi et al. Alg. 2 and 3); ``reports`` (``synthetic/reports.py``): aggregatable reports and an output domain;
 * ``event-level`` (``synthetic/event_level.py``): ARA sources and triggers for event-level reports.
 
 Every generator is deterministic (same options and seed, same bytes) and writes ``DIR/generation.json``. A bad
@@ -29,26 +29,26 @@ DATASETS = (
     (kanon, "kanon", "interest-group join events for the k-anonymity server",
      "Interest-group join events for the k-anonymity server (model: see the docstring of synthetic/kanon.py)."),
     (microbenchmark, "microbenchmark", "impressions and conversions of the Cookie Monster microbenchmark",
-     "Impressions and conversions of the synthetic microbenchmark of seed 003 Sec. 8.1-8.2 (model: see the "
+     "Impressions and conversions of the synthetic microbenchmark of Cookie Monster paper Sec. 8.1-8.2 (model: see the "
      "docstring of synthetic/microbenchmark.py)."),
     (patcg, "patcg-like", "impressions and conversions like PATCG's (Cookie Monster Sec. 8.3)",
-     "A PATCG-like dataset of seed 003 Sec. 8.3 at --scale times the paper's size (model: see the docstring of "
+     "A PATCG-like dataset of Cookie Monster paper Sec. 8.3 at --scale times the paper's size (model: see the docstring of "
      "synthetic/patcg.py)."),
     (criteo, "criteo-like", "impressions and conversions like Criteo's, optionally augmented (Cookie Monster "
      "Sec. 8.4)",
-     "A Criteo-like dataset of seed 003 Sec. 8.4 at --scale times the paper's size, with --augment synthetic "
+     "A Criteo-like dataset of Cookie Monster paper Sec. 8.4 at --scale times the paper's size, with --augment synthetic "
      "impressions per conversion (Criteo++) (model: see the docstring of synthetic/criteo.py)."),
-    (ara, "ara", "ARA sources and triggers for the summary-report client (seed 000 Alg. 2)",
+    (ara, "ara", "ARA sources and triggers for the summary-report client (Ghazi et al. Alg. 2)",
      "Attribution Reporting sources and triggers for python -m pipelines.summary_client ara (model: see the "
      "docstring of synthetic/ara.py)."),
-    (paa, "paa", "Private Aggregation ad events for the summary-report client (seed 000 Alg. 3)",
+    (paa, "paa", "Private Aggregation ad events for the summary-report client (Ghazi et al. Alg. 3)",
      "Private Aggregation ad events for python -m pipelines.summary_client paa (model: see the docstring of "
      "synthetic/paa.py)."),
     (reports, "reports", "aggregatable reports and an output domain for the Aggregation Service (python -m "
      "pipelines.aggregate)",
      "Synthetic aggregatable reports (Avro AggregatableReport) and an output domain (model: see the docstring "
      "of synthetic/reports.py)."),
-    (event_level, "event-level", "ARA sources and triggers for event-level reports (seed 000 Alg. 4 and 8)",
+    (event_level, "event-level", "ARA sources and triggers for event-level reports (Ghazi et al. Alg. 4 and 8)",
      "Attribution Reporting sources and triggers for event-level reports, default and custom trigger specs "
      "(model: see the docstring of synthetic/event_level.py)."),
 )

@@ -1,4 +1,4 @@
-"""The k-anonymity server job: join events in, differentially private k-anonymity verdicts out (seed 004).
+"""The k-anonymity server job: join events in, differentially private k-anonymity verdicts out (k-anonymity note).
 
     python -m pipelines.kanon --input PATH --output DIR [--window-hours 168] [--k 50]
         [--epsilon 3 --delta 1e-5 | --noise-epsilon E --noise-delta D] [--emit changes|all]
@@ -23,6 +23,7 @@ from pipelines.kanon_privacy import report_lines as privacy_lines
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import JOIN_EVENT
 from schemas.option_values import POSITIVE_INTEGER
+from schemas.time_units import MICROS_PER_HOUR, iso_micros
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
 from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteInputReport, WriteRecords
 from transforms.core.mechanisms.noise import make_source
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         beam_options=True,
         prog="python -m pipelines.kanon",
         description="Differentially private k-anonymity verdicts per interest group and hour "
-        "(AboveThresholdWithPeriodicRestart, seed 004). Beam's own options are passed to Beam.",
+        "(AboveThresholdWithPeriodicRestart, k-anonymity note). Beam's own options are passed to Beam.",
     )
     parser.add_argument(
         "--input", required=True, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)"
@@ -182,6 +183,11 @@ def run(job: KAnonJob, beam_args: list[str]) -> dict:
                            output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 
 
+def _hour_text(step: int | None) -> str:
+    """An hour step as its UTC start (``2026-02-04T23:00:00Z``, step 491711), never bare hours since the epoch."""
+    return "none" if step is None else f"{iso_micros(step * MICROS_PER_HOUR)}, step {step}"
+
+
 def report_lines(job: KAnonJob, summary: dict) -> list[str]:
     counts = summary["counts"]
     return [
@@ -189,7 +195,8 @@ def report_lines(job: KAnonJob, summary: dict) -> list[str]:
         f"noise source: {summary['parameters']['noise_source']}",
         f"read {counts['read']}, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"groups {counts['groups']}, verdict records {counts['verdict_records']}, "
-        f"k-anonymous at the last step ({counts['last_step']}): {counts['groups_k_anonymous_at_last_step']}",
+        f"k-anonymous at the last hour ({_hour_text(counts['last_step'])}): "
+        f"{counts['groups_k_anonymous_at_last_step']}",
         *common.output_lines(summary),
     ]
 

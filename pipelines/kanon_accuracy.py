@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from evaluation import figures
 from evaluation.output import write_csv
-from pipelines.common import CliError, CliParser, fail
+from pipelines.common import CliParser, InputError, fail
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args, report_lines
 from schemas.option_values import POSITIVE_INTEGER, SEED
 from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
@@ -106,8 +105,7 @@ def plot_figure1(
     window_steps: int,
 ) -> None:
     """Figure 1 of the note: (a) CDF of the max window error, (b) CDF of the one-step error."""
-    figure = Figure(figsize=(11, 4.2))
-    FigureCanvasAgg(figure)
+    figure = figures.new_figure(11, 4.2)
     left, right = figure.subplots(1, 2)
     panels = [
         (left, max_cdf, p99, 0.99, PAPER_P99_MAX_WINDOW_ERROR, "99%",
@@ -131,8 +129,7 @@ def plot_figure1(
 
 def plot_error_rates(path: Path, rates: list[dict], k: int) -> None:
     """False-positive rate for constant size k - x and false-negative rate for size k + x (log y; zeros omitted)."""
-    figure = Figure(figsize=(7, 4.2))
-    FigureCanvasAgg(figure)
+    figure = figures.new_figure(7, 4.2)
     axes = figure.subplots()
     for column, marker, label in [
         ("false_positive_rate", "o", f"false positive: constant size k - x, true at some step (k = {k})"),
@@ -143,7 +140,7 @@ def plot_error_rates(path: Path, rates: list[dict], k: int) -> None:
     axes.set_yscale("log")
     axes.set_xlabel("x")
     axes.set_ylabel("empirical rate")
-    axes.set_title("Error rates of one AboveThreshold window (seed 004 Sec. 5)", fontsize=10)
+    axes.set_title("Error rates of one AboveThreshold window (k-anonymity note Sec. 5)", fontsize=10)
     axes.grid(alpha=0.3, which="both")
     axes.legend(fontsize=8)
     figure.tight_layout()
@@ -209,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         draw = draw_from_args(args)
-    except CliError as error:
+        figures.require_matplotlib("plots")  # before any work: a run without the extra stops at once
+    except InputError as error:
         return fail(error)
     try:
         results = run(draw, args.window_hours, args.k, args.output, args.repetitions, args.seed)

@@ -1,4 +1,4 @@
-"""The privacy parameters of the k-anonymity server (seed 004), in both directions.
+"""The privacy parameters of the k-anonymity server (k-anonymity note), in both directions.
 
 From a target guarantee for the whole verdict stream to the per-draw noise::
 

@@ -7,7 +7,7 @@
         [--bias-kappa K [--bias-count epochs|reports] [--bias-beta 0.01] [--heartbeats]]
         [--emit-budgets] [--streaming [--allowed-lateness-seconds S]] [Beam options]
 
-Simulates every device's on-device budgeting (seed 003: Cookie Monster's
+Simulates every device's on-device budgeting (Cookie Monster paper: Cookie Monster's
 Code Listing 1, or the ARA-like and IPA-like baselines of Sec. 8.1) and the
 querier's summation queries over batches of B reports. Writes
 ``DIR/reports-*``, ``DIR/query_results-*``, ``DIR/incomplete_batches-*``
@@ -15,7 +15,7 @@ querier's summation queries over batches of B reports. Writes
 ``DIR/SENSITIVE_device_epoch_budgets-*`` (per device-epoch consumption, for
 evaluation only: never part of what a querier sees), ``DIR/dead_letters-*``
 and ``DIR/summary.json``; prints counts and paths. With ``--bias-kappa``, every
-report carries the counting coordinate of seed 003 Appendix D and every query
+report carries the counting coordinate of Cookie Monster paper Appendix D and every query
 result the noisy count of empty epochs and a bound on its bias (Thm. 15/16).
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ def build_parser() -> common.CliParser:
     parser = common.CliParser(
         beam_options=True,
         prog="python -m pipelines.measurement",
-        description="On-device budgeting simulated at population scale (seed 003): attribution reports and "
+        description="On-device budgeting simulated at population scale (Cookie Monster paper): attribution reports and "
         "noisy summation queries under Cookie Monster, ARA-like or IPA-like budgeting.",
     )
     add_job_options(parser)
@@ -152,7 +152,7 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
 
 
 def budget_statistics(output: str) -> dict | None:
-    """Average and maximum consumption over the device-epochs requested (seed 003 Fig. 4), from the budget files."""
+    """Average and maximum consumption over the device-epochs requested (Cookie Monster paper Fig. 4), from the budget files."""
     count, total, largest = 0, Fraction(0), 0.0
     for row in common.output_records(output, OUTPUTS[BUDGETS][0]):
         count += 1

@@ -5,7 +5,7 @@
         [--shards 64] [--format avro|jsonl|pb] [Beam options]
     python -m pipelines.summary_client paa --events PATH --output DIR [--reach-value 32768] [the same options]
 
-Simulates every device's browser: ``ara`` runs ARA-SR-Client (seed 000 Alg. 2: last-touch attribution with
+Simulates every device's browser: ``ara`` runs ARA-SR-Client (Ghazi et al. Alg. 2: last-touch attribution with
 priorities, per-source budgets L0 and L1), ``paa`` runs PAA-SR-Client (Alg. 3: the reach-counting shared-storage
 function, budgets per (device, reporting origin, 10-minute window)). Every trigger (ARA) or ad event (PAA)
 sends exactly one report, null or not, padded to 20 contributions. Writes ``DIR/reports-*.avro``
@@ -40,11 +40,11 @@ from transforms.summary_reports.mechanisms.contributions import ContributionLimi
 from transforms.summary_reports.mechanisms.paa_client import DEFAULT_REACH_VALUE, PaaSummaryClient, ReachCounting
 
 OUTPUT_PREFIXES = ("reports",)
-ALGORITHMS = {"ara": "ARA-SR-Client (seed 000 Alg. 2)", "paa": "PAA-SR-Client (seed 000 Alg. 3)"}
+ALGORITHMS = {"ara": "ARA-SR-Client (Ghazi et al. Alg. 2)", "paa": "PAA-SR-Client (Ghazi et al. Alg. 3)"}
 GUARANTEES = {
-    "ara": "with the Aggregation Service (seed 000 Alg. 1) and its per-report budget, the summary reports are "
+    "ara": "with the Aggregation Service (Ghazi et al. Alg. 1) and its per-report budget, the summary reports are "
     "(eps*, delta*)-DP per source (Cor. 4.4): a source contributes at most L0 non-zero values summing to at most L1",
-    "paa": "with the Aggregation Service (seed 000 Alg. 1) and its per-report budget, the summary reports are "
+    "paa": "with the Aggregation Service (Ghazi et al. Alg. 1) and its per-report budget, the summary reports are "
     "(eps*, delta*)-DP per (device, reporting origin, 10-minute window) (Cor. 4.6): each such unit contributes at "
     "most L0 non-zero values summing to at most L1; no per-device guarantee over several windows is claimed",
 }
@@ -84,16 +84,16 @@ def build_parser() -> common.CliParser:
     parser = common.CliParser(
         beam_options=True,
         prog="python -m pipelines.summary_client",
-        description="The browser clients that send aggregatable reports (seed 000 Sec. 2.1), simulated per device.",
+        description="The browser clients that send aggregatable reports (Ghazi et al. Sec. 2.1), simulated per device.",
     )
     sub = parser.add_subparsers(dest="client", required=True, metavar="CLIENT")
     ara = sub.add_parser("ara", beam_options=True, help="ARA-SR-Client (Alg. 2): sources and triggers in, one report per trigger",
-                         description="ARA-SR-Client (seed 000 Alg. 2): sources and triggers in, one report per trigger.")
+                         description="ARA-SR-Client (Ghazi et al. Alg. 2): sources and triggers in, one report per trigger.")
     ara.add_argument("--sources", required=True, help="file or glob of ARA sources (Avro, JSON Lines, delimited protobuf)")
     ara.add_argument("--triggers", required=True, help="file or glob of ARA triggers")
     _add_common(ara, "source")
     paa = sub.add_parser("paa", beam_options=True, help="PAA-SR-Client (Alg. 3): ad events in, one report per event",
-                         description="PAA-SR-Client (seed 000 Alg. 3) with the reach-counting shared-storage function: "
+                         description="PAA-SR-Client (Ghazi et al. Alg. 3) with the reach-counting shared-storage function: "
                          "ad events in, one report per event.")
     paa.add_argument("--events", required=True, help="file or glob of PAA ad events")
     paa.add_argument("--reach-value", type=POSITIVE_INTEGER, default=DEFAULT_REACH_VALUE,

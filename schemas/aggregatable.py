@@ -1,10 +1,10 @@
 """The public Aggregation Service's formats: aggregatable reports in, output domains, summary reports out.
 
-An aggregatable report (seed 000 Sec. 2.1: the tuple (r, k, v, m)) travels as the Avro record
+An aggregatable report (Ghazi et al. Sec. 2.1: the tuple (r, k, v, m)) travels as the Avro record
 ``AggregatableReport {payload: bytes, key_id: string, shared_info: string}``:
 
 * ``shared_info`` is a JSON object kept as the exact string the browser wrote (it is authenticated by the
-  encryption, so it is never re-serialised): ``version``, ``api``, ``report_id`` (a UUID: the r of the seed),
+  encryption, so it is never re-serialised): ``version``, ``api``, ``report_id`` (a UUID: the r of Ghazi et al.),
   ``reporting_origin``, ``scheduled_report_time`` and ``source_registration_time`` (decimal strings of seconds
   since the Unix epoch), ``attribution_destination`` (Attribution Reporting only) and ``debug_mode``.
 * ``payload`` is the CBOR map ``{"operation": "histogram", "data": [{"bucket": <= 16-byte big-endian,
@@ -39,7 +39,7 @@ from schemas.rows import APIS, ATTRIBUTION_APIS, SharedInfo
 
 SUPPORTED_MAJOR_VERSIONS = ("0", "1")
 
-BUCKET_BYTES = 16  # the 128-bit key k of seed 000 Sec. 2.1
+BUCKET_BYTES = 16  # the 128-bit key k of Ghazi et al. Sec. 2.1
 VALUE_BYTES = 4
 FILTERING_ID_BYTES = 8
 HPKE_INFO_PREFIX = b"aggregation_service"

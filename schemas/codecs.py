@@ -20,7 +20,7 @@ file), ``unreadable_file`` (an I/O or decompression error; ends the file), ``not
 ``reversed_epochs``; for the summary-report clients' events (ARA sources and triggers, PAA events) also
 ``invalid_key:<name>`` (not "0x" and 1 to 32 hex digits), ``duplicate_name:<name>``, ``too_many:<name>`` (more
 than 20 entries), ``out_of_range:<name>``, ``nonpositive:expiry_seconds``, ``value_too_large:<name>`` (above
-65536) and ``unknown_api:api``; for the event-level sources and triggers (seed 000 Sec. 2.2) also
+65536) and ``unknown_api:api``; for the event-level sources and triggers (Ghazi et al. Sec. 2.2) also
 ``negative_value:trigger_data`` and ``nonpositive:value`` (the configuration of an event-level source is judged
 by the pipeline, with ``transforms.event_level.mechanisms.config``'s ``ConfigurationError`` reasons).
 """

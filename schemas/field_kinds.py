@@ -333,7 +333,7 @@ def _integer(name: str, value: Any, minimum: int | None = None) -> int | None:
 
 
 def _request(value: Any, conversion_product_id: str) -> AttributionRequest:
-    """An attribution request (seed 003 Code Listing 1) with its defaults: window = the job's, logic
+    """An attribution request (Cookie Monster paper Code Listing 1) with its defaults: window = the job's, logic
     ``last_touch``, m = 1, norm L1, selecting by the conversion's product when no campaign is listed, query key
     ``product=<product>``."""
     if value is None:
@@ -443,12 +443,12 @@ def _named(name: str, value: Any, inner: str, row_type: type, check: Callable[[s
 
 
 def _aggregation_keys(name: str, value: Any) -> tuple:
-    """An ARA source's named source keys (srcKey of seed 000 Alg. 2)."""
+    """An ARA source's named source keys (srcKey of Ghazi et al. Alg. 2)."""
     return _named(name, value, "key", AggregationKey, _key)
 
 
 def _trigger_data(name: str, value: Any) -> tuple:
-    """An ARA trigger's key pieces (trigKey of seed 000 Alg. 2), each with the source keys it is OR-ed into."""
+    """An ARA trigger's key pieces (trigKey of Ghazi et al. Alg. 2), each with the source keys it is OR-ed into."""
     return tuple(
         AggregatableTriggerData(_key(f"{name}.key_piece", item.get("key_piece")),
                                 _strings(f"{name}.source_keys", item.get("source_keys")))
@@ -470,7 +470,7 @@ def _value(name: str, value: Any) -> int:
 
 
 def _aggregatable_values(name: str, value: Any) -> tuple:
-    """An ARA trigger's value per named source key (trigValue of seed 000 Alg. 2)."""
+    """An ARA trigger's value per named source key (trigValue of Ghazi et al. Alg. 2)."""
     return _named(name, value, "value", AggregatableValue, _value)
 
 

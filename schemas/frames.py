@@ -9,6 +9,8 @@ path, never a second definition of validity:
 * it is taken only when polars reads the file and every field of the spec comes out with the column type the
   project's own schema gives it (``EVENT_LEVEL_SOURCE_COLUMNS``); files written with another schema, a codec
   polars does not read (bzip2, xz, zstandard) or a corrupt block return None and go through ``read_avro``;
+  so does every file when polars is not installed (``COLUMNAR`` is False): the row path gives the same rows
+  and dead letters, only slower;
 * the vectorised test accepts a subset of what the row path's ``accept`` accepts (printable ASCII
   identifiers), and builds for those records the very values ``accept`` would; every other record is handed
   back, with its position in the file, for ``codecs.avro_record``, so it becomes the same row or the same dead
@@ -25,34 +27,47 @@ from __future__ import annotations
 import io
 from typing import IO, NamedTuple, Sequence
 
-import polars as pl
 import pyarrow as pa
 
 from schemas.limits import MAX_EXPIRY_SECONDS
 from schemas.rows import EventLevelSource, TriggerSpec
 from schemas.time_units import MAX_EVENT_TIME_MICROS
 
-POSITION = "position"  # a record's index in its file (dead letters name it)
+try:
+    import polars as pl
+except ImportError:  # a shortcut, not a requirement, of reading: ``read_frame`` then leaves every file to the row path
+    pl = None  # type: ignore[assignment]
 
-# Every field of schemas/avro/event_level_source.avsc with the polars type it decodes to.
-EVENT_LEVEL_SOURCE_COLUMNS: dict[str, pl.DataType] = {
-    "device_id": pl.String(),
-    "event_time_micros": pl.Int64(),
-    "source_id": pl.String(),
-    "reporting_origin": pl.String(),
-    "destination": pl.String(),
-    "source_type": pl.String(),
-    "expiry_seconds": pl.Int64(),
-    "priority": pl.Int64(),
-    "filter_data": pl.List(pl.String()),
-    "max_event_level_reports": pl.Int32(),
-    "trigger_data_matching": pl.String(),
-    "trigger_specs": pl.List(pl.Struct({
-        "trigger_data": pl.List(pl.Int64()),
-        "window_ends_seconds": pl.List(pl.Int64()),
-        "summary_buckets": pl.List(pl.Int64()),
-    })),
-}
+POSITION = "position"  # a record's index in its file (dead letters name it)
+COLUMNAR = pl is not None  # whether polars is installed, so that the columnar path can be taken
+
+
+def _event_level_source_columns() -> dict[str, pl.DataType]:
+    """Every field of schemas/avro/event_level_source.avsc with the polars type it decodes to (none without
+    polars)."""
+    if pl is None:
+        return {}
+    return {
+        "device_id": pl.String(),
+        "event_time_micros": pl.Int64(),
+        "source_id": pl.String(),
+        "reporting_origin": pl.String(),
+        "destination": pl.String(),
+        "source_type": pl.String(),
+        "expiry_seconds": pl.Int64(),
+        "priority": pl.Int64(),
+        "filter_data": pl.List(pl.String()),
+        "max_event_level_reports": pl.Int32(),
+        "trigger_data_matching": pl.String(),
+        "trigger_specs": pl.List(pl.Struct({
+            "trigger_data": pl.List(pl.Int64()),
+            "window_ends_seconds": pl.List(pl.Int64()),
+            "summary_buckets": pl.List(pl.Int64()),
+        })),
+    }
+
+
+EVENT_LEVEL_SOURCE_COLUMNS: dict[str, pl.DataType] = _event_level_source_columns()
 # An identifier the columnar test accepts: printable ASCII with a non-space character (a subset of the row
 # path's "non-blank ASCII", which also takes control characters and tabs).
 _PRINTABLE = r"^[ -~]*$"
@@ -62,7 +77,9 @@ _VISIBLE = r"[!-~]"
 def read_frame(handle: IO[bytes], columns: dict[str, pl.DataType]) -> pl.DataFrame | None:
     """The records of an Avro container file as a ``DataFrame`` of ``columns`` with a ``POSITION`` column, or
     None when the file is not for the columnar path (polars cannot read it, or a field is missing or decodes to
-    another type)."""
+    another type), and always when polars is not installed."""
+    if pl is None:
+        return None
     try:
         frame = pl.read_avro(handle)
     except Exception:  # noqa: BLE001 - polars raises several types for unreadable files; the row path judges them
@@ -89,7 +106,7 @@ class SourceSplit(NamedTuple):
 # keeps the Avro shape (a list of {trigger_data, window_ends_seconds, summary_buckets}), null for the defaults.
 SOURCE_FRAME_COLUMNS: dict[str, pl.DataType] = {
     **EVENT_LEVEL_SOURCE_COLUMNS, "max_event_level_reports": pl.Int64(),
-}
+} if pl is not None else {}
 
 
 def split_event_level_sources(frame: pl.DataFrame) -> SourceSplit:

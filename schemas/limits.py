@@ -1,5 +1,5 @@
 """Limits the Attribution Reporting API puts on the values of the summary-report and event-level clients' events
-(seed 000 Sec. 2.1.2 and 2.2): the codecs validate against them and the mechanisms clamp to them."""
+(Ghazi et al. Sec. 2.1.2 and 2.2): the codecs validate against them and the mechanisms clamp to them."""
 from __future__ import annotations
 
 from schemas.time_units import SECONDS_PER_DAY

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 
 class JoinEvent(NamedTuple):
-    """Join(u, t) of seed 004 Sec. 2.1: ``user_id`` joined ``interest_group`` at ``event_time_micros``."""
+    """Join(u, t) of k-anonymity note Sec. 2.1: ``user_id`` joined ``interest_group`` at ``event_time_micros``."""
 
     interest_group: str
     user_id: str
@@ -19,7 +19,7 @@ class JoinEvent(NamedTuple):
 
 
 class KAnonVerdict(NamedTuple):
-    """The released verdict o_t of seed 004 Alg. 1 for one interest group and hour step."""
+    """The released verdict o_t of k-anonymity note Alg. 1 for one interest group and hour step."""
 
     interest_group: str
     step: int
@@ -37,7 +37,7 @@ class DeadLetter(NamedTuple):
 
 
 class Impression(NamedTuple):
-    """An ad impression on a device (seed 003 Sec. 4.1: an element of I in the device-epoch database D_d^e)."""
+    """An ad impression on a device (Cookie Monster paper Sec. 4.1: an element of I in the device-epoch database D_d^e)."""
 
     device_id: str
     event_time_micros: int
@@ -55,11 +55,11 @@ MAX_DIMENSION = 4096
 
 
 class AttributionRequest(NamedTuple):
-    """The querier's parameters for one report (seed 003 Code Listing 1, ``attribution_request``).
+    """The querier's parameters for one report (Cookie Monster paper Code Listing 1, ``attribution_request``).
 
     ``window_days`` None means the job's default window, unless ``first_epoch``
     and ``last_epoch`` name the epochs explicitly; ``requested_epsilon`` None
-    means the job's accuracy target decides (seed 003 Sec. 8.1).
+    means the job's accuracy target decides (Cookie Monster paper Sec. 8.1).
     """
 
     window_days: int | None
@@ -79,7 +79,7 @@ class AttributionRequest(NamedTuple):
 
 
 class Conversion(NamedTuple):
-    """A conversion on a device with the attribution request its querier attached (seed 003 Sec. 3.3)."""
+    """A conversion on a device with the attribution request its querier attached (Cookie Monster paper Sec. 3.3)."""
 
     device_id: str
     event_time_micros: int
@@ -92,7 +92,7 @@ class Conversion(NamedTuple):
 
 
 class AttributionReport(NamedTuple):
-    """A fixed-shape report as the querier receives it (seed 003 Code Listing 1, Step 4)."""
+    """A fixed-shape report as the querier receives it (Cookie Monster paper Code Listing 1, Step 4)."""
 
     report_id: str
     querier_site: str
@@ -103,9 +103,9 @@ class AttributionReport(NamedTuple):
 
 
 class QueryResult(NamedTuple):
-    """A batch of reports summed with Laplace noise, or rejected by a central budget (seed 003 Alg. 1).
+    """A batch of reports summed with Laplace noise, or rejected by a central budget (Cookie Monster paper Alg. 1).
 
-    With bias detection (seed 003 Appendix D), ``empty_count_estimate`` is the noisy count of empty epochs
+    With bias detection (Cookie Monster paper Appendix D), ``empty_count_estimate`` is the noisy count of empty epochs
     (Thm. 15) or of reports with one (Thm. 16) and ``bias_bound`` the bound on the L1 bias that holds with
     probability 1 - beta; both None otherwise."""
 
@@ -122,7 +122,7 @@ class QueryResult(NamedTuple):
 
 
 class DeviceEpochBudget(NamedTuple):
-    """SENSITIVE (evaluation only): the budget one querier consumed from one device-epoch (seed 003 Eq. 3)."""
+    """SENSITIVE (evaluation only): the budget one querier consumed from one device-epoch (Cookie Monster paper Eq. 3)."""
 
     querier_site: str
     device_id: str
@@ -140,14 +140,14 @@ class IncompleteBatch(NamedTuple):
 
 
 class AggregationKey(NamedTuple):
-    """One named 128-bit source key of an ARA source (seed 000 Alg. 2's srcKey; ARA's ``aggregation_keys``)."""
+    """One named 128-bit source key of an ARA source (Ghazi et al. Alg. 2's srcKey; ARA's ``aggregation_keys``)."""
 
     name: str
     key: int
 
 
 class AraSource(NamedTuple):
-    """An Attribution Reporting source registration (seed 000 Alg. 2: (srcId, dest, expDate, srcFilt, srcKey)).
+    """An Attribution Reporting source registration (Ghazi et al. Alg. 2: (srcId, dest, expDate, srcFilt, srcKey)).
 
     ``expiry_seconds`` is measured from ``event_time_micros`` (expDate); ``aggregation_keys`` holds at most 20
     ``AggregationKey`` with distinct names."""
@@ -178,7 +178,7 @@ class AggregatableValue(NamedTuple):
 
 
 class AraTrigger(NamedTuple):
-    """An Attribution Reporting trigger registration (seed 000 Alg. 2: (dest, trigId, trigFilt, trigKey,
+    """An Attribution Reporting trigger registration (Ghazi et al. Alg. 2: (dest, trigId, trigFilt, trigKey,
     trigValue)); ``aggregatable_values`` have distinct names."""
 
     device_id: str
@@ -192,7 +192,7 @@ class AraTrigger(NamedTuple):
 
 
 class PaaEvent(NamedTuple):
-    """An ad event handled by the Private Aggregation API (seed 000 Alg. 3, "Event Registration");
+    """An ad event handled by the Private Aggregation API (Ghazi et al. Alg. 3, "Event Registration");
     ``api`` is ``shared-storage`` or ``protected-audience``."""
 
     device_id: str
@@ -204,7 +204,7 @@ class PaaEvent(NamedTuple):
 
 
 class TriggerSpec(NamedTuple):
-    """One entry of an event-level source's trigger specification (seed 000 Sec. 2.2, trigSpec): the trigger data
+    """One entry of an event-level source's trigger specification (Ghazi et al. Sec. 2.2, trigSpec): the trigger data
     values it covers, their reporting window ends (seconds after the source; empty: the source type's defaults)
     and summary buckets (increasing thresholds; empty: 1, ..., max reports)."""
 
@@ -214,7 +214,7 @@ class TriggerSpec(NamedTuple):
 
 
 class EventLevelSource(NamedTuple):
-    """An Attribution Reporting source registration for event-level reports (seed 000 Sec. 2.2, Alg. 4).
+    """An Attribution Reporting source registration for event-level reports (Ghazi et al. Sec. 2.2, Alg. 4).
 
     Syntactically valid only: the event-level configuration (source type, expiry, max reports, matching, trigger
     specs) is judged by ``transforms.event_level.mechanisms.config`` (its ``ConfigurationError`` reasons).
@@ -236,7 +236,7 @@ class EventLevelSource(NamedTuple):
 
 
 class EventLevelTrigger(NamedTuple):
-    """An Attribution Reporting trigger registration for event-level reports (seed 000 Sec. 2.2, Alg. 4):
+    """An Attribution Reporting trigger registration for event-level reports (Ghazi et al. Sec. 2.2, Alg. 4):
     ``trigger_data`` >= 0, ``value`` >= 1 (default 1)."""
 
     device_id: str
@@ -250,7 +250,7 @@ class EventLevelTrigger(NamedTuple):
 
 
 class EventLevelReport(NamedTuple):
-    """One ARA event-level report (seed 000 Sec. 2.2): truthful (Alg. 4) or from the source's randomized output
+    """One ARA event-level report (Ghazi et al. Sec. 2.2): truthful (Alg. 4) or from the source's randomized output
     (Alg. 8), with the same shape. ``report_time`` is UTC microseconds (the source time plus the window end)."""
 
     source_id: str
@@ -263,7 +263,7 @@ class EventLevelReport(NamedTuple):
     randomized_trigger_rate: float
 
 
-# The Aggregation Service's reports (seed 000 Sec. 2.1): the APIs that send them and their validated metadata.
+# The Aggregation Service's reports (Ghazi et al. Sec. 2.1): the APIs that send them and their validated metadata.
 API_ATTRIBUTION_REPORTING = "attribution-reporting"
 API_ATTRIBUTION_REPORTING_DEBUG = "attribution-reporting-debug"
 API_PROTECTED_AUDIENCE = "protected-audience"
@@ -273,7 +273,7 @@ ATTRIBUTION_APIS = (API_ATTRIBUTION_REPORTING, API_ATTRIBUTION_REPORTING_DEBUG)
 
 
 class SharedInfo(NamedTuple):
-    """The validated fields of ``shared_info`` (the report's metadata m, seed 000 Sec. 2.1)."""
+    """The validated fields of ``shared_info`` (the report's metadata m, Ghazi et al. Sec. 2.1)."""
 
     version: str
     api: str

@@ -1,6 +1,6 @@
 """Synthetic Attribution Reporting sources and triggers: ``python -m pipelines.generate ara --output DIR``.
 
-The input of ``python -m pipelines.summary_client ara`` (ARA-SR-Client, seed 000 Alg. 2): devices that see ads
+The input of ``python -m pipelines.summary_client ara`` (ARA-SR-Client, Ghazi et al. Alg. 2): devices that see ads
 (sources) of a few advertisers and sometimes buy on their sites (triggers), written as
 ``DIR/sources-SSSSS-of-NNNNN.<ext>`` and ``DIR/triggers-SSSSS-of-NNNNN.<ext>`` (Avro with
 ``schemas/avro/ara_source.avsc`` / ``ara_trigger.avsc``, JSON Lines or delimited protobuf), the output domain

@@ -1,4 +1,4 @@
-"""The Criteo-like dataset and Criteo++ (seed 003 Sec. 8.1, 8.4): ``python -m pipelines.generate criteo-like``.
+"""The Criteo-like dataset and Criteo++ (Cookie Monster paper Sec. 8.1, 8.4): ``python -m pipelines.generate criteo-like``.
 
 Seed 003 Sec. 8.4 evaluates on a 90-day sample of Criteo's logs: 292
 advertisers of very different sizes (1 to 2.6M impressions, 0 to 478k
@@ -82,7 +82,7 @@ Times are UTC microseconds in the 90 days ``[start, start + 90 d)``, ``start``
   the report's relevant impressions. In ``python -m pipelines.evaluate criteo``
   (s = 0.05, seed 0) ARA-like loses about 3 % of the reports and its mean RMSRE
   is 0.042 at 1-day epochs against 0.023 for Cookie Monster and IPA-like (0.043,
-  0.026, 0.023 at 7 days; seed 003 Fig. 6 and its artifact, 1-day epochs:
+  0.026, 0.023 at 7 days; Cookie Monster paper Fig. 6 and its artifact, 1-day epochs:
   0.0325, 0.0198, 0.0209).
 * **Impressions (clicks).** Each impression is at a uniform microsecond of the
   90 days, on ``publisher.example``, of its advertiser and category (product
@@ -98,7 +98,7 @@ Times are UTC microseconds in the 90 days ``[start, start + 90 d)``, ``start``
   window 30 days, last touch, dimension 1, L1, report and query global
   sensitivity 5, and ``requested_epsilon = Delta ln(1/beta) / (alpha B c~)``
   with ``Delta = 5``, ``B = 350``, ``c~ = 2``, ``alpha = 0.05``, ``beta = 0.01``:
-  0.657881 (seed 003 Sec. 8.1's formula with the artifact's Criteo values).
+  0.657881 (Cookie Monster paper Sec. 8.1's formula with the artifact's Criteo values).
 * **Queries.** Batches of ``B = 350`` reports per (advertiser, category):
   ``floor(conversions / 350)`` queries for each pair; an advertiser "has a
   query" when one of its pairs has at least 350 conversions (the paper: 109
@@ -151,7 +151,7 @@ from synthetic import files as datafiles
 
 DATASET = "criteo-like"
 
-# Model constants (seed 003 Sec. 8.4 and the paper's artifact; recorded in generation.json).
+# Model constants (Cookie Monster paper Sec. 8.4 and the paper's artifact; recorded in generation.json).
 CRITEO_ADVERTISERS = 292
 CRITEO_IMPRESSIONS = 12_000_000  # at scale 1
 CRITEO_CONVERSIONS = 1_300_000  # expected at scale 1 (rates calibrated to it)
@@ -189,7 +189,7 @@ CRITEO_RECORDS_PER_SHARD = 1_000_000  # about this many (base) records per file
 
 @dataclass(frozen=True)
 class CriteoStats:
-    """What ``generate_criteo`` wrote (seed 003 Sec. 8.4): ``impressions`` clicks (plus ``augmented_impressions``
+    """What ``generate_criteo`` wrote (Cookie Monster paper Sec. 8.4): ``impressions`` clicks (plus ``augmented_impressions``
     synthetic ones, ``augment`` per conversion) of ``advertisers`` advertisers by ``users`` distinct devices out of
     ``population``, ``conversions`` sales; ``queries`` batches of ``batch_size`` reports over
     ``query_pairs`` (advertiser, category) pairs of ``advertisers_with_a_query`` advertisers, each report
@@ -244,7 +244,7 @@ def criteo_population_rho(exponent: float = CRITEO_DEVICE_EXPONENT, max_weight: 
                           ratio: float = CRITEO_USERS / CRITEO_IMPRESSIONS) -> float:
     """The impressions per population member ``rho`` at which ``N`` impressions drawn from ``N / rho`` devices
     in proportion to their weights (``criteo_weight_law``) reach ``ratio * N`` distinct devices in expectation
-    (seed 003 Sec. 8.4: 10M users for 12M impressions). In the limit of a large population a device of weight
+    (Cookie Monster paper Sec. 8.4: 10M users for 12M impressions). In the limit of a large population a device of weight
     ``k`` gets ``Poisson(rho k / m)`` impressions, ``m = E[W]``, so the expected distinct share of the population
     is ``g(rho) = sum_k p_k (1 - exp(-rho k / m))``, and ``g(rho) / rho`` falls from 1 as ``rho`` grows:
     bisection for ``g(rho) / rho = ratio``."""
@@ -265,7 +265,7 @@ def criteo_population_rho(exponent: float = CRITEO_DEVICE_EXPONENT, max_weight: 
 
 
 def criteo_shares(weights: np.ndarray, largest: float = CRITEO_LARGEST_SHARE) -> np.ndarray:
-    """Advertiser impression shares from positive weights (seed 003 Sec. 8.4's heavy tail): the largest weight
+    """Advertiser impression shares from positive weights (Cookie Monster paper Sec. 8.4's heavy tail): the largest weight
     gets ``largest``; the others split ``1 - largest`` in proportion to their weights, capped at ``largest``
     (water-filling: capped shares are fixed and the excess is spread over the rest in proportion)."""
     shares = np.zeros(weights.size)
@@ -297,7 +297,7 @@ def criteo_keep_probability() -> float:
 
 @dataclass(frozen=True)
 class Advertisers:
-    """The per-advertiser state of the model (seed 003 Sec. 8.4): impressions, calibrated conversion rates,
+    """The per-advertiser state of the model (Cookie Monster paper Sec. 8.4): impressions, calibrated conversion rates,
     category weights (row ``a`` has ``categories[a]`` leading non-zero entries)."""
 
     impressions: np.ndarray
@@ -308,7 +308,7 @@ class Advertisers:
 
 
 def criteo_advertisers(rng: np.random.Generator, scale: float) -> Advertisers:
-    """Draw the advertisers of the model of the module docstring (seed 003 Sec. 8.4) at ``scale``."""
+    """Draw the advertisers of the model of the module docstring (Cookie Monster paper Sec. 8.4) at ``scale``."""
     weights = rng.lognormal(0.0, CRITEO_SHARE_SIGMA, size=CRITEO_ADVERTISERS)
     shares = criteo_shares(weights)
     impressions = np.maximum(1, np.rint(CRITEO_IMPRESSIONS * scale * shares)).astype(np.int64)
@@ -327,7 +327,7 @@ def criteo_advertisers(rng: np.random.Generator, scale: float) -> Advertisers:
 
 @dataclass(frozen=True)
 class Population:
-    """The devices of the model (module docstring, "Devices"; seed 003 Sec. 8.4) as cells of devices of equal
+    """The devices of the model (module docstring, "Devices"; Cookie Monster paper Sec. 8.4) as cells of devices of equal
     activity weight: cell ``c`` holds the devices ``first[c], first[c] + 1, ...`` of weight ``weight[c]``, which
     own the weight units from ``start[c]`` on, ``weight[c]`` consecutive units each (so a uniform unit picks a
     device in proportion to its weight). Advertiser ``a``'s audience owns the units ``[audience[a], audience[a +
@@ -375,7 +375,7 @@ def criteo_population(rng: np.random.Generator, impressions: np.ndarray) -> Popu
 
 
 def criteo_request(category: int) -> dict:
-    """The attribution request of a sale of ``category-<category>`` (Avro form; seed 003 Sec. 8.1's scenario with
+    """The attribution request of a sale of ``category-<category>`` (Avro form; Cookie Monster paper Sec. 8.1's scenario with
     the artifact's Criteo parameters): no campaign, so the product selects the impressions."""
     return datafiles.last_touch_request(CRITEO_WINDOW_DAYS, [], f"category-{category}", CRITEO_EPSILON, CRITEO_VALUE_CAP,
                               f"category=category-{category}")
@@ -390,7 +390,7 @@ def _truncated_exponential_micros(rng: np.random.Generator, n: int) -> np.ndarra
 
 def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment: int = 0, seed: int = 0,
                     fmt: str = "avro", start: str | int = CRITEO_START, progress: bool = True) -> CriteoStats:
-    """Write the Criteo-like dataset of seed 003 Sec. 8.4 (model: the module docstring) at ``scale`` times the
+    """Write the Criteo-like dataset of Cookie Monster paper Sec. 8.4 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``, with ``augment`` synthetic impressions per conversion (Criteo++, Sec. 8.4, Fig.
     6d); return what was written. ``start`` is an ISO 8601 date(-time) or epoch microseconds. Raises
     ``ValueError`` for a bad option (the message names it)."""
@@ -596,7 +596,7 @@ def repeat_conversion_share(users: np.ndarray, advertisers: np.ndarray, times: n
 
 
 def criteo_model() -> dict:
-    """The model constants (for ``generation.json``; seed 003 Sec. 8.1, 8.4)."""
+    """The model constants (for ``generation.json``; Cookie Monster paper Sec. 8.1, 8.4)."""
     return {
         "advertisers": CRITEO_ADVERTISERS, "advertiser_site": "advertiser-NNN.example (also the querier)",
         "impressions_at_scale_1": CRITEO_IMPRESSIONS, "conversions_at_scale_1": CRITEO_CONVERSIONS,
@@ -634,7 +634,7 @@ def criteo_model() -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``python -m pipelines.generate criteo-like`` (seed 003 Sec. 8.4)."""
+    """The options of ``python -m pipelines.generate criteo-like`` (Cookie Monster paper Sec. 8.4)."""
     datafiles.add_common_arguments(parser, CRITEO_START, f"start of the {CRITEO_DAYS} days, YYYY-MM-DD (00:00 UTC) or ISO 8601")
     parser.add_argument("--scale", type=Real(0, low_open=True), default=0.05,
                         help="fraction of the paper's size: about 12M * scale impressions, 1.3M * scale conversions "

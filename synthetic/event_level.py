@@ -1,6 +1,6 @@
 """Synthetic ARA event-level sources and triggers: ``python -m pipelines.generate event-level --output DIR``.
 
-The input of the event-level pipeline (ARA-Event-Client, seed 000 Sec. 2.2 Alg. 4, with randomized response,
+The input of the event-level pipeline (ARA-Event-Client, Ghazi et al. Sec. 2.2 Alg. 4, with randomized response,
 Alg. 8): devices that see ads (sources) of a few advertisers and sometimes convert on their sites (triggers),
 written as ``DIR/sources-SSSSS-of-NNNNN.<ext>`` and ``DIR/triggers-SSSSS-of-NNNNN.<ext>`` (Avro with
 ``schemas/avro/event_level_source.avsc`` / ``event_level_trigger.avsc``, JSON Lines with the same fields, or

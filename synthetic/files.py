@@ -289,7 +289,7 @@ def check_integer(option: str, value: object, low: int, high: int) -> int:
 
 def last_touch_request(window_days: int, campaign_ids: list, product_id: str, epsilon: float, cap: float,
                        query_key: str) -> dict:
-    """The attribution request (Avro form) of the seed 003 Sec. 8.1 scenario: last touch over ``window_days``,
+    """The attribution request (Avro form) of the Cookie Monster paper Sec. 8.1 scenario: last touch over ``window_days``,
     one bucket (m = 1), report and query global sensitivity ``cap`` in L1, the querier's ``epsilon``."""
     return {
         "window_days": window_days, "first_epoch": None, "last_epoch": None, "campaign_ids": campaign_ids,

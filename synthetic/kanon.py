@@ -1,4 +1,4 @@
-"""Synthetic interest-group join events for the k-anonymity server (``Join(u, t)`` of seed 004 Sec. 2.1):
+"""Synthetic interest-group join events for the k-anonymity server (``Join(u, t)`` of k-anonymity note Sec. 2.1):
 ``python -m pipelines.generate kanon --output DIR [options]`` writes sharded Avro, JSON Lines or length-delimited
 protobuf files ``DIR/joins-SSSSS-of-NNNNN.<ext>`` plus ``DIR/generation.json`` (parameters, model constants and
 counts).
@@ -13,7 +13,7 @@ users that join it in a full week, in one of three classes:
 * ``band`` (about 10 % of the groups): ``L_g`` uniform on the integers of
   ``[k - 10, k + 10]``; each week's count is ``L_g`` plus a jitter of at most
   +-3, kept inside the band. These are the groups whose verdict is decided by
-  the noise (seed 004 Sec. 5). If the band alone would take more than
+  the noise (k-anonymity note Sec. 5). If the band alone would take more than
   ``MAX_BAND_SHARE`` of the join budget, fewer groups are put in the band.
 * ``large`` (a few, at most 5 %): ``L_g`` log-uniform on ``[4k, 40k]``
   (hundreds to thousands of users a week for ``k = 50``). Their number is

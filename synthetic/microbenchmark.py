@@ -1,4 +1,4 @@
-"""The synthetic microbenchmark of Cookie Monster (seed 003 Sec. 8.1-8.2):
+"""The synthetic microbenchmark of Cookie Monster (Cookie Monster paper Sec. 8.1-8.2):
 ``python -m pipelines.generate microbenchmark --knob1 K1 --knob2 K2 --output DIR`` writes impressions and
 conversions with their attribution requests, ``DIR/impressions-SSSSS-of-NNNNN.<ext>`` and
 ``DIR/conversions-SSSSS-of-NNNNN.<ext>``, plus ``DIR/generation.json``.
@@ -80,7 +80,7 @@ from synthetic.files import write_file as _write_file
 
 DATASET = "microbenchmark"
 
-# Model constants (seed 003 Sec. 8.1-8.2; recorded in generation.json).
+# Model constants (Cookie Monster paper Sec. 8.1-8.2; recorded in generation.json).
 MICRO_ADVERTISER = "nike.example"  # also the querier
 MICRO_PUBLISHER = "news.example"
 MICRO_CAMPAIGN = "campaign-all"

@@ -1,7 +1,7 @@
 """Synthetic Private Aggregation ad events: ``python -m pipelines.generate paa --output DIR``.
 
 The input of ``python -m pipelines.summary_client paa`` (PAA-SR-Client with the reach-counting shared-storage
-function, seed 000 Alg. 3): ad views on devices, written as ``DIR/events-SSSSS-of-NNNNN.<ext>`` (Avro with
+function, Ghazi et al. Alg. 3): ad views on devices, written as ``DIR/events-SSSSS-of-NNNNN.<ext>`` (Avro with
 ``schemas/avro/paa_event.avsc``, JSON Lines or delimited protobuf), the output domain of every campaign's
 bucket, ``DIR/domain.avro`` (``paa_client.campaign_bucket`` of ``transforms.summary_reports.mechanisms``, for
 ``python -m pipelines.aggregate --domain``), and ``DIR/generation.json`` (parameters, model constants, counts).

@@ -1,4 +1,4 @@
-"""The PATCG-like dataset (seed 003 Sec. 8.1, 8.3): ``python -m pipelines.generate patcg-like --output DIR``.
+"""The PATCG-like dataset (Cookie Monster paper Sec. 8.1, 8.3): ``python -m pipelines.generate patcg-like --output DIR``.
 
 Seed 003 Sec. 8.3 evaluates on the synthetic PATCG dataset: 24M conversions of one
 advertiser, 16M users, about 1 % of the conversions attributable to an
@@ -36,7 +36,7 @@ day ``d`` means ``start + d * 86,400 s``.
   ``requested_epsilon = Delta ln(1/beta) / (alpha * S)`` with ``Delta = 15``,
   ``alpha = 0.05``, ``beta = 0.01`` and the artifact's expected batch sum
   ``S = B c~ = 2000``: 0.690776, the same at every scale (so the per-device
-  budget dynamics do not depend on ``--scale``; seed 003 Sec. 8.1's formula).
+  budget dynamics do not depend on ``--scale``; Cookie Monster paper Sec. 8.1's formula).
 * **Impressions.** Each user is shown ads with probability ``p`` (independently
   of its conversions); such a user has ``1 + Poisson(2.2)`` impressions (mean
   3.2) at uniform microseconds of ``[day 0, day 150)``, all of campaign
@@ -101,7 +101,7 @@ from synthetic import files as datafiles
 
 DATASET = "patcg-like"
 
-# Model constants (seed 003 Sec. 8.3 and the paper's artifact; recorded in generation.json).
+# Model constants (Cookie Monster paper Sec. 8.3 and the paper's artifact; recorded in generation.json).
 PATCG_USERS = 16_000_000  # users at scale 1, all converting
 PATCG_CONVERSIONS = 24_000_000  # the paper's conversions (expected here: 1.5 per user)
 PATCG_EXTRA_CONVERSIONS = 0.5  # conversions per user = 1 + Poisson(0.5)
@@ -131,7 +131,7 @@ _BUCKET_ROW = np.dtype([("time", "<i8"), ("user", "<u4"), ("attribute", "u1"), (
 
 @dataclass(frozen=True)
 class PatcgStats:
-    """What ``generate_patcg`` wrote (seed 003 Sec. 8.3): ``users`` converting devices, ``impressed_users`` of
+    """What ``generate_patcg`` wrote (Cookie Monster paper Sec. 8.3): ``users`` converting devices, ``impressed_users`` of
     them shown ``impressions`` impressions, ``conversions`` conversions (``conversions_by_attribute`` per value
     of ``conv_attribute_2``), of which ``attributable_conversions`` have an impression of the same device in
     the ``window_days``-day window before them; ``queries`` batches of ``batch_size`` reports each requesting
@@ -166,7 +166,7 @@ def _window_integral(a: float, b: float, lam: float, length: float) -> float:
 
 def patcg_hit_probability(window_days: float) -> float:
     """The probability that a conversion of a user shown ads has one of its impressions in the window
-    ``[t - W days, t]`` (seed 003 Sec. 8.3's 1 % attribution rate is ``p`` times this; see the module docstring):
+    ``[t - W days, t]`` (Cookie Monster paper Sec. 8.3's 1 % attribution rate is ``p`` times this; see the module docstring):
     the mean over ``t`` uniform on the conversion period of ``1 - (1 - c/L) exp(-lambda c/L)``,
     ``c = min(W, t)`` the days of impressions the window covers, ``L = 150``, ``lambda = 2.2``."""
     lam, length = PATCG_EXTRA_IMPRESSIONS, float(PATCG_IMPRESSION_DAYS)
@@ -184,12 +184,12 @@ def patcg_hit_probability(window_days: float) -> float:
 
 def patcg_impressed_probability(window_days: float) -> float:
     """``p``, the share of users shown ads, such that the expected attributable share of conversions is
-    ``PATCG_ATTRIBUTABLE`` (1 %, seed 003 Sec. 8.3) for the ``window_days``-day window."""
+    ``PATCG_ATTRIBUTABLE`` (1 %, Cookie Monster paper Sec. 8.3) for the ``window_days``-day window."""
     return PATCG_ATTRIBUTABLE / patcg_hit_probability(window_days)
 
 
 def patcg_users(scale: float) -> int:
-    """The number of (converting) users at ``scale``: ``round(16M * scale)`` (seed 003 Sec. 8.3)."""
+    """The number of (converting) users at ``scale``: ``round(16M * scale)`` (Cookie Monster paper Sec. 8.3)."""
     return int(round(PATCG_USERS * scale))
 
 
@@ -210,7 +210,7 @@ def _values_cents(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def patcg_request(attribute: int, window_days: int) -> dict:
-    """The attribution request of a conversion with ``conv_attribute_2 = attribute`` (Avro form; seed 003
+    """The attribution request of a conversion with ``conv_attribute_2 = attribute`` (Avro form; Cookie Monster paper
     Sec. 8.1's scenario with the artifact's PATCG parameters)."""
     return datafiles.last_touch_request(window_days, [PATCG_CAMPAIGN], f"product-{attribute}", PATCG_EPSILON, PATCG_VALUE_CAP,
                               f"attribute={attribute}")
@@ -219,7 +219,7 @@ def patcg_request(attribute: int, window_days: int) -> dict:
 def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int = 0, fmt: str = "avro",
                    window_days: int = PATCG_WINDOW_DAYS, start: str | int = PATCG_START,
                    progress: bool = True) -> PatcgStats:
-    """Write the PATCG-like dataset of seed 003 Sec. 8.3 (model: the module docstring) at ``scale`` times the
+    """Write the PATCG-like dataset of Cookie Monster paper Sec. 8.3 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``; return what was written. ``start`` is an ISO 8601 date(-time) or epoch
     microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
     datafiles.check_format_and_scale(fmt, scale)
@@ -378,7 +378,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
 
 
 def patcg_model(window_days: int = PATCG_WINDOW_DAYS) -> dict:
-    """The model constants (for ``generation.json``; seed 003 Sec. 8.1, 8.3)."""
+    """The model constants (for ``generation.json``; Cookie Monster paper Sec. 8.1, 8.3)."""
     return {
         "users": "round(16,000,000 * scale), all converting", "users_at_scale_1": PATCG_USERS,
         "paper_conversions": PATCG_CONVERSIONS, "conversions_per_user": f"1 + Poisson({PATCG_EXTRA_CONVERSIONS})",
@@ -406,7 +406,7 @@ def patcg_model(window_days: int = PATCG_WINDOW_DAYS) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``python -m pipelines.generate patcg-like`` (seed 003 Sec. 8.3)."""
+    """The options of ``python -m pipelines.generate patcg-like`` (Cookie Monster paper Sec. 8.3)."""
     datafiles.add_common_arguments(parser, PATCG_START, f"start of the impressions, YYYY-MM-DD (00:00 UTC) or ISO 8601; "
                                               f"conversions begin {PATCG_LEAD_DAYS} days later")
     parser.add_argument("--scale", type=Real(0, low_open=True), default=0.01,

@@ -2,10 +2,10 @@
 
 * ``core``: what the subjects share: noise samplers, time steps and epochs, exact budget units, sliding distinct
   counts, ARA source matching; file I/O with dead letters, and the per-device Beam state.
-* ``kanon``: the Protected Audience k-anonymity server (AboveThreshold with periodic restart, seed 004).
-* ``budgeting``: on-device budgeting at population scale (Cookie Monster, ARA-like, IPA-like; seed 003).
-* ``summary_reports``: the ARA and PAA summary-report clients and the Aggregation Service with its ledger (seed 000).
-* ``event_level``: ARA event-level reports with randomized response (seed 000 Sec. 2.2, Alg. 8).
+* ``kanon``: the Protected Audience k-anonymity server (AboveThreshold with periodic restart, k-anonymity note).
+* ``budgeting``: on-device budgeting at population scale (Cookie Monster, ARA-like, IPA-like; Cookie Monster paper).
+* ``summary_reports``: the ARA and PAA summary-report clients and the Aggregation Service with its ledger (Ghazi et al.).
+* ``event_level``: ARA event-level reports with randomized response (Ghazi et al. Sec. 2.2, Alg. 8).
 
 Subject packages never import each other (what two need lives in ``core``), and ``core`` imports no subject.
 

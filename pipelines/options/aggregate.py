@@ -1,4 +1,4 @@
-"""The options of the Aggregation Service job (seed 000 Alg. 1) and their reading into an ``AggregationJob``.
+"""The options of the Aggregation Service job (Ghazi et al. Alg. 1) and their reading into an ``AggregationJob``.
 
 Two groups: the release (mode, epsilon, delta, the contribution bounds L1 and L0, which filtering ids, the
 error threshold, the job time) and the privacy-budget ledger (job id, ledger URL, per-unit capacity and uses,
@@ -26,7 +26,7 @@ DEFAULT_LEDGER = "sqlite:///.pm-beam/ledger.db"
 
 def add_aggregation_options(parser: CliParser) -> None:
     """Declares the release and ledger groups."""
-    release = parser.add_argument_group("release (seed 000 Alg. 1)")
+    release = parser.add_argument_group("release (Ghazi et al. Alg. 1)")
     release.add_argument("--mode", choices=MODES, default="domain",
                          help="domain: the domain's buckets only (default); key-discovery: Alg. 1's tau threshold, no "
                          "domain; threshold: the shipped service's rule (domain always, other buckets above a threshold)")

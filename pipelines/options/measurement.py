@@ -1,7 +1,7 @@
-"""The options of on-device budgeting (Cookie Monster, seed 003) and their reading into a ``MeasurementConfig``.
+"""The options of on-device budgeting (Cookie Monster, Cookie Monster paper) and their reading into a ``MeasurementConfig``.
 
 Three groups, each mapping one to one onto the configuration: budgeting (policy, epochs, attribution windows,
-the filters' capacity eps_G; defaults of seed 003 Sec. 8.1), queries (batch size B and the accuracy target that
+the filters' capacity eps_G; defaults of Cookie Monster paper Sec. 8.1), queries (batch size B and the accuracy target that
 sets every epsilon, Sec. 4.2) and bias detection (Appendix D).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
 
 def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
     """Declares the budgeting (with ``policy``, the ``--policy`` option too), query and bias-detection groups."""
-    budget = parser.add_argument_group("budgeting (defaults: seed 003 Sec. 8.1)")
+    budget = parser.add_argument_group("budgeting (defaults: Cookie Monster paper Sec. 8.1)")
     if policy:
         budget.add_argument("--policy", choices=tuple(POLICIES), default="cookie_monster", help="default cookie_monster")
     budget.add_argument("--epoch-days", type=POSITIVE_INTEGER, default=DEFAULT_EPOCH_DAYS,
@@ -48,7 +48,7 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
         "--expected-value", type=Real(0, low_open=True),
         help="c~, the querier's guess of the average conversion value (default: the query global sensitivity)",
     )
-    bias = parser.add_argument_group("bias detection (seed 003 Appendix D; on-device policies)")
+    bias = parser.add_argument_group("bias detection (Cookie Monster paper Appendix D; on-device policies)")
     bias.add_argument(
         "--bias-kappa", type=POSITIVE_EXACT,
         help="turn bias detection on: each report gets a coordinate kappa x its empty-epoch count, every requested "

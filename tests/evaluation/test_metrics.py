@@ -1,4 +1,4 @@
-"""The evaluation metrics against hand computations (seed 003 Sec. 8 definitions, README "Evaluation")."""
+"""The evaluation metrics against hand computations (Cookie Monster paper Sec. 8 definitions, README "Evaluation")."""
 from __future__ import annotations
 
 import math

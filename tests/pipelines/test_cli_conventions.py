@@ -31,6 +31,7 @@ ENTRY_POINTS = (
     "pipelines.aggregate",
     "pipelines.event_level",
     "pipelines.generate",
+    "pipelines.demo_report",
 )
 RUNS_BEAM = {"pipelines.kanon", "pipelines.measurement", "pipelines.compare_policies", "pipelines.summary_client",
              "pipelines.aggregate", "pipelines.event_level"}

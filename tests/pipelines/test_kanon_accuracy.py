@@ -1,4 +1,4 @@
-"""End-to-end tests of the seed 004 Sec. 5 simulation and of the privacy CLI it reuses."""
+"""End-to-end tests of the k-anonymity note Sec. 5 simulation and of the privacy CLI it reuses."""
 from __future__ import annotations
 
 import csv

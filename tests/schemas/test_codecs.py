@@ -456,7 +456,7 @@ def test_a_naive_datetime_timestamp_is_the_wrong_type():
     assert validate(JOIN_EVENT, record) == "wrong_type:event_time_micros"
 
 
-# --------------------------------------------------------------------------- impressions and conversions (seed 003)
+# --------------------------------------------------------------------------- impressions and conversions (Cookie Monster paper)
 
 from schemas.codecs import CONVERSION, IMPRESSION  # noqa: E402
 from schemas.rows import ATTRIBUTION_LOGICS, MAX_DIMENSION, NORMS, AttributionRequest, Conversion, Impression  # noqa: E402

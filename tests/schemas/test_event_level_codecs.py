@@ -1,4 +1,4 @@
-"""Event-level sources and triggers (seed 000 Sec. 2.2): the three descriptions of each record agree, the three
+"""Event-level sources and triggers (Ghazi et al. Sec. 2.2): the three descriptions of each record agree, the three
 file formats decode to the same rows, the fast path agrees with the field-by-field one, and bad fields give
 their reasons."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Event-level test helpers (seed 000 Sec. 2.2): the seed's example configuration and a brute-force O."""
+"""Event-level test helpers (Ghazi et al. Sec. 2.2): the paper's example configuration and a brute-force O."""
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,4 @@
-"""Hand-built event-level sources and triggers (seed 000 Sec. 2.2) for the event-level tests, and file writers."""
+"""Hand-built event-level sources and triggers (Ghazi et al. Sec. 2.2) for the event-level tests, and file writers."""
 from __future__ import annotations
 
 import json

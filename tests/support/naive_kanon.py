@@ -1,4 +1,4 @@
-"""A literal, step-by-step reading of seed 004 Alg. 1 and Alg. 2, for checking the optimised code."""
+"""A literal, step-by-step reading of k-anonymity note Alg. 1 and Alg. 2, for checking the optimised code."""
 from __future__ import annotations
 
 from typing import Hashable

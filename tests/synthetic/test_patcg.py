@@ -1,4 +1,4 @@
-"""Tests of the PATCG-like dataset generator (``synthetic.patcg``, seed 003 Sec. 8.3).
+"""Tests of the PATCG-like dataset generator (``synthetic.patcg``, Cookie Monster paper Sec. 8.3).
 
 Statistical checks run on fixed seeds (reproducible); each tolerance is justified next to it as a number of
 standard deviations of the checked statistic, at least 5 (a false-failure rate below 1e-6 for a fresh seed).

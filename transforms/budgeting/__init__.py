@@ -1,4 +1,4 @@
-"""On-device budgeting at population scale (Cookie Monster, seed 003; ARA-like and IPA-like baselines).
+"""On-device budgeting at population scale (Cookie Monster, Cookie Monster paper; ARA-like and IPA-like baselines).
 
 * ``mechanisms/``: privacy filters (Appendix B), attribution functions (Sec. 3.2-3.3), the budgeting policies,
   bias detection (Appendix D), the per-device replay, the querier's batches and queries (Alg. 1, Sec. 8.1), the

@@ -1,4 +1,4 @@
-"""Beam wiring of on-device budgeting and the querier's queries (seed 003 Appendix A Alg. 1, Sec. 8.1).
+"""Beam wiring of on-device budgeting and the querier's queries (Cookie Monster paper Appendix A Alg. 1, Sec. 8.1).
 
 The mechanisms (``transforms/budgeting/mechanisms/device.py``, ``queries.py``) do the
 work; this module only moves events to them:

@@ -3,7 +3,7 @@ impressions, privacy filters and occupied epochs (``BudgetDeviceState`` in a ``D
 (querier, query key) the batch being filled (``BatchCutterState``); per querier its batches waiting for the
 watermark and, IPA-like, its central filters (``QuerierState``).
 
-Privacy: the filters' consumption is what must survive a restart (seed 003 Appendix B): a device-epoch filter
+Privacy: the filters' consumption is what must survive a restart (Cookie Monster paper Appendix B): a device-epoch filter
 (or, IPA-like, a querier's central filter) back at full capacity would accept queries it already paid for.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ARA event-level reports with randomized response (seed 000 Sec. 2.2, Alg. 4; Sec. 5, Alg. 8, Thm. 5.1).
+"""ARA event-level reports with randomized response (Ghazi et al. Sec. 2.2, Alg. 4; Sec. 5, Alg. 8, Thm. 5.1).
 
 * ``mechanisms/``: the source configuration, the output set O counted and unranked exactly, randomized response,
   information gain and the configuration check, the per-device client (Alg. 4) and its replay.

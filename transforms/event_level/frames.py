@@ -1,4 +1,4 @@
-"""Batch replay of many devices whose event-level sources are held as columns (seed 000 Sec. 2.2, Alg. 4 and 8).
+"""Batch replay of many devices whose event-level sources are held as columns (Ghazi et al. Sec. 2.2, Alg. 4 and 8).
 
 ``devices.replay_devices`` registers every source in its device's ``EventLevelClient``. At population
 scale almost every source is idle: no trigger ever goes to it and its s* is ⊥, so it sends nothing and changes

@@ -1,4 +1,4 @@
-"""Beam wiring of ARA event-level reports (seed 000 Sec. 2.2, Alg. 4 with Alg. 8's randomized response).
+"""Beam wiring of ARA event-level reports (Ghazi et al. Sec. 2.2, Alg. 4 with Alg. 8's randomized response).
 
 The client (``transforms/event_level/mechanisms/client.py``) does the work, per device, through
 ``transforms/event_level/mechanisms/devices.py`` (rows to configurations, s* for many sources at once, a device's

@@ -1,7 +1,7 @@
 """The streaming event-level job's per-device state as an explicit record (``EventLevelDeviceState``,
 ``transforms.core.state``): the device's sources, and per live source the client's counters and its s*.
 
-Privacy: a source's randomized-response choice s* (seed 000 Alg. 8) is drawn once, at registration, and kept:
+Privacy: a source's randomized-response choice s* (Ghazi et al. Alg. 8) is drawn once, at registration, and kept:
 a restored source never draws it again, so its reports stay one draw of an eps-DP mechanism (Thm. 5.1). The
 epsilon and the random source are the job's, not the state's.
 """

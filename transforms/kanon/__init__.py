@@ -1,4 +1,4 @@
-"""The Protected Audience k-anonymity server (the k-anonymity note, seed 004).
+"""The Protected Audience k-anonymity server (the k-anonymity note, k-anonymity note).
 
 * ``mechanisms/``: AboveThreshold (Alg. 2) and its periodic restart (Alg. 1), the stream's privacy accounting
   (Cor. 4.4 and 3.1), the stateful group replay (streaming) and the vectorised one (batch).

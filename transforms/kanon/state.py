@@ -4,7 +4,7 @@ with the noises already drawn, and its last verdict.
 
 Privacy: a restored instance keeps its noisy threshold k' = k + nu and its step noises, so verdicts already
 published are never recomputed with fresh noise (a second draw over the same joins would be an unaccounted
-second instance, seed 004 Cor. 3.1). The parameters and the random source are the job's, not the state's.
+second instance, k-anonymity note Cor. 3.1). The parameters and the random source are the job's, not the state's.
 """
 from __future__ import annotations
 

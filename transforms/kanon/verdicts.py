@@ -1,4 +1,4 @@
-"""The Protected Audience k-anonymity server as a composite PTransform (seed 004).
+"""The Protected Audience k-anonymity server as a composite PTransform (k-anonymity note).
 
 Input: ``JoinEvent`` rows. Output: ``KAnonVerdict`` rows (and, in streaming,
 dead letters for joins that arrive after their step was final).
@@ -231,7 +231,7 @@ def _join_json(join: JoinEvent) -> str:
 
 
 class KAnonymityVerdicts(beam.PTransform):
-    """JoinEvents to KAnonVerdicts by AboveThresholdWithPeriodicRestart over exact window counts (seed 004).
+    """JoinEvents to KAnonVerdicts by AboveThresholdWithPeriodicRestart over exact window counts (k-anonymity note).
 
     Returns ``{"verdicts": PCollection[KAnonVerdict], "dead_letters": PCollection[DeadLetter]}``;
     dead letters are the ``late`` joins of the streaming recipe (empty in batch).

@@ -1,4 +1,4 @@
-"""Summary reports: the ARA and PAA clients and the Aggregation Service (seed 000 Sec. 2.1, Alg. 1-3 and 6).
+"""Summary reports: the ARA and PAA clients and the Aggregation Service (Ghazi et al. Sec. 2.1, Alg. 1-3 and 6).
 
 * ``mechanisms/``: the clients' contribution budgets and reports, ARA-SR-Client (Alg. 2), PAA-SR-Client (Alg. 3),
   and the aggregation with discrete Laplace noise, key discovery and thresholds (Alg. 1 and 6).

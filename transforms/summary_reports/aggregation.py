@@ -1,4 +1,4 @@
-"""Beam wiring of the Aggregation Service (seed 000 Alg. 1, the service half of Alg. 6).
+"""Beam wiring of the Aggregation Service (Ghazi et al. Alg. 1, the service half of Alg. 6).
 
     report files ─ ParseReports (one call per file: Avro records, shared_info validated, payloads decrypted,
         then decoded a batch at a time) ─► (report shard, packed ReportColumns)

@@ -1,4 +1,4 @@
-"""Beam wiring of the summary-report clients: ARA-SR-Client (seed 000 Alg. 2) and PAA-SR-Client (Alg. 3).
+"""Beam wiring of the summary-report clients: ARA-SR-Client (Ghazi et al. Alg. 2) and PAA-SR-Client (Alg. 3).
 
 The clients (``transforms/summary_reports/mechanisms/ara_client.py``, ``paa_client.py``) do the work, per device; this module only
 moves each device's events to them, as the on-device measurement job does (``transforms/budgeting/measurement.py``,

@@ -1,9 +1,9 @@
-"""The Aggregation Service's durable privacy-budget ledger (seed 000, Alg. 1 and Alg. 6 phase "# 2. Budget Bounding").
+"""The Aggregation Service's durable privacy-budget ledger (Ghazi et al., Alg. 1 and Alg. 6 phase "# 2. Budget Bounding").
 
 What it is. The aggregation service keeps, per budget unit, the sum B_eps of the epsilons of the jobs that
 used it and the number of those jobs (its uses: the count that Sec. 2.1.1 bounds by l_star, B_delta in Alg. 1).
 A budget unit is ``(budget_key, hour)``: ``budget_key`` is a 64-hex-digit SHA-256 string computed elsewhere
-from the reports' shared information (seed 000 footnote 2: the shipped service budgets per shared id, not per
+from the reports' shared information (Ghazi et al. footnote 2: the shipped service budgets per shared id, not per
 report) and ``hour = scheduled_report_time // 3600``. This module stores those counters in SQLite (one file, one host) or
 PostgreSQL (many workers), so the budget survives restarts and is shared by every process of every pipeline.
 
@@ -15,9 +15,9 @@ The rule (Alg. 1, and Alg. 6 phase 2, which simulates it): a job with privacy pa
 It is all-or-nothing: an aborted job writes nothing, not even its job row, and raises
 ``PrivacyBudgetExhausted`` with the number of exhausted units and their budget keys.
 
-Requerying (seed 000 footnotes 3 and 4, Remark 2.1). eps_star = 64 (footnote 3) and l_star = 1 (footnote 4:
+Requerying (Ghazi et al. footnotes 3 and 4, Remark 2.1). eps_star = 64 (footnote 3) and l_star = 1 (footnote 4:
 every report takes part in at most one aggregation, i.e. no requerying) are the shipped behaviour and the
-defaults here. A larger l_star models the proposed requerying extension, whose privacy the seed proves: a unit
+defaults here. A larger l_star models the proposed requerying extension, whose privacy Ghazi et al. prove: a unit
 then serves up to l_star jobs as long as the sum of their epsilons stays within eps_star.
 
 Exact budgets (DESIGN.md "Budgets are exact"). Budgets are integers of 1 / UNITS_PER_EPSILON epsilon in BIGINT
@@ -72,8 +72,8 @@ __all__ = [
     "LedgerConfigError", "LedgerError", "LedgerLimits", "PrivacyBudgetExhausted", "open_ledger",
 ]
 
-DEFAULT_EPSILON_STAR = 64  # seed 000 footnote 3
-DEFAULT_MAX_USES = 1  # seed 000 footnote 4: no requerying
+DEFAULT_EPSILON_STAR = 64  # Ghazi et al. footnote 3
+DEFAULT_MAX_USES = 1  # Ghazi et al. footnote 4: no requerying
 BUSY_TIMEOUT_SECONDS = 300  # how long a charge waits for another process's charge to finish
 SCHEMA_VERSION = "1"
 _BIGINT_MAX = 2**63 - 1

@@ -1,6 +1,6 @@
 """The streaming summary-report clients' per-device state as explicit records (``transforms.core.state``).
 
-Privacy: what must survive a restart is each privacy unit's contribution budget, L_0 and L_1 spent (seed 000
+Privacy: what must survive a restart is each privacy unit's contribution budget, L_0 and L_1 spent (Ghazi et al.
 Alg. 2 and 3): a reset budget would let a source (ARA) or a (device, reporting origin, 10-minute window) (PAA)
 contribute again, beyond the bound the Aggregation Service's guarantee assumes.
 """

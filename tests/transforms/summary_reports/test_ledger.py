@@ -1,4 +1,4 @@
-"""The Aggregation Service's privacy-budget ledger (seed 000 Alg. 1, Alg. 6 phase 2) on SQLite and PostgreSQL."""
+"""The Aggregation Service's privacy-budget ledger (Ghazi et al. Alg. 1, Alg. 6 phase 2) on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,4 @@
-"""The querier's accuracy target and the epsilon it asks for (Cookie Monster, seed 003 Sec. 8.1):
+"""The querier's accuracy target and the epsilon it asks for (Cookie Monster, Cookie Monster paper Sec. 8.1):
 eps = Delta ln(1/beta) / (alpha B c~). Beam-free."""
 from __future__ import annotations
 

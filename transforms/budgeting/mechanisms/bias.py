@@ -1,4 +1,4 @@
-"""IDP-induced bias detection: the side counting query of seed 003 Appendix D (Thm. 15-18).
+"""IDP-induced bias detection: the side counting query of Cookie Monster paper Appendix D (Thm. 15-18).
 
 On-device budgeting hides budgets: a device-epoch that cannot pay is silently
 replaced by the empty set (Appendix A Alg. 1), which biases the query result

@@ -1,4 +1,4 @@
-"""One device's on-device logic, replayed in event-time order (seed 003 Appendix A Alg. 1, per device).
+"""One device's on-device logic, replayed in event-time order (Cookie Monster paper Appendix A Alg. 1, per device).
 
 ``MeasurementConfig`` is the job's side of every request: the epoch clock,
 the per-epoch capacity eps_G, the default and longest attribution windows,
@@ -35,7 +35,7 @@ DEFAULT_MAX_WINDOW_DAYS = 90
 
 @dataclass(frozen=True)
 class MeasurementConfig:
-    """Job parameters of on-device budgeting (defaults: seed 003 Sec. 8.1)."""
+    """Job parameters of on-device budgeting (defaults: Cookie Monster paper Sec. 8.1)."""
 
     policy: str = "cookie_monster"
     clock: EpochClock = field(default_factory=EpochClock)

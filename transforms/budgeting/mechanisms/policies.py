@@ -1,4 +1,4 @@
-"""On-device budgeting policies: how a report pays for the device-epochs it reads (seed 003 Sec. 3.3, 6, 8.1).
+"""On-device budgeting policies: how a report pays for the device-epochs it reads (Cookie Monster paper Sec. 3.3, 6, 8.1).
 
 Every policy turns one conversion's request and the relevant impressions of
 each epoch of its window into a fixed-shape histogram, paying budget from a
@@ -67,7 +67,7 @@ def _histogram_loss_units(histogram: Sequence[float], request: AttributionReques
 def individual_loss_units(
     epoch_events: Sequence[Impression], request: AttributionRequest, value: float, single_epoch: bool
 ) -> int:
-    """The individual privacy loss of one device-epoch for one report (seed 003 Thm. 4, Listing 1
+    """The individual privacy loss of one device-epoch for one report (Cookie Monster paper Thm. 4, Listing 1
     ``compute_individual_privacy_loss``), in budget units, rounded up.
 
     Case 1: no relevant events in the epoch: 0. Case 2: the window is this one
@@ -103,7 +103,7 @@ class BudgetPolicy(ABC):
     holds data), and every occupied epoch pays the extra loss of Thm. 17."""
 
     name: str
-    guarantee: str  # what a querier site's results are, in words (seed 003 Thm. 1 and Sec. 8.1)
+    guarantee: str  # what a querier site's results are, in words (Cookie Monster paper Thm. 1 and Sec. 8.1)
     supports_bias_detection = True
 
     @abstractmethod
@@ -130,7 +130,7 @@ class CookieMonster(BudgetPolicy):
     """Seed 003 Code Listing 1 (Appendix A Alg. 1, GenerateReport) with the IDP losses of Thm. 4."""
 
     name = "cookie_monster"
-    guarantee = ("individual device-epoch eps_G-DP per querier site (seed 003 Thm. 1, case 1: attribution functions "
+    guarantee = ("individual device-epoch eps_G-DP per querier site (Cookie Monster paper Thm. 1, case 1: attribution functions "
                  "that use public events only through the report identifier; 2 eps_G otherwise, case 2)")
 
     def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):

@@ -1,4 +1,4 @@
-"""Pure-DP privacy filters with exact integer budgets (seed 003 Appendix B, Eq. 3).
+"""Pure-DP privacy filters with exact integer budgets (Cookie Monster paper Appendix B, Eq. 3).
 
 A filter with capacity eps_G adds up the budgets eps_1, ..., eps_k it has
 accepted and answers Halt to the next request eps_{k+1} when
@@ -11,7 +11,7 @@ make a filter stricter, never let it overshoot (DESIGN.md "Budgets are exact").
 whatever names a filter: (querier site, epoch) on a device for Cookie Monster
 and ARA-like, (querier site, epoch) centrally for IPA-like. It also records
 every key a report asked about, with zero consumption, since budget
-statistics average over the device-epochs that were requested (seed 003
+statistics average over the device-epochs that were requested (Cookie Monster paper
 Sec. 8.2).
 """
 from __future__ import annotations

@@ -100,7 +100,7 @@ def batch_order(batch: QueryBatch) -> tuple:
 
 
 class CentralBudget:
-    """IPA-like budgeting (seed 003 Sec. 2.2, 8.1): one filter per (querier site, epoch), off device."""
+    """IPA-like budgeting (Cookie Monster paper Sec. 2.2, 8.1): one filter per (querier site, epoch), off device."""
 
     def __init__(self, capacity_units: int, consumed: dict | None = None) -> None:
         self.filters = FilterTable(capacity_units, consumed)

@@ -1,4 +1,4 @@
-"""Which registered source can take a trigger: the Attribution Reporting API's matching rule (seed 000 Alg. 2
+"""Which registered source can take a trigger: the Attribution Reporting API's matching rule (Ghazi et al. Alg. 2
 step 1 and Sec. 2.2), shared by the ARA summary-report client and the event-level client. Beam-free."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def filters_match(trigger_filters: Iterable[str], source_filters: Iterable[str])
 
 
 def can_take(registered: Registered, trigger: Any) -> bool:
-    """Matching (seed 000 Alg. 2 step 1): the source has the trigger's destination and reporting origin, is active
+    """Matching (Ghazi et al. Alg. 2 step 1): the source has the trigger's destination and reporting origin, is active
     at the trigger's time (registered at or before it, not expired) and its filters match. ``trigger`` is an ARA
     or an event-level trigger: both have these fields."""
     source = registered.source

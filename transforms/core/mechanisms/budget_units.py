@@ -1,8 +1,8 @@
 """Exact privacy parameters and budgets (DESIGN.md, "Budgets are exact"): parameters as ``Fraction``s, budgets as
 integers of 10^-12 epsilon.
 
-Every budget the project stores or compares (the device-epoch filters of Cookie Monster, seed 003 Appendix B; the
-Aggregation Service ledger's per shared-ID budgets, seed 000 footnotes 3-4) is an integer number of units. A
+Every budget the project stores or compares (the device-epoch filters of Cookie Monster, Cookie Monster paper Appendix B; the
+Aggregation Service ledger's per shared-ID budgets, Ghazi et al. footnotes 3-4) is an integer number of units. A
 capacity is converted rounding down and a charge rounding up, so rounding can only make a budget stricter.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The k-anonymity server needs, for one interest group and every step t,
 ``c_t = S_agg[t - w + 1, t]``: the number of distinct users with at least one
-join in the last ``w`` steps (seed 004 Sec. 2.1 and Observation 2.2).
+join in the last ``w`` steps (k-anonymity note Sec. 2.1 and Observation 2.2).
 
 The structure keeps, per user in the window, the last step at which the user
 joined, and per step the users whose last join was at that step. Adding the

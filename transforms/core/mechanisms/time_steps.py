@@ -1,9 +1,9 @@
 """Event time to integer steps and epochs (DESIGN.md, "Time"): UTC only, integer arithmetic only.
 
-Two clocks. The k-anonymity server counts in hour steps ``floor(t / 3600 s)`` (seed 004 Sec. 1, p = 1 hour).
+Two clocks. The k-anonymity server counts in hour steps ``floor(t / 3600 s)`` (k-anonymity note Sec. 1, p = 1 hour).
 Cookie Monster partitions each device's events database by time into epochs and keeps one privacy filter per
-(querier, device, epoch) (seed 003 Sec. 3.1, 4.1): an epoch is ``floor((t - origin) / length)``, 7 days long by
-default (seed 003 Sec. 8.1) from the Unix epoch. The units themselves are in ``schemas.time_units``.
+(querier, device, epoch) (Cookie Monster paper Sec. 3.1, 4.1): an epoch is ``floor((t - origin) / length)``, 7 days long by
+default (Cookie Monster paper Sec. 8.1) from the Unix epoch. The units themselves are in ``schemas.time_units``.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ DEFAULT_EPOCH_DAYS = 7
 
 
 def hour_step(event_time_micros: int) -> int:
-    """The hour step ``floor(t / 3600 s)``: hours since the Unix epoch (seed 004 Sec. 1, p = 1 hour)."""
+    """The hour step ``floor(t / 3600 s)``: hours since the Unix epoch (k-anonymity note Sec. 1, p = 1 hour)."""
     return event_time_micros // MICROS_PER_HOUR
 
 
@@ -45,7 +45,7 @@ class EpochClock:
 
     def window_epochs(self, conversion_time_micros: int, window_days: int) -> tuple[int, int]:
         """The epochs ``(first, last)`` of an attribution window of ``window_days`` days ending at the conversion:
-        from the epoch of ``t - window`` to the epoch of ``t``, inclusive (the set E of seed 003 Code Listing 1)."""
+        from the epoch of ``t - window`` to the epoch of ``t``, inclusive (the set E of Cookie Monster paper Code Listing 1)."""
         return (
             self.epoch_of(conversion_time_micros - window_days * MICROS_PER_DAY),
             self.epoch_of(conversion_time_micros),

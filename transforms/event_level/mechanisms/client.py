@@ -1,4 +1,4 @@
-"""ARA-Event-Client: the browser side of Attribution Reporting event-level reports (seed 000 Sec. 2.2, Alg. 4).
+"""ARA-Event-Client: the browser side of Attribution Reporting event-level reports (Ghazi et al. Sec. 2.2, Alg. 4).
 
 State per device (Alg. 4): the registered sources S, and per source s the current values V(s, t), the last
 reported buckets U(s, t) and the number of reports sent N(s).

@@ -1,4 +1,4 @@
-"""ARA event-level reports: a source's configuration (seed 000 Sec. 2.2, "Event-level Reports").
+"""ARA event-level reports: a source's configuration (Ghazi et al. Sec. 2.2, "Event-level Reports").
 
 * **Configuration** (``EventLevelConfig``): per source at most ``max_event_level_reports`` M reports
   (0..20; default 3 for navigation sources, 1 for event sources) and a list of at most 32 trigger data

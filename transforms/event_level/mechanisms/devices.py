@@ -1,4 +1,4 @@
-"""ARA event-level reports per device, over the pipelines' rows (seed 000 Sec. 2.2, Alg. 4 and Alg. 8).
+"""ARA event-level reports per device, over the pipelines' rows (Ghazi et al. Sec. 2.2, Alg. 4 and Alg. 8).
 
 What the Beam wiring (``transforms/event_level/reports.py``) replays, batch and streaming alike; no Beam import here.
 

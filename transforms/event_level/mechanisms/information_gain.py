@@ -1,4 +1,4 @@
-"""ARA event-level reports: information gain and the configuration check (seed 000 Sec. 2.2).
+"""ARA event-level reports: information gain and the configuration check (Ghazi et al. Sec. 2.2).
 
 * **Information gain**: the capacity of the k-ary symmetric channel the mechanism is, with the limits
   used by ARA (11.5 bits for navigation sources, 6.5 bits for event sources); ``check_configuration``

@@ -1,8 +1,8 @@
-"""ARA event-level reports: the output set O, counted, ranked and unranked exactly (seed 000 Sec. 2.2).
+"""ARA event-level reports: the output set O, counted, ranked and unranked exactly (Ghazi et al. Sec. 2.2).
 
 * **The output set O** (Sec. 2.2, "Noisy Version", Table 1): an output is the number n_{t,w} of reports
   sent for trigger data t at the end of its window w, with sum_w n_{t,w} <= b_t (t has b_t summary
-  buckets) and sum_{t,w} n_{t,w} <= M. In the seed's example (two trigger data with two windows and two
+  buckets) and sum_{t,w} n_{t,w} <= M. In the paper's example (two trigger data with two windows and two
   buckets each, M = 3) |O| = 36 - 9 = 27. With T trigger data sharing W windows and b_t >= M,
   |O| = C(T W + M, M) (2925 for the navigation defaults, 3 for the event defaults); the general count
   is a dynamic programme over the cells (t, w) (``count_outputs``). An output is represented by the

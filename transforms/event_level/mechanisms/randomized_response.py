@@ -1,4 +1,4 @@
-"""ARA event-level reports: randomized response over O (seed 000 Sec. 5, Alg. 8, Thm. 5.1).
+"""ARA event-level reports: randomized response over O (Ghazi et al. Sec. 5, Alg. 8, Thm. 5.1).
 
 * **Randomized response** (Alg. 8, "with probability (e^eps - 1) / (e^eps + |O| - 1) we proceed like in
   the noiseless version, otherwise we sample an element of O uniformly at random"): chosen once at

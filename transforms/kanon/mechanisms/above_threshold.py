@@ -1,4 +1,4 @@
-"""AboveThreshold (seed 004 Alg. 2) and AboveThresholdWithPeriodicRestart (Alg. 1).
+"""AboveThreshold (k-anonymity note Alg. 2) and AboveThresholdWithPeriodicRestart (Alg. 1).
 
 The mechanism is split into frozen parameters (``AboveThreshold``) and small
 explicit state records (``AboveThresholdInstance``), so the state of a running

@@ -1,4 +1,4 @@
-"""Privacy accounting for the k-anonymity server (seed 004), in exact arithmetic, in both directions.
+"""Privacy accounting for the k-anonymity server (k-anonymity note), in exact arithmetic, in both directions.
 
 Forward: per-draw noise TLap(eps, delta) (Sec. 4.1), used for both rho_1 and
 rho_2 of Alg. 2, gives

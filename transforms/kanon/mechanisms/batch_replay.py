@@ -1,4 +1,4 @@
-"""One group's whole verdict history at once (seed 004 Alg. 1), vectorised with numpy: the batch fast path.
+"""One group's whole verdict history at once (k-anonymity note Alg. 1), vectorised with numpy: the batch fast path.
 
 ``batch_group_verdicts`` releases exactly what ``GroupVerdicts`` releases for
 the same joins and source (both are checked against a literal step-by-step

@@ -1,4 +1,4 @@
-"""The k-anonymity verdict stream of one interest group (seed 004 Alg. 1 over exact window counts).
+"""The k-anonymity verdict stream of one interest group (k-anonymity note Alg. 1 over exact window counts).
 
 ``GroupVerdicts`` replays a group's joins, aggregated to the distinct users
 of each hour step, in step order: it keeps the exact window count c_t

@@ -1,4 +1,4 @@
-"""The Aggregation Service's mathematics: budget units, noise and release rules (seed 000 Alg. 1 and Alg. 6).
+"""The Aggregation Service's mathematics: budget units, noise and release rules (Ghazi et al. Alg. 1 and Alg. 6).
 
 Alg. 1 (AggregationService) takes reports (r_i, k_i, v_i), adds discrete Laplace noise DLap(eps / L1) (pmf
 proportional to e^{-(eps / L1) |x|}, i.e. scale L1 / eps) to the sum of every key, and releases:
@@ -41,7 +41,7 @@ from transforms.core.mechanisms.noise import DiscreteLaplace, RandomSource, Trun
 
 MODES = ("domain", "key-discovery", "threshold")
 MAX_EPSILON = Fraction(64)
-DEFAULT_L1 = 65536  # Lambda_1 = 2^16, seed 000 Sec. 2.1
+DEFAULT_L1 = 65536  # Lambda_1 = 2^16, Ghazi et al. Sec. 2.1
 DEFAULT_L0 = 20  # contributions per report in the ARA payload
 
 

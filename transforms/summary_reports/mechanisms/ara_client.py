@@ -1,4 +1,4 @@
-"""ARA-SR-Client: the browser side of Attribution Reporting summary reports (seed 000 Sec. 2.1.2, Alg. 2).
+"""ARA-SR-Client: the browser side of Attribution Reporting summary reports (Ghazi et al. Sec. 2.1.2, Alg. 2).
 
 A device registers sources (ad views or clicks) and triggers (conversions). Each source s starts with
 L_0(s) = L_1(s) = 0 (Alg. 2, "Source registration"). Each trigger yields exactly one report (Alg. 2, "Trigger

@@ -1,4 +1,4 @@
-"""What the two summary-report clients share (seed 000 Sec. 2.1.2-2.1.3): budgets, reports and their randomness.
+"""What the two summary-report clients share (Ghazi et al. Sec. 2.1.2-2.1.3): budgets, reports and their randomness.
 
 ARA-SR-Client (Alg. 2, ``ara_client.py``) and PAA-SR-Client (Alg. 3, ``paa_client.py``) both send, for every event
 they handle, exactly one aggregatable report (r, k, v) or a null report (r, ⊥, ⊥), after checking two budgets

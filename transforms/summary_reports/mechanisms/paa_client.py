@@ -1,4 +1,4 @@
-"""PAA-SR-Client: Private Aggregation with Shared Storage on the device (seed 000 Sec. 2.1.3, Alg. 3).
+"""PAA-SR-Client: Private Aggregation with Shared Storage on the device (Ghazi et al. Sec. 2.1.3, Alg. 3).
 
 There are no sources: every ad event an ad-tech's script registers on a device runs a shared-storage function
 
@@ -33,7 +33,7 @@ from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L1
 from transforms.summary_reports.mechanisms.contributions import ClientReport, ContributionBudget, ContributionLimits, make_report
 
-WINDOW_MICROS = 10 * MICROS_PER_MINUTE  # the time windows T of Alg. 3 (seed 000 footnote 5)
+WINDOW_MICROS = 10 * MICROS_PER_MINUTE  # the time windows T of Alg. 3 (Ghazi et al. footnote 5)
 DEFAULT_REACH_VALUE = DEFAULT_L1 // 2  # Lambda_1 / 2, the paper's example
 
 
@@ -59,7 +59,7 @@ class SharedStorageFunction(Protocol):
 
 @dataclass(frozen=True)
 class ReachCounting:
-    """Reach per campaign (seed 000 Sec. 2.1.3 and Fig. 2): ``value`` the first time the device sees a campaign,
+    """Reach per campaign (Ghazi et al. Sec. 2.1.3 and Fig. 2): ``value`` the first time the device sees a campaign,
     0 afterwards, to the campaign's bucket. The storage is the frozenset of campaigns seen."""
 
     value: int = DEFAULT_REACH_VALUE

@@ -1,5 +1,5 @@
 """Attribution functions (``transforms/budgeting/mechanisms/attribution.py``;
-seed 003 Sec. 3.2, 3.3 Code Listing 1 Steps 1, 4)."""
+Cookie Monster paper Sec. 3.2, 3.3 Code Listing 1 Steps 1, 4)."""
 from __future__ import annotations
 
 import math

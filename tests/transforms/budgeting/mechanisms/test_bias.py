@@ -1,4 +1,4 @@
-"""Bias detection, seed 003 Appendix D: the counting coordinate, its Thm. 17 cost, and the Thm. 15/16 bound."""
+"""Bias detection, Cookie Monster paper Appendix D: the counting coordinate, its Thm. 17 cost, and the Thm. 15/16 bound."""
 from __future__ import annotations
 
 import math

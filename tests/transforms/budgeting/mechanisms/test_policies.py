@@ -1,4 +1,5 @@
-"""Budgeting policies (``transforms/budgeting/mechanisms/policies.py``; seed 003 Sec. 3.2, Code Listing 1, Thm. 4, Sec. 8.1).
+"""Budgeting policies (``transforms/budgeting/mechanisms/policies.py``; Cookie Monster paper Sec. 3.2, Code
+Listing 1, Thm. 4, Sec. 8.1).
 
 Every expected consumption below is computed by hand (or from exact rationals, independently of the module)
 in budget units of 10^-12 epsilon.

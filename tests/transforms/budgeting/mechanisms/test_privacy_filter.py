@@ -1,4 +1,5 @@
-"""Pure-DP privacy filters with integer budgets (``transforms/budgeting/mechanisms/privacy_filter.py``; seed 003 App. B, Eq. 3).
+"""Pure-DP privacy filters with integer budgets (``transforms/budgeting/mechanisms/privacy_filter.py``; Cookie
+Monster paper App. B, Eq. 3).
 
 Eq. 3: a filter of capacity eps_G that accepted eps_1, ..., eps_k halts the next request eps_{k+1} when
 eps_1 + ... + eps_{k+1} > eps_G, and a halted request consumes nothing.

@@ -1,4 +1,4 @@
-"""Tests of the random sources and noise samplers (seed 004 Sec. 4.1; CKS 2020 for the discrete ones).
+"""Tests of the random sources and noise samplers (k-anonymity note Sec. 4.1; CKS 2020 for the discrete ones).
 
 Statistical tests compare a sample with the exact CDF through the
 Dvoretzky-Kiefer-Wolfowitz inequality with Massart's constant, valid for any
@@ -516,7 +516,7 @@ def test_secure_keyed_child_is_itself():
 
 
 # ---------------------------------------------------------------------------------------------
-# GridLaplace (the query noise of seed 003 Alg. 1 AnswerQuery)
+# GridLaplace (the query noise of Cookie Monster paper Alg. 1 AnswerQuery)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Exact windowed distinct counts against a brute-force count (seed 004 Sec. 2.1, Observation 2.2)."""
+"""Exact windowed distinct counts against a brute-force count (k-anonymity note Sec. 2.1, Observation 2.2)."""
 from __future__ import annotations
 
 import pytest

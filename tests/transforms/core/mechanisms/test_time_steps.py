@@ -1,5 +1,5 @@
 """Hour steps and epoch numbering of ``transforms/core/mechanisms/time_steps.py``
-(seed 003 Sec. 3.1, 4.1, 8.1: 7-day epochs, UTC)."""
+(Cookie Monster paper Sec. 3.1, 4.1, 8.1: 7-day epochs, UTC)."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""ARA-Event-Client (seed 000 Sec. 2.2, Alg. 4) with the noise off, and with Alg. 8's randomized response."""
+"""ARA-Event-Client (Ghazi et al. Sec. 2.2, Alg. 4) with the noise off, and with Alg. 8's randomized response."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""ARA event-level reports (seed 000 Sec. 2.2, Alg. 8, Thm. 5.1): configuration, |O|, ranking, randomized
+"""ARA event-level reports (Ghazi et al. Sec. 2.2, Alg. 8, Thm. 5.1): configuration, |O|, ranking, randomized
 response, information gain. The client of Alg. 4 is tested in test_event_level_client.py.
 
 Statistical tests use fixed seeds; each states its false-failure probability (at most 1e-7 each)."""

@@ -1,4 +1,4 @@
-"""AboveThreshold (seed 004 Alg. 2) and its periodic restart (Alg. 1) with a no-noise source."""
+"""AboveThreshold (k-anonymity note Alg. 2) and its periodic restart (Alg. 1) with a no-noise source."""
 from __future__ import annotations
 
 import numpy as np

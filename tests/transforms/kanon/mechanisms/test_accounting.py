@@ -1,4 +1,4 @@
-"""Tests of the exact privacy accounting (seed 004 Cor. 4.4 and Cor. 3.1)."""
+"""Tests of the exact privacy accounting (k-anonymity note Cor. 4.4 and Cor. 3.1)."""
 from __future__ import annotations
 
 from fractions import Fraction

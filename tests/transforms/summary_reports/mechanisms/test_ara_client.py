@@ -1,4 +1,4 @@
-"""ARA-SR-Client (seed 000 Alg. 2) on hand-built devices: attribution, key OR-ing, budgets, null reports."""
+"""ARA-SR-Client (Ghazi et al. Alg. 2) on hand-built devices: attribution, key OR-ing, budgets, null reports."""
 from __future__ import annotations
 
 from schemas.rows import API_ATTRIBUTION_REPORTING

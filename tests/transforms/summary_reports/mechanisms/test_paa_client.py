@@ -1,4 +1,4 @@
-"""PAA-SR-Client (seed 000 Alg. 3) with the reach-counting shared-storage function, on hand-built devices."""
+"""PAA-SR-Client (Ghazi et al. Alg. 3) with the reach-counting shared-storage function, on hand-built devices."""
 from __future__ import annotations
 
 import hashlib

@@ -3,7 +3,7 @@
 * ``sources.py``: ``SecureSource`` (the OS CSPRNG, for released outputs), ``SecretSource`` (a stream keyed by a
   secret from the OS CSPRNG, for a release a retry must reproduce) and ``SeededSource`` (seeded, vectorised, for
   simulation and tests) behind one ``RandomSource`` interface; ``make_source``.
-* ``continuous.py``: ``TruncatedLaplace`` (TLap of the k-anonymity note, seed 004 Sec. 4.1) and ``Laplace``.
+* ``continuous.py``: ``TruncatedLaplace`` (TLap of the k-anonymity note, k-anonymity note Sec. 4.1) and ``Laplace``.
 * ``discrete.py``: exact integer samplers (Canonne, Kamath and Steinke 2020): ``DiscreteLaplace``,
   ``TruncatedDiscreteLaplace``, ``GridLaplace`` and their building blocks.
 

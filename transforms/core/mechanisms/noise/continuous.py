@@ -1,6 +1,6 @@
 """Continuous Laplace noise, by the inverse CDF of one uniform of a ``RandomSource``.
 
-* ``TruncatedLaplace``: TLap(eps, delta) of the k-anonymity note (seed 004 Sec. 4.1), the noise rho_1 and rho_2
+* ``TruncatedLaplace``: TLap(eps, delta) of the k-anonymity note (k-anonymity note Sec. 4.1), the noise rho_1 and rho_2
   of Alg. 2, clipped to [-A, A].
 * ``Laplace``: the untruncated noise of Dwork and Roth, for comparison.
 """
@@ -30,7 +30,7 @@ def _log1pexp(z: float) -> float:
 
 @dataclass(frozen=True)
 class TruncatedLaplace:
-    """TLap(eps, delta) of seed 004 Sec. 4.1 (from Geng et al. 2020): pdf B e^{-eps |x|} on [-A, A].
+    """TLap(eps, delta) of k-anonymity note Sec. 4.1 (from Geng et al. 2020): pdf B e^{-eps |x|} on [-A, A].
 
     A = (1/eps) ln(1 + (e^eps - 1) / (2 delta)) and B = eps / (2 (1 - e^{-eps A})).
     By Thm. 4.3 it satisfies Def. 4.1 with shift d = 1, i.e. it is
@@ -127,7 +127,7 @@ class TruncatedLaplace:
 
 @dataclass(frozen=True)
 class Laplace:
-    """Laplace noise with pdf e^{-|x|/scale} / (2 scale) (Dwork and Roth [1] of seed 004)."""
+    """Laplace noise with pdf e^{-|x|/scale} / (2 scale) (Dwork and Roth [1] of k-anonymity note)."""
 
     scale: float
 

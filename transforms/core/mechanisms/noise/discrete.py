@@ -4,9 +4,9 @@ Differential Privacy", Alg. 1 and 2), per draw (``sample``, Python ints) or vect
 with the exact blocks ``randbelow_array`` and ``bernoulli_exp_array``):
 
 * ``DiscreteLaplace`` and ``TruncatedDiscreteLaplace``: the Aggregation Service's noise on sums and key discovery
-  (seed 000 Alg. 1 and 6);
+  (Ghazi et al. Alg. 1 and 6);
 * ``GridLaplace``: Laplace noise for released real-valued sums (the query results of Cookie Monster's Alg. 1
-  AnswerQuery, seed 003), exact on a fine grid.
+  AnswerQuery, Cookie Monster paper), exact on a fine grid.
 """
 from __future__ import annotations
 
@@ -342,6 +342,14 @@ class DiscreteLaplace:
         """tanh(1 / (2 scale)) exp(-|x| / scale)  (= (1 - q) / (1 + q) q^{|x|} with q = e^{-1/scale})."""
         inverse = float(1 / self.scale)
         return math.tanh(inverse / 2) * math.exp(-abs(x) * inverse)
+
+    def half_width(self, confidence: float) -> int:
+        """The smallest integer w with P(|X| <= w) >= ``confidence``: P(|X| > w) = 2 q^(w+1) / (1 + q),
+        q = e^{-1/scale}, so w = ceil(ln((1 - confidence)(1 + q) / 2) / ln q) - 1 (at least 0)."""
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+        log_q = -float(1 / self.scale)
+        return max(0, math.ceil(math.log((1 - confidence) * (1 + math.exp(log_q)) / 2) / log_q) - 1)
 
     def sample(self, source: RandomSource) -> int:
         """CKS 2020 Alg. 2 with scale t / s.

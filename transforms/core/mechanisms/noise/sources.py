@@ -72,7 +72,7 @@ class RandomSource(ABC):
 
     @abstractmethod
     def keyed_token(self, key: tuple) -> str:
-        """A 128-bit identifier as 32 hex digits (a report identifier r, seed 003 Sec. 4.2): seeded, a function
+        """A 128-bit identifier as 32 hex digits (a report identifier r, Cookie Monster paper Sec. 4.2): seeded, a function
         of (seed, key), so batch and streaming runs name the same report alike; secure, fresh and unpredictable."""
 
     @abstractmethod
