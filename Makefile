@@ -17,8 +17,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff check .  # the rule sets of ruff.toml
 	$(BIN)/lint-imports  # the import contracts of .importlinter
+	$(BIN)/python -m mypy  # transforms/ and schemas/, as mypy.ini says
 
 demo: $(STAMP)
 	$(BIN)/python -m pipelines.generate kanon --output $(DEMO_DIR)/joins --groups 2000 --joins 200000 --days 30 --seed 7 --bad-fraction 0.001
@@ -34,9 +35,10 @@ demo: $(STAMP)
 		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
 	$(BIN)/python -m pipelines.demo_report --demo-dir $(DEMO_DIR)  # the top buckets, and $(DEMO_DIR)/index.html
 
-# Regenerate schemas/proto/*_pb2.py from schemas/proto/*.proto (tests fail when they are stale).
+# Regenerate schemas/proto/*_pb2.py and their type stubs *_pb2.pyi (read by mypy) from schemas/proto/*.proto (tests
+# fail when they are stale).
 protos: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. schemas/proto/events.proto schemas/proto/reports.proto schemas/proto/state.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. schemas/proto/events.proto schemas/proto/reports.proto schemas/proto/state.proto
 
 # The committed evaluation (docs/results/report.md): every experiment at the quick size; datasets outside docs/.
 results: $(STAMP)
@@ -50,4 +52,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/event_level_throughput.py
 
 clean:
-	rm -rf $(DEMO_DIR) .pytest_cache build *.egg-info
+	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

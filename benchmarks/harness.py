@@ -8,7 +8,7 @@ import os
 import statistics
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

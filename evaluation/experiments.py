@@ -11,11 +11,11 @@ import hashlib
 import inspect
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 import numpy as np
 

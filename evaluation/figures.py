@@ -10,8 +10,9 @@ figure is drawn: without it this module imports, and ``require_matplotlib``
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -115,7 +116,8 @@ def cdf_panel(samples: dict[str, Sequence[float]], title: str, xlabel: str, tota
 
         smallest = np.inf
         variants = [name for name in samples if name not in COLORS]  # e.g. "cookie_monster +3": shades of green
-        shades = dict(zip(variants, colormaps["Greens"](np.linspace(0.35, 0.95, max(len(variants), 1)))))
+        # strict=False: without variants the colormap still gives one shade (linspace of at least one point)
+        shades = dict(zip(variants, colormaps["Greens"](np.linspace(0.35, 0.95, max(len(variants), 1))), strict=False))
         for name, values in samples.items():
             ordered = np.sort(np.asarray(values, dtype=float))
             if ordered.size == 0:

@@ -7,8 +7,9 @@ time (``line_chart``), grouped bars (``bar_chart``) and points with an error ban
 from __future__ import annotations
 
 import html
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 45, 20, 50  # margins around the plotting area
@@ -65,7 +66,7 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_label
                steps: bool = False) -> str:
     """One polyline per series of (x, y) points; with ``steps``, each value holds until the next point."""
     if steps:
-        series = {name: [point for (x0, y0), (x1, _) in zip(values, values[1:]) for point in ((x0, y0), (x1, y0))]
+        series = {name: [point for (x0, y0), (x1, _) in itertools.pairwise(values) for point in ((x0, y0), (x1, y0))]
                   + values[-1:] for name, values in series.items()}
     points = [point for values in series.values() for point in values] or [(0.0, 0.0)]
     x_low, x_high = min(p[0] for p in points), max(p[0] for p in points)

@@ -86,7 +86,7 @@ def write_outputs(settings: Settings, name: str, figure: str, sweep: Sweep, titl
                    for index, value in enumerate(r.budget.cumulative_average_all)]),
         write_csv(out / f"{name}_device_budget_cdf.csv", ("policy", "cdf", "avg_budget"),
                   [(policy, level, value) for policy, r in default.items()
-                   for level, value in zip(CDF_LEVELS, device_cdf(r))]),
+                   for level, value in zip(CDF_LEVELS, device_cdf(r), strict=True)]),
     ]
     days = next(iter(default.values())).spec.epoch_days
     rmsre = {policy: [q.rmsre for q in r.queries if q.rmsre is not None] for policy, r in default.items()}
@@ -247,7 +247,8 @@ def criteo(settings: Settings) -> ExperimentOutput:
                           "average epsilon over the span", log_x=True)])
     augment_points = [r.row() for a, r in augmented.items() if a]
     files += [write_csv(settings.out / "criteo_augmented_device_budget_cdf.csv", ("augment", "cdf", "avg_budget"),
-                        [(a, level, value) for a, r in augmented.items() for level, value in zip(CDF_LEVELS, device_cdf(r))]
+                        [(a, level, value) for a, r in augmented.items()
+                         for level, value in zip(CDF_LEVELS, device_cdf(r), strict=True)]
                         ).name, png.name]
     head = headline(sweep)
     head.update(_criteo_claims(sweep))

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 from collections import Counter
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import fastavro
 from apache_beam.io.filesystems import FileSystems

@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from evaluation import figures, realistic
 from evaluation.data import load_dataset

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from pipelines.common import CliParser
 from synthetic import ara, criteo, event_level, kanon, microbenchmark, paa, patcg, reports

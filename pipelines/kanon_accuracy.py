@@ -26,8 +26,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -92,7 +92,7 @@ def error_rates(max_window: np.ndarray, one_step: np.ndarray, k: int, max_x: int
             "size_above": k + int(x),
             "false_negative_rate": float(fn),
         }
-        for x, fp, fn in zip(xs, false_positive, false_negative)
+        for x, fp, fn in zip(xs, false_positive, false_negative, strict=True)
     ]
 
 
@@ -168,8 +168,8 @@ def run(draw: DrawParameters, window_steps: int, k: int, out_dir: Path, repetiti
     }
     plot_figure1(paths["figure1"], max_cdf, one_cdf, p99, p01, window_steps)
     plot_error_rates(paths["error_rates_plot"], rates, k)
-    write_csv(paths["max_window_error_cdf"], ["max_window_error", "cdf"], list(zip(*max_cdf)))
-    write_csv(paths["one_step_error_cdf"], ["one_step_error", "cdf"], list(zip(*one_cdf)))
+    write_csv(paths["max_window_error_cdf"], ["max_window_error", "cdf"], list(zip(*max_cdf, strict=True)))
+    write_csv(paths["one_step_error_cdf"], ["one_step_error", "cdf"], list(zip(*one_cdf, strict=True)))
     write_csv(paths["error_rates"], list(rates[0]), [list(row.values()) for row in rates])
 
     results = {

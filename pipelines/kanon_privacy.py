@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 from pipelines.common import CliError, CliParser, fail
 from schemas.option_values import POSITIVE_EXACT, POSITIVE_INTEGER, Exact
@@ -64,7 +64,7 @@ def draw_from_args(args: argparse.Namespace) -> DrawParameters:
     try:  # the exact values are in their domains; their float view (the sampled noise) may still be out of range
         draw.noise()
     except (ValueError, OverflowError) as exc:
-        raise CliError(f"the per-draw noise TLap(eps, delta) cannot be sampled in floating point: {exc}")
+        raise CliError(f"the per-draw noise TLap(eps, delta) cannot be sampled in floating point: {exc}") from exc
     return draw
 
 

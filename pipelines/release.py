@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems

@@ -28,7 +28,8 @@ import base64
 import json
 import os
 import re
-from typing import Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Literal, NamedTuple, overload
 
 import cbor2
 import numpy as np
@@ -73,6 +74,10 @@ def _required_text(info: Mapping, name: str) -> str:
     return value
 
 
+@overload
+def _seconds(info: Mapping, name: str, required: Literal[True]) -> str: ...
+@overload
+def _seconds(info: Mapping, name: str, required: bool) -> str | None: ...
 def _seconds(info: Mapping, name: str, required: bool) -> str | None:
     value = info.get(name)
     if value is None:
@@ -306,12 +311,12 @@ def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
         except ReportError as error:
             errors[index] = error.reason
     if rows:
-        columns = list(zip(*rows))
+        columns = list(zip(*rows, strict=True))
         parts.append((np.asarray(columns[0], np.int64), *(np.asarray(c, np.uint64) for c in columns[1:])))
     if not parts:
         empty = np.empty(0, np.uint64)
         return PayloadColumns(np.empty(0, np.int64), empty, empty, empty, empty, errors)
-    owner, high, low, values, ids = (np.concatenate(column) for column in zip(*parts))
+    owner, high, low, values, ids = (np.concatenate(column) for column in zip(*parts, strict=True))
     if len(parts) > 1 or len(by_length) > 1:  # more than one pass: restore payload order
         order = np.argsort(owner, kind="stable")
         owner, high, low, values, ids = owner[order], high[order], low[order], values[order], ids[order]
@@ -403,7 +408,7 @@ def minimal_bucket_bytes(bucket: int) -> bytes:
     return bucket.to_bytes(max(1, (bucket.bit_length() + 7) // 8), "big")
 
 
-def bucket_from_bytes(raw: bytes) -> int:
+def bucket_from_bytes(raw: object) -> int:
     """The bucket of 1 to 16 big-endian bytes; a ReportError ``malformed_bucket`` otherwise."""
     if type(raw) is not bytes or not 1 <= len(raw) <= BUCKET_BYTES:
         raise ReportError("malformed_bucket")

@@ -27,13 +27,15 @@ by the pipeline, with ``transforms.event_level.mechanisms.config``'s ``Configura
 from __future__ import annotations
 
 import base64
+import functools
 import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterator, Mapping, NamedTuple, Union
+from typing import IO, Any, NamedTuple, Union
 
 import fastavro
-from google.protobuf.internal.decoder import _DecodeVarint
-from google.protobuf.internal.encoder import _VarintBytes
+from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]  # private: not in the stubs
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]  # private: not in the stubs
 from google.protobuf.message import DecodeError, Message
 
 from schemas.field_kinds import MESSAGE_LISTS, FieldSpec, convert_fields, fast_validator
@@ -64,8 +66,8 @@ class EventSpec:
     """How to turn a decoded mapping into a typed row, for one event type."""
 
     name: str
-    row_type: type
-    proto_type: type
+    row_type: type[NamedTuple]
+    proto_type: type[Message]
     avro_schema: str
     fields: tuple[FieldSpec, ...]
     # The common case of ``validate`` unrolled for this type (a row, or None to ask ``validate`` for the
@@ -77,7 +79,7 @@ class EventSpec:
         return (event_spec, (self.name,))
 
 
-def _event_spec(name: str, row_type: type, proto_type: type) -> EventSpec:
+def _event_spec(name: str, row_type: type[NamedTuple], proto_type: type[Message]) -> EventSpec:
     """The event type ``name``: its fields and their kinds are the proto message's (``(kind)`` options of
     ``schemas/proto/events.proto``), in the message's order, which is the row type's and the Avro schema's."""
     fields = tuple(FieldSpec(field.name, field.GetOptions().Extensions[events_pb2.kind])
@@ -151,6 +153,10 @@ def _parsed(spec: EventSpec, record: Any, raw: Callable[[], str], source: str) -
     return row
 
 
+def _base64_text(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
 def _json_text(record: Any) -> str:
     return json.dumps(record, default=lambda v: base64.b64encode(v).decode() if isinstance(v, bytes) else repr(v))
 
@@ -180,7 +186,7 @@ def read_jsonl(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Pars
 def avro_record(spec: EventSpec, record: Any, source: str, index: int) -> Parsed:
     """The row of the decoded Avro record at ``index`` of the file ``source``, or its dead letter."""
     row = validate(spec, record)
-    if type(row) is str:
+    if isinstance(row, str):
         return DeadLetter(raw=_json_text(record), reason=row, source=f"{source}#{index}")
     return row
 
@@ -267,7 +273,7 @@ def read_delimited_proto(spec: EventSpec, handle: IO[bytes], source: str) -> Ite
         except DecodeError:
             yield DeadLetter(raw=base64.b64encode(payload).decode(), reason="malformed_protobuf", source=raw_source)
         else:
-            yield _parsed(spec, _proto_mapping(spec, message), lambda: base64.b64encode(payload).decode(), raw_source)
+            yield _parsed(spec, _proto_mapping(spec, message), functools.partial(_base64_text, payload), raw_source)
         position, index = end, index + 1
 
 

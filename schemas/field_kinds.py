@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeGuard, overload
 
 from schemas.limits import MAX_AGGREGATABLE_VALUE, MAX_AGGREGATION_ENTRIES, MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
 from schemas.rows import (
@@ -50,7 +51,7 @@ class FieldSpec:
     kind: str
 
 
-def _name(value: Any) -> bool:
+def _name(value: Any) -> TypeGuard[str]:
     """The fast path's test for a required identifier: non-blank ASCII text."""
     return type(value) is str and value.isascii() and bool(value) and not value.isspace()
 
@@ -313,6 +314,10 @@ def _amount(name: str, value: Any) -> float:
     return value
 
 
+@overload
+def _positive(name: str, value: Any, optional: Literal[False] = False) -> float: ...
+@overload
+def _positive(name: str, value: Any, optional: bool) -> float | None: ...
 def _positive(name: str, value: Any, optional: bool = False) -> float | None:
     """A finite number > 0 (an epsilon, a sensitivity)."""
     value = _number(name, value, optional)
@@ -344,7 +349,7 @@ def _request(value: Any, conversion_product_id: str) -> AttributionRequest:
     first_epoch, last_epoch = _integer("first_epoch", value.get("first_epoch")), _integer("last_epoch", value.get("last_epoch"))
     if (first_epoch is None) != (last_epoch is None):
         raise _Invalid("incomplete_epochs")
-    if first_epoch is not None and last_epoch < first_epoch:
+    if first_epoch is not None and last_epoch is not None and last_epoch < first_epoch:
         raise _Invalid("reversed_epochs")
     campaign_ids = _strings("campaign_ids", value.get("campaign_ids"))
     product_id = _text("product_id", value.get("product_id")) or conversion_product_id
@@ -413,7 +418,7 @@ def _key(name: str, value: Any) -> int:
     return int(value, 16)
 
 
-def _records(name: str, value: Any, inner: str | None = None) -> list:
+def _records(name: str, value: Any, inner: str | None = None) -> list | tuple:
     """An optional list (missing = []) of at most 20 nested records. With ``inner``, JSON may also write ARA's
     ``{name: x}`` object, read as the records ``{"name": name, inner: x}``."""
     if value is None:

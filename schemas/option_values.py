@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import overload
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -49,7 +50,7 @@ class Integer:
         high = None if self.high == INT64_MAX else self.high
         if low is None and high is None:
             return "a 64-bit integer"
-        return f"an integer {_interval(_int_text(low) if low is not None else '-2^63', _int_text(high))}"
+        return f"an integer {_interval('-2^63' if low is None else _int_text(low), None if high is None else _int_text(high))}"
 
     def __call__(self, text: str) -> int:
         stripped = text.strip().replace("_", "")
@@ -74,28 +75,33 @@ class Integer:
 
 
 @dataclass(frozen=True)
-class Real:
-    """A finite float in the interval given by ``low``/``high`` (None: unbounded), each end closed unless
+class _Interval:
+    """A number in the interval given by ``low``/``high`` (None: unbounded), each end closed unless
     ``low_open``/``high_open``."""
 
-    low: float | None = None
-    high: float | None = None
+    low: float | Fraction | None = None
+    high: float | Fraction | None = None
     low_open: bool = False
     high_open: bool = False
 
     @property
-    def __name__(self) -> str:
+    def __name__(self) -> str:  # argparse names the type in some of its messages
         return "number"
+
+    def _inside(self, value: float | Fraction) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return not (self.high is not None and (value > self.high or (self.high_open and value == self.high)))
+
+
+@dataclass(frozen=True)
+class Real(_Interval):
+    """A finite float in the interval."""
 
     def domain(self) -> str:
         if self.low is None and self.high is None:
             return "a finite number"
         return f"a number {_interval(_g(self.low), _g(self.high), self.low_open, self.high_open)}"
-
-    def _inside(self, value) -> bool:
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return False
-        return not (self.high is not None and (value > self.high or (self.high_open and value == self.high)))
 
     def __call__(self, text: str) -> float:
         try:
@@ -115,25 +121,18 @@ class Real:
         """Values just outside the domain, and ones of the wrong type."""
         examples = ["x", "nan", "inf", "1e400", ""]
         if self.low is not None:
-            examples.append(_g(self.low) if self.low_open else _g(self.low - max(abs(self.low), 1) / 2))
+            low = float(self.low)
+            examples.append(_g(low) if self.low_open else _g(low - max(abs(low), 1.0) / 2))
         if self.high is not None:
-            examples.append(_g(self.high) if self.high_open else _g(self.high + max(abs(self.high), 1) / 2))
+            high = float(self.high)
+            examples.append(_g(high) if self.high_open else _g(high + max(abs(high), 1.0) / 2))
         return examples
 
 
 @dataclass(frozen=True)
-class Exact:
-    """An exact rational (``Fraction``) in the interval given by ``low``/``high``, written as a decimal
-    (``0.5``, ``1e-5``) or a ratio (``1/3``): privacy parameters, so that budgets stay exact."""
-
-    low: Fraction | int | None = None
-    high: Fraction | int | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    @property
-    def __name__(self) -> str:
-        return "number"
+class Exact(_Interval):
+    """An exact rational (``Fraction``) in the interval, written as a decimal (``0.5``, ``1e-5``) or a ratio
+    (``1/3``): privacy parameters, so that budgets stay exact."""
 
     def domain(self) -> str:
         return f"a number {_interval(self.low, self.high, self.low_open, self.high_open)}"
@@ -147,14 +146,15 @@ class Exact:
             value = Fraction(stripped)
         except ZeroDivisionError:
             raise argparse.ArgumentTypeError(f"must be {self.domain()}, got {text} (a ratio over zero)") from None
-        inside = Real(self.low, self.high, self.low_open, self.high_open)._inside
-        if not inside(value):
+        if not self._inside(value):
             raise argparse.ArgumentTypeError(f"must be {self.domain()}, got {text}")
         return value
 
     def valid_example(self) -> str:
-        """A value inside the domain."""
-        return Real(self.low, self.high, self.low_open, self.high_open).valid_example()
+        """A value inside the domain, exact (``1/2``, ``32``): the middle of the interval, or of [low, low + 2]."""
+        low = Fraction(self.low) if self.low is not None else Fraction(0)
+        high = Fraction(self.high) if self.high is not None else max(low, Fraction(0)) + 2
+        return str((low + high) / 2)
 
     def invalid_examples(self) -> list[str]:
         """Values just outside the domain, and ones of the wrong type."""
@@ -166,14 +166,18 @@ class Exact:
         return examples
 
 
-def _int_text(value: int | None) -> str | None:
+def _int_text(value: int) -> str:
     """Bounds at powers of two written as such (``2^64 - 1``), others in digits."""
     powers = {2**64 - 1: "2^64 - 1", 2**63 - 1: "2^63 - 1", 2**32 - 1: "2^32 - 1"}
-    return powers.get(value, None if value is None else str(value))
+    return powers.get(value, str(value))
 
 
-def _g(value: float | None) -> str | None:
-    return None if value is None else f"{value:g}"
+@overload
+def _g(value: float | Fraction) -> str: ...
+@overload
+def _g(value: None) -> None: ...
+def _g(value: float | Fraction | None) -> str | None:
+    return None if value is None else f"{float(value):g}"
 
 
 POSITIVE_INTEGER = Integer(low=1)

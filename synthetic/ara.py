@@ -50,8 +50,8 @@ import argparse
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -193,7 +193,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
          "destination": _site(a), "expiry_seconds": None if is_click else ARA_VIEW_EXPIRY_SECONDS,
          "priority": ARA_CLICK_PRIORITY if is_click else 0, "filter_data": model.filters[g], "aggregation_keys": model.keys[g]}
         for d, t, k, a, g, is_click in zip(device.tolist(), times.tolist(), sequence.tolist(), advertiser.tolist(),
-                                           campaign.tolist(), click.tolist())
+                                           campaign.tolist(), click.tolist(), strict=True)
     ]
 
     # Purchases: ad-driven ones, then organic ones; (device, time, advertiser, category)
@@ -210,7 +210,7 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
         category = model.categories[a][int(rng.integers(0, ARA_CATEGORIES_PER_ADVERTISER))]
         purchases.append((d, start + int(rng.integers(0, span)), a, category))
     prices = np.minimum(np.exp(np.log(ARA_PRICE_MEDIAN) + ARA_PRICE_SIGMA * rng.standard_normal(len(purchases))), ARA_PRICE_CAP)
-    purchases = sorted(zip(purchases, prices.tolist()))
+    purchases = sorted(zip(purchases, prices.tolist(), strict=True))
     triggers, seen = [], {}
     for (d, t, a, category), price in purchases:
         k = seen[d] = seen.get(d, -1) + 1

@@ -139,8 +139,8 @@ import functools
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -239,7 +239,7 @@ def criteo_weight_law(exponent: float = CRITEO_DEVICE_EXPONENT,
     return weights, probabilities / probabilities.sum()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def criteo_population_rho(exponent: float = CRITEO_DEVICE_EXPONENT, max_weight: int = CRITEO_DEVICE_MAX_WEIGHT,
                           ratio: float = CRITEO_USERS / CRITEO_IMPRESSIONS) -> float:
     """The impressions per population member ``rho`` at which ``N`` impressions drawn from ``N / rho`` devices

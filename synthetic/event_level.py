@@ -80,8 +80,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -323,7 +323,7 @@ def _source_records(model: _Model, part: _Chunk, names: list[str]) -> list[dict]
             })
     key = (2 * part.campaign + part.click).tolist()
     return [{"device_id": names[d], "event_time_micros": t, "source_id": f"s{lo + d}-{k}", **fields[f]}
-            for d, t, k, f in zip(part.device.tolist(), part.times.tolist(), _sequence(part.device).tolist(), key)]
+            for d, t, k, f in zip(part.device.tolist(), part.times.tolist(), _sequence(part.device).tolist(), key, strict=True)]
 
 
 def _trigger_records(part: _Chunk, names: list[str]) -> list[dict]:
@@ -336,7 +336,7 @@ def _trigger_records(part: _Chunk, names: list[str]) -> list[dict]:
             for d, t, k, a, c, data, value in zip(
                 part.trigger_device.tolist(), part.trigger_times.tolist(), _sequence(part.trigger_device).tolist(),
                 part.trigger_advertiser.tolist(), part.trigger_category.tolist(), part.trigger_data.tolist(),
-                part.trigger_value.tolist())]
+                part.trigger_value.tolist(), strict=True)]
 
 
 def generate_event_level(out_dir: str | os.PathLike, *, devices: int | None = None, sources: int | None = None,
@@ -444,7 +444,7 @@ def event_level_model(model: _Model, navigation_share: float = EL_CLICK_SHARE, d
         "triggers_per_conversion": f"1 + Poisson({EL_EXTRA_CONVERSIONS})",
         "conversion_delay": f"exponential, mean {EL_CONVERSION_DELAY_DAYS} days, truncated to the expiry",
         "organic_conversions_per_device_day": EL_ORGANIC_PER_DAY, "in_filter_share": EL_IN_FILTER_SHARE,
-        "trigger_data": dict(zip(EL_CONVERSION_TYPES, EL_CONVERSION_WEIGHTS)),
+        "trigger_data": dict(zip(EL_CONVERSION_TYPES, EL_CONVERSION_WEIGHTS, strict=True)),
         "value": "null (1): default configurations only" if default_configs else value,
         "chunk_devices": EL_CHUNK_DEVICES,
     }

@@ -23,8 +23,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import fastavro
 import numpy as np
@@ -145,8 +146,9 @@ def write_generation_json(out: Path, dataset: str, parameters: dict, model: dict
     return path
 
 
-def _column(value: str | Sequence[str]) -> Iterable[str]:
-    return itertools.repeat(value) if isinstance(value, str) else value
+def _column(value: str | Sequence[str], length: int) -> Iterable[str]:
+    """``value`` as a column of ``length``: one string repeated, or the column itself."""
+    return itertools.repeat(value, length) if isinstance(value, str) else value
 
 
 def encode_impressions(fmt: str, devices: Sequence[str], times: Sequence[int], ids: Sequence[str], *,
@@ -156,7 +158,8 @@ def encode_impressions(fmt: str, devices: Sequence[str], times: Sequence[int], i
     either one string for all or a column), encoded for ``fmt``: the records ``encode_record`` would give, without
     a dict per record for jsonl and pb. Names must be plain ASCII (no quote or backslash): they are the
     generators' own ids."""
-    columns = zip(devices, times, ids, _column(advertiser), _column(campaign), _column(product))
+    n = len(devices)
+    columns = zip(devices, times, ids, _column(advertiser, n), _column(campaign, n), _column(product, n), strict=True)
     if fmt == "avro":
         keys: list = []  # shared: the writer only reads it
         return [{"device_id": d, "event_time_micros": t, "impression_id": i, "publisher_site": publisher,
@@ -190,7 +193,7 @@ class RequestEncoder:
                advertiser: str | Sequence[str], values: Sequence[float], products: Sequence[str],
                request_index: Sequence[int]) -> list:
         """The conversions (parallel columns; ``querier_site`` is the advertiser) encoded for ``fmt``."""
-        columns = zip(devices, times, ids, _column(advertiser), values, products, request_index)
+        columns = zip(devices, times, ids, _column(advertiser, len(devices)), values, products, request_index, strict=True)
         if fmt == "avro":
             requests = self.requests
             return [{"device_id": d, "event_time_micros": t, "conversion_id": i, "advertiser_site": a,
@@ -381,7 +384,7 @@ class BadRecords:
             return records
         bad = []
         for index, k in zip(self.rng.integers(0, n, size=n_bad).tolist(),
-                            self.rng.integers(0, len(self.kinds), size=n_bad).tolist()):
+                            self.rng.integers(0, len(self.kinds), size=n_bad).tolist(), strict=True):
             kind, record = self.kinds[k], valid(index)
             record[self.id_field] = f"{self.id_prefix}{self.written + len(bad)}"
             bad.append(self._corrupt(kind, record))

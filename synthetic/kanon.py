@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import math
 import os
@@ -314,7 +315,8 @@ class _ShardWriter:
     def __init__(self, out_dir: Path, fmt: str, shards: int, sync_marker: bytes):
         self.fmt = fmt
         self.paths = [out_dir / f"joins-{s:05d}-of-{shards:05d}.{EXTENSIONS[fmt]}" for s in range(shards)]
-        self.handles = [open(path, "wb") for path in self.paths]
+        # the writer owns its files across write() calls until close(), which its caller calls in a finally
+        self.handles = [open(path, "wb") for path in self.paths]  # noqa: SIM115
         self.avro = []
         if fmt == "avro":
             from fastavro.write import Writer
@@ -353,13 +355,13 @@ def _encode_valid(fmt: str, names: list[str], groups: np.ndarray, users: np.ndar
     gl, ul, tl = groups.tolist(), users.tolist(), times.tolist()
     if fmt == "jsonl":
         return [f'{{"interest_group": "{names[g]}", "user_id": "u{u:0{width}d}", "event_time_micros": {t}}}\n'
-                for g, u, t in zip(gl, ul, tl)]
+                for g, u, t in zip(gl, ul, tl, strict=True)]
     if fmt == "avro":
         return [{"interest_group": names[g], "user_id": f"u{u:0{width}d}", "event_time_micros": t}
-                for g, u, t in zip(gl, ul, tl)]
+                for g, u, t in zip(gl, ul, tl, strict=True)]
     message = events_pb2.JoinEvent
     return [encode_delimited(message(interest_group=names[g], user_id=f"u{u:0{width}d}", event_time_micros=t))
-            for g, u, t in zip(gl, ul, tl)]
+            for g, u, t in zip(gl, ul, tl, strict=True)]
 
 
 def _encode_bad(fmt: str, kind: str, group: str, user: str, time_micros: int,
@@ -445,7 +447,7 @@ def generate_kanon(out_dir: str | os.PathLike, *, groups: int = 2000, users: int
     try:
         for week in range(math.ceil(days / 7)):
             week_days = min(7, days - 7 * week)
-            for lo, hi in zip(bounds[:-1], bounds[1:]):
+            for lo, hi in itertools.pairwise(bounds):
                 gi, ui, ti = _generate_chunk(join_rng, model, lo, hi, week=week, week_days=week_days,
                                              start_micros=start_micros, k=k, hours_p=hours_p)
                 records = _encode_valid(fmt, model.names, gi, ui, ti, width)
@@ -456,7 +458,7 @@ def generate_kanon(out_dir: str | os.PathLike, *, groups: int = 2000, users: int
                     sources = bad_rng.integers(0, n, size=n_bad)
                     chosen = bad_rng.integers(0, len(kinds), size=n_bad)
                     bad = []
-                    for src, kind in zip(sources.tolist(), chosen.tolist()):
+                    for src, kind in zip(sources.tolist(), chosen.tolist(), strict=True):
                         encoded, reason = _encode_bad(fmt, kinds[kind], model.names[int(gi[src])],
                                                       f"u{int(ui[src]):0{width}d}", int(ti[src]), bad_rng)
                         bad.append(encoded)

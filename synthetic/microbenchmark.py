@@ -51,9 +51,10 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -201,7 +202,7 @@ def micro_conversions(rng: np.random.Generator, *, users: int, batch_size: int, 
         parts.append((np.full(per_product, p, dtype=np.int64),
                       np.repeat(np.arange(MICRO_SCHEDULES, dtype=np.int64), batch_size),
                       np.concatenate(chosen).astype(np.int64), times))
-    product, schedule, user, time_ = (np.concatenate(column) for column in zip(*parts))
+    product, schedule, user, time_ = (np.concatenate(column) for column in zip(*parts, strict=True))
     order = np.lexsort((product, time_))
     return MicroConversions(product[order], schedule[order], user[order], time_[order])
 
@@ -241,16 +242,16 @@ def _encode_impressions(fmt: str, devices: list[str], times: list[int], ids: lis
         keys: list = []  # shared: the writer only reads it
         return [{"device_id": d, "event_time_micros": t, "impression_id": i, "publisher_site": MICRO_PUBLISHER,
                  "advertiser_site": MICRO_ADVERTISER, "campaign_id": MICRO_CAMPAIGN, "product_id": "",
-                 "filter_keys": keys} for d, t, i in zip(devices, times, ids)]
+                 "filter_keys": keys} for d, t, i in zip(devices, times, ids, strict=True)]
     if fmt == "jsonl":
         tail = (f', "publisher_site": "{MICRO_PUBLISHER}", "advertiser_site": "{MICRO_ADVERTISER}", '
                 f'"campaign_id": "{MICRO_CAMPAIGN}", "product_id": "", "filter_keys": []}}\n')
         return [f'{{"device_id": "{d}", "event_time_micros": {t}, "impression_id": "{i}"{tail}'
-                for d, t, i in zip(devices, times, ids)]
+                for d, t, i in zip(devices, times, ids, strict=True)]
     message = events_pb2.Impression
     return [encode_delimited(message(device_id=d, event_time_micros=t, impression_id=i, publisher_site=MICRO_PUBLISHER,
                                      advertiser_site=MICRO_ADVERTISER, campaign_id=MICRO_CAMPAIGN))
-            for d, t, i in zip(devices, times, ids)]
+            for d, t, i in zip(devices, times, ids, strict=True)]
 
 
 def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: float,
@@ -298,7 +299,7 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
     product_names = [f"product-{p}" for p in range(products)]
     requests = [_micro_request(name, epsilon) for name in product_names]
     conv_width = len(str(n_conv))
-    conv_rows = list(zip(conversions.product.tolist(), conversions.user.tolist(), conversions.time.tolist()))
+    conv_rows = list(zip(conversions.product.tolist(), conversions.user.tolist(), conversions.time.tolist(), strict=True))
 
     def conversion(i: int) -> dict:
         p, u, t = conv_rows[i]
@@ -338,7 +339,8 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
             flat = times[a - lo:b - lo].ravel().tolist()
             records = _encode_impressions(fmt, devices, flat, ids)
             if bad_fraction:
-                records = imp_bad.add(records, lambda i: _micro_impression_record(devices[i], flat[i], ids[i]))
+                records = imp_bad.add(records, lambda i, devices=devices, flat=flat, ids=ids:
+                                      _micro_impression_record(devices[i], flat[i], ids[i]))
             written += len(flat)
             yield records
             now = time.monotonic()
@@ -402,7 +404,7 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         start_micros = parse_start(args.start)
     except ValueError:
-        raise ValueError(f"--start must be a date YYYY-MM-DD or an ISO 8601 date-time, got {args.start!r}")
+        raise ValueError(f"--start must be a date YYYY-MM-DD or an ISO 8601 date-time, got {args.start!r}") from None
     began = time.monotonic()
     stats = generate_microbenchmark(args.output, knob1=args.knob1, knob2=args.knob2, batch_size=args.batch_size,
                                     products=args.products, days=args.days, start_micros=start_micros,

@@ -33,8 +33,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -103,7 +103,7 @@ def _chunk(seq: np.random.SeedSequence, chunk: int, lo: int, hi: int, *, days: i
         chosen = audience[rng.integers(0, len(audience), size=times.size)]
         api = np.where(rng.random(times.size) < PAA_PROTECTED_AUDIENCE_SHARE, API_PROTECTED_AUDIENCE, API_SHARED_STORAGE)
         device = f"device-{d:0{width}d}"
-        for k, (t, c, a) in enumerate(zip(times.tolist(), chosen.tolist(), api.tolist())):
+        for k, (t, c, a) in enumerate(zip(times.tolist(), chosen.tolist(), api.tolist(), strict=True)):
             origin, campaign = campaigns[c]
             events.append({"device_id": device, "event_time_micros": t, "event_id": f"e{d}-{k}",
                            "reporting_origin": origin, "api": a, "campaign_id": campaign})

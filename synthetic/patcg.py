@@ -84,13 +84,14 @@ marker from the seed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -274,8 +275,9 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
 
     with tempfile.TemporaryDirectory(prefix=".patcg-buckets-", dir=out) as tmp:
         bucket_paths = [Path(tmp) / f"bucket-{b:05d}.bin" for b in range(conv_shards)]
-        buckets = [open(path, "wb") for path in bucket_paths]
-        try:
+        with contextlib.ExitStack() as files:
+            buckets = [files.enter_context(open(path, "wb")) for path in bucket_paths]
+
             def generate_chunk(c: int) -> list:
                 """Chunk ``c``: its impressions encoded (returned) and its conversions appended to the buckets."""
                 nonlocal attributable
@@ -327,9 +329,6 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
             impression_paths = datafiles.shard_paths(out, "impressions", imp_shards, fmt)
             for s, path in enumerate(impression_paths):
                 datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s))
-        finally:
-            for handle in buckets:
-                handle.close()
 
         # Pass 2: each time bucket sorted and written as one conversions file, ids in time order.
         conv_schema = load_avro_schema("conversion") if fmt == "avro" else None

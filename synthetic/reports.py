@@ -20,6 +20,7 @@ Writes ``DIR/reports-SSSSS-of-NNNNN.avro`` (``AggregatableReport``), ``DIR/domai
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import uuid
@@ -90,49 +91,49 @@ def generate_reports(out_dir: str | Path, *, reports: int = 200_000, contributio
     stats = ReportStats(domain_buckets=len(domain_keys))
     schema = load_avro_schema("aggregatable_report")
     paths = [out / f"reports-{shard:05d}-of-{shards:05d}.avro" for shard in range(shards)]
-    handles = [open(path, "wb") for path in paths]
-    sync_marker = seed.to_bytes(16, "big")
-    writers = [fastavro.write.Writer(handle, schema, sync_marker=sync_marker) for handle in handles]
-    max_value = DEFAULT_L1 // contributions
-    written_ids: list[str] = []
-    for first in range(0, reports, CHUNK):
-        size = min(CHUNK, reports - first)
-        chunk_rng = np.random.default_rng([seed, first])
-        bucket_index = chunk_rng.integers(0, buckets, size=(size, contributions))
-        values = chunk_rng.integers(1, max_value + 1, size=(size, contributions))
-        origin = chunk_rng.integers(0, ORIGINS, size=size)
-        destination = chunk_rng.integers(0, DESTINATIONS, size=size)
-        scheduled = now - chunk_rng.integers(1, HOURS * SECONDS_PER_HOUR + 1, size=size)
-        ids = chunk_rng.integers(0, 2**64, size=(size, 2), dtype=np.uint64)
-        broken = chunk_rng.random(size) < bad_fraction
-        for i in range(size):
-            rid = str(uuid.UUID(int=(int(ids[i, 0]) << 64) | int(ids[i, 1]), version=4))
-            kind = int(ids[i, 0] % 3) if broken[i] else -1
-            if kind == 2 and written_ids:
-                rid = written_ids[int(ids[i, 1] % len(written_ids))]  # a duplicate report id
-            info = shared_info_json(api=API_ATTRIBUTION_REPORTING, report_id=rid,
-                                    reporting_origin=f"https://adtech-{origin[i]}.test",
-                                    attribution_destination=f"https://shop-{destination[i]}.test",
-                                    scheduled_report_time=int(scheduled[i]))
-            payload = encode_payload(zip((report_keys[b] for b in bucket_index[i]), values[i].tolist(), [0] * contributions),
-                                     pad_to=pad_to)
-            if public_key is not None:
-                payload = encrypt_payload(payload, info, public_key[1])
-            if kind == 0:
-                payload = payload[: len(payload) // 2]
-            elif kind == 1:
-                info = info[:-1]
-            if broken[i]:
-                stats.bad_records += 1
-            else:
-                stats.reports += 1
-                stats.contributions += contributions
-                written_ids.append(rid)
-            writers[(first + i) % shards].write(report_record(info, payload, public_key[0] if public_key else ""))
-        progress(f"{first + size:,} of {reports:,} reports")
-    for writer, handle in zip(writers, handles):
-        writer.flush()
-        handle.close()
+    with contextlib.ExitStack() as files:
+        handles = [files.enter_context(open(path, "wb")) for path in paths]
+        sync_marker = seed.to_bytes(16, "big")
+        writers = [fastavro.write.Writer(handle, schema, sync_marker=sync_marker) for handle in handles]
+        max_value = DEFAULT_L1 // contributions
+        written_ids: list[str] = []
+        for first in range(0, reports, CHUNK):
+            size = min(CHUNK, reports - first)
+            chunk_rng = np.random.default_rng([seed, first])
+            bucket_index = chunk_rng.integers(0, buckets, size=(size, contributions))
+            values = chunk_rng.integers(1, max_value + 1, size=(size, contributions))
+            origin = chunk_rng.integers(0, ORIGINS, size=size)
+            destination = chunk_rng.integers(0, DESTINATIONS, size=size)
+            scheduled = now - chunk_rng.integers(1, HOURS * SECONDS_PER_HOUR + 1, size=size)
+            ids = chunk_rng.integers(0, 2**64, size=(size, 2), dtype=np.uint64)
+            broken = chunk_rng.random(size) < bad_fraction
+            for i in range(size):
+                rid = str(uuid.UUID(int=(int(ids[i, 0]) << 64) | int(ids[i, 1]), version=4))
+                kind = int(ids[i, 0] % 3) if broken[i] else -1
+                if kind == 2 and written_ids:
+                    rid = written_ids[int(ids[i, 1] % len(written_ids))]  # a duplicate report id
+                info = shared_info_json(api=API_ATTRIBUTION_REPORTING, report_id=rid,
+                                        reporting_origin=f"https://adtech-{origin[i]}.test",
+                                        attribution_destination=f"https://shop-{destination[i]}.test",
+                                        scheduled_report_time=int(scheduled[i]))
+                contributed = (report_keys[b] for b in bucket_index[i])
+                payload = encode_payload(zip(contributed, values[i].tolist(), [0] * contributions, strict=True), pad_to=pad_to)
+                if public_key is not None:
+                    payload = encrypt_payload(payload, info, public_key[1])
+                if kind == 0:
+                    payload = payload[: len(payload) // 2]
+                elif kind == 1:
+                    info = info[:-1]
+                if broken[i]:
+                    stats.bad_records += 1
+                else:
+                    stats.reports += 1
+                    stats.contributions += contributions
+                    written_ids.append(rid)
+                writers[(first + i) % shards].write(report_record(info, payload, public_key[0] if public_key else ""))
+            progress(f"{first + size:,} of {reports:,} reports")
+        for writer in writers:
+            writer.flush()
     datafiles.write_domain(out / "domain.avro", domain_keys, sync_marker)
     stats.files = tuple(str(path) for path in paths) + (str(out / "domain.avro"),)
     parameters = {"reports": reports, "contributions": contributions, "buckets": buckets, "domain_buckets": domain_buckets,

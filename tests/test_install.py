@@ -53,7 +53,7 @@ def _columnar(path: str) -> list:
     """The file's records as the columnar path gives them, in file order (needs polars)."""
     with open(path, "rb") as handle:
         split = split_event_level_sources(read_frame(handle, EVENT_LEVEL_SOURCE_COLUMNS))
-    items = dict(zip(split.rows[POSITION].to_list(), source_rows(split.rows)))
+    items = dict(zip(split.rows[POSITION].to_list(), source_rows(split.rows), strict=True))
     items.update((position, avro_record(EVENT_LEVEL_SOURCE, record, path, position)) for position, record in split.others)
     return [items[position] for position in range(len(items))]
 

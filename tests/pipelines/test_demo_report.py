@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipelines import aggregate, compare_policies, demo_report, generate, kanon, summary_client
@@ -92,10 +93,8 @@ def _chromium() -> str:
 def _colour_share(png: Path, rgb: tuple[int, int, int], tolerance: int = 12) -> float:
     from PIL import Image
 
-    image = Image.open(png).convert("RGB")
-    pixels = list(image.getdata())
-    close = sum(1 for pixel in pixels if all(abs(a - b) <= tolerance for a, b in zip(pixel, rgb)))
-    return close / len(pixels)
+    pixels = np.asarray(Image.open(png).convert("RGB"), dtype=np.int16).reshape(-1, 3)
+    return float(np.mean(np.all(np.abs(pixels - np.asarray(rgb)) <= tolerance, axis=1)))
 
 
 def test_the_page_renders_in_a_real_browser(demo, tmp_path):

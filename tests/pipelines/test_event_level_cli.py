@@ -52,9 +52,11 @@ def _reports(output) -> list[tuple]:
     records = []
     for path in sorted(glob.glob(str(output / "reports-*"))):
         if path.endswith(".avro"):
-            records += list(fastavro.reader(open(path, "rb")))
+            with open(path, "rb") as handle:
+                records += list(fastavro.reader(handle))
         else:
-            records += [json.loads(line) for line in open(path, encoding="utf-8")]
+            with open(path, encoding="utf-8") as handle:
+                records += [json.loads(line) for line in handle]
     return sorted(tuple(record.values()) for record in records)
 
 

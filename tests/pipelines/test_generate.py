@@ -101,7 +101,7 @@ def test_same_seed_gives_the_same_files(tmp_path, fmt):
     second = generate_kanon(tmp_path / "b", **params, seed=11)
     other = generate_kanon(tmp_path / "c", **params, seed=12)
     assert first.joins_written == second.joins_written
-    for a, b in zip(first.files, second.files):
+    for a, b in zip(first.files, second.files, strict=True):
         assert Path(a).read_bytes() == Path(b).read_bytes()
     assert read_rows(first.files, JOIN_EVENT)[0] == read_rows(second.files, JOIN_EVENT)[0]
     assert read_rows(first.files, JOIN_EVENT)[0] != read_rows(other.files, JOIN_EVENT)[0]
@@ -410,7 +410,7 @@ def test_micro_same_seed_gives_the_same_files(tmp_path, fmt):
     other = generate_microbenchmark(tmp_path / "c", **params, seed=12)
     for a, b, c in zip(first.impression_files + first.conversion_files,
                        second.impression_files + second.conversion_files,
-                       other.impression_files + other.conversion_files):
+                       other.impression_files + other.conversion_files, strict=True):
         assert Path(a).read_bytes() == Path(b).read_bytes()
         assert Path(a).read_bytes() != Path(c).read_bytes()
     assert (tmp_path / "a" / "generation.json").read_bytes() == (tmp_path / "b" / "generation.json").read_bytes()

@@ -224,7 +224,7 @@ def test_decoding_many_payloads_together_equals_decoding_each():
     columns = decode_payloads(payloads)
     found: dict[int, list] = {}
     for owner, high, low, value, fid in zip(columns.owner.tolist(), columns.high.tolist(), columns.low.tolist(),
-                                            columns.values.tolist(), columns.filtering_ids.tolist()):
+                                            columns.values.tolist(), columns.filtering_ids.tolist(), strict=True):
         found.setdefault(owner, []).append(((high << 64) | low, value, fid))
     for index, payload in enumerate(payloads):
         try:

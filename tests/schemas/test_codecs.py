@@ -187,7 +187,7 @@ def test_avro_records_of_a_loose_writer_schema_give_each_reason():
     """Fields are read by name whatever the writer schema: unions with null and wrong types give precise reasons."""
     out = read(read_avro, avro_bytes(LOOSE_SCHEMA, [r for r, _ in AVRO_CASES]), "in/joins.avro")
     assert len(out) == len(AVRO_CASES)
-    for index, ((written, reason), parsed) in enumerate(zip(AVRO_CASES, out)):
+    for index, ((written, reason), parsed) in enumerate(zip(AVRO_CASES, out, strict=True)):
         if reason is None:
             assert parsed == JoinEvent(**written)
             continue

@@ -27,7 +27,7 @@ def columnar(path: str) -> list:
     """Every record of the file as the columnar path judges it, in file order."""
     with open(path, "rb") as handle:
         split = split_event_level_sources(read_frame(handle, EVENT_LEVEL_SOURCE_COLUMNS))
-    items = dict(zip(split.rows[POSITION].to_list(), source_rows(split.rows)))
+    items = dict(zip(split.rows[POSITION].to_list(), source_rows(split.rows), strict=True))
     items.update((position, avro_record(EVENT_LEVEL_SOURCE, record, path, position)) for position, record in split.others)
     return [items[position] for position in range(len(items))]
 
@@ -74,16 +74,20 @@ def test_identifiers_the_vectorised_test_does_not_clear_go_to_the_row_path(tmp_p
     assert columnar(path) == row_path(path)
 
 
+def _frame_of_file(path: str):
+    with open(path, "rb") as handle:
+        return read_frame(handle, EVENT_LEVEL_SOURCE_COLUMNS)
+
+
 def test_files_the_columnar_path_cannot_read_exactly_are_left_to_the_row_path(tmp_path):
     records = [record_of(source("d", 0, "s"))]
-    assert read_frame(open(_write(tmp_path / "ok.avro", records, codec="deflate"), "rb"),
-                      EVENT_LEVEL_SOURCE_COLUMNS) is not None
-    assert read_frame(open(_write(tmp_path / "bz.avro", records, codec="bzip2"), "rb"), EVENT_LEVEL_SOURCE_COLUMNS) is None
+    assert _frame_of_file(_write(tmp_path / "ok.avro", records, codec="deflate")) is not None
+    assert _frame_of_file(_write(tmp_path / "bz.avro", records, codec="bzip2")) is None
     other = load_avro_schema("event_level_source")
     other = {**other, "fields": [field if field["name"] != "priority" else {"name": "priority", "type": "string"}
                                  for field in other["fields"]]}
     wrong = _write(tmp_path / "wrong.avro", [{**records[0], "priority": "0"}], schema=fastavro.parse_schema(other))
-    assert read_frame(open(wrong, "rb"), EVENT_LEVEL_SOURCE_COLUMNS) is None
+    assert _frame_of_file(wrong) is None
     assert read_frame(io.BytesIO(b"Obj\x01 not really avro"), EVENT_LEVEL_SOURCE_COLUMNS) is None
 
 

@@ -18,10 +18,11 @@ PROTOS = ("events", "reports", "state")
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory) -> Path:
-    """The *_pb2.py files protoc writes today, produced exactly as the Makefile's ``protos`` target does."""
+    """The *_pb2.py files and their *_pb2.pyi stubs protoc writes today, produced exactly as the Makefile's
+    ``protos`` target does."""
     out = tmp_path_factory.mktemp("protos")
     completed = subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", "-I.", f"--python_out={out}",
+        [sys.executable, "-m", "grpc_tools.protoc", "-I.", f"--python_out={out}", f"--pyi_out={out}",
          *(f"schemas/proto/{name}.proto" for name in PROTOS)],
         cwd=SCHEMA_DIR.parent,
         capture_output=True,
@@ -31,13 +32,15 @@ def regenerated(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.parametrize("suffix", [".py", ".pyi"])
 @pytest.mark.parametrize("name", PROTOS)
-def test_committed_pb2_is_what_protoc_generates(regenerated, name):
-    """schemas/proto/<name>_pb2.py is byte-identical to a fresh protoc run on schemas/proto/<name>.proto."""
-    fresh = (regenerated / "schemas" / "proto" / f"{name}_pb2.py").read_bytes()
-    committed = (PROTO_DIR / f"{name}_pb2.py").read_bytes()
+def test_committed_pb2_is_what_protoc_generates(regenerated, name, suffix):
+    """schemas/proto/<name>_pb2.py and its stub <name>_pb2.pyi are byte-identical to a fresh protoc run on
+    schemas/proto/<name>.proto."""
+    fresh = (regenerated / "schemas" / "proto" / f"{name}_pb2{suffix}").read_bytes()
+    committed = (PROTO_DIR / f"{name}_pb2{suffix}").read_bytes()
     assert fresh == committed, (
-        f"schemas/proto/{name}_pb2.py is stale with respect to schemas/proto/{name}.proto: "
+        f"schemas/proto/{name}_pb2{suffix} is stale with respect to schemas/proto/{name}.proto: "
         "run `make protos` and commit the result"
     )
 

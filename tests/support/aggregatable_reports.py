@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import fastavro
 

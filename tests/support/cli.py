@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 
 def run_main(main: Callable[[list[str]], int], capsys, argv: Sequence) -> tuple[int, dict, str]:

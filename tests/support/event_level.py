@@ -28,8 +28,8 @@ def enumerate_outputs(config: EventLevelConfig) -> list[tuple[int, ...]]:
         if sum(counts) > m:
             continue
         per_spec = [0] * len(config.trigger_specs)
-        for (t, _), n in zip(cells, counts):
+        for (t, _), n in zip(cells, counts, strict=True):
             per_spec[t] += n
-        if all(n <= len(spec.summary_buckets) for n, spec in zip(per_spec, config.trigger_specs)):
+        if all(n <= len(spec.summary_buckets) for n, spec in zip(per_spec, config.trigger_specs, strict=True)):
             out.append(counts)
     return out

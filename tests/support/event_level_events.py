@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import fastavro
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from schemas.codecs import READERS, format_of
 from schemas.formats import AVRO_DIR

@@ -1,7 +1,7 @@
 """A literal, step-by-step reading of k-anonymity note Alg. 1 and Alg. 2, for checking the optimised code."""
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 from transforms.core.mechanisms.noise import RandomSource, TruncatedLaplace
 

@@ -12,9 +12,10 @@ later version is tested against them).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from schemas.rows import DeviceEpochBudget, EventLevelSource
 from tests.support.event_level_events import random_events as random_event_level

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import json
 import math
 from pathlib import Path
@@ -146,7 +147,7 @@ def test_device_activity_is_heavy_tailed(runs):
     by_pair = collections.defaultdict(list)
     for conv in conversions:
         by_pair[conv.device_id, conv.advertiser_site].append(conv.event_time_micros)
-    repeats = sum(b - a < 30 * DAY for times in by_pair.values() for a, b in zip(times, times[1:]))
+    repeats = sum(b - a < 30 * DAY for times in by_pair.values() for a, b in itertools.pairwise(times))
     assert stats.repeat_conversion_share == repeats / len(conversions) > 0
 
 
@@ -288,7 +289,7 @@ def test_categories_grow_with_the_advertiser():
     assert abs(int(np.sum(adv.categories - 1)) - means.sum()) <= 5 * math.sqrt(means.sum())
     assert adv.categories[np.argmax(adv.impressions)] > 25_000  # 2.6M impressions: mean 31,600, sd 178
     assert all(w.size == k and w[0] / w[-1] == pytest.approx(k ** 0.7) for w, k in
-               zip(adv.category_weights, adv.categories.tolist()) if k > 1)
+               zip(adv.category_weights, adv.categories.tolist(), strict=True) if k > 1)
 
 
 def test_shares():

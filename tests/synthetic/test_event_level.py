@@ -88,7 +88,7 @@ def test_rates_of_the_model(dataset):
     # conversions: clicks Binomial(clicks, 0.05); views Binomial(views, sum_a popularity_a * rate_a)
     clicks, views = stats.navigation, n - stats.navigation
     assert abs(stats.converted_clicks - EL_CLICK_CONVERSION * clicks) < 5 * math.sqrt(clicks * 0.05 * 0.95)
-    q = sum(w * r for w, r in zip(POPULARITY, EL_VIEW_CONVERSION))
+    q = sum(w * r for w, r in zip(POPULARITY, EL_VIEW_CONVERSION, strict=True))
     assert 0.015 < q < 0.017 and abs(stats.converted_views - q * views) < 5 * math.sqrt(views * q * (1 - q))
     # about 1.3 triggers per converting ad (a few past the end are dropped) and Poisson(0.3) organic per device
     assert abs(stats.organic_triggers - 300) < 5 * math.sqrt(300)

@@ -247,7 +247,7 @@ def test_fast_encoders_match_the_record_encoder():
         slow = [encode_record(fmt, events_pb2.Conversion, {
             "device_id": d, "event_time_micros": t, "conversion_id": i, "advertiser_site": "advertiser.example",
             "querier_site": "advertiser.example", "value": v, "product_id": p, "attribution_request": requests[r]})
-            for d, t, i, v, p, r in zip(*columns[:3], *columns[4:])]
+            for d, t, i, v, p, r in zip(*columns[:3], *columns[4:], strict=True)]
         assert encoder.encode(fmt, *columns) == slow
         impression = {"device_id": "d", "event_time_micros": 3, "impression_id": "imp-1", "publisher_site": "p.example",
                       "advertiser_site": "a.example", "campaign_id": "c", "product_id": "x", "filter_keys": []}

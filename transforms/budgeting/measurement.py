@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
@@ -351,11 +351,17 @@ class _BatchFn(beam.DoFn):
     def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
 
+    @staticmethod
+    def _querier_and_query_key(key: str) -> tuple[str, str]:
+        querier_site, query_key = json.loads(key)
+        return querier_site, query_key
+
     def _codec(self, key: str) -> StateCodec:
-        return batch_codec(*json.loads(key), self._batch_size)
+        return batch_codec(*self._querier_and_query_key(key), self._batch_size)
 
     def _record(self, key: str, state) -> BatchRecord:
-        return self._codec(key).read(state, lambda: BatchRecord(BatchCutter(*json.loads(key), self._batch_size)))
+        return self._codec(key).read(
+            state, lambda: BatchRecord(BatchCutter(*self._querier_and_query_key(key), self._batch_size)))
 
     def process(
         self,
@@ -430,7 +436,8 @@ class _QueryFn(beam.DoFn):
     def _advance(self, record: QuerierRecord, until: int | None):
         central = CentralBudget(self._config.capacity_units, record.central) if self._config.policy == "ipa_like" else None
         due = sorted(record.take(until), key=lambda entry: batch_order(entry[1]))
-        for (time, _), result in zip(due, run_queries([batch for _, batch in due], central, self._source, self._config.bias)):
+        results = run_queries([batch for _, batch in due], central, self._source, self._config.bias)
+        for (time, _), result in zip(due, results, strict=True):  # one result per batch, in the same order
             yield stamped(result, after_milli(time))
 
     @on_timer(FLUSH)

@@ -47,7 +47,7 @@ def device_codec(capacity_units: int) -> StateCodec:
     return device_record_codec("budget_device", _device_to, lambda message: _device_from(message, capacity_units))
 
 
-class BatchRecord(Pending):
+class BatchRecord(Pending[ReportRecord]):
     """One (querier, query key)'s Beam state: its buffered reports and the batch being filled."""
 
     def __init__(self, cutter: BatchCutter) -> None:
@@ -78,7 +78,7 @@ def batch_codec(querier_site: str, query_key: str, batch_size: int) -> StateCode
     return StateCodec(state_pb2.BatchCutterState, _batch_to, from_message)
 
 
-class QuerierRecord(Pending):
+class QuerierRecord(Pending[QueryBatch]):
     """One querier's Beam state: buffered batches, its central filters (IPA-like) and the IPA-like device budget
     rows waiting for the end of the input."""
 

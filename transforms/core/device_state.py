@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import pickle
 import zlib
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
@@ -95,14 +96,17 @@ def stamped(item, micros: int) -> TimestampedValue:
     return TimestampedValue(item, Timestamp(micros=micros))
 
 
-class Pending:
+T = TypeVar("T")  # a buffered item
+
+
+class Pending(Generic[T]):
     """A key's buffered (time, item) pairs and the time its flush timer is set for (None: not set)."""
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, object]] = []
+        self.items: list[tuple[int, T]] = []
         self.target: int | None = None
 
-    def add(self, time_micros: int, item, flush, delay_micros: int = 0) -> None:
+    def add(self, time_micros: int, item: T, flush, delay_micros: int = 0) -> None:
         """Buffer ``item``; move the flush timer earlier if the item is due before it."""
         self.items.append((time_micros, item))
         due = after_milli(time_micros) + delay_micros
@@ -110,7 +114,7 @@ class Pending:
             self.target = due
             flush.set(Timestamp(micros=due))
 
-    def take(self, until_micros: int | None) -> list:
+    def take(self, until_micros: int | None) -> list[tuple[int, T]]:
         """Remove and return the pairs before ``until_micros`` (all when None)."""
         if until_micros is None:
             due, self.items = self.items, []
@@ -127,7 +131,7 @@ class Pending:
             flush.set(Timestamp(micros=self.target))
 
 
-class DeviceRecord(Pending):
+class DeviceRecord(Pending[Any]):  # the items are a device's event rows, of several types
     """A device's Beam state: its buffered events, how far it has replayed (``cut``, never moving back) and the
     state of the replay (``state``: the device's filters, client or event-level device)."""
 
@@ -143,7 +147,7 @@ class DeviceRecord(Pending):
         return [event for _, event in self.take(self.cut)]
 
 
-def buffer_device_events(device_id: str, events: Iterable, record: Pending, flush, lateness_micros: int) -> Iterator:
+def buffer_device_events(device_id: str, events: Iterable, record: DeviceRecord, flush, lateness_micros: int) -> Iterator:
     """Buffer a bundle's events of one device in its record (arming the flush timer); an event behind the
     record's cut (already replayed past) is a ``late`` dead letter."""
     for event in events:
@@ -155,7 +159,10 @@ def buffer_device_events(device_id: str, events: Iterable, record: Pending, flus
             record.add(event.event_time_micros, event, flush, lateness_micros)
 
 
-class DeviceReplayFn(beam.DoFn):
+RecordT = TypeVar("RecordT", bound=DeviceRecord)  # a subclass's device record
+
+
+class DeviceReplayFn(beam.DoFn, Generic[RecordT]):
     """Streaming: one device's replay over state, the scheme the summary-report and event-level clients share.
 
     A bundle's events of a device (``DeviceEventsPerBundleFn``) are buffered in its ``DeviceRecord``, kept as the
@@ -170,11 +177,11 @@ class DeviceReplayFn(beam.DoFn):
     def __init__(self, lateness_micros: int) -> None:
         self._lateness = lateness_micros
 
-    def new_record(self) -> DeviceRecord:
+    def new_record(self) -> RecordT:
         """The record of a device that has seen nothing."""
         raise NotImplementedError
 
-    def flush(self, device_id: str, record: DeviceRecord, fired_micros: int, timer) -> Iterator:
+    def flush(self, device_id: str, record: RecordT, fired_micros: int, timer) -> Iterator:
         """Replay what the watermark has passed, yield the outputs, and re-arm ``timer``."""
         raise NotImplementedError
 
@@ -207,7 +214,7 @@ class DeviceEventsPerBundleFn(beam.DoFn):
     def finish_bundle(self):
         for device_id, events in self._devices.items():
             earliest = min(event.event_time_micros for event in events)
-            yield WindowedValue((device_id, tuple(events)), Timestamp(micros=earliest), [GlobalWindow()])
+            yield WindowedValue((device_id, tuple(events)), Timestamp(micros=earliest), (GlobalWindow(),))
 
 
 def replay_devices(rows, replay: DeviceReplayFn, main: str) -> beam.pvalue.DoOutputsTuple:
@@ -245,23 +252,26 @@ def buffer_of_messages(messages) -> list:
     return items
 
 
+R = TypeVar("R", bound=Message)  # the record of a subject's replay state, a field of DeviceRecordState
+
+
 def device_record_codec(
     replay_field: str,
-    replay_to: Callable[[Any, Message], None],
-    replay_from: Callable[[Message], Any],
+    replay_to: Callable[[Any, R], None],
+    replay_from: Callable[[R], Any],
     record_type: type[DeviceRecord] = DeviceRecord,
-) -> StateCodec:
+) -> StateCodec[state_pb2.DeviceRecordState]:
     """The codec of a ``record_type`` whose replay state is written by ``replay_to`` into the ``replay_field`` of
     ``DeviceRecordState`` and read back by ``replay_from``."""
 
-    def to_message(record: DeviceRecord, message: Message) -> None:
+    def to_message(record: DeviceRecord, message: state_pb2.DeviceRecordState) -> None:
         message.cut = record.cut
         if record.target is not None:
             message.timer_target = record.target
         buffer_to_messages(record.items, message.buffered)
         replay_to(record.state, getattr(message, replay_field))
 
-    def from_message(message: Message) -> DeviceRecord:
+    def from_message(message: state_pb2.DeviceRecordState) -> DeviceRecord:
         record = record_type(replay_from(getattr(message, replay_field)))
         record.cut = message.cut
         record.target = message.timer_target if message.HasField("timer_target") else None

@@ -15,7 +15,8 @@ import contextlib
 import json
 import logging
 import zlib
-from typing import Any, Callable, Iterable, NamedTuple, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Protocol, cast
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -76,6 +77,12 @@ class RowFold(Protocol):
 
     def drain(self) -> Iterable[Any]:
         """The aggregates of the rows added since the last drain; empties the fold."""
+
+
+class FrameFold(RowFold, Protocol):
+    """A ``RowFold`` that also takes a ``FrameReader``'s accepted rows as one columnar value."""
+
+    def add_frame(self, frame: Any) -> None: ...
 
 
 class FrameRead(NamedTuple):
@@ -145,14 +152,18 @@ class _ParseFileFn(beam.DoFn):
         check = self._check
         framed = self._framed(readable, fmt)
         if framed is not None:
-            fold.add_frame(framed.frame)
+            cast(FrameFold, fold).add_frame(framed.frame)  # frames come with a FrameFold (ReadEvents)
             parsed, latest = framed.rows, framed.latest
             for letter in framed.dead:
                 dead_by_reason[letter.reason] = dead_by_reason.get(letter.reason, 0) + 1
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
         try:
-            with readable.open() if framed is None else contextlib.nullcontext() as handle:
-                items = enumerate(READERS[fmt](self._spec, handle, path)) if framed is None else framed.others
+            with contextlib.ExitStack() as files:
+                items: Iterable[tuple[int, Any]]  # (position, a row of the spec's type, or a dead letter)
+                if framed is None:
+                    items = enumerate(READERS[fmt](self._spec, files.enter_context(readable.open()), path))
+                else:
+                    items = framed.others
                 for position, item in items:
                     if type(item) is not DeadLetter and check is not None:
                         reason = check(item)
@@ -243,17 +254,6 @@ def flatten_reads(reads: list) -> tuple:
     )
 
 
-class WriteInputReport(beam.PTransform):
-    """Writes the ``InputFileReport`` of every input file to ``<output_dir>/input_files-*.jsonl`` (one shard)."""
-
-    def __init__(self, output_dir: str) -> None:
-        super().__init__()
-        self._output_dir = output_dir
-
-    def expand(self, reports):
-        return reports | WriteRecords(f"{self._output_dir.rstrip('/')}/{INPUT_FILES}", "jsonl", num_shards=1)
-
-
 class CountDeadLetters(beam.PTransform):
     """Counts dead letters produced after parsing (for example ``late`` joins) in the same counters as ReadEvents.
 
@@ -295,17 +295,26 @@ class WriteRecords(beam.PTransform):
             return rows | "ToJson" >> beam.Map(row_json_line) | "WriteJsonl" >> beam.io.WriteToText(
                 self._prefix, file_name_suffix=".jsonl", num_shards=self._num_shards
             )
+        assert self._avro_schema is not None  # __init__: Avro needs a schema
         return rows | "ToDict" >> beam.Map(row_to_dict) | "WriteAvro" >> beam.io.WriteToAvro(
             self._prefix, schema=load_avro_schema(self._avro_schema), file_name_suffix=".avro", num_shards=self._num_shards
         )
 
 
 class WriteDeadLetters(beam.PTransform):
-    """Writes dead letters ``{raw, reason, source}`` to ``<output_dir>/dead_letters-*.jsonl``."""
+    """Writes dead letters ``{raw, reason, source}`` to ``<output_dir>/dead_letters-*.jsonl`` (one shard)."""
+
+    PREFIX = DEAD_LETTERS
 
     def __init__(self, output_dir: str) -> None:
         super().__init__()
         self._output_dir = output_dir
 
-    def expand(self, dead_letters):
-        return dead_letters | WriteRecords(f"{self._output_dir.rstrip('/')}/dead_letters", "jsonl", num_shards=1)
+    def expand(self, records):
+        return records | WriteRecords(f"{self._output_dir.rstrip('/')}/{self.PREFIX}", "jsonl", num_shards=1)
+
+
+class WriteInputReport(WriteDeadLetters):
+    """Writes the ``InputFileReport`` of every input file to ``<output_dir>/input_files-*.jsonl`` (one shard)."""
+
+    PREFIX = INPUT_FILES

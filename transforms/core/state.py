@@ -12,8 +12,9 @@ subject's codec of its replay state.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from google.protobuf.message import Message
 
@@ -24,14 +25,21 @@ class StateVersionError(ValueError):
     """State written by a newer version of the job than this one."""
 
 
+M = TypeVar("M", bound=Message)  # the record of one kind of state
+
+
+class _Versioned(Protocol):
+    version: int
+
+
 @dataclass(frozen=True)
-class StateCodec:
+class StateCodec(Generic[M]):
     """One kind of per-key state: ``to_message(value)`` fills a fresh ``message_type`` record, ``from_message``
     rebuilds the value from a record of any version up to ``STATE_VERSION``."""
 
-    message_type: type[Message]
-    to_message: Callable[[Any, Message], None]
-    from_message: Callable[[Message], Any]
+    message_type: type[M]
+    to_message: Callable[[Any, M], None]
+    from_message: Callable[[M], Any]
 
     def encode(self, value: Any) -> bytes:
         message = self.message_type(version=STATE_VERSION)
@@ -40,9 +48,11 @@ class StateCodec:
 
     def decode(self, data: bytes) -> Any:
         message = self.message_type.FromString(data)
-        if message.version > STATE_VERSION:
+        # every record of state.proto has the version as its field 1; a bound cannot say "a Message with a field"
+        version = cast(_Versioned, message).version
+        if version > STATE_VERSION:
             raise StateVersionError(
-                f"{self.message_type.DESCRIPTOR.name} state of version {message.version} was written by a newer job "
+                f"{self.message_type.DESCRIPTOR.name} state of version {version} was written by a newer job "
                 f"(this one reads versions up to {STATE_VERSION}): run the newer version, or start from empty state"
             )
         return self.from_message(message)

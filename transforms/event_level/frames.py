@@ -28,7 +28,7 @@ No Beam import; the Beam wiring is ``transforms/event_level/reports.py``.
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -76,8 +76,7 @@ def refuse_sources(sources: pl.DataFrame, epsilon: float | None) -> tuple[pl.Dat
     """``devices.SourceCheck`` over a frame, once per distinct configuration: (the frame of the sources it
     passes, the reason for each source, null where it passes)."""
     table, standing = _config_table(sources)
-    reasons = [config_or_reason(row, epsilon) for row in standing]
-    reasons = [reason if isinstance(reason, str) else None for reason in reasons]
+    reasons = [outcome if isinstance(outcome := config_or_reason(row, epsilon), str) else None for row in standing]
     if not any(reasons):
         return sources, pl.Series("reason", [None] * sources.height, dtype=pl.String())
     reason = pl.Series("reason", reasons, dtype=pl.String()).gather(_codes(table, sources.height))
@@ -129,14 +128,14 @@ def replay_frame(sources: pl.DataFrame, triggers: Sequence[EventLevelTrigger], e
     chosen: dict[int, tuple] = {}
     if epsilon is not None:
         chosen = choose_outputs(configs, coded[CONFIG].to_numpy(), epsilon, random_source, lambda: list(zip(
-            coded["device_id"].to_list(), coded["source_id"].to_list(), coded["event_time_micros"].to_list())))
+            coded["device_id"].to_list(), coded["source_id"].to_list(), coded["event_time_micros"].to_list(), strict=True)))
     add_stats(stats, coded.height, len(chosen))
     replayed = attributable_sources(coded, configs, triggers_frame(triggers))
     if chosen:
         replayed = pl.concat([replayed, pl.Series(ROW, list(chosen), dtype=replayed.dtype)]).unique()
     kept = coded.filter(pl.col(ROW).is_in(replayed.implode()))
     devices: dict[str, list] = {}
-    for position, row in zip(kept[ROW].to_list(), source_rows(kept)):
+    for position, row in zip(kept[ROW].to_list(), source_rows(kept), strict=True):
         devices.setdefault(row.device_id, []).append((row, chosen.get(position)))
     for trigger in triggers:
         events = devices.get(trigger.device_id)

@@ -29,7 +29,8 @@ has already replayed is a dead letter ``late``. A device forgets its sources onc
 from __future__ import annotations
 
 import functools
-from typing import Iterator
+from collections.abc import Iterator
+from typing import cast
 
 import apache_beam as beam
 import polars as pl
@@ -88,9 +89,9 @@ class _SourceFrameReader:
             refused = split.rows.filter(reasons.is_not_null())
             dead = [DeadLetter(raw=row_json_line(row), reason=reason, source=f"{path}#{position}")
                     for position, reason, row in zip(refused[POSITION].to_list(), reasons.drop_nulls().to_list(),
-                                                     source_rows(refused))]
+                                                     source_rows(refused), strict=True)]
         others = [(position, avro_record(EVENT_LEVEL_SOURCE, record, path, position)) for position, record in split.others]
-        latest = kept["event_time_micros"].max() if kept.height else -1
+        latest = cast(int, kept["event_time_micros"].max()) if kept.height else -1  # of a non-empty Int64 column
         return FrameRead(kept.drop(POSITION), kept.height, latest, dead, others)
 
 
@@ -122,7 +123,7 @@ class SourceFrameShards:
             return
         frame = pl.concat(frames)
         devices = frame["device_id"].unique().to_list()
-        shard_of = dict(zip(devices, (device_shard(device, self._shards) for device in devices)))
+        shard_of = dict(zip(devices, (device_shard(device, self._shards) for device in devices), strict=True))
         shards = frame["device_id"].replace_strict(shard_of, return_dtype=pl.Int64).alias("_shard")
         for (shard,), part in frame.with_columns(shards).partition_by("_shard", as_dict=True).items():
             yield shard, (_SOURCES, frame_bytes(part.drop("_shard")))
@@ -143,7 +144,8 @@ class _ReplayShardsFn(beam.DoFn):
 
     def process(self, element):
         _, chunks = element  # (shard, [(kind, Arrow IPC bytes of sources | deflated pickle of trigger rows)])
-        frames, triggers = [], []
+        frames: list[pl.DataFrame] = []
+        triggers: list[EventLevelTrigger] = []
         for kind, payload in chunks:
             if kind == _SOURCES:
                 frames.append(frame_of_bytes(payload))
@@ -214,7 +216,7 @@ class _DeviceRecord(DeviceRecord):
             flush.set(Timestamp(micros=self.target))
 
 
-class _DeviceFn(DeviceReplayFn):
+class _DeviceFn(DeviceReplayFn[_DeviceRecord]):
     """Streaming: one device's client over state (``DeviceReplayFn``). Events are replayed in the batch order once
     the watermark passed them (plus the allowed lateness), and a window passes once the watermark passed its end."""
 

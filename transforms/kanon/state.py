@@ -8,6 +8,8 @@ second instance, k-anonymity note Cor. 3.1). The parameters and the random sourc
 """
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from schemas.proto import state_pb2
@@ -21,7 +23,9 @@ from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParamet
 def _to_message(replay: GroupVerdicts, message: state_pb2.KAnonGroupState) -> None:
     message.group = replay.group
     latest = sorted(replay.window.latest_joins().items())  # sorted: the same state gives the same bytes
-    message.window_users.extend(user for user, _ in latest)
+    # the replay takes any hashable user; the streaming job's are user ids, the record's strings (protobuf refuses
+    # anything else)
+    message.window_users.extend(cast(str, user) for user, _ in latest)
     message.window_last_steps.extend(step for _, step in latest)
     if replay.window.now is not None:
         message.window_now = replay.window.now
@@ -46,7 +50,7 @@ def _from_message(message: state_pb2.KAnonGroupState, parameters: KAnonParameter
     replay.window = SlidingDistinctCount.restored(
         parameters.window_steps,
         message.window_now if message.HasField("window_now") else None,
-        dict(zip(message.window_users, message.window_last_steps)),
+        dict(zip(message.window_users, message.window_last_steps, strict=True)),
     )
     if message.HasField("instance"):
         record = message.instance

@@ -64,7 +64,7 @@ class _AggregateJoinsFn(beam.DoFn):
 
     def finish_bundle(self):
         for aggregate in self._fold.drain():
-            yield WindowedValue(aggregate, MIN_TIMESTAMP, [GlobalWindow()])
+            yield WindowedValue(aggregate, MIN_TIMESTAMP, (GlobalWindow(),))
 
 
 class _ReplayGroupFn(beam.DoFn):
@@ -135,7 +135,7 @@ class _StepUsersPerBundleFn(beam.DoFn):
         for (group, step), users in self._steps.items():
             earliest = min(min(times) for times in users.values())
             entries = tuple((user, tuple(times)) for user, times in users.items())
-            yield WindowedValue((group, (step, entries)), Timestamp(micros=earliest), [GlobalWindow()])
+            yield WindowedValue((group, (step, entries)), Timestamp(micros=earliest), (GlobalWindow(),))
 
 
 class _StreamingGroupFn(beam.DoFn):

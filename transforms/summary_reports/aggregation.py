@@ -26,8 +26,8 @@ import pickle
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import apache_beam as beam
 import fastavro
@@ -51,7 +51,7 @@ from schemas.time_units import SECONDS_PER_DAY
 from transforms.core.io import DEAD_LETTERS
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.mechanisms.noise import RandomSource, SecretSource
-from transforms.summary_reports.ledger import LedgerError, LedgerLimits, open_ledger
+from transforms.summary_reports.ledger import Ledger, LedgerError, LedgerLimits, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import (
     AggregationParams,
     KeyedSums,
@@ -91,6 +91,13 @@ class AggregationJob:
     max_error_fraction: float = 0.10  # of the reports read (DESIGN.md, "Command-line conventions")
     debug: bool = False  # only debug-mode reports; a debug output; no ledger
     noise: bool = True
+
+
+def _open_ledger(job: AggregationJob) -> Ledger:
+    """The ledger of a charged job (``ledger_url`` set, and ``limits`` with it)."""
+    if job.ledger_url is None or job.limits is None:
+        raise ValueError(f"job {job.job_id!r}: charging needs both a ledger_url and the ledger's limits")
+    return open_ledger(job.ledger_url, job.limits)
 
 
 @dataclass
@@ -281,7 +288,7 @@ class _SumShardFn(beam.DoFn):
         chunks: list[ReportColumns] = sorted((_unpack(chunk) for chunk in packed), key=lambda c: c.path)
         first: dict[str, tuple[str, int]] = {}
         for chunk in chunks:
-            for report_id, position in zip(chunk.report_ids, chunk.positions.tolist()):
+            for report_id, position in zip(chunk.report_ids, chunk.positions.tolist(), strict=True):
                 seen = first.get(report_id)
                 if seen is None or (chunk.path, position) < seen:
                     first[report_id] = (chunk.path, position)
@@ -292,7 +299,7 @@ class _SumShardFn(beam.DoFn):
         for chunk in chunks:
             keep = np.ones(len(chunk.report_ids), bool)
             if duplicates:
-                for index, (report_id, position) in enumerate(zip(chunk.report_ids, chunk.positions.tolist())):
+                for index, (report_id, position) in enumerate(zip(chunk.report_ids, chunk.positions.tolist(), strict=True)):
                     if first[report_id] != (chunk.path, position):
                         keep[index] = False
                         stats["dead_lettered:" + DUPLICATE] += 1
@@ -423,7 +430,7 @@ def charge(job: AggregationJob, stats: dict, groups: set) -> dict:
         return dict(receipt, status="ok", charge="none", units=0)
     units = budget_units(groups, job.filtering_ids)
     try:
-        with open_ledger(job.ledger_url, job.limits) as ledger:
+        with _open_ledger(job) as ledger:
             outcome = ledger.charge(job.job_id, epsilon_units(job.params.epsilon, "up"), units)
     except LedgerError as error:
         details = {name: value for name, value in vars(error).items() if isinstance(value, (int, str, tuple, list))}
@@ -437,13 +444,13 @@ def fact_records(outcomes: Outcomes, fmt: str) -> list[dict]:
     released = outcomes.released
     buckets = KeyedSums(outcomes.high[released], outcomes.low[released], outcomes.unnoised[released]).buckets()
     return [{"bucket": minimal_bucket_bytes(bucket) if fmt == "avro" else str(bucket), "metric": metric}
-            for bucket, metric in zip(buckets, outcomes.metric[released].tolist())]
+            for bucket, metric in zip(buckets, outcomes.metric[released].tolist(), strict=True)]
 
 
 def debug_records(outcomes: Outcomes, fmt: str) -> list[dict]:
     """Debug rows of every candidate bucket: the unnoised sum, the noise, and where the bucket was found."""
     rows = zip(outcomes.buckets(), outcomes.unnoised.tolist(), outcomes.noise.tolist(), outcomes.in_domain.tolist(),
-               outcomes.in_reports.tolist())
+               outcomes.in_reports.tolist(), strict=True)
     return [{"bucket": minimal_bucket_bytes(bucket) if fmt == "avro" else str(bucket), "unnoised_metric": unnoised,
              "noise": noise, "annotations": [name for name, flag in (("in_domain", d), ("in_reports", r)) if flag]}
             for bucket, unnoised, noise, d, r in rows]
@@ -485,7 +492,7 @@ class _ReleaseFn(beam.DoFn):
         if self._source.kind != "secure" or job.ledger_url is None:
             return self._source
         if self._secret is None:
-            with open_ledger(job.ledger_url, job.limits) as ledger:
+            with _open_ledger(job) as ledger:
                 self._secret = ledger.noise_secret(job.job_id)
         return SecretSource(self._secret)
 
@@ -496,7 +503,8 @@ class _ReleaseFn(beam.DoFn):
         sums = [_unpack(packed) for kind, packed in parts if kind == _SUMS]
         domain = [_unpack(packed) for kind, packed in parts if kind == _DOMAIN]
         merged = KeyedSums.of(*(np.concatenate([part[i] for part in sums] or [np.empty(0, np.uint64)]) for i in range(3)))
-        keys = tuple(np.concatenate([part[i] for part in domain] or [np.empty(0, np.uint64)]) for i in range(2))
+        keys = (np.concatenate([part[0] for part in domain] or [np.empty(0, np.uint64)]),  # (high, low) words
+                np.concatenate([part[1] for part in domain] or [np.empty(0, np.uint64)]))
         job = self._job
         source = self._noise_source().keyed_child(("aggregation", job.job_id, shard)) if job.noise else None
         outcomes = aggregate(job.params, merged, keys, source)

@@ -26,7 +26,8 @@ expires, and the budgets of the current window).
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -156,7 +157,7 @@ class SummaryReportsBatch(beam.PTransform):
         }
 
 
-class _ClientFn(DeviceReplayFn):
+class _ClientFn(DeviceReplayFn[DeviceRecord]):
     """Streaming: one device's client over state (``DeviceReplayFn``); events are replayed, in the client's order,
     once the watermark passed them (plus the allowed lateness)."""
 

@@ -60,9 +60,10 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units, units_epsilon
@@ -222,6 +223,10 @@ def open_ledger(url: str, limits: LedgerLimits) -> Ledger:
     raise LedgerConfigError(f"unsupported ledger URL {redact_url(url)!r}: use sqlite:///path/to/ledger.db or postgresql://...")
 
 
+@overload
+def redact_url(url: str) -> str: ...
+@overload
+def redact_url(url: None) -> None: ...
 def redact_url(url: str | None) -> str | None:
     """``url`` without its password (None stays None)."""
     if url is None:
@@ -481,7 +486,7 @@ class _PostgresLedger(_SqlLedger):
                                     "pip install 'privacy-measurement-beam[postgres]'") from error
         self._psycopg = psycopg
         where = redact_url(url)
-        options = {} if "connect_timeout" in url else {"connect_timeout": 30}
+        options: dict[str, Any] = {} if "connect_timeout" in url else {"connect_timeout": 30}
         conn = None
         try:
             conn = psycopg.connect(url, autocommit=True, application_name="privacy-measurement-beam-ledger", **options)

@@ -55,8 +55,8 @@ def _paa_from(message: state_pb2.PaaDeviceState) -> PaaDevice:
     device = PaaDevice()
     for entry in message.storage:
         device.storage[entry.reporting_origin] = frozenset(entry.campaigns_seen)
-    for entry in message.budgets:
-        device.budgets[(entry.reporting_origin, entry.window)] = _budget_from(entry.budget)
+    for window in message.budgets:
+        device.budgets[(window.reporting_origin, window.window)] = _budget_from(window.budget)
     return device
 
 

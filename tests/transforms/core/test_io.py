@@ -135,16 +135,15 @@ def test_read_events_with_an_explicit_format(tmp_path):
 
 def test_read_events_with_no_matching_file_fails(tmp_path):
     """An empty match is an error, not an empty input."""
-    with pytest.raises(Exception, match="(?i)no files|match"):
-        with TestPipeline(runner="FnApiRunner") as pipeline:
-            pipeline | ReadEvents(str(tmp_path / "nothing-*.jsonl"), JOIN_EVENT)
+    with pytest.raises(Exception, match="(?i)no files|match"), TestPipeline(runner="FnApiRunner") as pipeline:
+        pipeline | ReadEvents(str(tmp_path / "nothing-*.jsonl"), JOIN_EVENT)
 
 
 def _decoded(aggregate) -> tuple[str, tuple[tuple[int, str], ...]]:
     """(group, sorted distinct (hour step, user)) of a ``(group, GroupJoins.to_wire())`` aggregate."""
     group, wire = aggregate
     joins = GroupJoins.from_wire(wire)
-    return group, tuple(sorted((int(step), joins.users[code]) for step, code in zip(joins.steps, joins.codes)))
+    return group, tuple(sorted((int(step), joins.users[code]) for step, code in zip(joins.steps, joins.codes, strict=True)))
 
 
 def _expected_aggregates(rows: list[JoinEvent]) -> list[tuple[str, tuple[tuple[int, str], ...]]]:
@@ -205,7 +204,8 @@ def test_write_records_writes_one_shard_that_reads_back(tmp_path, fmt):
             assert reader.writer_schema["name"] == "pmbeam.reports.KAnonVerdict"
             assert [f["name"] for f in reader.writer_schema["fields"]] == list(KAnonVerdict._fields)
     else:
-        lines = [line for line in open(files[0], encoding="utf-8").read().splitlines() if line]
+        with open(files[0], encoding="utf-8") as handle:
+            lines = [line for line in handle.read().splitlines() if line]
         assert all(list(json.loads(line)) == list(KAnonVerdict._fields) for line in lines)  # field order kept
 
 

@@ -23,8 +23,8 @@ Logics: ``last_touch`` (the latest impression gets the value), ``first_touch``
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 from schemas.rows import ATTRIBUTION_LOGICS as LOGICS
 from schemas.rows import NORMS, AttributionRequest, Impression

@@ -13,10 +13,11 @@ final and keeps the state in Beam state; both give the same reports.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from schemas.rows import AttributionReport, AttributionRequest, Conversion, DeviceEpochBudget, Impression
 from schemas.time_units import MICROS_PER_DAY
@@ -101,6 +102,7 @@ def resolve_request(conversion: Conversion, config: MeasurementConfig) -> tuple[
     request = conversion.attribution_request
     if request.first_epoch is not None:
         first, last = request.first_epoch, request.last_epoch
+        assert last is not None  # epochs come in pairs (the codecs refuse half of one: incomplete_epochs)
         if last > config.clock.epoch_of(conversion.event_time_micros):
             return "window_in_future"
         if first < config.oldest_reachable_epoch(conversion.event_time_micros):
@@ -190,7 +192,7 @@ def _relevant_by_epoch(state: DeviceState, conversion: Conversion, request: Attr
 
 def event_order(event: Impression | Conversion) -> tuple:
     """The replay order: event time, impressions before conversions at the same time, then the id."""
-    if type(event) is Impression:
+    if isinstance(event, Impression):
         return (event.event_time_micros, 0, event.impression_id)
     return (event.event_time_micros, 1, event.conversion_id)
 
@@ -215,13 +217,14 @@ def replay(
         epoch = epoch_of(event.event_time_micros)
         if bias is not None:
             state.occupied.add(epoch)
-        if type(event) is Impression:
+        if isinstance(event, Impression):
             state.impressions.setdefault(epoch, []).append(event)
             continue
         resolved = resolve_request(event, config)
         if isinstance(resolved, str):
             continue
         request, epochs = resolved
+        assert request.requested_epsilon is not None  # resolve_request sets it
         relevant = _relevant_by_epoch(state, event, request, epochs)
         outcome = policy.generate_report(
             state.filters, event.querier_site, epochs, relevant, request, event.value, occupied, bias

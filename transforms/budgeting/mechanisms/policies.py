@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Container, Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
-from typing import TYPE_CHECKING, Container, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from schemas.rows import AttributionRequest, Impression
 from transforms.budgeting.mechanisms.attribution import attribution_histogram

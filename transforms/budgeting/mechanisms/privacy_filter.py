@@ -16,7 +16,7 @@ Sec. 8.2).
 """
 from __future__ import annotations
 
-from typing import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 
 
 class FilterTable:

@@ -12,8 +12,9 @@ for that epoch, then all of them pay; otherwise it is rejected. Beam-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from schemas.rows import IncompleteBatch, QueryResult
 from transforms.budgeting.mechanisms.device import ReportRecord

@@ -10,7 +10,8 @@ its plain-Python reference.
 """
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from schemas.rows import Conversion, DeviceEpochBudget, Impression, IncompleteBatch, QueryResult
 from transforms.budgeting.mechanisms.device import (
@@ -56,7 +57,7 @@ def cut_batches(reports: Iterable[ReportRecord], batch_size: int) -> tuple[list[
         key = (report.querier_site, report.query_key)
         cutter = cutters.setdefault(key, BatchCutter(*key, batch_size))
         batches += cutter.add([report])
-    return batches, [cutter.incomplete() for cutter in cutters.values() if cutter.incomplete()]
+    return batches, [incomplete for cutter in cutters.values() if (incomplete := cutter.incomplete()) is not None]
 
 
 def simulate(
@@ -69,7 +70,8 @@ def simulate(
     ``devices_in_order`` of them)."""
     devices = events if isinstance(events, dict) else devices_in_order(events)
     policy = make_policy(config.policy)
-    reports, budgets = [], []
+    reports: list[ReportRecord] = []
+    budgets: list[DeviceEpochBudget] = []
     for device_id, device_events in devices.items():
         state = DeviceState(config.capacity_units)
         reports += replay(device_id, device_events, state, config, policy, source)

@@ -2,7 +2,8 @@
 step 1 and Sec. 2.2), shared by the ARA summary-report client and the event-level client. Beam-free."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 
 class Registered(Protocol):

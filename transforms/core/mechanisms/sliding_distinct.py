@@ -15,7 +15,7 @@ once.
 from __future__ import annotations
 
 from collections import deque
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class SlidingDistinctCount:
         return dict(self._last_step)
 
     @classmethod
-    def restored(cls, window_steps: int, now: int | None, latest_joins: dict[Hashable, int]) -> "SlidingDistinctCount":
+    def restored(cls, window_steps: int, now: int | None, latest_joins: dict[Hashable, int]) -> SlidingDistinctCount:
         """The window that ``latest_joins`` (from ``latest_joins()``) and ``now`` describe: it counts and moves
         exactly as the one they were taken from."""
         window = cls(window_steps)

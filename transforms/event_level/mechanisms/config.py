@@ -15,10 +15,11 @@ No Beam import here.
 """
 from __future__ import annotations
 
+import itertools
 import numbers
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Iterable, Sequence
 
 from schemas.limits import MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
 from schemas.time_units import SECONDS_PER_DAY
@@ -67,7 +68,7 @@ def _integer(value: object, name: str) -> int:
 
 
 def _strictly_increasing(values: Sequence[int]) -> bool:
-    return all(a < b for a, b in zip(values, values[1:]))
+    return all(a < b for a, b in itertools.pairwise(values))
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ What the Beam wiring (``transforms/event_level/reports.py``) replays, batch and 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -96,9 +96,9 @@ def config_or_reason(row: EventLevelSource, epsilon: float | None = None) -> Eve
 def source_config(row: EventLevelSource) -> EventLevelConfig:
     """The row's configuration; a ``ConfigurationError`` when it is invalid."""
     config = config_or_reason(row)
-    if isinstance(config, str):
-        _build_config(row.source_type, row.expiry_seconds, row.max_event_level_reports,
-                      row.trigger_data_matching or MODULUS, row.trigger_specs)  # raises with the detail
+    if isinstance(config, str):  # building it again raises the ConfigurationError with the detail
+        return _build_config(row.source_type, row.expiry_seconds, row.max_event_level_reports,
+                             row.trigger_data_matching or MODULUS, row.trigger_specs)
     return config
 
 
@@ -146,7 +146,7 @@ def choose_outputs(configs: Sequence[EventLevelConfig], codes: np.ndarray, epsil
     source draws every configuration's sources with one ``randomized_response_array`` call."""
     chosen: dict[int, Output] = {}
     if random_source.kind != "secure":  # keyed: a function of (seed, device, source id, source time)
-        for position, (code, key) in enumerate(zip(codes.tolist(), keys())):
+        for position, (code, key) in enumerate(zip(codes.tolist(), keys(), strict=True)):
             output = _keyed_choice(configs[code], epsilon, random_source, key)
             if output is not None:
                 chosen[position] = output
@@ -159,7 +159,7 @@ def choose_outputs(configs: Sequence[EventLevelConfig], codes: np.ndarray, epsil
         lanes = np.flatnonzero(ranks != TRUTHFUL)
         if lanes.size:
             outputs = unrank_outputs_array(config, ranks[lanes])
-            for position, output in zip(positions[lanes].tolist(), outputs.tolist()):
+            for position, output in zip(positions[lanes].tolist(), outputs.tolist(), strict=True):
                 chosen[position] = tuple(output)
     return chosen
 

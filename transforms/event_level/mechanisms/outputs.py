@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ def count_outputs_by_polynomial(config: EventLevelConfig) -> int:
     """
     m = config.max_event_level_reports
     product = [1] + [0] * m
-    for spec, cap in zip(config.trigger_specs, config.caps):
+    for spec, cap in zip(config.trigger_specs, config.caps, strict=True):
         windows = len(spec.window_ends)
         factor = [math.comb(j + windows - 1, j) if j <= cap else 0 for j in range(m + 1)]
         product = [sum(product[i] * factor[d - i] for i in range(d + 1)) for d in range(m + 1)]
@@ -85,9 +85,9 @@ def is_output(config: EventLevelConfig, output: Sequence[int]) -> bool:
     if len(output) != len(cells) or any(not isinstance(c, numbers.Integral) or c < 0 for c in output):
         return False
     per_spec = [0] * len(config.trigger_specs)
-    for (t, _), c in zip(cells, output):
+    for (t, _), c in zip(cells, output, strict=True):
         per_spec[t] += c
-    return sum(output) <= config.max_event_level_reports and all(n <= cap for n, cap in zip(per_spec, config.caps))
+    return sum(output) <= config.max_event_level_reports and all(n <= cap for n, cap in zip(per_spec, config.caps, strict=True))
 
 
 def rank_output(config: EventLevelConfig, output: Sequence[int]) -> int:

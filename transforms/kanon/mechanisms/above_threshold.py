@@ -14,8 +14,8 @@ at most once per stream by construction.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 import numpy as np
 
@@ -135,6 +135,7 @@ class AboveThreshold:
         if not self.reachable(instance, int(counts.max()), source, stream_key):  # nor can any smaller count
             return None
         noises = self._step_noises(instance, source, stream_key)[steps - instance.start_step]
+        assert instance.threshold_noise is not None  # drawn by reachable()
         hits = np.flatnonzero(counts + noises >= self.k + instance.threshold_noise)
         if hits.size == 0:
             return None
@@ -155,6 +156,7 @@ class AboveThreshold:
         if not self.reachable(instance, count, source, stream_key):
             return False
         nu_t = self._step_noises(instance, source, stream_key)[step - instance.start_step]
+        assert instance.threshold_noise is not None  # drawn by reachable()
         if count + nu_t >= self.k + instance.threshold_noise:
             instance.latched = True
             return True

@@ -21,8 +21,8 @@ c_t + nu_t >= k + nu to the end of the instance.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Hashable, Iterable
 
 import numpy as np
 
@@ -46,11 +46,11 @@ class GroupJoins:
     codes: np.ndarray
 
     @classmethod
-    def from_step_users(cls, step_users: Iterable[tuple[int, Iterable[Hashable]]]) -> "GroupJoins":
+    def from_step_users(cls, step_users: Iterable[tuple[int, Iterable[Hashable]]]) -> GroupJoins:
         """From (step, users) pairs, duplicates removed (the form the tests and small inputs use)."""
         codes: dict[Hashable, int] = {}
         pairs = {(step, codes.setdefault(user, len(codes))) for step, users in step_users for user in users}
-        steps, users = zip(*sorted(pairs)) if pairs else ((), ())
+        steps, users = zip(*sorted(pairs), strict=True) if pairs else ((), ())
         return cls(users=list(codes), steps=np.asarray(steps, dtype=np.int64), codes=np.asarray(users, dtype=np.int64))
 
     @property
@@ -62,7 +62,7 @@ class GroupJoins:
         return self.users, self.steps.astype("<i8").tobytes(), self.codes.astype("<i8").tobytes()
 
     @classmethod
-    def from_wire(cls, wire: tuple[list[Hashable], bytes, bytes]) -> "GroupJoins":
+    def from_wire(cls, wire: tuple[list[Hashable], bytes, bytes]) -> GroupJoins:
         users, steps, codes = wire
         return cls(
             users=list(users),

@@ -24,8 +24,8 @@ expiry schedule (``SlidingDistinctCount.counts_ahead``).
 """
 from __future__ import annotations
 
+from collections.abc import Collection, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Collection, Hashable, Iterable, Iterator
 
 import numpy as np
 
@@ -105,11 +105,13 @@ class GroupVerdicts:
     def _note_reachable(self, count: int) -> None:
         """Remember whether the running instance could still latch at ``count`` (else nothing changes until it ends)."""
         instance = self.restart.instance
+        assert instance is not None  # the one that answered the step just evaluated
         self.reachable = not instance.latched and not self.parameters.above_threshold.cannot_reach(instance, count)
 
     def _restart_step(self) -> int:
         """The start of the instance after the one that answered the last evaluated step."""
         w = self.parameters.window_steps
+        assert self.last_step is not None  # called once a step was evaluated
         return instance_start_step(self.last_step, w) + w
 
     def _record(self, step: int, verdict: bool, count: int) -> Iterator[KAnonVerdict]:
@@ -117,6 +119,7 @@ class GroupVerdicts:
         changed = verdict != self.last_verdict
         self.last_step, self.last_verdict = step, verdict
         if (self.parameters.emit == "all" and count > 0) or (self.parameters.emit == "changes" and changed):
+            assert self.restart.instance is not None  # the one that answered ``step``
             yield KAnonVerdict(
                 interest_group=self.group,
                 step=step,
@@ -132,9 +135,10 @@ class GroupVerdicts:
         user in the window, or at ``through``; in ``changes`` mode it stops
         at the latch, after which nothing changes until the restart.
         """
-        at, instance = self.parameters.above_threshold, self.restart.instance
+        at, instance, last_join = self.parameters.above_threshold, self.restart.instance, self.window.last_join_step
+        assert instance is not None and last_join is not None  # a reachable instance, a user in the window
         w = self.parameters.window_steps
-        last = min(instance.start_step + w - 1, self.window.last_join_step + w - 1)
+        last = min(instance.start_step + w - 1, last_join + w - 1)
         if through is not None:
             last = min(last, through)
         steps = np.arange(first, last + 1, dtype=np.int64)
@@ -191,6 +195,7 @@ class GroupVerdicts:
         """Evaluate every step that needs it up to ``through`` (None: until idle), with no new joins."""
         while (step := self.next_step()) is not None and (through is None or step <= through):
             running = self.restart.instance
+            assert running is not None and self.last_step is not None  # a next step follows an evaluated one
             if self.reachable and step == self.last_step + 1 and step < running.start_step + self.parameters.window_steps:
                 yield from self._stretch(step, through)
             else:

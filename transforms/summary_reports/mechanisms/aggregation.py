@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -131,7 +132,7 @@ class KeyedSums(NamedTuple):
 
     def buckets(self) -> list[int]:
         """The keys as Python ints."""
-        return [(high << 64) | low for high, low in zip(self.high.tolist(), self.low.tolist())]
+        return [(high << 64) | low for high, low in zip(self.high.tolist(), self.low.tolist(), strict=True)]
 
 
 def _group_starts(high: np.ndarray, low: np.ndarray) -> np.ndarray:
@@ -258,7 +259,7 @@ def budget_units(groups: Iterable[tuple], filtering_ids: Iterable[int]) -> set[t
     (every requested id is charged, whether or not a report holds a contribution with it)."""
     ids = sorted(set(filtering_ids))
     keys: dict[tuple, list[str]] = {}
-    units = set()
+    units: set[tuple[str, int]] = set()
     for identity, hour in groups:
         if identity not in keys:
             keys[identity] = [budget_key(shared_id_fields(identity), identity[1], fid) for fid in ids]

@@ -28,8 +28,8 @@ Every report, null or not, has the trigger's reporting origin and destination, a
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from schemas.rows import API_ATTRIBUTION_REPORTING, AraSource, AraTrigger
 from schemas.time_units import MICROS_PER_SECOND
@@ -85,7 +85,7 @@ def contributions(source: AraSource, trigger: AraTrigger) -> list[tuple[int, int
 
 def event_order(event: AraSource | AraTrigger) -> tuple:
     """Replay order: event time, sources before triggers at the same time, then the id."""
-    if type(event) is AraSource:
+    if isinstance(event, AraSource):
         return (event.event_time_micros, 0, event.source_id)
     return (event.event_time_micros, 1, event.trigger_id)
 
@@ -107,7 +107,7 @@ class AraSummaryClient:
         chosen = attribute(device, trigger)
         found = contributions(chosen.source, trigger) if chosen is not None else []
         values = [value for _, value in found]
-        if not values or not chosen.budget.charge(values, self.limits):
+        if chosen is None or not values or not chosen.budget.charge(values, self.limits):
             found = []
         return make_report(
             source, ("ara", device_id, trigger.trigger_id), api=API_ATTRIBUTION_REPORTING,
@@ -119,7 +119,7 @@ class AraSummaryClient:
         self, device_id: str, events: Iterable[AraSource | AraTrigger], state: AraDevice, source: RandomSource
     ) -> Iterator[ClientReport]:
         for event in events:
-            if type(event) is AraSource:
+            if isinstance(event, AraSource):
                 state.sources.append(RegisteredSource(event))  # Alg. 2, "Source registration"
             else:
                 yield self.trigger(device_id, state, event, source)

@@ -26,8 +26,9 @@ No Beam import here.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.mechanisms.noise import RandomSource

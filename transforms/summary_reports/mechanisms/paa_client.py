@@ -24,8 +24,9 @@ list the output domain of its own campaigns. No Beam import here.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from schemas.rows import PaaEvent
 from schemas.time_units import MICROS_PER_MINUTE

@@ -188,7 +188,7 @@ def test_clipped_norm_never_exceeds_the_cap_exactly(histogram, cap, which):
     if clipped != histogram:  # it was over the cap: scaled down in proportion, to (just under) the cap
         assert norm(clipped, which) >= cap * (1 - 1e-12)
         # (a subnormal entry may underflow to 0 when scaled, hence no "c == 0 iff h == 0")
-        assert all(abs(c) <= abs(h) and (c == 0.0 or (c < 0) == (h < 0)) for c, h in zip(clipped, histogram))
+        assert all(abs(c) <= abs(h) and (c == 0.0 or (c < 0) == (h < 0)) for c, h in zip(clipped, histogram, strict=True))
 
 
 @settings(max_examples=200, deadline=None)

@@ -170,7 +170,7 @@ def test_try_consume_all_of_nothing_succeeds():
 
 def test_try_consume_all_takes_a_generator():
     table = FilterTable(3)
-    assert table.try_consume_all(((("q", epoch), 3) for epoch in range(4)))
+    assert table.try_consume_all((("q", epoch), 3) for epoch in range(4))
     assert table.consumed == {("q", epoch): 3 for epoch in range(4)}
 
 

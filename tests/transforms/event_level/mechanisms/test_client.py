@@ -172,7 +172,7 @@ def test_with_noise_a_randomized_source_sends_its_random_output_and_attribution_
 def test_truthful_counts_are_always_outputs_of_o():
     rng = np.random.default_rng(8)
     configs = [navigation_config(), event_config(), seed_example(), navigation_config(3 * 86_400)]
-    for device in range(60):
+    for _device in range(60):
         events = []
         for i in range(int(rng.integers(1, 4))):
             config = configs[int(rng.integers(len(configs)))]

@@ -82,7 +82,7 @@ def test_keyed_choices_do_not_depend_on_how_sources_are_grouped():
     assert together == one_by_one
     assert together != choose_randomized(pairs, 1.0, SeededSource(5))
     assert any(choice is None for choice in together) and any(choice is not None for choice in together)
-    for (_, row), choice in zip(pairs, together):
+    for (_, row), choice in zip(pairs, together, strict=True):
         assert choice is None or is_output(source_config(row), choice)
 
 

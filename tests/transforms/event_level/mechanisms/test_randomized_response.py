@@ -294,14 +294,14 @@ def test_the_output_distributions_on_two_inputs_are_eps_indistinguishable(config
         if truth == other:
             continue
         px, py = _distribution(k, p, truth), _distribution(k, p, other)
-        ratio = max(max(a / b, b / a) for a, b in zip(px, py))
+        ratio = max(max(a / b, b / a) for a, b in zip(px, py, strict=True))
         assert ratio <= exp_lower_bound(exact_eps)  # <= e^eps, exactly
         assert math.isclose(float(ratio), math.exp(float(exact_eps)), rel_tol=1e-12)
         # with Alg. 8's exact q (e^eps replaced by the rational L) the ratio is exactly L: the bound is tight
         lower = exp_lower_bound(exact_eps)
         q = (lower - 1) / (lower + k - 1)
         qx, qy = _distribution(k, q, truth), _distribution(k, q, other)
-        assert max(max(a / b, b / a) for a, b in zip(qx, qy)) == lower
+        assert max(max(a / b, b / a) for a, b in zip(qx, qy, strict=True)) == lower
 
 
 def test_the_truthful_threshold_rounds_q_down_by_less_than_2_to_the_minus_63():
@@ -436,7 +436,7 @@ def test_information_gain_is_monotone_in_epsilon_and_at_most_log2_k():
     for k in (2, 3, 27, 2925, 10**6):
         gains = [information_gain(k, eps) for eps in np.linspace(0, 14, 281)]
         assert gains[0] == 0
-        assert all(a <= b for a, b in zip(gains, gains[1:]))
+        assert all(a <= b for a, b in itertools.pairwise(gains))
         assert gains[-1] <= math.log2(k)
 
 

@@ -82,7 +82,7 @@ def test_exact_skip_draws_nothing_below_k_minus_total_bound():
     # Even the most favourable noise (threshold noise at -A, step noise at +A) cannot latch it.
     for u in (1e-12, 0.5, 1 - 1e-12):
         source = ConstantSource(u)
-        got = outputs(mechanism, {t: below for t in range(20)}, source)
+        got = outputs(mechanism, dict.fromkeys(range(20), below), source)
         assert not any(got.values())
         assert source.keys == []
 

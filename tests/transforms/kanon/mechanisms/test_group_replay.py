@@ -134,7 +134,7 @@ def test_merging_partial_aggregates_matches_user_ids_and_drops_duplicates():
     first = GroupJoins.from_step_users([(3, {"a", "b"}), (5, {"a"})])
     second = GroupJoins.from_step_users([(5, {"a", "c"}), (9, {"b"})])
     merged = merge_group_joins([first, second])
-    pairs = sorted((int(s), merged.users[c]) for s, c in zip(merged.steps, merged.codes))
+    pairs = sorted((int(s), merged.users[c]) for s, c in zip(merged.steps, merged.codes, strict=True))
     assert pairs == [(3, "a"), (3, "b"), (5, "a"), (5, "c"), (9, "b")]
     assert merged.distinct_users == 3
 
@@ -150,7 +150,7 @@ def test_columnar_fold_gives_each_groups_distinct_step_user_pairs(joins):
     assert fold.pending == 0
     for group in {g for g, _, _ in joins}:
         got = drained.pop(group)
-        pairs = [(int(s), got.users[c]) for s, c in zip(got.steps, got.codes)]
+        pairs = [(int(s), got.users[c]) for s, c in zip(got.steps, got.codes, strict=True)]
         assert sorted(pairs) == sorted(set(pairs)) == sorted({(s, f"u{u}") for g, u, s in joins if g == group})
         assert len(set(got.users)) == got.distinct_users
     assert drained == {}

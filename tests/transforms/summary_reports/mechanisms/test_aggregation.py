@@ -131,11 +131,11 @@ def test_aggregate_without_noise_annotates_and_releases_per_mode():
     sums, domain = _sums({3: 10, 5: 200_000}), keys_of([1, 3])
     out = aggregate(_params("threshold"), sums, domain, None)
     rows = dict(zip(out.buckets(), zip(out.unnoised.tolist(), out.noise.tolist(), out.in_domain.tolist(),
-                                        out.in_reports.tolist(), out.released.tolist())))
+                                        out.in_reports.tolist(), out.released.tolist(), strict=True), strict=True))
     assert rows == {1: (0, 0, True, False, True), 3: (10, 0, True, True, True),
                     5: (200_000, 0, False, True, True)}  # 200,000 >= T = 140,987.1
     discovered = aggregate(_params("key-discovery"), sums, domain, None)
-    assert dict(zip(discovered.buckets(), discovered.released.tolist())) == {3: False, 5: True}  # tau = 160,619.9
+    assert dict(zip(discovered.buckets(), discovered.released.tolist(), strict=True)) == {3: False, 5: True}  # tau = 160,619.9
     domain_only = aggregate(_params("domain"), sums, domain, None)
     assert domain_only.buckets() == [1, 3] and domain_only.metric.tolist() == [0, 10]
 

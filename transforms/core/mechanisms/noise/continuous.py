@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -84,6 +85,12 @@ class TruncatedLaplace:
         lower = np.clip(np.expm1(self.epsilon * (a - np.minimum(np.abs(x), a))) * math.exp(-self._log_r), 0.0, 0.5)
         return _scalar_or_array(np.where(x < 0, lower, 1.0 - lower))
 
+    @overload
+    def quantile(self, u: float) -> float: ...
+    @overload
+    def quantile(self, u: np.ndarray) -> np.ndarray: ...
+    @overload
+    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float: ...
     def quantile(self, u: npt.ArrayLike) -> np.ndarray | float:
         """Inverse CDF on [0, 1]: -A + ln(1 + u r) / eps for u <= 1/2, its mirror A - ln(1 + (1 - u) r) / eps above.
 
@@ -145,6 +152,12 @@ class Laplace:
         lower = 0.5 * np.exp(-np.abs(x) / self.scale)  # F(-|x|)
         return _scalar_or_array(np.where(x < 0, lower, 1.0 - lower))
 
+    @overload
+    def quantile(self, u: float) -> float: ...
+    @overload
+    def quantile(self, u: np.ndarray) -> np.ndarray: ...
+    @overload
+    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float: ...
     def quantile(self, u: npt.ArrayLike) -> np.ndarray | float:
         """scale ln(2u) for u <= 1/2 and -scale ln(2(1 - u)) above; +-inf at u = 0, 1."""
         u = np.asarray(u, dtype=np.float64)

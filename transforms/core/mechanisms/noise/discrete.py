@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -165,17 +165,19 @@ def _bernoulli_exp_fraction_array(
     result = np.empty(size, dtype=bool)
     live = np.arange(size)
     live_numerators = numerators
-    per_lane = not isinstance(denominator, int)
     k = 1
     while live.size:
-        live_denominators = denominator[live] if per_lane else denominator
-        largest = int(live_denominators.max()) if per_lane else denominator
+        if isinstance(denominator, int):
+            largest = denominator
+        else:
+            live_denominators = denominator[live]
+            largest = int(live_denominators.max())
         if largest * k > MAX_RANDBELOW_BOUND:
-            for lane, numerator in zip(live.tolist(), live_numerators.tolist()):
-                lane_denominator = int(denominator[lane]) if per_lane else denominator
+            for lane, numerator in zip(live.tolist(), live_numerators.tolist(), strict=True):
+                lane_denominator = denominator if isinstance(denominator, int) else int(denominator[lane])
                 result[lane] = _bernoulli_exp_from(source, numerator, lane_denominator, k)
             break
-        bound = live_denominators.astype(np.uint64) * np.uint64(k) if per_lane else denominator * k
+        bound = denominator * k if isinstance(denominator, int) else live_denominators.astype(np.uint64) * np.uint64(k)
         one = _uniform_below(source, bound, live.size) < live_numerators
         result[live[~one]] = k % 2 == 1
         live, live_numerators = live[one], live_numerators[one]

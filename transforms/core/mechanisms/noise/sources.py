@@ -173,8 +173,8 @@ class SeededSource(RandomSource):
         if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = int(seed)
-        self._seed_prefix = _encode_item(self.seed)
-        self.generator = np.random.Generator(np.random.PCG64(self.seed))
+        self._seed_prefix: bytes = _encode_item(self.seed)
+        self.generator: np.random.Generator = np.random.Generator(np.random.PCG64(self.seed))
 
     def uniform(self) -> float:
         return int(self.generator.integers(1, _GRID, dtype=np.int64)) / _GRID
@@ -300,7 +300,7 @@ class SecretSource(RandomSource):
             if value < n:
                 return value
 
-    def keyed_child(self, key: tuple) -> RandomSource:
+    def keyed_child(self, key: tuple) -> SecretSource:
         child = SecretSource.__new__(SecretSource)
         label = _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
         child._key = hashlib.blake2b(label, key=self._key, digest_size=64, person=b"secret_child_v1").digest()

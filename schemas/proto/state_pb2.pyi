@@ -1,0 +1,325 @@
+from schemas.proto import events_pb2 as _events_pb2
+from schemas.proto import reports_pb2 as _reports_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AboveThresholdInstanceState(_message.Message):
+    __slots__ = ("start_step", "threshold_noise", "has_step_noises", "step_noises", "latched")
+    START_STEP_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_NOISE_FIELD_NUMBER: _ClassVar[int]
+    HAS_STEP_NOISES_FIELD_NUMBER: _ClassVar[int]
+    STEP_NOISES_FIELD_NUMBER: _ClassVar[int]
+    LATCHED_FIELD_NUMBER: _ClassVar[int]
+    start_step: int
+    threshold_noise: float
+    has_step_noises: bool
+    step_noises: _containers.RepeatedScalarFieldContainer[float]
+    latched: bool
+    def __init__(self, start_step: _Optional[int] = ..., threshold_noise: _Optional[float] = ..., has_step_noises: bool = ..., step_noises: _Optional[_Iterable[float]] = ..., latched: bool = ...) -> None: ...
+
+class KAnonGroupState(_message.Message):
+    __slots__ = ("version", "group", "window_users", "window_last_steps", "window_now", "instance", "last_step", "last_verdict", "reachable")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_USERS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_LAST_STEPS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_NOW_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_STEP_FIELD_NUMBER: _ClassVar[int]
+    LAST_VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    group: str
+    window_users: _containers.RepeatedScalarFieldContainer[str]
+    window_last_steps: _containers.RepeatedScalarFieldContainer[int]
+    window_now: int
+    instance: AboveThresholdInstanceState
+    last_step: int
+    last_verdict: bool
+    reachable: bool
+    def __init__(self, version: _Optional[int] = ..., group: _Optional[str] = ..., window_users: _Optional[_Iterable[str]] = ..., window_last_steps: _Optional[_Iterable[int]] = ..., window_now: _Optional[int] = ..., instance: _Optional[_Union[AboveThresholdInstanceState, _Mapping]] = ..., last_step: _Optional[int] = ..., last_verdict: bool = ..., reachable: bool = ...) -> None: ...
+
+class BufferedEvent(_message.Message):
+    __slots__ = ("time_micros", "impression", "conversion", "ara_source", "ara_trigger", "paa_event", "event_level_source", "event_level_trigger")
+    TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_FIELD_NUMBER: _ClassVar[int]
+    ARA_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    ARA_TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    PAA_EVENT_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LEVEL_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LEVEL_TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    time_micros: int
+    impression: _events_pb2.Impression
+    conversion: _events_pb2.Conversion
+    ara_source: _events_pb2.AraSource
+    ara_trigger: _events_pb2.AraTrigger
+    paa_event: _events_pb2.PaaEvent
+    event_level_source: _events_pb2.EventLevelSource
+    event_level_trigger: _events_pb2.EventLevelTrigger
+    def __init__(self, time_micros: _Optional[int] = ..., impression: _Optional[_Union[_events_pb2.Impression, _Mapping]] = ..., conversion: _Optional[_Union[_events_pb2.Conversion, _Mapping]] = ..., ara_source: _Optional[_Union[_events_pb2.AraSource, _Mapping]] = ..., ara_trigger: _Optional[_Union[_events_pb2.AraTrigger, _Mapping]] = ..., paa_event: _Optional[_Union[_events_pb2.PaaEvent, _Mapping]] = ..., event_level_source: _Optional[_Union[_events_pb2.EventLevelSource, _Mapping]] = ..., event_level_trigger: _Optional[_Union[_events_pb2.EventLevelTrigger, _Mapping]] = ...) -> None: ...
+
+class DeviceRecordState(_message.Message):
+    __slots__ = ("version", "cut", "timer_target", "buffered", "budget_device", "ara_device", "paa_device", "event_level_device")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    TIMER_TARGET_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    ARA_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PAA_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LEVEL_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    cut: int
+    timer_target: int
+    buffered: _containers.RepeatedCompositeFieldContainer[BufferedEvent]
+    budget_device: BudgetDeviceState
+    ara_device: AraDeviceState
+    paa_device: PaaDeviceState
+    event_level_device: EventLevelDeviceState
+    def __init__(self, version: _Optional[int] = ..., cut: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[BufferedEvent, _Mapping]]] = ..., budget_device: _Optional[_Union[BudgetDeviceState, _Mapping]] = ..., ara_device: _Optional[_Union[AraDeviceState, _Mapping]] = ..., paa_device: _Optional[_Union[PaaDeviceState, _Mapping]] = ..., event_level_device: _Optional[_Union[EventLevelDeviceState, _Mapping]] = ...) -> None: ...
+
+class FilterCharge(_message.Message):
+    __slots__ = ("querier_site", "epoch", "consumed_units")
+    QUERIER_SITE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    querier_site: str
+    epoch: int
+    consumed_units: int
+    def __init__(self, querier_site: _Optional[str] = ..., epoch: _Optional[int] = ..., consumed_units: _Optional[int] = ...) -> None: ...
+
+class EpochImpressions(_message.Message):
+    __slots__ = ("epoch", "impressions")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    impressions: _containers.RepeatedCompositeFieldContainer[_events_pb2.Impression]
+    def __init__(self, epoch: _Optional[int] = ..., impressions: _Optional[_Iterable[_Union[_events_pb2.Impression, _Mapping]]] = ...) -> None: ...
+
+class BudgetDeviceState(_message.Message):
+    __slots__ = ("impressions", "filters", "occupied_epochs")
+    IMPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    OCCUPIED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    impressions: _containers.RepeatedCompositeFieldContainer[EpochImpressions]
+    filters: _containers.RepeatedCompositeFieldContainer[FilterCharge]
+    occupied_epochs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ContributionBudgetState(_message.Message):
+    __slots__ = ("contributions", "total")
+    CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    contributions: int
+    total: int
+    def __init__(self, contributions: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class RegisteredAraSourceState(_message.Message):
+    __slots__ = ("source", "budget")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    source: _events_pb2.AraSource
+    budget: ContributionBudgetState
+    def __init__(self, source: _Optional[_Union[_events_pb2.AraSource, _Mapping]] = ..., budget: _Optional[_Union[ContributionBudgetState, _Mapping]] = ...) -> None: ...
+
+class AraDeviceState(_message.Message):
+    __slots__ = ("sources",)
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[RegisteredAraSourceState]
+    def __init__(self, sources: _Optional[_Iterable[_Union[RegisteredAraSourceState, _Mapping]]] = ...) -> None: ...
+
+class PaaOriginStorage(_message.Message):
+    __slots__ = ("reporting_origin", "campaigns_seen")
+    REPORTING_ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGNS_SEEN_FIELD_NUMBER: _ClassVar[int]
+    reporting_origin: str
+    campaigns_seen: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, reporting_origin: _Optional[str] = ..., campaigns_seen: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PaaWindowBudget(_message.Message):
+    __slots__ = ("reporting_origin", "window", "budget")
+    REPORTING_ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    reporting_origin: str
+    window: int
+    budget: ContributionBudgetState
+    def __init__(self, reporting_origin: _Optional[str] = ..., window: _Optional[int] = ..., budget: _Optional[_Union[ContributionBudgetState, _Mapping]] = ...) -> None: ...
+
+class PaaDeviceState(_message.Message):
+    __slots__ = ("storage", "budgets")
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
+    BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    storage: _containers.RepeatedCompositeFieldContainer[PaaOriginStorage]
+    budgets: _containers.RepeatedCompositeFieldContainer[PaaWindowBudget]
+    def __init__(self, storage: _Optional[_Iterable[_Union[PaaOriginStorage, _Mapping]]] = ..., budgets: _Optional[_Iterable[_Union[PaaWindowBudget, _Mapping]]] = ...) -> None: ...
+
+class RegisteredEventSourceState(_message.Message):
+    __slots__ = ("name", "index", "values", "last_bucket", "sent", "counts", "inactive", "scheduled", "randomized", "fake", "rate")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    LAST_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    INACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    RANDOMIZED_FIELD_NUMBER: _ClassVar[int]
+    FAKE_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    index: int
+    values: _containers.RepeatedScalarFieldContainer[int]
+    last_bucket: _containers.RepeatedScalarFieldContainer[int]
+    sent: int
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    inactive: bool
+    scheduled: _containers.RepeatedScalarFieldContainer[bool]
+    randomized: bool
+    fake: _containers.RepeatedScalarFieldContainer[int]
+    rate: float
+    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., values: _Optional[_Iterable[int]] = ..., last_bucket: _Optional[_Iterable[int]] = ..., sent: _Optional[int] = ..., counts: _Optional[_Iterable[int]] = ..., inactive: bool = ..., scheduled: _Optional[_Iterable[bool]] = ..., randomized: bool = ..., fake: _Optional[_Iterable[int]] = ..., rate: _Optional[float] = ...) -> None: ...
+
+class ScheduledWindow(_message.Message):
+    __slots__ = ("time_micros", "index", "trigger_spec", "window")
+    TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_SPEC_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    time_micros: int
+    index: int
+    trigger_spec: int
+    window: int
+    def __init__(self, time_micros: _Optional[int] = ..., index: _Optional[int] = ..., trigger_spec: _Optional[int] = ..., window: _Optional[int] = ...) -> None: ...
+
+class NamedEventLevelSource(_message.Message):
+    __slots__ = ("name", "source")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    source: _events_pb2.EventLevelSource
+    def __init__(self, name: _Optional[str] = ..., source: _Optional[_Union[_events_pb2.EventLevelSource, _Mapping]] = ...) -> None: ...
+
+class EventLevelDeviceState(_message.Message):
+    __slots__ = ("registered", "sources", "client_sources", "windows", "now_micros")
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    NOW_MICROS_FIELD_NUMBER: _ClassVar[int]
+    registered: int
+    sources: _containers.RepeatedCompositeFieldContainer[NamedEventLevelSource]
+    client_sources: _containers.RepeatedCompositeFieldContainer[RegisteredEventSourceState]
+    windows: _containers.RepeatedCompositeFieldContainer[ScheduledWindow]
+    now_micros: int
+    def __init__(self, registered: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[NamedEventLevelSource, _Mapping]]] = ..., client_sources: _Optional[_Iterable[_Union[RegisteredEventSourceState, _Mapping]]] = ..., windows: _Optional[_Iterable[_Union[ScheduledWindow, _Mapping]]] = ..., now_micros: _Optional[int] = ...) -> None: ...
+
+class ReportRecordState(_message.Message):
+    __slots__ = ("querier_site", "query_key", "conversion_time_micros", "device_id", "conversion_id", "report_id", "histogram", "requested_epsilon", "query_global_sensitivity", "first_epoch", "last_epoch", "charged_units", "dropped_epochs", "bias_weight")
+    QUERIER_SITE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTOGRAM_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    QUERY_GLOBAL_SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
+    FIRST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CHARGED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    BIAS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    querier_site: str
+    query_key: str
+    conversion_time_micros: int
+    device_id: str
+    conversion_id: str
+    report_id: str
+    histogram: _containers.RepeatedScalarFieldContainer[float]
+    requested_epsilon: float
+    query_global_sensitivity: float
+    first_epoch: int
+    last_epoch: int
+    charged_units: int
+    dropped_epochs: int
+    bias_weight: float
+    def __init__(self, querier_site: _Optional[str] = ..., query_key: _Optional[str] = ..., conversion_time_micros: _Optional[int] = ..., device_id: _Optional[str] = ..., conversion_id: _Optional[str] = ..., report_id: _Optional[str] = ..., histogram: _Optional[_Iterable[float]] = ..., requested_epsilon: _Optional[float] = ..., query_global_sensitivity: _Optional[float] = ..., first_epoch: _Optional[int] = ..., last_epoch: _Optional[int] = ..., charged_units: _Optional[int] = ..., dropped_epochs: _Optional[int] = ..., bias_weight: _Optional[float] = ...) -> None: ...
+
+class TimedReport(_message.Message):
+    __slots__ = ("time_micros", "report")
+    TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    time_micros: int
+    report: ReportRecordState
+    def __init__(self, time_micros: _Optional[int] = ..., report: _Optional[_Union[ReportRecordState, _Mapping]] = ...) -> None: ...
+
+class BatchCutterState(_message.Message):
+    __slots__ = ("version", "timer_target", "buffered", "next_index", "pending")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMER_TARGET_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    timer_target: int
+    buffered: _containers.RepeatedCompositeFieldContainer[TimedReport]
+    next_index: int
+    pending: _containers.RepeatedCompositeFieldContainer[ReportRecordState]
+    def __init__(self, version: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[TimedReport, _Mapping]]] = ..., next_index: _Optional[int] = ..., pending: _Optional[_Iterable[_Union[ReportRecordState, _Mapping]]] = ...) -> None: ...
+
+class QueryBatchState(_message.Message):
+    __slots__ = ("querier_site", "query_key", "batch_index", "completed_time_micros", "completed_device_id", "completed_conversion_id", "report_count", "sums", "epsilon", "sensitivity", "epochs", "bias_weight")
+    QUERIER_SITE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    BATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_CONVERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUMS_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    BIAS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    querier_site: str
+    query_key: str
+    batch_index: int
+    completed_time_micros: int
+    completed_device_id: str
+    completed_conversion_id: str
+    report_count: int
+    sums: _containers.RepeatedScalarFieldContainer[float]
+    epsilon: float
+    sensitivity: float
+    epochs: _containers.RepeatedScalarFieldContainer[int]
+    bias_weight: float
+    def __init__(self, querier_site: _Optional[str] = ..., query_key: _Optional[str] = ..., batch_index: _Optional[int] = ..., completed_time_micros: _Optional[int] = ..., completed_device_id: _Optional[str] = ..., completed_conversion_id: _Optional[str] = ..., report_count: _Optional[int] = ..., sums: _Optional[_Iterable[float]] = ..., epsilon: _Optional[float] = ..., sensitivity: _Optional[float] = ..., epochs: _Optional[_Iterable[int]] = ..., bias_weight: _Optional[float] = ...) -> None: ...
+
+class TimedBatch(_message.Message):
+    __slots__ = ("time_micros", "batch")
+    TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    time_micros: int
+    batch: QueryBatchState
+    def __init__(self, time_micros: _Optional[int] = ..., batch: _Optional[_Union[QueryBatchState, _Mapping]] = ...) -> None: ...
+
+class QuerierState(_message.Message):
+    __slots__ = ("version", "timer_target", "buffered", "central", "rows")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMER_TARGET_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    CENTRAL_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    timer_target: int
+    buffered: _containers.RepeatedCompositeFieldContainer[TimedBatch]
+    central: _containers.RepeatedCompositeFieldContainer[FilterCharge]
+    rows: _containers.RepeatedCompositeFieldContainer[_reports_pb2.DeviceEpochBudget]
+    def __init__(self, version: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[TimedBatch, _Mapping]]] = ..., central: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[_reports_pb2.DeviceEpochBudget, _Mapping]]] = ...) -> None: ...
