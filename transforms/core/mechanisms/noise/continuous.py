@@ -29,8 +29,32 @@ def _log1pexp(z: float) -> float:
     return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
 
 
+class _InverseCdfNoise:
+    """What the continuous distributions share: ``quantile``, the inverse CDF on [0, 1] of a scalar or an array
+    (each class gives ``_quantile`` on an array), and sampling through it."""
+
+    def _quantile(self, u: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @overload
+    def quantile(self, u: float) -> float: ...
+    @overload
+    def quantile(self, u: np.ndarray) -> np.ndarray: ...
+    @overload
+    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float: ...
+    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float:
+        """The inverse CDF; a ValueError outside [0, 1]."""
+        u = np.asarray(u, dtype=np.float64)
+        if np.any((u < 0) | (u > 1)):
+            raise ValueError("quantile needs u in [0, 1]")
+        return _scalar_or_array(self._quantile(u))
+
+    def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
+        return self._quantile(source.uniforms(size))
+
+
 @dataclass(frozen=True)
-class TruncatedLaplace:
+class TruncatedLaplace(_InverseCdfNoise):
     """TLap(eps, delta) of k-anonymity note Sec. 4.1 (from Geng et al. 2020): pdf B e^{-eps |x|} on [-A, A].
 
     A = (1/eps) ln(1 + (e^eps - 1) / (2 delta)) and B = eps / (2 (1 - e^{-eps A})).
@@ -85,27 +109,18 @@ class TruncatedLaplace:
         lower = np.clip(np.expm1(self.epsilon * (a - np.minimum(np.abs(x), a))) * math.exp(-self._log_r), 0.0, 0.5)
         return _scalar_or_array(np.where(x < 0, lower, 1.0 - lower))
 
-    @overload
-    def quantile(self, u: float) -> float: ...
-    @overload
-    def quantile(self, u: np.ndarray) -> np.ndarray: ...
-    @overload
-    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float: ...
-    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float:
-        """Inverse CDF on [0, 1]: -A + ln(1 + u r) / eps for u <= 1/2, its mirror A - ln(1 + (1 - u) r) / eps above.
+    def _quantile(self, u: np.ndarray) -> np.ndarray:
+        """-A + ln(1 + u r) / eps for u <= 1/2, its mirror A - ln(1 + (1 - u) r) / eps above.
 
         ln(1 + u r) is computed as log1pexp(ln u + ln r). The result is clipped
         to [-A, A] (the same float ``A``) so no rounding ever leaves the support.
         """
-        u = np.asarray(u, dtype=np.float64)
-        if np.any((u < 0) | (u > 1)):
-            raise ValueError("quantile needs u in [0, 1]")
         a = self.A
         tail = np.minimum(u, 1.0 - u)  # exact: 1 - u is exact for u >= 1/2 (Sterbenz)
         with np.errstate(divide="ignore"):  # ln 0 = -inf maps u = 0 to -A
             from_edge = np.logaddexp(0.0, np.log(tail) + self._log_r) / self.epsilon
         x = np.where(u <= 0.5, from_edge - a, a - from_edge)
-        return _scalar_or_array(np.clip(x, -a, a))
+        return np.clip(x, -a, a)
 
     def sample(self, source: RandomSource, key: tuple | None = None) -> float:
         """One draw: inverse CDF of ``source.keyed_uniform(key)`` if a key is given, else of ``source.uniform()``."""
@@ -114,9 +129,6 @@ class TruncatedLaplace:
         a = self.A
         from_edge = _log1pexp(math.log(min(u, 1.0 - u)) + self._log_r) / self.epsilon
         return min(max(from_edge - a if u <= 0.5 else a - from_edge, -a), a)
-
-    def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
-        return self.quantile(source.uniforms(size))
 
     def sample_keyed_array(self, source: RandomSource, key: tuple, size: int) -> np.ndarray:
         """A block of ``size`` independent draws for ``key``: ``quantile`` of ``source.keyed_uniforms``.
@@ -133,7 +145,7 @@ class TruncatedLaplace:
 
 
 @dataclass(frozen=True)
-class Laplace:
+class Laplace(_InverseCdfNoise):
     """Laplace noise with pdf e^{-|x|/scale} / (2 scale) (Dwork and Roth [1] of k-anonymity note)."""
 
     scale: float
@@ -152,27 +164,15 @@ class Laplace:
         lower = 0.5 * np.exp(-np.abs(x) / self.scale)  # F(-|x|)
         return _scalar_or_array(np.where(x < 0, lower, 1.0 - lower))
 
-    @overload
-    def quantile(self, u: float) -> float: ...
-    @overload
-    def quantile(self, u: np.ndarray) -> np.ndarray: ...
-    @overload
-    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float: ...
-    def quantile(self, u: npt.ArrayLike) -> np.ndarray | float:
+    def _quantile(self, u: np.ndarray) -> np.ndarray:
         """scale ln(2u) for u <= 1/2 and -scale ln(2(1 - u)) above; +-inf at u = 0, 1."""
-        u = np.asarray(u, dtype=np.float64)
-        if np.any((u < 0) | (u > 1)):
-            raise ValueError("quantile needs u in [0, 1]")
         with np.errstate(divide="ignore"):
             from_center = -self.scale * np.log(2 * np.minimum(u, 1.0 - u))
-        return _scalar_or_array(np.where(u <= 0.5, -from_center, from_center))
+        return np.where(u <= 0.5, -from_center, from_center)
 
     def sample(self, source: RandomSource, key: tuple | None = None) -> float:
         u = source.uniform() if key is None else source.keyed_uniform(key)
         return float(self.quantile(u))
-
-    def sample_array(self, source: RandomSource, size: int) -> np.ndarray:
-        return self.quantile(source.uniforms(size))
 
 
 # --------------------------------------------------------------------------------------------
