@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -144,6 +145,17 @@ def _read_back(path: str) -> list[dict]:
     return records
 
 
+def release_job(job: AggregateRun, beam_args: list[str]) -> dict:
+    """The pipeline, writing into the output directory directly: the job judges its input itself, before it charges
+    the budget and releases (``transforms.summary_reports.aggregation.input_failure``); returns (and writes) the
+    summary, which says whether it released."""
+    started = time.monotonic()
+    result = release.run_to_completion(job, beam_args, build, job.output.rstrip("/"), streaming=False)
+    summary = summarise(job, result, time.monotonic() - started)
+    summary["outputs"]["summary"] = common.write_summary(job.output, summary)
+    return summary
+
+
 def run(job: AggregateRun, beam_args: list[str]) -> dict:
     """Runs the job; marks it complete in the ledger when it released; returns (and writes) its summary."""
     files = common.input_files([job.reports], "avro")
@@ -158,8 +170,7 @@ def run(job: AggregateRun, beam_args: list[str]) -> dict:
             raise common.CliError(f"ledger: {error}") from None
     print(f"aggregation: {len(files)} report file(s), mode {job.params.mode}, epsilon {float(job.params.epsilon):g}, "
           f"job id {job.job.job_id}", flush=True)
-    summary = release.execute(job, beam_args, build, summarise, name="aggregate", streaming=False, output=job.output,
-                              max_error_fraction=None)  # judged inside the job, before the budget is charged
+    summary = release_job(job, beam_args)
     if summary["status"] == "ok" and ledger_url is not None:
         with open_ledger(ledger_url, limits) as ledger:
             ledger.complete(job.job.job_id)

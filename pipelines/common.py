@@ -118,9 +118,10 @@ def unknown_argument_message(unknown: list[str], parser: argparse.ArgumentParser
     def normal(option: str) -> str:
         return option.lstrip("-").replace("_", "-").lower()
 
-    by_normal = {normal(option): option for option in reversed(known)}
-    match = by_normal.get(normal(name)) or next(iter(difflib.get_close_matches(normal(name), by_normal, n=1)), None)
-    hint = f" (did you mean {by_normal.get(match, match)}?)" if match else ""
+    by_normal = {normal(option): option for option in reversed(known)}  # the entry point's own win a tie
+    key = normal(name)
+    closest = [key] if key in by_normal else difflib.get_close_matches(key, by_normal, n=1)
+    hint = f" (did you mean {by_normal[closest[0]]}?)" if closest else ""
     return f"unknown option {name}{hint}"
 
 
@@ -221,11 +222,9 @@ def dead_letters_by_reason(output_dir: str) -> dict[str, int]:
 STREAMING_COUNTERS_NOTE = "Beam counters under-report on the streaming DirectRunner; file-based counts are exact."
 
 
-def input_counts(output_dir: str) -> dict:
-    """The summary's input counts, read back from what the run wrote under ``output_dir`` (exact on every runner):
-    input files, records read and parsed (``input_files-*``) and dead letters, in all and per reason."""
-    files = list(output_records(output_dir, INPUT_FILES))
-    dead_by_reason = dead_letters_by_reason(output_dir)
+def input_counts(files: list[dict], dead_by_reason: dict[str, int]) -> dict:
+    """The summary's input counts, from what a run wrote (exact on every runner): its input files' reports
+    (``input_files-*``: records read and parsed) and its dead letters per reason."""
     return {
         "input_files": len(files),
         "read": sum(report["read"] for report in files),

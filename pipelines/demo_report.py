@@ -18,8 +18,6 @@ import os
 import sys
 from collections import defaultdict
 
-import fastavro
-
 from evaluation.html_page import Section, band_chart, bar_chart, line_chart, page
 from pipelines.common import CliError, CliParser, fail, read_records
 from schemas.aggregatable import bucket_from_bytes, decode_payload, parse_shared_info
@@ -46,10 +44,10 @@ def _summary(directory: str) -> dict:
         raise CliError(f"no {path}: run `make demo` first (or give --demo-dir)") from None
 
 
-def _avro(pattern: str):
+def _records(pattern: str):
+    """The records of every file matching ``pattern`` (JSON Lines or Avro, as the jobs write them)."""
     for path in sorted(glob.glob(pattern)):
-        with open(path, "rb") as handle:
-            yield from fastavro.reader(handle)
+        yield from read_records(path)
 
 
 def kanon_section(directory: str) -> Section:
@@ -57,12 +55,11 @@ def kanon_section(directory: str) -> Section:
     summary = _summary(directory)
     changes: dict[int, int] = defaultdict(int)  # step -> change of the number of k-anonymous groups
     state: dict[str, bool] = {}
-    for path in sorted(glob.glob(os.path.join(directory, "verdicts-*"))):
-        for row in sorted(read_records(path), key=lambda r: (r["interest_group"], r["step"])):
-            was = state.get(row["interest_group"], False)
-            if row["k_anonymous"] != was:
-                changes[row["step"]] += 1 if row["k_anonymous"] else -1
-                state[row["interest_group"]] = row["k_anonymous"]
+    for row in sorted(_records(os.path.join(directory, "verdicts-*")), key=lambda r: (r["interest_group"], r["step"])):
+        was = state.get(row["interest_group"], False)
+        if row["k_anonymous"] != was:
+            changes[row["step"]] += 1 if row["k_anonymous"] else -1
+            state[row["interest_group"]] = row["k_anonymous"]
     series, count = [], 0
     for step in sorted(changes):
         count += changes[step]
@@ -111,7 +108,7 @@ def true_sums(reports_pattern: str, filtering_ids: set[int]) -> dict[int, int]:
     """The exact sum per bucket of clear-text reports (each report id once), as the aggregation sums them."""
     sums: dict[int, int] = defaultdict(int)
     seen: set[str] = set()
-    for record in _avro(reports_pattern):
+    for record in _records(reports_pattern):
         report_id = parse_shared_info(record["shared_info"]).report_id
         if report_id in seen:
             continue
@@ -132,7 +129,7 @@ def summary_report_section(directory: str, reports_directory: str, top: int) -> 
                                parameters["l0"])
     half_width = DiscreteLaplace(params.scale).half_width(CONFIDENCE) if parameters["noise"] else 0
     released = {bucket_from_bytes(row["bucket"]): row["metric"]
-                for row in _avro(os.path.join(directory, "summary_report-*.avro"))}
+                for row in _records(os.path.join(directory, "summary_report-*.avro"))}
     truth = true_sums(os.path.join(reports_directory, "reports-*.avro"), set(parameters["filtering_ids"]))
     inside = sum(abs(metric - truth.get(bucket, 0)) <= half_width for bucket, metric in released.items())
     largest = sorted(released.items(), key=lambda item: (-item[1], item[0]))[:top]

@@ -114,7 +114,7 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
     input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
-def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
+def summarise(job: EventLevelJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports and dead letters read back from the
     files, so exact on every runner)."""
     output = job.run.output
@@ -136,7 +136,7 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": guarantee(job.epsilon),
         "counts": {
-            **common.input_counts(output),
+            **input_counts,
             "sources": client_counts.get("sources", 0),
             "randomized_sources": client_counts.get("randomized_sources", 0),
             "reports": reports,

@@ -134,7 +134,7 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
     read.input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
-def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
+def summarise(job: KAnonJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs where exact)."""
     output = job.run.output
     kanon_counts = common.counters(result, KANON_NAMESPACE)
@@ -162,7 +162,7 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": describe(job.draw, job.window_steps),
         "counts": {
-            **common.input_counts(output),
+            **input_counts,
             "groups": kanon_counts.get("groups", 0),
             "verdict_records": records,
             "last_step": last_step,

@@ -163,7 +163,7 @@ def budget_statistics(output: str) -> dict | None:
     return {"device_epochs": count, "average_epsilon": float(total / count), "maximum_epsilon": largest}
 
 
-def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
+def summarise(job: MeasurementJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
     """summary.json: parameters, noise source, guarantee, and counts (read back from the outputs, exact)."""
     output = job.run.output
     measurement_counts = common.counters(result, METRICS_NAMESPACE)
@@ -184,7 +184,7 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float) -> dict:
         },
         "privacy": POLICIES[config.policy].guarantee,
         "counts": {
-            **common.input_counts(output),
+            **input_counts,
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
             "reports": sum(1 for _ in common.output_records(output, OUTPUTS[REPORTS][0]))

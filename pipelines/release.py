@@ -32,9 +32,10 @@ def staging_dir(output: str) -> str:
     return f"{output.rstrip('/')}/.staging-{uuid.uuid4().hex[:12]}"
 
 
-def input_failure(output_dir: str, counts: dict, max_error_fraction: float) -> str | None:
-    """Why the input read into ``output_dir`` fails the run (one line), or None when it does not."""
-    for report in common.output_records(output_dir, INPUT_FILES):
+def input_failure(reports: list[dict], counts: dict, max_error_fraction: float) -> str | None:
+    """Why the input fails the run (one line), or None when it does not: ``reports`` are the input files'
+    ``InputFileReport`` records, ``counts`` the run's input counts (``common.input_counts``)."""
+    for report in reports:
         if report["failure"]:
             return (f"input file {report['path']} is truncated, corrupt or unreadable ({report['failure']} after "
                     f"{report['parsed']} valid records): replace it and run again")
@@ -58,30 +59,29 @@ def publish(staging: str, output: str, *, everything: bool) -> None:
     FileSystems.delete([staging])
 
 
-def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, name: str, streaming: bool,
-            output: str, max_error_fraction: float | None) -> dict:
-    """Build the job's pipeline into a staging directory (``build(pipeline, job, staging)``), run it, judge its
-    input, release or not, and write and return the summary (``summarise(job, result, elapsed seconds)`` for a
-    released run, reading the published outputs; the failure's summary otherwise).
-
-    With ``max_error_fraction`` None the job judges its own input inside the pipeline, before it releases
-    anything (the aggregation job, whose budget must be charged only for a valid input): it writes to ``output``
-    directly and its summary says whether it released."""
-    started = time.monotonic()
-    staging = staging_dir(output) if max_error_fraction is not None else output.rstrip("/")
+def run_to_completion(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool) -> Any:
+    """Build the job's pipeline (``build(pipeline, job, output)``) and run it to completion; Beam's result."""
     pipeline = beam.Pipeline(options=common.pipeline_options(beam_args, streaming=streaming))
-    build(pipeline, job, staging)
+    build(pipeline, job, output)
     result = pipeline.run()
     result.wait_until_finish()
-    if max_error_fraction is None:
-        summary = summarise(job, result, time.monotonic() - started)
-        summary["outputs"]["summary"] = common.write_summary(output, summary)
-        return summary
-    counts = common.input_counts(staging)
-    failure = input_failure(staging, counts, max_error_fraction)
+    return result
+
+
+def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, name: str, streaming: bool,
+            output: str, max_error_fraction: float) -> dict:
+    """Build the job's pipeline into a staging directory, run it, judge its input, release or not, and write and
+    return the summary: ``summarise(job, result, elapsed seconds, input counts)`` for a released run (reading
+    the published outputs), the failure's summary otherwise."""
+    started = time.monotonic()
+    staging = staging_dir(output)
+    result = run_to_completion(job, beam_args, build, staging, streaming=streaming)
+    reports = list(common.output_records(staging, INPUT_FILES))
+    counts = common.input_counts(reports, common.dead_letters_by_reason(staging))
+    failure = input_failure(reports, counts, max_error_fraction)
     publish(staging, output, everything=failure is None)
     if failure is None:
-        summary = {**summarise(job, result, time.monotonic() - started), "status": "ok"}
+        summary = {**summarise(job, result, time.monotonic() - started, counts), "status": "ok"}
     else:
         summary = {
             "pipeline": name,

@@ -170,7 +170,7 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
     input_files | "WriteInputReport" >> WriteInputReport(output)
 
 
-def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
+def summarise(job: ClientJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
     """summary.json: parameters, randomness, guarantee, and counts (reports read back from the files)."""
     output = job.run.output
     client_counts = common.counters(result, METRICS_NAMESPACE)
@@ -199,7 +199,7 @@ def summarise(job: ClientJob, result, elapsed_seconds: float) -> dict:
         "parameters": parameters,
         "privacy": GUARANTEES[job.client_name],
         "counts": {
-            **common.input_counts(output),
+            **input_counts,
             "devices_replayed": client_counts.get("devices_replayed"),
             "reports": reports,
             "null_reports": null_reports,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import aggregate, common, release
+from pipelines import aggregate, common
 from schemas.aggregatable import parse_shared_info
 from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
 from transforms.core.mechanisms.budget_units import epsilon_units
@@ -51,8 +51,7 @@ def _run_without_completing(argv: list[str]) -> dict:
     """The job up to its release, as a driver that dies before ``complete`` leaves it."""
     job, beam_args = aggregate.parse_job(argv)
     common.prepare_output(job.output, aggregate.OUTPUT_PREFIXES)
-    return release.execute(job, beam_args, aggregate.build, aggregate.summarise, name="aggregate", streaming=False,
-                           output=job.output, max_error_fraction=None)
+    return aggregate.release_job(job, beam_args)
 
 
 def test_a_rerun_of_the_same_job_id_writes_the_same_answer_and_charges_once(reports, tmp_path):

@@ -467,9 +467,7 @@ def write_shard_file(path: str, records: list[dict], fmt: str, schema: str) -> N
             fastavro.writer(handle, load_avro_schema(schema), records, sync_marker=marker)
         else:
             handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temporary], [path])
+    FileSystems.rename([temporary], [path])  # replaces a file a failed attempt left (os.rename; copy on GCS)
 
 
 class _ReleaseFn(beam.DoFn):

@@ -154,6 +154,11 @@ def _encode_item(value: str | int) -> bytes:
     return tag + str(len(body)).encode("ascii") + b":" + body
 
 
+def _encode_key(key: tuple) -> bytes:
+    """A key's canonical encoding: its length, then each element (``_encode_item``)."""
+    return _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
+
+
 class SeededSource(RandomSource):
     """Reproducible randomness for simulation and tests (never for released outputs).
 
@@ -180,7 +185,7 @@ class SeededSource(RandomSource):
         return int(self.generator.integers(1, _GRID, dtype=np.int64)) / _GRID
 
     def _key_prefix(self, key: tuple) -> bytes:
-        return self._seed_prefix + _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
+        return self._seed_prefix + _encode_key(key)
 
     def keyed_uniform(self, key: tuple) -> float:
         prefix = self._key_prefix(key)
@@ -301,11 +306,7 @@ class SecretSource(RandomSource):
                 return value
 
     def keyed_child(self, key: tuple) -> SecretSource:
-        child = SecretSource.__new__(SecretSource)
-        label = _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
-        child._key = hashlib.blake2b(label, key=self._key, digest_size=64, person=b"secret_child_v1").digest()
-        child._counter, child._buffer = 0, b""
-        return child
+        return SecretSource(self._key, _encode_key(key))  # the child's own stream, keyed by a PRF of this one's
 
     def keyed_uniform(self, key: tuple) -> float:
         return self.keyed_child(key).uniform()
