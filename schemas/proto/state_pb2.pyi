@@ -44,6 +44,39 @@ class KAnonGroupState(_message.Message):
     reachable: bool
     def __init__(self, version: _Optional[int] = ..., group: _Optional[str] = ..., window_users: _Optional[_Iterable[str]] = ..., window_last_steps: _Optional[_Iterable[int]] = ..., window_now: _Optional[int] = ..., instance: _Optional[_Union[AboveThresholdInstanceState, _Mapping]] = ..., last_step: _Optional[int] = ..., last_verdict: bool = ..., reachable: bool = ...) -> None: ...
 
+class KAnonShardState(_message.Message):
+    __slots__ = ("version", "groups", "final_through")
+    class GroupsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    groups: _containers.ScalarMap[str, bytes]
+    final_through: int
+    def __init__(self, version: _Optional[int] = ..., groups: _Optional[_Mapping[str, bytes]] = ..., final_through: _Optional[int] = ...) -> None: ...
+
+class KAnonPendingJoins(_message.Message):
+    __slots__ = ("version", "step", "groups", "users", "event_time_micros", "source_watermark_micros")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_WATERMARK_MICROS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    step: int
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    event_time_micros: _containers.RepeatedScalarFieldContainer[int]
+    source_watermark_micros: int
+    def __init__(self, version: _Optional[int] = ..., step: _Optional[int] = ..., groups: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., source_watermark_micros: _Optional[int] = ...) -> None: ...
+
 class BufferedEvent(_message.Message):
     __slots__ = ("time_micros", "impression", "conversion", "ara_source", "ara_trigger", "paa_event", "event_level_source", "event_level_trigger")
     TIME_MICROS_FIELD_NUMBER: _ClassVar[int]

@@ -12,16 +12,23 @@ distribution ``event_time_micros`` records each file's latest event time.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
+import uuid
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol, cast
 
 import apache_beam as beam
+import fastavro
+from apache_beam.coders import PickleCoder
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.window import GlobalWindow
 
 from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, format_of, row_to_dict
 from schemas.formats import load_avro_schema
@@ -45,6 +52,19 @@ class InputFileReport(NamedTuple):
     parsed: int
     dead_lettered: int
     failure: str | None
+
+
+class EventBatch(NamedTuple):
+    """The events of one poll of a streaming source (``transforms.core.bus``) as one element, and the source's watermark
+    once they were read: a record later read more than the allowed lateness behind it is dead-lettered at the
+    source, so a stateful step may treat it as a promise that the pipeline's watermark will get there."""
+
+    rows: list
+    watermark_micros: int | None
+
+
+# The watermark of a source's last batch (no rows): the end of its input, after which every step is final.
+END_OF_INPUT_MICROS = GlobalWindow().max_timestamp().micros
 
 
 class InputError(Exception):
@@ -276,6 +296,45 @@ def row_json_line(row: NamedTuple) -> str:
     return json.dumps(row_to_dict(row), sort_keys=False)
 
 
+def write_shard_file(path: str, records: list[dict], fmt: str, schema: str | None) -> None:
+    """One output shard, Avro with ``schema`` or JSON Lines, written whole or not at all: to a temporary file
+    beside it, then renamed (atomic on a local or POSIX file system; a retry that renames over it writes the same
+    bytes when its records are the same, since the Avro sync marker is a function of the path)."""
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    with FileSystems.create(temporary) as handle:
+        if fmt == "avro":
+            assert schema is not None  # WriteRecords: Avro needs a schema
+            marker = hashlib.blake2b(path.rsplit("/", 1)[-1].encode("utf-8"), digest_size=16).digest()
+            fastavro.writer(handle, load_avro_schema(schema), records, sync_marker=marker)
+        else:
+            handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
+    FileSystems.rename([temporary], [path])  # replaces a file a failed attempt left (os.rename; copy on GCS)
+
+
+class _WriteAtDrainFn(beam.DoFn):
+    """The whole of an unbounded output, kept in state and written as ``<prefix>-00000-of-00001.<ext>`` when the
+    watermark reaches the end of time, that is when the run drains. The streaming DirectRunner does not hold this
+    step's watermark back for the timers upstream that fire during the drain (measured: the timer fired again for
+    each of their outputs), so each firing rewrites the file whole with everything received so far, and the
+    last firing leaves all of it."""
+
+    ROWS = BagStateSpec("rows", PickleCoder())
+    DRAINED = TimerSpec("drained", TimeDomain.WATERMARK)
+
+    def __init__(self, prefix: str, fmt: str, schema: str | None) -> None:
+        self._prefix, self._fmt, self._schema = prefix, fmt, schema
+
+    def process(self, element, rows=beam.DoFn.StateParam(ROWS), drained=beam.DoFn.TimerParam(DRAINED)):
+        rows.add(element[1])
+        drained.set(GlobalWindow().max_timestamp())
+
+    @on_timer(DRAINED)
+    def write(self, rows=beam.DoFn.StateParam(ROWS)):
+        path = f"{self._prefix}-00000-of-00001.{self._fmt}"
+        write_shard_file(path, [row_to_dict(row) for row in rows.read()], self._fmt, self._schema)
+        yield path
+
+
 class WriteRecords(beam.PTransform):
     """Writes rows to ``<prefix>-SSSSS-of-NNNNN.<jsonl|avro>`` with the Avro schema ``avro_schema`` for Avro."""
 
@@ -291,6 +350,15 @@ class WriteRecords(beam.PTransform):
         self._num_shards = num_shards
 
     def expand(self, rows):
+        if not rows.is_bounded:
+            # a topic's records never end, and Beam's file sinks write an unbounded PCollection only pane by pane
+            # of processing time: the run's file is written once, when the run drains (its topic outputs are
+            # sent as they are made)
+            return (
+                rows
+                | "OneKey" >> beam.Map(lambda row: (0, row))
+                | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
+            )
         if self._fmt == "jsonl":
             return rows | "ToJson" >> beam.Map(row_json_line) | "WriteJsonl" >> beam.io.WriteToText(
                 self._prefix, file_name_suffix=".jsonl", num_shards=self._num_shards

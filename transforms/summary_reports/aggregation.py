@@ -19,11 +19,9 @@ keyed by (job id, bucket shard).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import pickle
-import uuid
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -33,7 +31,6 @@ import apache_beam as beam
 import fastavro
 import numpy as np
 from apache_beam.io import fileio
-from apache_beam.io.filesystems import FileSystems
 
 from schemas.aggregatable import (
     BUCKET_BYTES,
@@ -45,10 +42,9 @@ from schemas.aggregatable import (
     parse_shared_info,
 )
 from schemas.codecs import FILE_FAILURES, MALFORMED_AVRO
-from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
 from schemas.time_units import SECONDS_PER_DAY
-from transforms.core.io import DEAD_LETTERS
+from transforms.core.io import DEAD_LETTERS, write_shard_file
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.mechanisms.noise import RandomSource, SecretSource
 from transforms.summary_reports.ledger import Ledger, LedgerError, LedgerLimits, open_ledger
@@ -454,20 +450,6 @@ def debug_records(outcomes: Outcomes, fmt: str) -> list[dict]:
     return [{"bucket": minimal_bucket_bytes(bucket) if fmt == "avro" else str(bucket), "unnoised_metric": unnoised,
              "noise": noise, "annotations": [name for name, flag in (("in_domain", d), ("in_reports", r)) if flag]}
             for bucket, unnoised, noise, d, r in rows]
-
-
-def write_shard_file(path: str, records: list[dict], fmt: str, schema: str) -> None:
-    """One output shard, Avro with ``schema`` or JSON Lines, written whole or not at all: to a temporary file
-    beside it, then renamed (atomic on a local or POSIX file system; a retry that renames over it writes the same
-    bytes, since the noise is a function of the job's secret and the Avro sync marker of the path)."""
-    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    with FileSystems.create(temporary) as handle:
-        if fmt == "avro":
-            marker = hashlib.blake2b(path.rsplit("/", 1)[-1].encode("utf-8"), digest_size=16).digest()
-            fastavro.writer(handle, load_avro_schema(schema), records, sync_marker=marker)
-        else:
-            handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
-    FileSystems.rename([temporary], [path])  # replaces a file a failed attempt left (os.rename; copy on GCS)
 
 
 class _ReleaseFn(beam.DoFn):

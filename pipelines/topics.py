@@ -1,0 +1,115 @@
+"""Topic inputs and outputs of a pipeline run (``kafka://``, ``pubsub://``), on the driver's side.
+
+A pipeline's ``build`` calls ``read_topics`` for its topic inputs and ``write_topic`` for a topic output;
+``running`` wraps the run: it installs the SIGINT/SIGTERM handlers that drain a streaming run (the source ends
+its stream, the pipeline finishes what it holds, the sinks flush), and hands the sources to the caller, which
+commits their offsets once the run was judged (``pipelines.release``) and closes them.
+
+The local path (the DirectRunner, the default) reads Kafka through ``transforms.core.bus.kafka_stream``; a run on
+another runner uses Beam's own transforms (``transforms.core.bus.production``).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import signal
+import sys
+import weakref
+from collections.abc import Callable, Iterator
+from operator import attrgetter
+from typing import Any
+
+import apache_beam as beam
+import orjson
+
+from pipelines.common import CliError
+from pipelines.options.run import RunOptions
+from schemas.codecs import EventSpec
+from schemas.rows import DeadLetter
+from transforms.core.bus.endpoints import EndpointError, KafkaTopic, parse_endpoint
+from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, TopicInput
+from transforms.core.bus.progress import ProgressLine
+from transforms.core.bus.sinks import WriteToKafkaTopic
+from transforms.core.io import WriteDeadLetters, WriteInputReport
+
+DEFAULT_MESSAGE_FORMAT = "jsonl"
+_SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamService
+
+
+def kafka_topic(name: str, options: RunOptions, what: str) -> KafkaTopic:
+    """The Kafka topic ``name`` (with ``--kafka-config``); a CliError for anything else."""
+    try:
+        endpoint = parse_endpoint(name, options.kafka_config)
+    except EndpointError as error:
+        raise CliError(str(error)) from None
+    if not isinstance(endpoint, KafkaTopic):
+        raise CliError(f"{what} {name}: Pub/Sub runs on a runner with Pub/Sub support (--runner DataflowRunner, "
+                       "or the DirectRunner with the Pub/Sub emulator); the local streaming path reads kafka://")
+    return endpoint
+
+
+def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipeline_name: str) -> TopicInput:
+    """The ``TopicInput`` ``name`` of a job: the topic ``uri`` of ``spec`` events, in ``--format`` (default
+    jsonl), late after ``--allowed-lateness-seconds``, consumer group ``pm-beam-<pipeline>`` unless named."""
+    return TopicInput(name, kafka_topic(uri, options, f"--{name}"), spec,
+                      options.input_format or DEFAULT_MESSAGE_FORMAT, options.lateness_micros,
+                      f"pm-beam-{pipeline_name}")
+
+
+def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput]) -> dict:
+    """Start the local source of ``inputs`` (one per pipeline) and return its PCollections (``ReadTopics``)."""
+    if pipeline in _SERVICES:
+        raise ValueError("a pipeline reads all its topics through one read_topics call")
+    try:
+        service = KafkaStreamService(inputs, progress=ProgressLine()).start()
+    except ImportError:
+        raise CliError("reading kafka:// needs confluent-kafka: pip install 'privacy-measurement-beam[kafka]'") from None
+    except Exception as error:  # noqa: BLE001 - KafkaException and ValueError: one line for the user
+        raise CliError(f"cannot read the input topics: {error}") from None
+    _SERVICES[pipeline] = service
+    return pipeline | "ReadTopics" >> ReadTopics(service)
+
+
+def write_topic(records, uri: str, options: RunOptions, encode: Callable[[Any], bytes],
+                key_of: Callable[[Any], str], id_of: Callable[[Any], str], label: str):
+    """Send ``records`` to the topic ``uri`` (each with a key and a stable id)."""
+    return records | label >> WriteToKafkaTopic(kafka_topic(uri, options, "--output-topic"), encode, key_of, id_of)
+
+
+def write_diagnostics(dead_letters, input_files, output: str, options: RunOptions) -> None:
+    """Every run's diagnostics: the dead letters (also to ``--dead-letter-topic``) and the input report."""
+    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
+    input_files | "WriteInputReport" >> WriteInputReport(output)
+    if options.dead_letter_topic:
+        write_topic(dead_letters, options.dead_letter_topic, options, lambda letter: orjson.dumps(letter._asdict()),
+                    attrgetter("reason"), _dead_letter_id, "SendDeadLetters")
+
+
+def _dead_letter_id(letter: DeadLetter) -> str:
+    """A dead letter's stable id: where it came from and why (the same record is dead for the same reason)."""
+    return hashlib.blake2b(f"{letter.source}\n{letter.reason}\n{letter.raw}".encode(), digest_size=16).hexdigest()
+
+
+@contextlib.contextmanager
+def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamService | None]:
+    """Around ``pipeline.run()``: SIGINT and SIGTERM drain the run instead of killing it; yields the pipeline's
+    topic source (None without topic inputs) and closes it at the end."""
+    service = _SERVICES.pop(pipeline, None)
+    if service is None:
+        yield None
+        return
+
+    def drain(signum, frame) -> None:
+        print(f"{signal.Signals(signum).name}: draining (finishing what was read, flushing the outputs)",
+              file=sys.stderr, flush=True)
+        service.request_stop()
+
+    previous = {signum: signal.signal(signum, drain) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield service
+        if service.error is not None:
+            raise RuntimeError(f"reading the input topics failed: {service.error}") from service.error
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        service.close()

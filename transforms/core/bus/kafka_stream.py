@@ -1,0 +1,403 @@
+"""Kafka topics as the input of a local streaming run: a consumer that feeds Beam's ``TestStream``.
+
+Why this shape (DESIGN.md, "Streaming on this machine: measured facts"): the DirectRunner's streaming engine
+does not run an unbounded splittable DoFn, and the FnApiRunner runs one but fires event-time timers without a
+real watermark. What runs here with correct event time is a ``TestStream`` in its ``endpoint`` form: the runner
+pulls events (elements, watermark advances) from a TestStreamService over gRPC. ``KafkaStreamService`` is that
+service, in the driver process, and a real consumer of a real broker:
+
+* it reads each input topic with ``confluent-kafka`` (partitions assigned explicitly; offsets from the
+  consumer group's commits, else from ``start``), decodes each message with ``schemas.messages`` into a row or
+  a dead letter, and sends the rows of one poll as **one element** (a tuple of rows) timestamped with their
+  earliest event time: Beam's cost is per element (about 15 thousand elements/s here), so a micro-batch of
+  thousands of events per element is what lets a streaming job keep up with a topic;
+* **event time comes from the record**; each input's watermark is the minimum, over its partitions that are
+  not read to their end, of the latest event time read from the partition (a partition read to its end does
+  not hold the watermark back). The pipelines wait their allowed lateness beyond it before a step is final;
+* a record more than the allowed lateness behind its input's watermark is a dead letter ``late``;
+* **deduplication**: Kafka delivers at least once, so each record's own id (join: group, user and time;
+  device events: device and event id) is remembered for the allowed lateness behind the watermark, and a second
+  copy is a dead letter ``duplicate`` (not an input error). A copy arriving after its id was forgotten is behind
+  the watermark by more than the allowed lateness, hence ``late``: no copy is ever counted twice;
+* at the end (``stop=end`` reached, or ``request_stop`` from a signal) it sends every input's report
+  (records read, parsed, dead-lettered, per topic partition) and closes the stream, which advances every
+  watermark to infinity: the pipeline drains and finishes;
+* offsets are committed by ``commit``, which the driver calls only after the pipeline has finished (every sink
+  flushed) and the run was judged: a crash before that re-reads from the previous commit.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, cast
+
+import apache_beam as beam
+import grpc
+from apache_beam.coders import PickleCoder
+from apache_beam.portability.api import beam_interactive_api_pb2_grpc, beam_runner_api_pb2
+from apache_beam.testing.test_stream import TestStream
+
+from schemas.codecs import EventSpec, row_to_dict
+from schemas.messages import decode_message
+from schemas.rows import DeadLetter
+from schemas.time_units import MICROS_PER_HOUR
+from transforms.core.bus.endpoints import KafkaTopic
+from transforms.core.io import END_OF_INPUT_MICROS, EventBatch, InputFileReport
+
+LATE, DUPLICATE = "late", "duplicate"
+DEAD_LETTERS_TAG, INPUT_FILES_TAG = "dead_letters", "input_files"
+_POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
+_POLL_SECONDS = 0.1
+_HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
+_log = logging.getLogger("pmbeam.bus")
+
+
+def _device_id(field: str) -> Callable[[Any], Hashable]:
+    return attrgetter("device_id", field)
+
+
+# A record's own identity, for deduplication: the id its producer gave it, within its device. A join has no id
+# of its own, and a repeated (group, user, time) is the same join.
+RECORD_IDS: dict[str, Callable[[Any], Hashable]] = {
+    "join_event": attrgetter("interest_group", "user_id", "event_time_micros"),
+    "impression": _device_id("impression_id"),
+    "conversion": _device_id("conversion_id"),
+    "ara_source": _device_id("source_id"),
+    "ara_trigger": _device_id("trigger_id"),
+    "paa_event": _device_id("event_id"),
+    "event_level_source": _device_id("source_id"),
+    "event_level_trigger": _device_id("trigger_id"),
+}
+
+
+class Deduplicator:
+    """The ids seen in the last ``horizon_micros`` of event time behind the watermark, in hour buckets (one set
+    per hour of event time, dropped whole once the hour is beyond the horizon)."""
+
+    def __init__(self, horizon_micros: int) -> None:
+        self._horizon = horizon_micros
+        self._hours: dict[int, set] = {}
+
+    def first(self, key: Hashable, event_time_micros: int) -> bool:
+        """Whether this is the first copy of ``key`` (and remember it)."""
+        hour = event_time_micros // MICROS_PER_HOUR
+        seen = self._hours.get(hour)
+        if seen is None:
+            self._hours[hour] = {key}
+            return True
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    def forget_before(self, watermark_micros: int) -> None:
+        """Drop the hours that end more than the horizon behind ``watermark_micros``."""
+        limit = watermark_micros - self._horizon
+        for hour in [hour for hour in self._hours if (hour + 1) * MICROS_PER_HOUR <= limit]:
+            del self._hours[hour]
+
+    def __len__(self) -> int:
+        return sum(len(seen) for seen in self._hours.values())
+
+
+@dataclass(frozen=True)
+class TopicInput:
+    """One input of a job read from a topic: its ``name`` (the output tag), where, what and how encoded."""
+
+    name: str
+    topic: KafkaTopic
+    spec: EventSpec
+    fmt: str
+    lateness_micros: int
+    group: str  # the consumer group, when the URI does not name one
+
+
+@dataclass
+class _Partition:
+    next_offset: int | None = None  # the offset after the last one read; None before the first message
+    latest_micros: int | None = None  # the latest event time read
+    read: int = 0
+    parsed: int = 0
+    dead: int = 0
+
+
+class KafkaTopicReader:
+    """Reads one ``TopicInput``: decoded rows and dead letters per poll, its watermark, its offsets."""
+
+    def __init__(self, source: TopicInput) -> None:
+        from confluent_kafka import Consumer, TopicPartition  # the kafka extra
+
+        self.source = source
+        topic = source.topic
+        self.group = topic.group or source.group
+        self._consumer = Consumer(topic.client_config(**{
+            "group.id": self.group,
+            "enable.auto.commit": False,  # offsets are committed by commit(), after the outputs are flushed
+            "auto.offset.reset": "latest" if topic.start == "latest" else "earliest",
+            "fetch.wait.max.ms": 50,
+            "queued.min.messages": 200_000,
+            "max.partition.fetch.bytes": 10_485_760,
+            "session.timeout.ms": 6000,
+        }))
+        metadata = self._consumer.list_topics(topic.topic, timeout=15)
+        described = metadata.topics.get(topic.topic)
+        if described is None or described.error is not None or not described.partitions:
+            error = "no such topic" if described is None or described.error is None else described.error.str()
+            raise ValueError(f"cannot read {topic.uri}: {error}")
+        self._partitions = {number: _Partition() for number in sorted(described.partitions)}
+        wanted = [TopicPartition(topic.topic, number) for number in self._partitions]
+        committed = self._consumer.committed(wanted, timeout=15)
+        start = {"earliest": -2, "latest": -1}.get(topic.start)
+        assignment = []
+        for partition in committed:
+            if partition.offset >= 0:
+                self._partitions[partition.partition].next_offset = partition.offset
+                assignment.append(TopicPartition(topic.topic, partition.partition, partition.offset))
+            elif start is None:
+                raise ValueError(f"cannot read {topic.uri}: start=committed, but group {self.group!r} has no "
+                                 f"committed offset for partition {partition.partition}")
+            else:
+                assignment.append(TopicPartition(topic.topic, partition.partition, start))
+        self._consumer.assign(assignment)
+        self._topic_partition = TopicPartition
+        self._dedupe = Deduplicator(source.lateness_micros)
+        self._record_id = RECORD_IDS[source.spec.name]
+        self.watermark_micros: int | None = None
+
+    def poll(self) -> tuple[list, list]:
+        """The rows and dead letters of one poll of the consumer (at most ``_POLL_MESSAGES`` messages)."""
+        source, topic = self.source, self.source.topic
+        rows: list = []
+        dead: list = []
+        watermark = self.watermark_micros
+        late_before = None if watermark is None else watermark - source.lateness_micros
+        for message in self._consumer.consume(_POLL_MESSAGES, timeout=_POLL_SECONDS):
+            error = message.error()
+            if error is not None:
+                if error.fatal():
+                    raise RuntimeError(f"Kafka consumer of {topic.uri} failed: {error.str()}")
+                _log.warning("Kafka consumer of %s: %s", topic.uri, error.str())
+                continue
+            offset = cast(int, message.offset())  # set on every message that is not an error
+            partition = self._partitions[message.partition()]
+            partition.next_offset = offset + 1
+            partition.read += 1
+            value = message.value() or b""
+            where = f"{topic.uri}/{message.partition()}@{offset}"
+            row = decode_message(source.spec, source.fmt, value, where, topic.schema_id)
+            if type(row) is DeadLetter:
+                partition.dead += 1
+                dead.append(row)
+                continue
+            event_time = row.event_time_micros
+            if late_before is not None and event_time < late_before:
+                reason = LATE
+            elif not self._dedupe.first(self._record_id(row), event_time):
+                reason = DUPLICATE
+            else:
+                partition.parsed += 1
+                if partition.latest_micros is None or event_time > partition.latest_micros:
+                    partition.latest_micros = event_time
+                rows.append(row)
+                continue
+            partition.dead += 1
+            dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where))
+        self._advance_watermark()
+        return rows, dead
+
+    def _at_end(self, number: int, partition: _Partition) -> bool:
+        low, high = self._consumer.get_watermark_offsets(self._topic_partition(self.source.topic.topic, number),
+                                                         cached=True)
+        if high < 0:
+            return False  # no fetch answered yet
+        return (partition.next_offset if partition.next_offset is not None else low) >= high
+
+    def _advance_watermark(self) -> None:
+        """The minimum latest event time over the partitions not read to their end (all of them once every
+        partition is at its end); it never moves back."""
+        holding: list[int] = []
+        latest: list[int] = []
+        for number, partition in self._partitions.items():
+            if partition.latest_micros is not None:
+                latest.append(partition.latest_micros)
+            if not self._at_end(number, partition):
+                if partition.latest_micros is None:
+                    return  # unread records and none read yet: the partition's first record may be the earliest
+                holding.append(partition.latest_micros)
+        candidate = min(holding) if holding else max(latest, default=None)
+        if candidate is not None and (self.watermark_micros is None or candidate > self.watermark_micros):
+            self.watermark_micros = candidate
+            self._dedupe.forget_before(candidate)
+
+    def at_end(self) -> bool:
+        """Whether every partition is read to the end its last fetch reported."""
+        return all(self._at_end(number, partition) for number, partition in self._partitions.items())
+
+    def reports(self) -> list[InputFileReport]:
+        """What was read per partition (``InputFileReport``: the path names the topic partition)."""
+        return [
+            InputFileReport(f"{self.source.topic.uri}/{number}", p.read, p.parsed, p.dead, None)
+            for number, p in self._partitions.items()
+        ]
+
+    def counts(self) -> tuple[int, int]:
+        """Records read and dead-lettered so far."""
+        return (sum(p.read for p in self._partitions.values()), sum(p.dead for p in self._partitions.values()))
+
+    def commit(self) -> None:
+        """Commit the offsets read (synchronously), for the next run of the same group to start from."""
+        offsets = [self._topic_partition(self.source.topic.topic, number, p.next_offset)
+                   for number, p in self._partitions.items() if p.next_offset is not None]
+        if offsets:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _row_text(row: Any) -> str:
+    return json.dumps(row_to_dict(row))
+
+
+class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer):
+    """A TestStreamService over the job's ``TopicInput``s: one output tag per input, plus ``dead_letters`` and
+    ``input_files``. Started by ``start`` on 127.0.0.1 and a free port (``endpoint``)."""
+
+    def __init__(self, inputs: list[TopicInput], progress: Callable[[dict], None] | None = None) -> None:
+        self.inputs = inputs
+        self._coder = PickleCoder()
+        self._progress = progress
+        self._stop = threading.Event()
+        self._readers: list[KafkaTopicReader] = []
+        self._server: grpc.Server | None = None
+        self.endpoint = ""
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+
+    @property
+    def tags(self) -> list[str]:
+        return [source.name for source in self.inputs] + [DEAD_LETTERS_TAG, INPUT_FILES_TAG]
+
+    def start(self) -> KafkaStreamService:
+        self._readers = [KafkaTopicReader(source) for source in self.inputs]
+        self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        beam_interactive_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
+        port = self._server.add_insecure_port("127.0.0.1:0")
+        self.endpoint = f"127.0.0.1:{port}"
+        self._server.start()
+        return self
+
+    def request_stop(self) -> None:
+        """End the stream at the next poll: the pipeline drains what it has and finishes."""
+        self._stop.set()
+
+    def commit(self) -> None:
+        for reader in self._readers:
+            reader.commit()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop(0)
+            self._server = None
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
+
+    def _element_event(self, tag: str, value: Any, timestamp_micros: int) -> Any:
+        payload = beam_runner_api_pb2.TestStreamPayload
+        element = payload.TimestampedElement(encoded_element=self._coder.encode(value),
+                                             timestamp=timestamp_micros)
+        return payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
+
+    @staticmethod
+    def _watermark_event(tag: str, micros: int) -> Any:
+        payload = beam_runner_api_pb2.TestStreamPayload
+        return payload.Event(watermark_event=payload.Event.AdvanceWatermark(new_watermark=micros, tag=tag))
+
+    @staticmethod
+    def _heartbeat() -> Any:
+        payload = beam_runner_api_pb2.TestStreamPayload
+        return payload.Event(processing_time_event=payload.Event.AdvanceProcessingTime(advance_duration=0))
+
+    def Events(self, request, context) -> Iterator[Any]:  # noqa: N802 - the gRPC method's name
+        """The stream the runner reads: each poll's rows and dead letters, watermark advances, the reports."""
+        try:
+            yield from self._events()
+        except BaseException as error:  # noqa: BLE001 - handed to the driver, which fails the run with it
+            self.error = error
+            raise
+        finally:
+            self.finished.set()
+
+    def _events(self) -> Iterator[Any]:
+        sent: dict[str, int] = {}
+        last_sent = time.monotonic()
+        stop_at_end = all(source.topic.stop == "end" for source in self.inputs)
+        while not self._stop.is_set():
+            idle = True
+            for reader in self._readers:
+                rows, dead = reader.poll()
+                name = reader.source.name
+                if rows:
+                    idle = False
+                    batch = EventBatch(rows, reader.watermark_micros)
+                    yield self._element_event(name, batch, min(row.event_time_micros for row in rows))
+                if dead:
+                    idle = False
+                    yield self._element_event(DEAD_LETTERS_TAG, dead, reader.watermark_micros or 0)
+                watermark = reader.watermark_micros
+                if watermark is not None and watermark > sent.get(name, -1):
+                    sent[name] = watermark
+                    yield self._watermark_event(name, watermark)
+            if self._progress is not None:
+                self._progress(self.status())
+            if idle:
+                if stop_at_end and all(reader.at_end() for reader in self._readers):
+                    break
+                if time.monotonic() - last_sent > _HEARTBEAT_SECONDS:
+                    last_sent = time.monotonic()
+                    yield self._heartbeat()
+            else:
+                last_sent = time.monotonic()
+        for reader in self._readers:  # the end of every input: a stateful step can finish all it holds at once
+            yield self._element_event(reader.source.name, EventBatch([], END_OF_INPUT_MICROS), reader.watermark_micros or 0)
+        reports = [report for reader in self._readers for report in reader.reports()]
+        yield self._element_event(INPUT_FILES_TAG, reports, 0)
+
+    def status(self) -> dict:
+        """Counts for the progress line: records read, dead letters, the slowest input's watermark and lag."""
+        read = dead = 0
+        watermarks, latest = [], []
+        for reader in self._readers:
+            r, d = reader.counts()
+            read, dead = read + r, dead + d
+            watermarks.append(reader.watermark_micros)
+            latest += [p.latest_micros for p in reader._partitions.values() if p.latest_micros is not None]
+        known = [w for w in watermarks if w is not None]
+        watermark = min(known) if known and len(known) == len(watermarks) else None
+        return {"read": read, "dead_lettered": dead, "watermark_micros": watermark,
+                "lag_micros": None if watermark is None or not latest else max(latest) - watermark}
+
+
+class ReadTopics(beam.PTransform):
+    """The PCollections of a running ``KafkaStreamService``: for each input name, batches of rows (one element
+    per poll, a list of rows); ``dead_letters`` (``DeadLetter``) and ``input_files`` (``InputFileReport``)."""
+
+    def __init__(self, service: KafkaStreamService) -> None:
+        super().__init__()
+        self._service = service
+
+    def expand(self, pbegin):
+        tags = self._service.tags
+        stream = pbegin | "Topics" >> TestStream(coder=PickleCoder(), endpoint=self._service.endpoint,
+                                                 output_tags=set(tags))
+        outputs = {source.name: stream[source.name] for source in self._service.inputs}
+        for tag, kind in ((DEAD_LETTERS_TAG, DeadLetter), (INPUT_FILES_TAG, InputFileReport)):
+            outputs[tag] = stream[tag] | f"Each{kind.__name__}" >> beam.FlatMap(lambda batch: batch).with_output_types(kind)
+        return outputs
