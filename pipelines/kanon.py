@@ -116,7 +116,8 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
     if options.streaming:
         if is_bus(job.input):
             # joins: [JoinEvent, ...] (one list per poll of the topic), event time from the records
-            topic = topics.read_topics(pipeline, [topics.topic_input("joins", job.input, JOIN_EVENT, options, "kanon")])
+            topic = topics.read_topics(pipeline, [topics.topic_input("joins", job.input, JOIN_EVENT, options, "kanon")],
+                                       options)
             joins, read_dead, input_files = topic["joins"], topic[DEAD_LETTERS_TAG], topic[INPUT_FILES_TAG]
         else:
             # read.events: JoinEvent; read.dead_letters: DeadLetter

@@ -25,6 +25,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import common, topics
+from transforms.core.bus.kafka_stream import DUPLICATE
 from transforms.core.io import INPUT_FILES
 
 
@@ -44,7 +45,8 @@ def input_failure(reports: list[dict], counts: dict, max_error_fraction: float) 
         if not counts["read"]:
             return "the input holds no records"
         return f"none of the {counts['read']} records read is valid (see the dead letters)"
-    read, dead = counts["read"], counts["dead_lettered"]
+    # a duplicate is a message an at-least-once bus delivered twice (dropped at the source): not an input error
+    read, dead = counts["read"], counts["dead_lettered"] - counts["dead_lettered_by_reason"].get(DUPLICATE, 0)
     if dead > max_error_fraction * read:
         return (f"{dead} of {read} records are dead letters ({dead / read:.1%}), more than --max-error-fraction "
                 f"{max_error_fraction:g} (see the dead letters)")

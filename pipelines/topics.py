@@ -56,12 +56,12 @@ def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipel
                       f"pm-beam-{pipeline_name}")
 
 
-def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput]) -> dict:
+def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
     """Start the local source of ``inputs`` (one per pipeline) and return its PCollections (``ReadTopics``)."""
     if pipeline in _SERVICES:
         raise ValueError("a pipeline reads all its topics through one read_topics call")
     try:
-        service = KafkaStreamService(inputs, progress=ProgressLine()).start()
+        service = KafkaStreamService(inputs, progress=ProgressLine(options.progress_seconds)).start()
     except ImportError:
         raise CliError("reading kafka:// needs confluent-kafka: pip install 'privacy-measurement-beam[kafka]'") from None
     except Exception as error:  # noqa: BLE001 - KafkaException and ValueError: one line for the user

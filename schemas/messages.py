@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import io
 import struct
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import fastavro
 import orjson
@@ -49,7 +49,8 @@ CONFLUENT_MAGIC = b"\x00"
 def _parsed_schema(avro_name: str) -> tuple[Any, bytes]:
     """The parsed Avro schema of ``schemas/avro/<avro_name>.avsc`` and its single-object header."""
     schema = fastavro.parse_schema(load_avro_schema(avro_name))
-    fingerprint = int(fastavro.schema.fingerprint(cast(str, schema), "CRC-64-AVRO"), 16)  # typed str; takes a parsed one
+    canonical = fastavro.schema.to_parsing_canonical_form(schema)  # the Avro spec's Parsing Canonical Form
+    fingerprint = int(fastavro.schema.fingerprint(canonical, "CRC-64-AVRO"), 16)
     return schema, SINGLE_OBJECT_MAGIC + struct.pack("<Q", fingerprint)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pipelines.common import CliError, add_alias
 from schemas.codecs import FORMATS
-from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, PROBABILITY, SEED
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_REAL, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import KAFKA_SCHEME, EndpointError, is_bus, parse_kafka_config
 from transforms.core.device_state import DEFAULT_SHARDS
@@ -36,6 +36,7 @@ class RunOptions:
     output_topic: str | None = None  # a kafka:// topic that also receives the released records
     dead_letter_topic: str | None = None  # a kafka:// topic that also receives the dead letters
     kafka_config: tuple[tuple[str, str], ...] = ()  # librdkafka properties of --kafka-config
+    progress_seconds: float = 5.0  # at most one progress line this often
 
     @property
     def noise_source(self) -> str:
@@ -94,6 +95,9 @@ def add_run_options(
                         help="also send the released records to this topic (kafka://HOST:PORT/TOPIC), each with a key "
                         "and a stable id (header 'id')")
     parser.add_argument("--dead-letter-topic", metavar="URI", help="also send the dead letters to this topic")
+    parser.add_argument("--progress-seconds", type=POSITIVE_REAL, default=5.0,
+                        help="print a progress line (events read and per second, watermark, dead letters, outputs "
+                        "written) at most this often (default 5)")
     parser.add_argument("--kafka-config", metavar="KEY=VALUE", action="append", default=[],
                         help="a librdkafka property for every kafka:// input and output (security.protocol, "
                         "sasl.mechanism...); repeat it for several; it wins over the URI's query parameters")
@@ -115,4 +119,5 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
             raise CliError(f"{option} takes a kafka://HOST:PORT/TOPIC, got {uri!r}")
     streaming = args.streaming or any(is_bus(name) for name in inputs)
     return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
-                      args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config)
+                      args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config,
+                      args.progress_seconds)

@@ -413,7 +413,7 @@ class KAnonymityVerdicts(beam.PTransform):
         outputs = (
             joins
             # (shard, KAnonPendingJoins bytes): a bundle's joins per shard and step, timestamped with the earliest
-            | "JoinsPerShardAndStep" >> beam.ParDo(_PendingPerBundleFn(self._shards))
+            | "JoinsPerShardAndStep" >> beam.ParDo(_PendingPerBundleFn(self._shards)).with_output_types(tuple[int, bytes])
             # KAnonVerdict, and DeadLetter for every join of a step that was already final
             | "EvaluateFinalSteps" >> beam.ParDo(_StreamingShardFn(self._parameters, self._source, self._lateness))
             .with_outputs(LATE, main="verdicts")

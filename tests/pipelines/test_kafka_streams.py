@@ -1,0 +1,181 @@
+"""Kafka topics in and out, against a real broker (``tests.support.kafka``): the k-anonymity job reads joins from a
+topic and releases the same verdicts as from files, deduplicates what the bus delivers twice, sends its verdicts
+and dead letters to topics with keys and stable ids, commits its offsets only after a released run, and drains on
+SIGTERM; the source dead-letters late records and duplicates by the record's own id."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines import generate, kanon
+from schemas.codecs import JOIN_EVENT, row_to_dict
+from schemas.rows import JoinEvent
+from tests.support.files import read_rows
+from tests.support.kafka import consume_all, fresh_topic, produce
+from transforms.core.bus.endpoints import parse_endpoint
+from transforms.core.bus.kafka_stream import KafkaTopicReader, TopicInput
+
+ROOT = Path(__file__).resolve().parents[2]
+HOUR = 3_600_000_000
+DATASET = ["--groups", "200", "--joins", "12000", "--days", "10", "--seed", "21", "--format", "jsonl", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def joins(tmp_path_factory) -> tuple[Path, list[JoinEvent]]:
+    directory = tmp_path_factory.mktemp("joins")
+    assert generate.main(["kanon", "--output", str(directory), *DATASET]) == 0
+    rows, dead = read_rows(sorted(directory.glob("joins-*")), JOIN_EVENT)
+    assert not dead
+    return directory, rows
+
+
+@pytest.fixture(scope="module")
+def batch_verdicts(joins, tmp_path_factory) -> list[str]:
+    directory, _ = joins
+    output = tmp_path_factory.mktemp("batch")
+    assert kanon.main(["--input", str(directory / "joins-*"), "--output", str(output), "--seed", "3",
+                       "--runner=FnApiRunner"]) == 0
+    return _verdict_lines(output)
+
+
+def _verdict_lines(output: Path) -> list[str]:
+    return sorted(line for path in output.glob("verdicts-*") for line in path.read_text().splitlines())
+
+
+def _messages(rows) -> list[bytes]:
+    return [json.dumps(row_to_dict(row)).encode() for row in rows]
+
+
+def test_joins_from_a_topic_give_the_batch_verdicts_once_each_despite_duplicates(kafka_broker, joins, batch_verdicts,
+                                                                                  tmp_path, capsys):
+    _, rows = joins
+    topic, verdict_topic, dead_topic = fresh_topic("joins"), fresh_topic("verdicts"), fresh_topic("dead")
+    values = _messages(rows)
+    # at-least-once delivery: every 20th message sent twice, right after itself; and three broken messages
+    sent = []
+    for index, value in enumerate(values):
+        sent.append(value)
+        if index % 20 == 0:
+            sent.append(value)
+    sent += [b"{broken", b"[]", json.dumps({**row_to_dict(rows[0]), "user_id": 5}).encode()]
+    produce(kafka_broker.address, topic, sent)
+    output = tmp_path / "out"
+    arguments = ["--input", f"kafka://{kafka_broker.address}/{topic}?stop=end&group=kanon-test", "--output",
+                 str(output), "--seed", "3", "--output-topic", f"kafka://{kafka_broker.address}/{verdict_topic}",
+                 "--dead-letter-topic", f"kafka://{kafka_broker.address}/{dead_topic}"]
+    assert kanon.main(arguments) == 0
+    summary = json.loads((output / "summary.json").read_text())
+    duplicates = len(range(0, len(values), 20))
+    counts = summary["counts"]
+    assert summary["status"] == "ok" and summary["parameters"]["streaming"]
+    assert counts["read"] == len(sent) and counts["parsed"] == len(values)
+    assert counts["dead_lettered_by_reason"] == {"duplicate": duplicates, "malformed_json": 1, "not_an_object": 1,
+                                                 "wrong_type:user_id": 1}
+    # the same verdicts as the batch job on the files, each once
+    assert _verdict_lines(output) == batch_verdicts
+    # and on the output topic: key = the group, header id = group/step, value = the verdict
+    messages = consume_all(kafka_broker.address, verdict_topic, expected=len(batch_verdicts))
+    assert sorted(json.dumps(json.loads(m.value())) for m in messages) == sorted(
+        json.dumps(json.loads(line)) for line in batch_verdicts)
+    for message in messages:
+        verdict = json.loads(message.value())
+        assert message.key().decode() == verdict["interest_group"]
+        assert dict(message.headers())["id"].decode() == f"{verdict['interest_group']}/{verdict['step']}"
+    dead = consume_all(kafka_broker.address, dead_topic, expected=counts["dead_lettered"])
+    assert sorted(json.loads(m.value())["reason"] for m in dead) == sorted(
+        reason for reason, n in counts["dead_lettered_by_reason"].items() for _ in range(n))
+    capsys.readouterr()
+    # the offsets were committed with the released run: the same group finds nothing new, and that run fails
+    assert kanon.main([*arguments[:1], arguments[1], "--output", str(tmp_path / "again"), "--seed", "3"]) == 1
+    assert "no records" in capsys.readouterr().err
+
+
+def _one_partition_topic(address: str, prefix: str) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = fresh_topic(prefix)
+    admin = AdminClient({"bootstrap.servers": address})  # kept until the future is done
+    for future in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]).values():
+        future.result(timeout=30)
+    return topic
+
+
+def _poll_until(reader: KafkaTopicReader, rows_wanted: int, dead_wanted: int) -> tuple[list, list]:
+    rows, dead = [], []
+    deadline = time.monotonic() + 30
+    while (len(rows) < rows_wanted or len(dead) < dead_wanted) and time.monotonic() < deadline:
+        got, lost = reader.poll()
+        rows += got
+        dead += lost
+    return rows, dead
+
+
+def test_the_source_orders_by_event_time_and_dead_letters_late_records_and_duplicates(kafka_broker):
+    topic = _one_partition_topic(kafka_broker.address, "order")
+    source = TopicInput("joins", parse_endpoint(f"kafka://{kafka_broker.address}/{topic}"), JOIN_EVENT, "jsonl",
+                        lateness_micros=HOUR, group="order-test")
+    reader = KafkaTopicReader(source)
+    try:
+        start = 491_000 * HOUR
+        first = [JoinEvent("g", f"u{i}", start + i * HOUR // 4) for i in range(40)]  # 10 hours, in order
+        first[10], first[11] = first[11], first[10]  # out of order within the allowed lateness: accepted
+        produce(kafka_broker.address, topic, _messages(first))
+        rows, dead = _poll_until(reader, len(first), 0)
+        assert sorted(rows, key=lambda join: join.user_id) == sorted(first, key=lambda join: join.user_id) and not dead
+        watermark = reader.watermark_micros
+        assert watermark == max(join.event_time_micros for join in first)  # the latest event time read
+        within = JoinEvent("g", "in-time", watermark - HOUR + 1)  # behind the watermark, within the lateness
+        late = JoinEvent("g", "late", watermark - HOUR - 1)  # more than the allowed lateness behind it
+        produce(kafka_broker.address, topic, _messages([within, late, first[-1], within]))
+        rows, dead = _poll_until(reader, 1, 3)
+        assert rows == [within]
+        assert sorted(letter.reason for letter in dead) == ["duplicate", "duplicate", "late"]
+        assert all(letter.source.startswith(f"kafka://{kafka_broker.address}/{topic}/0@") for letter in dead)
+        assert reader.at_end()
+        [report] = reader.reports()
+        assert (report.read, report.parsed, report.dead_lettered) == (44, 41, 3)
+    finally:
+        reader.close()
+
+
+def test_sigterm_drains_commits_and_exits_0_with_the_verdicts(kafka_broker, joins, batch_verdicts, tmp_path):
+    _, rows = joins
+    topic = fresh_topic("drain")
+    produce(kafka_broker.address, topic, _messages(rows))
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "pipelines.kanon", "--input",
+               f"kafka://{kafka_broker.address}/{topic}?group=drain-test", "--output", str(output), "--seed", "3",
+               "--progress-seconds", "0.5"]
+    job = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        assert job.stdout is not None
+        for line in job.stdout:  # run until every join was read, as the progress line says
+            lines.append(line)
+            if line.startswith("progress:") and f"read {len(rows):,} " in line:
+                break
+        job.send_signal(signal.SIGTERM)
+        rest, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    printed = "".join(lines) + rest
+    assert job.returncode == 0, printed
+    assert "SIGTERM: draining" in printed
+    assert _verdict_lines(output) == batch_verdicts
+    assert json.loads((output / "summary.json").read_text())["counts"]["read"] == len(rows)
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka_broker.address, "group.id": "drain-test"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+        assert sum(max(p.offset, 0) for p in committed) == len(rows)
+    finally:
+        consumer.close()
