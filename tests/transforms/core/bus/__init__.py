@@ -1,0 +1,1 @@
+"""Tests of the event-bus sources and sinks."""
