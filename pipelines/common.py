@@ -22,6 +22,10 @@ from schemas.codecs import format_of
 from transforms.core.io import INPUT_FILES, InputError, require_input
 
 
+class RunFailure(Exception):
+    """A run that could not finish, for a reason outside its input (a broker went away): one line, exit status 1."""
+
+
 class CliError(InputError):
     """A bad option or unreadable input: reported as one line, exit status 2."""
 
@@ -295,6 +299,9 @@ def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_
         summary = run(job, beam_args)
     except InputError as error:
         return fail(error)
+    except RunFailure as error:  # the run could not finish (a topic source or sink failed): nothing was released
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     if summary.get("status", "ok") != "ok":
         print_lines(failure_lines(summary))
         print(f"error: {summary['failure']}", file=sys.stderr)

@@ -27,9 +27,8 @@ from schemas.messages import MessageEncoder
 from schemas.option_values import POSITIVE_INTEGER
 from schemas.time_units import MICROS_PER_HOUR, iso_micros
 from transforms.core.bus.endpoints import is_bus
-from transforms.core.bus.kafka_stream import DEAD_LETTERS_TAG, INPUT_FILES_TAG
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, CountDeadLetters, ReadEvents, WriteRecords
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.core.io import CountDeadLetters, ReadEvents, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.core.mechanisms.time_steps import hour_step
 from transforms.kanon.join_fold import GroupJoinsByGroup
@@ -118,7 +117,7 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
             # joins: [JoinEvent, ...] (one list per poll of the topic), event time from the records
             topic = topics.read_topics(pipeline, [topics.topic_input("joins", job.input, JOIN_EVENT, options, "kanon")],
                                        options)
-            joins, read_dead, input_files = topic["joins"], topic[DEAD_LETTERS_TAG], topic[INPUT_FILES_TAG]
+            joins, read_dead, input_files = topic["joins"], topic[DEAD_LETTERS], topic[INPUT_FILES]
         else:
             # read.events: JoinEvent; read.dead_letters: DeadLetter
             read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format)
@@ -190,7 +189,7 @@ def summarise(job: KAnonJob, result, elapsed_seconds: float, input_counts: dict)
 
 def run(job: KAnonJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    where = job.input if is_bus(job.input) else f"{len(common.input_files([job.input], job.run.input_format))} input file(s)"
+    where = topics.inputs_text([job.input], job.run.input_format)
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     print(f"k-anonymity: {where}, w = {job.window_steps} h, k = {job.k}, emit = {job.emit}", flush=True)
     return release.execute(job, beam_args, build, summarise, name="kanon", streaming=job.run.streaming,

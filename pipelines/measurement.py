@@ -24,13 +24,15 @@ import argparse
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import attrgetter
 
 import apache_beam as beam
 
-from pipelines import common, release
+from pipelines import common, release, topics
 from pipelines.options.measurement import add_measurement_options, measurement_config
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import CONVERSION, IMPRESSION
+from schemas.messages import MessageEncoder
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.measurement import (
     BUDGETS,
@@ -49,8 +51,6 @@ from transforms.core.io import (
     DEAD_LETTERS,
     INPUT_FILES,
     ReadEvents,
-    WriteDeadLetters,
-    WriteInputReport,
     WriteRecords,
     flatten_reads,
 )
@@ -111,7 +111,7 @@ def job_of(args: argparse.Namespace) -> MeasurementJob:
     return MeasurementJob(
         impressions=args.impressions,
         conversions=args.conversions,
-        run=run_options(args),
+        run=run_options(args, (args.impressions, args.conversions)),
         output_format=args.output_format,
         config=measurement_config(args),
         batch_size=args.batch_size,
@@ -125,12 +125,26 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
     options = job.run
     source = make_source(options.seed)
     if options.streaming:
-        # Impression and Conversion rows; parse dead letters
-        impressions = pipeline | "ReadImpressions" >> ReadEvents(job.impressions, IMPRESSION, options.input_format)
-        conversions = pipeline | "ReadConversions" >> ReadEvents(
-            job.conversions, CONVERSION, options.input_format, check=ConversionCheck(job.config)
-        )
-        rows, read_dead, input_files = flatten_reads([impressions, conversions])
+        if topics.all_topics_or_files({"--impressions": job.impressions, "--conversions": job.conversions}):
+            # [Impression | Conversion, ...] per poll of a topic (EventBatch), event time from the records
+            read = topics.read_topics(pipeline, [
+                topics.topic_input("impressions", job.impressions, IMPRESSION, options, "measurement"),
+                topics.topic_input("conversions", job.conversions, CONVERSION, options, "measurement",
+                                   check=ConversionCheck(job.config)),
+            ], options)
+            rows = (
+                (read["impressions"], read["conversions"])
+                | "Polls" >> beam.Flatten()
+                | "EachEvent" >> beam.FlatMap(attrgetter("rows"))
+            )
+            read_dead, input_files = read[DEAD_LETTERS], read[INPUT_FILES]
+        else:
+            # Impression and Conversion rows; parse dead letters
+            impressions = pipeline | "ReadImpressions" >> ReadEvents(job.impressions, IMPRESSION, options.input_format)
+            conversions = pipeline | "ReadConversions" >> ReadEvents(
+                job.conversions, CONVERSION, options.input_format, check=ConversionCheck(job.config)
+            )
+            rows, read_dead, input_files = flatten_reads([impressions, conversions])
         measured = rows | "Measure" >> MeasureStreaming(
             job.config, source, job.batch_size, job.emit_budgets, options.lateness_micros
         )
@@ -147,8 +161,11 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
                 f"{output}/{prefix}", job.output_format, schema, num_shards=options.output_shards
             )
     measured[INCOMPLETE] | "WriteIncomplete" >> WriteRecords(f"{output}/{INCOMPLETE_PREFIX}", "jsonl", num_shards=1)
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
-    input_files | "WriteInputReport" >> WriteInputReport(output)
+    if options.output_topic:
+        encoder = MessageEncoder(job.output_format, OUTPUTS[RESULTS][1])
+        topics.write_topic(measured[RESULTS], options.output_topic, options, encoder.encode, attrgetter("querier_site"),
+                           lambda r: f"{r.querier_site}/{r.query_key}/{r.batch_index}", "SendResults")
+    topics.write_diagnostics(dead_letters, input_files, output, options)
 
 
 def budget_statistics(output: str) -> dict | None:
@@ -210,11 +227,11 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float, input_counts:
 
 def run(job: MeasurementJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = common.input_files([job.impressions, job.conversions], job.run.input_format)
+    where = topics.inputs_text([job.impressions, job.conversions], job.run.input_format)
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
     config = job.config
     print(
-        f"measurement: {len(files)} input file(s), policy {config.policy}, eps_G = {config.capacity_epsilon}, "
+        f"measurement: {where}, policy {config.policy}, eps_G = {config.capacity_epsilon}, "
         f"epochs of {config.clock.length_micros // MICROS_PER_DAY} days, B = {job.batch_size}",
         flush=True,
     )

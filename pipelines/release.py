@@ -25,7 +25,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import common, topics
-from transforms.core.bus.kafka_stream import DUPLICATE
+from transforms.core.bus.kafka_stream import DUPLICATE, StreamIncomplete
 from transforms.core.io import INPUT_FILES
 
 
@@ -72,6 +72,11 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
     with topics.running(pipeline) as source:
         result = pipeline.run()
         result.wait_until_finish()
+        if source is not None:
+            try:
+                source.raise_if_incomplete()  # the runner ends a stream it failed to read as if it had ended
+            except StreamIncomplete as error:
+                raise common.RunFailure(str(error)) from None
         yield result, source
 
 

@@ -22,11 +22,12 @@ from typing import Any
 import apache_beam as beam
 import orjson
 
+from pipelines import common
 from pipelines.common import CliError
 from pipelines.options.run import RunOptions
 from schemas.codecs import EventSpec
 from schemas.rows import DeadLetter
-from transforms.core.bus.endpoints import EndpointError, KafkaTopic, parse_endpoint
+from transforms.core.bus.endpoints import EndpointError, KafkaTopic, is_bus, parse_endpoint
 from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, TopicInput
 from transforms.core.bus.progress import ProgressLine
 from transforms.core.bus.sinks import WriteToKafkaTopic
@@ -48,12 +49,29 @@ def kafka_topic(name: str, options: RunOptions, what: str) -> KafkaTopic:
     return endpoint
 
 
-def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipeline_name: str) -> TopicInput:
+def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipeline_name: str,
+                check: Callable[[Any], str | None] | None = None) -> TopicInput:
     """The ``TopicInput`` ``name`` of a job: the topic ``uri`` of ``spec`` events, in ``--format`` (default
-    jsonl), late after ``--allowed-lateness-seconds``, consumer group ``pm-beam-<pipeline>`` unless named."""
+    jsonl), late after ``--allowed-lateness-seconds``, consumer group ``pm-beam-<pipeline>`` unless named, and
+    the job's ``check`` of each valid row."""
     return TopicInput(name, kafka_topic(uri, options, f"--{name}"), spec,
                       options.input_format or DEFAULT_MESSAGE_FORMAT, options.lateness_micros,
-                      f"pm-beam-{pipeline_name}")
+                      f"pm-beam-{pipeline_name}", check)
+
+
+def inputs_text(names: list[str], input_format: str | None) -> str:
+    """What a run reads, for its first line: the topics, or how many files (checking that they exist)."""
+    if any(is_bus(name) for name in names):
+        return ", ".join(name.split("?", 1)[0] for name in names)
+    return f"{len(common.input_files(names, input_format))} input file(s)"
+
+
+def all_topics_or_files(named: dict[str, str]) -> bool:
+    """Whether a job's inputs (option -> name) are all topics (True) or all files (False); a CliError when mixed."""
+    kinds = {is_bus(name) for name in named.values()}
+    if len(kinds) > 1:
+        raise CliError(f"{', '.join(named)}: read all from topics or all from files, not some of each")
+    return kinds == {True}
 
 
 def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
@@ -107,8 +125,6 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamService | None]:
     previous = {signum: signal.signal(signum, drain) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield service
-        if service.error is not None:
-            raise RuntimeError(f"reading the input topics failed: {service.error}") from service.error
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -179,3 +179,54 @@ def test_sigterm_drains_commits_and_exits_0_with_the_verdicts(kafka_broker, join
         assert sum(max(p.offset, 0) for p in committed) == len(rows)
     finally:
         consumer.close()
+
+
+def test_measurement_from_two_topics_writes_the_batch_outputs(kafka_broker, tmp_path, capsys):
+    from pipelines import measurement
+    from tests.support.measurement_data import random_population, write_jsonl
+
+    impressions, conversions = random_population(seed=11)
+    files = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
+    options = ("--policy", "cookie_monster", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+    assert measurement.main(["--impressions", files[0], "--conversions", files[1], "--output", str(tmp_path / "batch"),
+                             *options]) == 0
+    topics = fresh_topic("impressions"), fresh_topic("conversions")
+    for topic, rows in zip(topics, (impressions, conversions), strict=True):
+        produce(kafka_broker.address, topic, _messages(sorted(rows, key=lambda row: row.event_time_micros)))
+    results = fresh_topic("results")
+    status = measurement.main([
+        "--impressions", f"kafka://{kafka_broker.address}/{topics[0]}?stop=end",
+        "--conversions", f"kafka://{kafka_broker.address}/{topics[1]}?stop=end",
+        "--output", str(tmp_path / "topics"), "--output-topic", f"kafka://{kafka_broker.address}/{results}",
+        *options])
+    assert status == 0, capsys.readouterr()
+    # every device's reports and budgets are the batch job's (the device replay follows event time exactly)
+    for prefix in ("reports", "SENSITIVE_device_epoch_budgets"):
+        assert _lines(tmp_path / "batch", prefix) == _lines(tmp_path / "topics", prefix), prefix
+    # the batches have the batch job's shape; which reports share a batch follows the order in which the local
+    # runner releases them as the watermark advances (the file replay advances it once, at the end)
+    def shape(output: Path) -> list[tuple]:
+        return sorted((r["query_key"], r["batch_index"], r["report_count"])
+                      for r in map(json.loads, _lines(output, "query_results")))
+
+    assert shape(tmp_path / "batch") == shape(tmp_path / "topics") != []
+    expected = _lines(tmp_path / "topics", "query_results")
+    messages = consume_all(kafka_broker.address, results, expected=len(expected))
+    assert sorted(json.dumps(json.loads(m.value()), sort_keys=True) for m in messages) == sorted(
+        json.dumps(json.loads(line), sort_keys=True) for line in expected)
+    for message in messages:
+        result = json.loads(message.value())
+        assert message.key().decode() == result["querier_site"]
+        assert dict(message.headers())["id"].decode() == f"{result['querier_site']}/{result['query_key']}/{result['batch_index']}"
+
+
+def _lines(output: Path, prefix: str) -> list[str]:
+    return sorted(line for path in output.glob(f"{prefix}-*") for line in path.read_text().splitlines() if line.strip())
+
+
+def test_files_and_topics_cannot_be_mixed(kafka_broker, tmp_path, capsys):
+    from pipelines import measurement
+
+    status = measurement.main(["--impressions", f"kafka://{kafka_broker.address}/x", "--conversions",
+                               str(tmp_path / "c.jsonl"), "--output", str(tmp_path / "out")])
+    assert status == 2 and "all from topics or all from files" in capsys.readouterr().err

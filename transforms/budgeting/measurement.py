@@ -27,14 +27,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import TimestampedValue
+from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.rows import Conversion, DeadLetter, DeviceEpochBudget, Impression
@@ -340,6 +342,24 @@ class _DeviceFn(beam.DoFn):
         self._codec.write(state, record)
 
 
+class _ReportsPerBundleFn(beam.DoFn):
+    """Streaming, before the batch cutter's state: a bundle's reports grouped per (querier, query key) with the
+    time each was stamped, so that ``_BatchFn`` reads and writes a key's buffered reports once per bundle rather
+    than once per report (which made the stage quadratic in the reports buffered)."""
+
+    def start_bundle(self) -> None:
+        self._keys: dict[str, list] = {}
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        key, report = element
+        self._keys.setdefault(key, []).append((timestamp.micros, report))
+
+    def finish_bundle(self):
+        for key, reports in self._keys.items():
+            yield WindowedValue((key, tuple(reports)), Timestamp(micros=min(stamp for stamp, _ in reports)),
+                                (GlobalWindow(),))
+
+
 class _BatchFn(beam.DoFn):
     """Streaming: the reports of one (querier, query key) cut into batches of B in report order. The key is
     the JSON text of [querier, query key]: a tuple key's coder is not deterministic enough for timers."""
@@ -372,9 +392,10 @@ class _BatchFn(beam.DoFn):
         flush=beam.DoFn.TimerParam(FLUSH),
         end=beam.DoFn.TimerParam(END),
     ):
-        record = self._record(key, state)  # element: (key, ReportRecord), stamped by the device stage
+        record = self._record(key, state)  # element: (key, ((stamp, ReportRecord), ...)) of one bundle
         end.set(END_OF_INPUT)
-        record.add(timestamp.micros, element[1], flush)
+        for stamp, report in element[1]:
+            record.add(stamp, report, flush)
         self._codec(key).write(state, record)
 
     def _advance(self, record: BatchRecord, until: int | None):
@@ -493,6 +514,7 @@ class MeasureStreaming(beam.PTransform):
             devices[REPORTS]
             | "KeyByQuery" >> beam.Map(lambda report: (json.dumps([report.querier_site, report.query_key]), report))
             | "ShuffleReports" >> beam.Reshuffle()  # see _STAGE_BOUNDARY
+            | "ReportsPerKey" >> beam.ParDo(_ReportsPerBundleFn()).with_output_types(tuple[str, Any])
             | "Batches" >> beam.ParDo(_BatchFn(self._batch_size)).with_outputs(INCOMPLETE, main="batches")
         )
         to_queries = [batched["batches"] | "KeyByQuerier" >> beam.Map(lambda batch: (batch.querier_site, batch))]

@@ -48,12 +48,12 @@ from schemas.messages import decode_message
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.endpoints import KafkaTopic
-from transforms.core.io import END_OF_INPUT_MICROS, EventBatch, InputFileReport
+from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, INPUT_FILES, EventBatch, InputFileReport
 
 LATE, DUPLICATE = "late", "duplicate"
-DEAD_LETTERS_TAG, INPUT_FILES_TAG = "dead_letters", "input_files"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
 _POLL_SECONDS = 0.1
+_MAX_ELEMENT_BYTES = 3 << 20
 _HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
 _log = logging.getLogger("pmbeam.bus")
 
@@ -116,6 +116,7 @@ class TopicInput:
     fmt: str
     lateness_micros: int
     group: str  # the consumer group, when the URI does not name one
+    check: Callable[[Any], str | None] | None = None  # the job's own check of a valid row (as ReadEvents' check)
 
 
 @dataclass
@@ -173,6 +174,7 @@ class KafkaTopicReader:
     def poll(self) -> tuple[list, list]:
         """The rows and dead letters of one poll of the consumer (at most ``_POLL_MESSAGES`` messages)."""
         source, topic = self.source, self.source.topic
+        check = source.check
         rows: list = []
         dead: list = []
         watermark = self.watermark_micros
@@ -198,6 +200,8 @@ class KafkaTopicReader:
             event_time = row.event_time_micros
             if late_before is not None and event_time < late_before:
                 reason = LATE
+            elif check is not None and (reason := check(row)) is not None:
+                pass
             elif not self._dedupe.first(self._record_id(row), event_time):
                 reason = DUPLICATE
             else:
@@ -207,7 +211,7 @@ class KafkaTopicReader:
                 rows.append(row)
                 continue
             partition.dead += 1
-            dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where))
+            dead.append(DeadLetter(raw=_row_text(row), reason=cast(str, reason), source=where))
         self._advance_watermark()
         return rows, dead
 
@@ -265,6 +269,10 @@ def _row_text(row: Any) -> str:
     return json.dumps(row_to_dict(row))
 
 
+class StreamIncomplete(Exception):
+    """The pipeline finished without reading the whole stream (one line for the user)."""
+
+
 class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer):
     """A TestStreamService over the job's ``TopicInput``s: one output tag per input, plus ``dead_letters`` and
     ``input_files``. Started by ``start`` on 127.0.0.1 and a free port (``endpoint``)."""
@@ -277,12 +285,12 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         self._readers: list[KafkaTopicReader] = []
         self._server: grpc.Server | None = None
         self.endpoint = ""
-        self.error: BaseException | None = None
-        self.finished = threading.Event()
+        self.error: str | None = None
+        self.completed = False
 
     @property
     def tags(self) -> list[str]:
-        return [source.name for source in self.inputs] + [DEAD_LETTERS_TAG, INPUT_FILES_TAG]
+        return [source.name for source in self.inputs] + [DEAD_LETTERS, INPUT_FILES]
 
     def start(self) -> KafkaStreamService:
         self._readers = [KafkaTopicReader(source) for source in self.inputs]
@@ -315,6 +323,20 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                                              timestamp=timestamp_micros)
         return payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
 
+    def _batch_events(self, tag: str, rows: list, watermark_micros: int | None) -> Iterator[Any]:
+        """``rows`` as ``EventBatch`` elements of at most ``_MAX_ELEMENT_BYTES`` encoded (the runner's gRPC client
+        takes messages of up to 4 MiB), each timestamped with its earliest event time."""
+        encoded = self._coder.encode(EventBatch(rows, watermark_micros))
+        if len(encoded) > _MAX_ELEMENT_BYTES and len(rows) > 1:
+            half = len(rows) // 2
+            yield from self._batch_events(tag, rows[:half], watermark_micros)
+            yield from self._batch_events(tag, rows[half:], watermark_micros)
+            return
+        payload = beam_runner_api_pb2.TestStreamPayload
+        element = payload.TimestampedElement(encoded_element=encoded,
+                                             timestamp=min(row.event_time_micros for row in rows))
+        yield payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
+
     @staticmethod
     def _watermark_event(tag: str, micros: int) -> Any:
         payload = beam_runner_api_pb2.TestStreamPayload
@@ -329,11 +351,20 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         """The stream the runner reads: each poll's rows and dead letters, watermark advances, the reports."""
         try:
             yield from self._events()
-        except BaseException as error:  # noqa: BLE001 - handed to the driver, which fails the run with it
-            self.error = error
+            self.completed = True
+        except GeneratorExit:  # the runner stopped reading before the end: it failed
+            self.error = "the runner stopped reading the input stream before its end"
             raise
-        finally:
-            self.finished.set()
+        except Exception as error:  # handed to the driver, which fails the run with it
+            self.error = f"{type(error).__name__}: {error}"
+            raise
+
+    def raise_if_incomplete(self) -> None:
+        """After the pipeline finished: a ``StreamIncomplete`` unless the whole stream was sent and read (the
+        DirectRunner ends a TestStream whose service failed as if the stream had ended)."""
+        if not self.completed:
+            raise StreamIncomplete(f"reading the input topics failed: {self.error or 'the stream did not end'}; "
+                                   "nothing was released or committed")
 
     def _events(self) -> Iterator[Any]:
         sent: dict[str, int] = {}
@@ -346,11 +377,10 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 name = reader.source.name
                 if rows:
                     idle = False
-                    batch = EventBatch(rows, reader.watermark_micros)
-                    yield self._element_event(name, batch, min(row.event_time_micros for row in rows))
+                    yield from self._batch_events(name, rows, reader.watermark_micros)
                 if dead:
                     idle = False
-                    yield self._element_event(DEAD_LETTERS_TAG, dead, reader.watermark_micros or 0)
+                    yield self._element_event(DEAD_LETTERS, dead, reader.watermark_micros or 0)
                 watermark = reader.watermark_micros
                 if watermark is not None and watermark > sent.get(name, -1):
                     sent[name] = watermark
@@ -367,8 +397,10 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 last_sent = time.monotonic()
         for reader in self._readers:  # the end of every input: a stateful step can finish all it holds at once
             yield self._element_event(reader.source.name, EventBatch([], END_OF_INPUT_MICROS), reader.watermark_micros or 0)
+        for tag in self.tags:  # the end of the global window, where timers that wait for the end of input fire
+            yield self._watermark_event(tag, END_OF_INPUT_MICROS)
         reports = [report for reader in self._readers for report in reader.reports()]
-        yield self._element_event(INPUT_FILES_TAG, reports, 0)
+        yield self._element_event(INPUT_FILES, reports, 0)
 
     def status(self) -> dict:
         """Counts for the progress line: records read, dead letters, the slowest input's watermark and lag."""
@@ -398,6 +430,6 @@ class ReadTopics(beam.PTransform):
         stream = pbegin | "Topics" >> TestStream(coder=PickleCoder(), endpoint=self._service.endpoint,
                                                  output_tags=set(tags))
         outputs = {source.name: stream[source.name] for source in self._service.inputs}
-        for tag, kind in ((DEAD_LETTERS_TAG, DeadLetter), (INPUT_FILES_TAG, InputFileReport)):
+        for tag, kind in ((DEAD_LETTERS, DeadLetter), (INPUT_FILES, InputFileReport)):
             outputs[tag] = stream[tag] | f"Each{kind.__name__}" >> beam.FlatMap(lambda batch: batch).with_output_types(kind)
         return outputs

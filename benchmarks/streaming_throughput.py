@@ -1,0 +1,251 @@
+"""Sustained throughput of the streaming jobs from a Kafka topic to a Kafka topic on the local runner.
+
+    python benchmarks/streaming_throughput.py [--quick] [--json PATH] [--runs 3] [--data DIR] [--jobs kanon,measurement]
+
+Starts a local broker (tansu, ``pipelines.local_broker``), generates each job's dataset once (cached under
+--data) and produces it to a topic as JSON messages. Then, for each job:
+
+* **throughput**: the whole job (``pipelines.<job>`` with ``kafka://...?stop=end`` inputs and ``--output-topic``)
+  in a fresh process per run, each run with its own consumer group (so it reads the topic from the start) and
+  output topic; events/s = events read / the job's run time (building the pipeline, reading every message,
+  evaluating, producing every output and draining), median of the runs, peak RSS of the job process;
+* **ceiling**: in the same session, the broker's raw rate on the same messages: a plain confluent-kafka
+  consumer reading the topic without decoding (and the producer's rate when the data was sent); the job's
+  ratio to the consumer's rate;
+* **latency** (k-anonymity): the job runs live (``stop=never``, ``--emit all``) while a producer sends the joins
+  in event-time order at half the measured sustained rate; for each hour, the time from the producer sending
+  the first join that makes the hour final (its end plus the allowed lateness: the source's watermark passes it
+  then) to the first verdict of that hour on the output topic; p50 and p95 over the hours.
+
+Datasets: k-anonymity 200,000 joins, 2,000 groups, 30 days; measurement: the Cookie Monster microbenchmark
+(knob1 = 0.1, knob2 = 0.1: 20,000 devices, about 280,000 events), policy cookie_monster. ``--quick``: a tenth of
+each. Never part of the test suite.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness import ROOT, benchmark_parser, cached, runs_of, write_json  # noqa: E402
+
+from pipelines.local_broker import LocalBroker  # noqa: E402
+from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, READERS, format_of, row_to_dict  # noqa: E402
+from schemas.rows import DeadLetter  # noqa: E402
+
+KANON = {"joins": 200_000, "groups": 2_000, "days": 30}
+KANON_QUICK = {"joins": 20_000, "groups": 200, "days": 30}
+MEASUREMENT = {"knob1": 0.1, "knob2": 0.1}
+MEASUREMENT_QUICK = {"knob1": 1.0, "knob2": 0.1}  # a tenth of the devices
+LATENESS_SECONDS = 3600
+HOUR = 3_600_000_000
+
+_JOB_CHILD = """
+import json, resource, sys, time
+module = __import__("pipelines." + sys.argv[1], fromlist=["parse_job", "run"])
+job, beam_args = module.parse_job(sys.argv[2:])
+started = time.perf_counter()
+summary = module.run(job, beam_args)
+elapsed = time.perf_counter() - started
+assert summary["status"] == "ok", summary
+print(json.dumps({"seconds": elapsed, "events": summary["counts"]["parsed"],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _child(arguments: list[str]) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", _JOB_CHILD, *arguments], capture_output=True, text=True, env=env,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark child failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _generate(kind: str, data_dir: str, parameters: dict) -> None:
+    if cached(data_dir, parameters):
+        return
+    print(f"generating the {kind} dataset into {data_dir} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "pipelines.generate", kind, "--output", data_dir, "--seed", "1", "--quiet",
+                    *(f"--{name}={value}" for name, value in parameters.items())], check=True, cwd=ROOT)
+
+
+def _rows(pattern_dir: str, prefix: str, spec) -> list:
+    rows = []
+    for name in sorted(os.listdir(pattern_dir)):
+        if name.startswith(prefix):
+            path = os.path.join(pattern_dir, name)
+            with open(path, "rb") as handle:
+                rows += [row for row in READERS[format_of(path)](spec, handle, path) if type(row) is not DeadLetter]
+    return rows
+
+
+def _produce(address: str, topic: str, values: list[bytes]) -> float:
+    """Send ``values``; the producer's messages per second."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5})
+    started = time.perf_counter()
+    for index, value in enumerate(values):
+        producer.produce(topic, value=value)
+        if index % 20_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    return len(values) / (time.perf_counter() - started)
+
+
+def _consume_rate(address: str, topics: list[str], expected: int) -> float:
+    """A plain consumer reading ``expected`` messages of ``topics`` without decoding them: messages per second,
+    from its first fetch (partitions assigned, no group rebalance) to the last message."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": address, "group.id": f"ceiling-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 50, "queued.min.messages": 200_000})
+    assignment = []
+    for topic in topics:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        assignment += [TopicPartition(topic, number, OFFSET_BEGINNING) for number in partitions]
+    consumer.assign(assignment)
+    count, started = 0, time.perf_counter()
+    deadline = time.monotonic() + 120
+    while count < expected and time.monotonic() < deadline:
+        count += len(consumer.consume(50_000, timeout=0.5))
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return count / elapsed
+
+
+def _messages(rows: list) -> list[bytes]:
+    return [json.dumps(row_to_dict(row)).encode() for row in rows]
+
+
+def _latency(address: str, rows: list, rate: float, data_dir: str) -> dict:
+    """The k-anonymity job live at ``rate`` joins/s: hour -> seconds from the join that made it final being sent
+    to its first verdict on the output topic (p50, p95, hours measured)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    topic, verdicts = f"live-{uuid.uuid4().hex[:8]}", f"live-verdicts-{uuid.uuid4().hex[:8]}"
+    ordered = sorted(rows, key=lambda join: join.event_time_micros)
+    values = _messages(ordered)
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 1})
+    producer.produce(verdicts, value=b"{}")  # create the output topic before anyone reads it
+    producer.produce(topic, value=values[0])
+    producer.flush(30)
+    output = tempfile.mkdtemp(prefix="pm-beam-stream-latency-")
+    job = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.kanon", "--input", f"kafka://{address}/{topic}", "--output", output,
+         "--output-topic", f"kafka://{address}/{verdicts}", "--emit", "all", "--progress-seconds", "1000"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    arrivals: dict[int, float] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        consumer = Consumer({"bootstrap.servers": address, "group.id": f"lat-{uuid.uuid4().hex[:8]}"})
+        partitions = consumer.list_topics(verdicts, timeout=10).topics[verdicts].partitions
+        consumer.assign([TopicPartition(verdicts, number, OFFSET_BEGINNING) for number in partitions])
+        while not stop.is_set():
+            for message in consumer.consume(1000, timeout=0.2):
+                if message.error() is None and message.value() != b"{}":
+                    step = json.loads(message.value())["step"]
+                    arrivals.setdefault(step, time.perf_counter())
+        consumer.close()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    time.sleep(8)  # the job starts and reaches the topic
+    made_final: dict[int, float] = {}  # hour -> when the first join at or after its final time was sent
+    pending_hour = ordered[0].event_time_micros // HOUR
+    started = time.perf_counter()
+    for index, (join, value) in enumerate(zip(ordered, values, strict=True)):
+        due = started + index / rate
+        while (now := time.perf_counter()) < due:
+            time.sleep(min(due - now, 0.01))
+        producer.produce(topic, value=value)
+        producer.poll(0)
+        while (pending_hour + 1) * HOUR + LATENESS_SECONDS * 1_000_000 <= join.event_time_micros:
+            made_final.setdefault(pending_hour, time.perf_counter())
+            pending_hour += 1
+    producer.flush(30)
+    time.sleep(10)
+    job.terminate()
+    job.wait(timeout=120)
+    stop.set()
+    watcher.join()
+    latencies = sorted(arrivals[hour] - sent for hour, sent in made_final.items() if hour in arrivals)
+    if not latencies:
+        return {"hours": 0}
+    return {"hours": len(latencies), "p50_seconds": round(statistics.median(latencies), 3),
+            "p95_seconds": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 3),
+            "rate_events_per_second": round(rate)}
+
+
+def _bench_job(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int) -> dict:
+    results = []
+    for index in range(runs):
+        group, output_topic = f"bench-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
+        inputs = [item for option, topic in topics.items()
+                  for item in (option, f"kafka://{address}/{topic}?stop=end&group={group}")]
+        output = tempfile.mkdtemp(prefix=f"pm-beam-stream-{name}-")
+        results.append(_child([name, *inputs, "--output", output, "--output-topic", f"kafka://{address}/{output_topic}",
+                               "--progress-seconds", "1000", *extra]))
+        assert results[-1]["events"] == events, results[-1]
+        print(f"{name} run {index + 1}/{runs}: {results[-1]['seconds']:.2f} s", flush=True)
+    ceiling = _consume_rate(address, list(topics.values()), events)
+    rate = statistics.median(r["events"] / r["seconds"] for r in results)
+    return {"name": f"streaming_{name}", "runs": runs, "events": events, "events_per_second": round(rate),
+            "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results), 1),
+            "reference_events_per_second": round(ceiling), "ratio": round(rate / ceiling, 3),
+            "seconds": [round(r["seconds"], 3) for r in results]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_parser(__doc__, "a tenth of each dataset, one run each (a smoke test)")
+    parser.add_argument("--jobs", default="kanon,measurement", help="which jobs (default kanon,measurement)")
+    args = parser.parse_args(argv)
+    runs, jobs = runs_of(args), args.jobs.split(",")
+    data_root = args.data or os.path.join(tempfile.gettempdir(), "pm-beam-stream-bench" + ("-quick" if args.quick else ""))
+    results = []
+    with LocalBroker() as broker:
+        print(f"broker (tansu, in memory) at {broker.address}", flush=True)
+        if "kanon" in jobs:
+            data = os.path.join(data_root, "kanon")
+            _generate("kanon", data, KANON_QUICK if args.quick else KANON)
+            rows = _rows(data, "joins-", JOIN_EVENT)
+            topic = f"joins-{uuid.uuid4().hex[:8]}"
+            produced = _produce(broker.address, topic, _messages(rows))
+            result = _bench_job("kanon", broker.address, {"--input": topic}, [], runs, len(rows))
+            result["producer_events_per_second"] = round(produced)
+            result["latency"] = _latency(broker.address, rows, result["events_per_second"] / 2, data)
+            results.append(result)
+        if "measurement" in jobs:
+            data = os.path.join(data_root, "measurement")
+            _generate("microbenchmark", data, MEASUREMENT_QUICK if args.quick else MEASUREMENT)
+            impressions, conversions = _rows(data, "impressions-", IMPRESSION), _rows(data, "conversions-", CONVERSION)
+            topics = {"--impressions": f"impressions-{uuid.uuid4().hex[:8]}",
+                      "--conversions": f"conversions-{uuid.uuid4().hex[:8]}"}
+            produced = _produce(broker.address, topics["--impressions"], _messages(impressions))
+            _produce(broker.address, topics["--conversions"], _messages(conversions))
+            result = _bench_job("measurement", broker.address, topics, ["--policy", "cookie_monster"], runs,
+                                len(impressions) + len(conversions))
+            result["producer_events_per_second"] = round(produced)
+            results.append(result)
+    print(f"{'job':24}{'events/s (median)':>20}{'ceiling/s':>12}{'ratio':>8}{'peak RSS MB':>13}{'p95 latency s':>15}")
+    for result in results:
+        latency = result.get("latency", {}).get("p95_seconds", "-")
+        print(f"{result['name']:24}{result['events_per_second']:>20,}{result['reference_events_per_second']:>12,}"
+              f"{result['ratio']:>8.3f}{result['peak_rss_mb']:>13,.0f}{latency!s:>15}")
+    print("targets: >= 30,000 events/s each, peak RSS <= 1024 MB, p95 latency <= 5 s at half the sustained rate")
+    write_json(args.json, results[0] if len(results) == 1 else {"name": "streaming_throughput", "jobs": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
