@@ -21,32 +21,36 @@ from typing import Any
 
 import apache_beam as beam
 import orjson
+from apache_beam.options.pipeline_options import StandardOptions
 
 from pipelines import common
 from pipelines.common import CliError
 from pipelines.options.run import RunOptions
 from schemas.codecs import EventSpec
 from schemas.rows import DeadLetter
-from transforms.core.bus.endpoints import EndpointError, KafkaTopic, is_bus, parse_endpoint
+from transforms.core.bus.endpoints import Endpoint, EndpointError, KafkaTopic, is_bus, parse_endpoint
 from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, TopicInput
+from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
 from transforms.core.bus.progress import ProgressLine
 from transforms.core.bus.sinks import WriteToKafkaTopic
-from transforms.core.io import WriteDeadLetters, WriteInputReport
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
 _SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamService
 
 
-def kafka_topic(name: str, options: RunOptions, what: str) -> KafkaTopic:
-    """The Kafka topic ``name`` (with ``--kafka-config``); a CliError for anything else."""
+def endpoint_of(name: str, options: RunOptions) -> Endpoint:
+    """The topic or subscription ``name`` (Kafka ones with ``--kafka-config``); a CliError when it is not one."""
     try:
-        endpoint = parse_endpoint(name, options.kafka_config)
+        return parse_endpoint(name, options.kafka_config)
     except EndpointError as error:
         raise CliError(str(error)) from None
-    if not isinstance(endpoint, KafkaTopic):
-        raise CliError(f"{what} {name}: Pub/Sub runs on a runner with Pub/Sub support (--runner DataflowRunner, "
-                       "or the DirectRunner with the Pub/Sub emulator); the local streaming path reads kafka://")
-    return endpoint
+
+
+def is_local(pipeline: beam.Pipeline) -> bool:
+    """Whether the pipeline runs on the local DirectRunner (where kafka:// is read by ``KafkaStreamService``)."""
+    runner = pipeline.options.view_as(StandardOptions).runner
+    return runner is None or str(runner).removesuffix("Runner").lower() in ("direct", "bundlebaseddirect")
 
 
 def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipeline_name: str,
@@ -54,7 +58,7 @@ def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipel
     """The ``TopicInput`` ``name`` of a job: the topic ``uri`` of ``spec`` events, in ``--format`` (default
     jsonl), late after ``--allowed-lateness-seconds``, consumer group ``pm-beam-<pipeline>`` unless named, and
     the job's ``check`` of each valid row."""
-    return TopicInput(name, kafka_topic(uri, options, f"--{name}"), spec,
+    return TopicInput(name, endpoint_of(uri, options), spec,
                       options.input_format or DEFAULT_MESSAGE_FORMAT, options.lateness_micros,
                       f"pm-beam-{pipeline_name}", check)
 
@@ -75,7 +79,45 @@ def all_topics_or_files(named: dict[str, str]) -> bool:
 
 
 def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
-    """Start the local source of ``inputs`` (one per pipeline) and return its PCollections (``ReadTopics``)."""
+    """The PCollections of a job's topic ``inputs``: for each input name, its events (``EventBatch``es on the
+    local path, rows elsewhere), and ``dead_letters`` and ``input_files``. On the local DirectRunner, Kafka
+    topics are read by one ``KafkaStreamService`` per pipeline; on any other runner, or for Pub/Sub, by Beam's
+    own transforms (``transforms.core.bus.production``)."""
+    if is_local(pipeline) and all(isinstance(source.topic, KafkaTopic) for source in inputs):
+        return _read_locally(pipeline, inputs, options)
+    outputs: dict = {}
+    dead = []
+    for source in inputs:
+        try:
+            read = pipeline | f"Read_{source.name}" >> ReadTopicProduction(
+                source.topic, source.spec, source.fmt, source.lateness_micros, source.group, check=source.check,
+                expansion_service=options.expansion_service, timestamp_attribute=options.timestamp_attribute,
+                id_attribute=options.id_attribute)
+        except ImportError as error:
+            raise CliError(f"reading {source.topic.uri} needs the Google Cloud libraries ({error.name}): "
+                           "pip install 'apache-beam[gcp]'") from None
+        except Exception as error:  # noqa: BLE001 - the expansion service's gRPC errors and our own: one line
+            raise CliError(f"cannot read {source.topic.uri}: {_why(error, source.topic, options)}") from None
+        outputs[source.name] = read["rows"]
+        dead.append(read[DEAD_LETTERS])
+    outputs[DEAD_LETTERS] = dead | "TopicDeadLetters" >> beam.Flatten()
+    # an unbounded source has no per-file account: the runner's own metrics cover it
+    outputs[INPUT_FILES] = pipeline | "NoInputFiles" >> beam.Create([]).with_output_types(InputFileReport)
+    return outputs
+
+
+def _why(error: Exception, endpoint: Endpoint, options: RunOptions) -> str:
+    """One line on why building a production topic transform failed (an expansion service that does not answer
+    is a gRPC error whose text spans lines)."""
+    details = getattr(error, "details", None)
+    if callable(details) and isinstance(endpoint, KafkaTopic):
+        return (f"the Kafka expansion service at {options.expansion_service} did not answer ({details()}). "
+                f"{EXPANSION_SERVICE_HINT}")
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
     if pipeline in _SERVICES:
         raise ValueError("a pipeline reads all its topics through one read_topics call")
     try:
@@ -90,8 +132,17 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
 
 def write_topic(records, uri: str, options: RunOptions, encode: Callable[[Any], bytes],
                 key_of: Callable[[Any], str], id_of: Callable[[Any], str], label: str):
-    """Send ``records`` to the topic ``uri`` (each with a key and a stable id)."""
-    return records | label >> WriteToKafkaTopic(kafka_topic(uri, options, "--output-topic"), encode, key_of, id_of)
+    """Send ``records`` to the topic ``uri`` (each with a key and a stable id): on the local runner a Kafka
+    producer (``transforms.core.bus.sinks``), elsewhere Beam's own transforms."""
+    endpoint = endpoint_of(uri, options)
+    if is_local(records.pipeline) and isinstance(endpoint, KafkaTopic):
+        return records | label >> WriteToKafkaTopic(endpoint, encode, key_of, id_of)
+    try:
+        return records | label >> WriteTopicProduction(endpoint, encode, key_of, id_of,
+                                                       expansion_service=options.expansion_service,
+                                                       id_attribute=options.id_attribute)
+    except Exception as error:  # noqa: BLE001 - as for reading
+        raise CliError(f"cannot write {endpoint.uri}: {_why(error, endpoint, options)}") from None
 
 
 def write_diagnostics(dead_letters, input_files, output: str, options: RunOptions) -> None:

@@ -15,7 +15,7 @@ from pipelines.common import CliError, add_alias
 from schemas.codecs import FORMATS
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_REAL, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
-from transforms.core.bus.endpoints import KAFKA_SCHEME, EndpointError, is_bus, parse_kafka_config
+from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
 from transforms.core.device_state import DEFAULT_SHARDS
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
@@ -37,6 +37,9 @@ class RunOptions:
     dead_letter_topic: str | None = None  # a kafka:// topic that also receives the dead letters
     kafka_config: tuple[tuple[str, str], ...] = ()  # librdkafka properties of --kafka-config
     progress_seconds: float = 5.0  # at most one progress line this often
+    expansion_service: str | None = None  # HOST:PORT of a Kafka expansion service (kafka:// on other runners)
+    timestamp_attribute: str | None = None  # pubsub://: the message attribute with the record's event time
+    id_attribute: str | None = None  # pubsub://: the message attribute Pub/Sub deduplicates by
 
     @property
     def noise_source(self) -> str:
@@ -92,12 +95,19 @@ def add_run_options(
     parser.add_argument("--allowed-lateness-seconds", type=NONNEGATIVE_INTEGER, default=lateness_default,
                         help=f"{lateness_help} (default {lateness_default})")
     parser.add_argument("--output-topic", metavar="URI",
-                        help="also send the released records to this topic (kafka://HOST:PORT/TOPIC), each with a key "
-                        "and a stable id (header 'id')")
+                        help="also send the released records to this topic (kafka://HOST:PORT/TOPIC or "
+                        "pubsub://projects/P/topics/T), each with a key and a stable id")
     parser.add_argument("--dead-letter-topic", metavar="URI", help="also send the dead letters to this topic")
     parser.add_argument("--progress-seconds", type=POSITIVE_REAL, default=5.0,
                         help="print a progress line (events read and per second, watermark, dead letters, outputs "
                         "written) at most this often (default 5)")
+    parser.add_argument("--expansion-service", metavar="HOST:PORT",
+                        help="kafka:// on Dataflow, Flink or a portable runner: the Kafka expansion service Beam's "
+                        "Java KafkaIO is built through (java -jar beam-sdks-java-io-expansion-service-2.77.0.jar PORT)")
+    parser.add_argument("--timestamp-attribute", metavar="NAME",
+                        help="pubsub://: the message attribute holding the record's event time")
+    parser.add_argument("--id-attribute", metavar="NAME",
+                        help="pubsub://: the message attribute Pub/Sub deduplicates redelivered messages by")
     parser.add_argument("--kafka-config", metavar="KEY=VALUE", action="append", default=[],
                         help="a librdkafka property for every kafka:// input and output (security.protocol, "
                         "sasl.mechanism...); repeat it for several; it wins over the URI's query parameters")
@@ -115,9 +125,9 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
     except EndpointError as error:
         raise CliError(str(error)) from None
     for option, uri in (("--output-topic", args.output_topic), ("--dead-letter-topic", args.dead_letter_topic)):
-        if uri is not None and not uri.startswith(KAFKA_SCHEME):
-            raise CliError(f"{option} takes a kafka://HOST:PORT/TOPIC, got {uri!r}")
+        if uri is not None and not is_bus(uri):
+            raise CliError(f"{option} takes kafka://HOST:PORT/TOPIC or pubsub://projects/P/topics/T, got {uri!r}")
     streaming = args.streaming or any(is_bus(name) for name in inputs)
     return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
                       args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config,
-                      args.progress_seconds)
+                      args.progress_seconds, args.expansion_service, args.timestamp_attribute, args.id_attribute)

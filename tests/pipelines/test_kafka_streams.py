@@ -230,3 +230,35 @@ def test_files_and_topics_cannot_be_mixed(kafka_broker, tmp_path, capsys):
     status = measurement.main(["--impressions", f"kafka://{kafka_broker.address}/x", "--conversions",
                                str(tmp_path / "c.jsonl"), "--output", str(tmp_path / "out")])
     assert status == 2 and "all from topics or all from files" in capsys.readouterr().err
+
+
+def test_other_runners_build_beams_own_transforms_and_say_what_to_start(tmp_path, capsys):
+    """kafka:// on a portable runner goes through Beam's Java KafkaIO: without an expansion service (none can be
+    downloaded here) the run is a one-line error that says what to start; Pub/Sub builds Beam's native read."""
+    import apache_beam as beam
+
+    base = ["--output", str(tmp_path / "out"), "--runner", "PortableRunner"]
+    assert kanon.main(["--input", "kafka://127.0.0.1:9/joins", *base]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "--expansion-service" in error and "java -jar beam-sdks-java-io-expansion-service" in error
+    assert len(error.splitlines()) == 1
+    from pipelines.local_broker import free_port
+
+    unused = f"127.0.0.1:{free_port()}"
+    assert kanon.main(["--input", "kafka://127.0.0.1:9/joins", *base, "--expansion-service", unused]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"expansion service at {unused} did not answer" in error and len(error.splitlines()) == 1
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import topics
+    from pipelines.options.run import RunOptions
+
+    options = RunOptions(str(tmp_path), None, None, True, 3600, 1, timestamp_attribute="ts", id_attribute="id")
+    pipeline = beam.Pipeline(options=PipelineOptions(["--runner", "PortableRunner", "--streaming"]))
+    read = topics.read_topics(pipeline, [topics.topic_input(
+        "joins", "pubsub://projects/my-project/subscriptions/joins", JOIN_EVENT, options, "kanon")], options)
+    topics.write_topic(read["joins"], "pubsub://projects/my-project/topics/out", options, lambda row: b"",
+                       lambda row: "k", lambda row: "i", "Send")
+    urns = {t.spec.urn for t in pipeline.to_runner_api().components.transforms.values()}
+    assert "beam:transform:pubsub_read:v1" in urns

@@ -47,7 +47,7 @@ from schemas.codecs import EventSpec, row_to_dict
 from schemas.messages import decode_message
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
-from transforms.core.bus.endpoints import KafkaTopic
+from transforms.core.bus.endpoints import Endpoint, KafkaTopic
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, INPUT_FILES, EventBatch, InputFileReport
 
 LATE, DUPLICATE = "late", "duplicate"
@@ -111,7 +111,7 @@ class TopicInput:
     """One input of a job read from a topic: its ``name`` (the output tag), where, what and how encoded."""
 
     name: str
-    topic: KafkaTopic
+    topic: Endpoint  # a KafkaTopic on the local path; Pub/Sub and other runners use Beam's transforms
     spec: EventSpec
     fmt: str
     lateness_micros: int
@@ -135,7 +135,8 @@ class KafkaTopicReader:
         from confluent_kafka import Consumer, TopicPartition  # the kafka extra
 
         self.source = source
-        topic = source.topic
+        topic = cast(KafkaTopic, source.topic)
+        self.topic = topic
         self.group = topic.group or source.group
         self._consumer = Consumer(topic.client_config(**{
             "group.id": self.group,
@@ -173,7 +174,7 @@ class KafkaTopicReader:
 
     def poll(self) -> tuple[list, list]:
         """The rows and dead letters of one poll of the consumer (at most ``_POLL_MESSAGES`` messages)."""
-        source, topic = self.source, self.source.topic
+        source, topic = self.source, self.topic
         check = source.check
         rows: list = []
         dead: list = []
@@ -198,25 +199,26 @@ class KafkaTopicReader:
                 dead.append(row)
                 continue
             event_time = row.event_time_micros
+            reason: str | None = None
             if late_before is not None and event_time < late_before:
                 reason = LATE
-            elif check is not None and (reason := check(row)) is not None:
-                pass
-            elif not self._dedupe.first(self._record_id(row), event_time):
+            elif check is not None:
+                reason = check(row)
+            if reason is None and not self._dedupe.first(self._record_id(row), event_time):
                 reason = DUPLICATE
-            else:
-                partition.parsed += 1
-                if partition.latest_micros is None or event_time > partition.latest_micros:
-                    partition.latest_micros = event_time
-                rows.append(row)
+            if reason is not None:
+                partition.dead += 1
+                dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where))
                 continue
-            partition.dead += 1
-            dead.append(DeadLetter(raw=_row_text(row), reason=cast(str, reason), source=where))
+            partition.parsed += 1
+            if partition.latest_micros is None or event_time > partition.latest_micros:
+                partition.latest_micros = event_time
+            rows.append(row)
         self._advance_watermark()
         return rows, dead
 
     def _at_end(self, number: int, partition: _Partition) -> bool:
-        low, high = self._consumer.get_watermark_offsets(self._topic_partition(self.source.topic.topic, number),
+        low, high = self._consumer.get_watermark_offsets(self._topic_partition(self.topic.topic, number),
                                                          cached=True)
         if high < 0:
             return False  # no fetch answered yet
@@ -256,7 +258,7 @@ class KafkaTopicReader:
 
     def commit(self) -> None:
         """Commit the offsets read (synchronously), for the next run of the same group to start from."""
-        offsets = [self._topic_partition(self.source.topic.topic, number, p.next_offset)
+        offsets = [self._topic_partition(self.topic.topic, number, p.next_offset)
                    for number, p in self._partitions.items() if p.next_offset is not None]
         if offsets:
             self._consumer.commit(offsets=offsets, asynchronous=False)
@@ -369,7 +371,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
     def _events(self) -> Iterator[Any]:
         sent: dict[str, int] = {}
         last_sent = time.monotonic()
-        stop_at_end = all(source.topic.stop == "end" for source in self.inputs)
+        stop_at_end = all(reader.topic.stop == "end" for reader in self._readers)
         while not self._stop.is_set():
             idle = True
             for reader in self._readers:

@@ -1,0 +1,141 @@
+"""Topics on Dataflow, Flink and portable runners: Beam's own Kafka and Pub/Sub transforms, options one to one.
+
+* ``kafka://`` selects ``apache_beam.io.kafka.ReadFromKafka`` / ``WriteToKafka``. They are cross-language
+  transforms (Java KafkaIO): building the pipeline needs a Kafka expansion service (``--expansion-service
+  HOST:PORT``), which is a Java process: ``java -jar beam-sdks-java-io-expansion-service-<beam version>.jar PORT``.
+  Offsets are committed when the runner finalizes a checkpoint (``commit_offset_in_finalize``), that is after the
+  outputs of what was read are durable in the runner's state or sinks. Event time is the record's own (the
+  message's timestamp is only the runner's first estimate).
+* ``pubsub://`` selects ``apache_beam.io.ReadFromPubSub`` / ``WriteToPubSub`` (native on Dataflow, and on the
+  DirectRunner against the emulator): event time from the message attribute ``--timestamp-attribute`` (the
+  producer sets it to the record's event time, RFC 3339 or milliseconds), and ``--id-attribute`` for Pub/Sub's
+  own deduplication of redelivered messages.
+
+Either way each message is decoded by ``schemas.messages`` into a row, timestamped with its event time, or a dead
+letter, and a second copy of a record id within the allowed lateness is dropped (Beam's ``DeduplicatePerKey`` in
+event time), so a redelivered message never counts twice. Written messages carry the record's key (Kafka: the
+message key; Pub/Sub: attribute ``key``) and on Pub/Sub its stable id (attribute ``id``); Beam's ``WriteToKafka``
+takes headers only as schema'd rows, so the ``id`` header is the local path's (``sinks``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.transforms.deduplicate import DeduplicatePerKey
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Duration, Timestamp
+
+from schemas.codecs import EventSpec
+from schemas.messages import decode_message
+from schemas.rows import DeadLetter
+from transforms.core.bus.endpoints import Endpoint, KafkaTopic, PubSubPath
+from transforms.core.bus.kafka_stream import RECORD_IDS
+from transforms.core.io import DEAD_LETTERS
+
+EXPANSION_SERVICE_HINT = (
+    "Beam's Kafka transforms are Java (cross-language): start a Kafka expansion service, for example "
+    "`java -jar beam-sdks-java-io-expansion-service-2.77.0.jar 8097`, and pass --expansion-service localhost:8097"
+)
+
+
+class _DecodeFn(beam.DoFn):
+    """A message's value to its row, timestamped with the record's event time, or a dead letter."""
+
+    def __init__(self, spec: EventSpec, fmt: str, uri: str, check: Callable[[Any], str | None] | None,
+                 schema_id: int | None) -> None:
+        self._spec, self._fmt, self._uri, self._check, self._schema_id = spec, fmt, uri, check, schema_id
+
+    def process(self, value: bytes):
+        row = decode_message(self._spec, self._fmt, value, self._uri, self._schema_id)
+        if type(row) is not DeadLetter and self._check is not None:
+            reason = self._check(row)
+            if reason is not None:
+                row = DeadLetter(raw=value.decode("utf-8", "backslashreplace"), reason=reason, source=self._uri)
+        if type(row) is DeadLetter:
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, row)
+        else:
+            yield TimestampedValue(row, Timestamp(micros=row.event_time_micros))
+
+
+class ReadTopicProduction(beam.PTransform):
+    """A topic or subscription on a production runner: ``{"rows": rows, "dead_letters": DeadLetter}``."""
+
+    def __init__(self, endpoint: Endpoint, spec: EventSpec, fmt: str, lateness_micros: int, group: str, *,
+                 check: Callable[[Any], str | None] | None = None, expansion_service: str | None = None,
+                 timestamp_attribute: str | None = None, id_attribute: str | None = None) -> None:
+        super().__init__()
+        if isinstance(endpoint, KafkaTopic) and not expansion_service:
+            raise ValueError(f"reading {endpoint.uri} on this runner needs --expansion-service: {EXPANSION_SERVICE_HINT}")
+        self._endpoint, self._spec, self._fmt, self._lateness, self._group = endpoint, spec, fmt, lateness_micros, group
+        self._check, self._expansion_service = check, expansion_service
+        self._timestamp_attribute, self._id_attribute = timestamp_attribute, id_attribute
+
+    def expand(self, pbegin):
+        endpoint = self._endpoint
+        if isinstance(endpoint, KafkaTopic):
+            from apache_beam.io.kafka import ReadFromKafka
+
+            config = endpoint.client_config(**{"group.id": endpoint.group or self._group,
+                                               "auto.offset.reset": "latest" if endpoint.start == "latest" else "earliest"})
+            values = (
+                pbegin
+                | "ReadFromKafka" >> ReadFromKafka(consumer_config={k: str(v) for k, v in config.items()},
+                                                   topics=[endpoint.topic], commit_offset_in_finalize=True,
+                                                   timestamp_policy="CreateTime",
+                                                   expansion_service=self._expansion_service)
+                | "Values" >> beam.Map(lambda record: record[1])
+            )
+            schema_id = endpoint.schema_id
+        else:
+            assert isinstance(endpoint, PubSubPath)
+            subscription = endpoint.path if endpoint.is_subscription else None
+            values = pbegin | "ReadFromPubSub" >> beam.io.ReadFromPubSub(
+                topic=None if subscription else endpoint.path, subscription=subscription,
+                id_label=self._id_attribute, timestamp_attribute=self._timestamp_attribute)
+            schema_id = None
+        decoded = values | "Decode" >> beam.ParDo(
+            _DecodeFn(self._spec, self._fmt, endpoint.uri, self._check, schema_id)).with_outputs(DEAD_LETTERS, main="rows")
+        record_id = RECORD_IDS[self._spec.name]
+        rows = (
+            decoded.rows
+            | "ById" >> beam.Map(lambda row: (json.dumps(record_id(row)), row)).with_output_types(tuple[str, Any])
+            | "Deduplicate" >> DeduplicatePerKey(event_time_duration=Duration(micros=max(self._lateness, 1_000_000)))
+            | "Rows" >> beam.Values()
+        )
+        return {"rows": rows, DEAD_LETTERS: decoded[DEAD_LETTERS]}
+
+
+class WriteTopicProduction(beam.PTransform):
+    """Records to a topic on a production runner, each with its key and stable id."""
+
+    def __init__(self, endpoint: Endpoint, encode: Callable[[Any], bytes], key_of: Callable[[Any], str],
+                 id_of: Callable[[Any], str], *, expansion_service: str | None = None,
+                 id_attribute: str | None = None) -> None:
+        super().__init__()
+        if isinstance(endpoint, KafkaTopic) and not expansion_service:
+            raise ValueError(f"writing {endpoint.uri} on this runner needs --expansion-service: {EXPANSION_SERVICE_HINT}")
+        self._endpoint, self._encode, self._key_of, self._id_of = endpoint, encode, key_of, id_of
+        self._expansion_service, self._id_attribute = expansion_service, id_attribute
+
+    def expand(self, records):
+        endpoint, encode, key_of, id_of = self._endpoint, self._encode, self._key_of, self._id_of
+        if isinstance(endpoint, KafkaTopic):
+            from apache_beam.io.kafka import WriteToKafka
+
+            return (
+                records
+                | "KeyAndValue" >> beam.Map(lambda r: (key_of(r).encode(), encode(r))).with_output_types(tuple[bytes, bytes])
+                | "WriteToKafka" >> WriteToKafka(producer_config={"bootstrap.servers": endpoint.brokers,
+                                                                  **dict(endpoint.config)},
+                                                 topic=endpoint.topic, expansion_service=self._expansion_service)
+            )
+        from apache_beam.io import PubsubMessage
+
+        return (
+            records
+            | "Message" >> beam.Map(lambda r: PubsubMessage(encode(r), {"key": key_of(r), "id": id_of(r)}))
+            | "WriteToPubSub" >> beam.io.WriteToPubSub(endpoint.path, with_attributes=True, id_label=self._id_attribute)
+        )
