@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 
-.PHONY: test lint demo protos benchmark results clean
+.PHONY: test lint demo demo-stream protos benchmark results clean
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ demo: $(STAMP)
 		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
 	$(BIN)/python -m pipelines.demo_report --demo-dir $(DEMO_DIR)  # the top buckets, and $(DEMO_DIR)/index.html
 
+# The streaming jobs live on a local Kafka-protocol broker (tansu from a wheel): producers replay joins and
+# measurement events into topics, the k-anonymity and measurement jobs read them, verdicts and query results print
+# as they arrive; everything started is stopped at the end.
+demo-stream: $(STAMP)
+	$(BIN)/python -m pipelines.demo_stream --output $(DEMO_DIR)/stream
+
 # Regenerate schemas/proto/*_pb2.py and their type stubs *_pb2.pyi (read by mypy) from schemas/proto/*.proto (tests
 # fail when they are stale).
 protos: $(STAMP)
@@ -44,12 +50,13 @@ protos: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python -m pipelines.evaluate all --output docs/results --data-dir .eval-data
 
-# Every throughput benchmark of benchmarks/ (about 15 minutes; figures and method in benchmarks/README.md).
+# Every throughput benchmark of benchmarks/ (about 20 minutes; figures and method in benchmarks/README.md).
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/kanon_throughput.py
 	$(BIN)/python benchmarks/measurement_throughput.py
 	$(BIN)/python benchmarks/aggregation_throughput.py
 	$(BIN)/python benchmarks/event_level_throughput.py
+	$(BIN)/python benchmarks/streaming_throughput.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -16,6 +16,8 @@ COMMANDS = {
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "generate": ("pipelines.generate", "synthetic input data"),
     "demo-report": ("pipelines.demo_report", "what `make demo` produced: the top buckets and one static HTML page"),
+    "demo-stream": ("pipelines.demo_stream", "the streaming jobs live on a local Kafka broker (`make demo-stream`)"),
+    "local-broker": ("pipelines.local_broker", "a local Kafka-protocol broker (tansu) in the foreground"),
 }
 
 

@@ -53,6 +53,7 @@ from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, INPUT_FILES, E
 LATE, DUPLICATE = "late", "duplicate"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
 _POLL_SECONDS = 0.1
+_EMIT_SECONDS = 1.0  # a live topic's records are sent to the runner at most this often
 _MAX_ELEMENT_BYTES = 3 << 20
 _HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
 _log = logging.getLogger("pmbeam.bus")
@@ -372,21 +373,22 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         sent: dict[str, int] = {}
         last_sent = time.monotonic()
         stop_at_end = all(reader.topic.stop == "end" for reader in self._readers)
+        held: dict[str, tuple[list, list]] = {reader.source.name: ([], []) for reader in self._readers}
+        held_since = time.monotonic()
         while not self._stop.is_set():
             idle = True
             for reader in self._readers:
-                rows, dead = reader.poll()
-                name = reader.source.name
-                if rows:
-                    idle = False
-                    yield from self._batch_events(name, rows, reader.watermark_micros)
-                if dead:
-                    idle = False
-                    yield self._element_event(DEAD_LETTERS, dead, reader.watermark_micros or 0)
-                watermark = reader.watermark_micros
-                if watermark is not None and watermark > sent.get(name, -1):
-                    sent[name] = watermark
-                    yield self._watermark_event(name, watermark)
+                rows, dead = held[reader.source.name]
+                got, lost = reader.poll()
+                rows += got
+                dead += lost
+                idle = idle and not got and not lost
+            full = any(len(rows) >= _POLL_MESSAGES for rows, _ in held.values())
+            if full or time.monotonic() - held_since >= _EMIT_SECONDS:
+                # one element per input at most every _EMIT_SECONDS while the topic is live (each element costs
+                # the runner a bundle in every step, each final hour a timer firing): bounded overhead per second
+                yield from self._emit(held, sent)
+                held_since = time.monotonic()
             if self._progress is not None:
                 self._progress(self.status())
             if idle:
@@ -397,12 +399,28 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                     yield self._heartbeat()
             else:
                 last_sent = time.monotonic()
+        yield from self._emit(held, sent)
         for reader in self._readers:  # the end of every input: a stateful step can finish all it holds at once
             yield self._element_event(reader.source.name, EventBatch([], END_OF_INPUT_MICROS), reader.watermark_micros or 0)
         for tag in self.tags:  # the end of the global window, where timers that wait for the end of input fire
             yield self._watermark_event(tag, END_OF_INPUT_MICROS)
         reports = [report for reader in self._readers for report in reader.reports()]
         yield self._element_event(INPUT_FILES, reports, 0)
+
+    def _emit(self, held: dict[str, tuple[list, list]], sent: dict[str, int]) -> Iterator[Any]:
+        """What was read since the last emit: each input's rows, the dead letters, then each input's watermark."""
+        for reader in self._readers:
+            name = reader.source.name
+            rows, dead = held[name]
+            if rows:
+                yield from self._batch_events(name, rows, reader.watermark_micros)
+            if dead:
+                yield self._element_event(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
+            held[name] = ([], [])
+            watermark = reader.watermark_micros
+            if watermark is not None and watermark > sent.get(name, -1):
+                sent[name] = watermark
+                yield self._watermark_event(name, watermark)
 
     def status(self) -> dict:
         """Counts for the progress line: records read, dead letters, the slowest input's watermark and lag."""
