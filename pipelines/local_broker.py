@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
@@ -44,6 +46,16 @@ def tansu_binary() -> str:
         raise BrokerUnavailable(f"no local Kafka broker: {error}") from None
 
 
+def _die_with_parent() -> None:
+    """In the broker's process before exec: Linux sends it SIGTERM when the process that started it dies, so a
+    broker never outlives a killed test run or demo (elsewhere this does nothing)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -63,7 +75,8 @@ class LocalBroker:
         url = f"tcp://{self.address}"
         command = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                    "--storage-engine", "memory://tansu/"]
-        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
         deadline = time.monotonic() + _WAIT_SECONDS
         while not self._answers():
             if self._process.poll() is not None or time.monotonic() > deadline:
