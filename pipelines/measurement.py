@@ -50,6 +50,7 @@ from transforms.budgeting.mechanisms.queries import EXECUTED, REJECTED
 from transforms.core.io import (
     DEAD_LETTERS,
     INPUT_FILES,
+    EventBatch,
     ReadEvents,
     WriteRecords,
     flatten_reads,
@@ -135,7 +136,7 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
             rows = (
                 (read["impressions"], read["conversions"])
                 | "Polls" >> beam.Flatten()
-                | "EachEvent" >> beam.FlatMap(attrgetter("rows"))
+                | "EachEvent" >> beam.FlatMap(EventBatch.typed)
             )
             read_dead, input_files = read[DEAD_LETTERS], read[INPUT_FILES]
         else:

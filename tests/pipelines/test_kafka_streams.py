@@ -262,3 +262,58 @@ def test_other_runners_build_beams_own_transforms_and_say_what_to_start(tmp_path
                        lambda row: "k", lambda row: "i", "Send")
     urns = {t.spec.urn for t in pipeline.to_runner_api().components.transforms.values()}
     assert "beam:transform:pubsub_read:v1" in urns
+
+
+def test_a_broker_restart_in_the_middle_of_a_run_loses_nothing_the_broker_kept(joins, tmp_path):
+    """The job keeps running while its broker stops and a new one starts on the same address. tansu keeps its log
+    in memory, so the restarted broker is given the log a durable broker would have kept (the first half again,
+    keyed by group: the same partitions, the same offsets) and then the second half. The consumer reconnects,
+    resumes at its position, reads the second half once, and the verdicts are the batch job's on all the joins."""
+    from pipelines.local_broker import LocalBroker
+
+    _, rows = joins
+    ordered = sorted(rows, key=lambda join: join.event_time_micros)
+    half = len(ordered) // 2
+    first, second = ordered[:half], ordered[half:]
+    directory = tmp_path / "files"
+    directory.mkdir()
+    (directory / "joins.jsonl").write_bytes(b"\n".join(_messages(ordered)) + b"\n")
+    assert kanon.main(["--input", str(directory / "joins.jsonl"), "--output", str(tmp_path / "batch"), "--seed", "3",
+                       "--runner=FnApiRunner"]) == 0
+    broker = LocalBroker().start()
+    job = None
+    def keys(part):
+        return [join.interest_group.encode() for join in part]
+
+    try:
+        produce(broker.address, "joins", _messages(first), keys(first))
+        job = subprocess.Popen([sys.executable, "-m", "pipelines.kanon", "--input", f"kafka://{broker.address}/joins",
+                                "--output", str(tmp_path / "out"), "--seed", "3", "--progress-seconds", "0.5"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert job.stdout is not None
+        _wait_for_progress(job.stdout, len(first))
+        broker.stop()
+        broker = LocalBroker(broker.port).start()  # a new broker, same address
+        produce(broker.address, "joins", _messages(first), keys(first))  # the log a durable broker keeps
+        produce(broker.address, "joins", _messages(second), keys(second))
+        _wait_for_progress(job.stdout, len(rows))
+        job.send_signal(signal.SIGTERM)
+        rest, _ = job.communicate(timeout=120)
+        assert job.returncode == 0, rest
+    finally:
+        if job is not None and job.poll() is None:
+            job.kill()
+        broker.stop()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["counts"]["read"] == len(rows) and summary["counts"]["dead_lettered"] == 0
+    assert _verdict_lines(tmp_path / "out") == _verdict_lines(tmp_path / "batch")
+
+
+def _wait_for_progress(lines, read: int, seconds: float = 90) -> None:
+    """Read the job's output until a progress line says it has read ``read`` records."""
+    deadline = time.monotonic() + seconds
+    for line in lines:
+        if line.startswith("progress:") and f"read {read:,} " in line:
+            return
+        assert time.monotonic() < deadline, f"the job did not read {read} records in {seconds} s"
+    raise AssertionError("the job ended before reading everything")

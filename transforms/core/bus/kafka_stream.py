@@ -272,6 +272,11 @@ def _row_text(row: Any) -> str:
     return json.dumps(row_to_dict(row))
 
 
+def _time_index(row_type: type) -> int:
+    """Where ``event_time_micros`` stands in the rows of ``row_type``."""
+    return cast(Any, row_type)._fields.index("event_time_micros")
+
+
 class StreamIncomplete(Exception):
     """The pipeline finished without reading the whole stream (one line for the user)."""
 
@@ -326,18 +331,26 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                                              timestamp=timestamp_micros)
         return payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
 
-    def _batch_events(self, tag: str, rows: list, watermark_micros: int | None) -> Iterator[Any]:
+    def _batch_events(self, tag: str, rows: list, watermark_micros: int | None, row_type: type) -> Iterator[Any]:
         """``rows`` as ``EventBatch`` elements of at most ``_MAX_ELEMENT_BYTES`` encoded (the runner's gRPC client
-        takes messages of up to 4 MiB), each timestamped with its earliest event time."""
-        encoded = self._coder.encode(EventBatch(rows, watermark_micros))
+        takes messages of up to 4 MiB), each timestamped with its earliest event time: cut by the size of a
+        sample of the rows, and halved again in the rare case a piece is still too large."""
+        sample = rows[:500]
+        per_row = len(self._coder.encode(EventBatch(sample, watermark_micros, row_type))) / len(sample)
+        step = max(1, int(_MAX_ELEMENT_BYTES * 0.8 / per_row))
+        for start in range(0, len(rows), step):
+            yield from self._pieces(tag, rows[start:start + step], watermark_micros, row_type)
+
+    def _pieces(self, tag: str, rows: list, watermark_micros: int | None, row_type: type) -> Iterator[Any]:
+        encoded = self._coder.encode(EventBatch(rows, watermark_micros, row_type))
         if len(encoded) > _MAX_ELEMENT_BYTES and len(rows) > 1:
             half = len(rows) // 2
-            yield from self._batch_events(tag, rows[:half], watermark_micros)
-            yield from self._batch_events(tag, rows[half:], watermark_micros)
+            yield from self._pieces(tag, rows[:half], watermark_micros, row_type)
+            yield from self._pieces(tag, rows[half:], watermark_micros, row_type)
             return
         payload = beam_runner_api_pb2.TestStreamPayload
         element = payload.TimestampedElement(encoded_element=encoded,
-                                             timestamp=min(row.event_time_micros for row in rows))
+                                             timestamp=min(row[_time_index(row_type)] for row in rows))
         yield payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
 
     @staticmethod
@@ -413,7 +426,8 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             name = reader.source.name
             rows, dead = held[name]
             if rows:
-                yield from self._batch_events(name, rows, reader.watermark_micros)
+                yield from self._batch_events(name, [tuple(row) for row in rows], reader.watermark_micros,
+                                              reader.source.spec.row_type)
             if dead:
                 yield self._element_event(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
             held[name] = ([], [])
