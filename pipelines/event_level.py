@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from operator import attrgetter
 
 import apache_beam as beam
 
-from pipelines import common, release
+from pipelines import common, release, topics
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
+from schemas.messages import MessageEncoder
 from schemas.option_values import Real
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, OUTPUT_FORMATS, WriteDeadLetters, WriteInputReport, WriteRecords
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, OUTPUT_FORMATS, WriteRecords
 from transforms.core.mechanisms.noise import make_source
 from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
+from transforms.event_level.mechanisms.devices import SourceCheck
 from transforms.event_level.reports import (
     METRICS_NAMESPACE,
     REPORTS,
@@ -83,7 +87,7 @@ def parse_job(argv: list[str] | None) -> tuple[EventLevelJob, list[str]]:
     job = EventLevelJob(
         sources=args.sources,
         triggers=args.triggers,
-        run=run_options(args),
+        run=run_options(args, (args.sources, args.triggers)),
         epsilon=args.epsilon,
         output_format=args.output_format,
     )
@@ -96,9 +100,17 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
     options = job.run
     source = make_source(options.seed)
     if options.streaming:
-        rows, read_dead, input_files = read_streaming_rows(
-            pipeline, job.sources, job.triggers, job.epsilon, options.input_format
-        )
+        if topics.all_topics_or_files({"--sources": job.sources, "--triggers": job.triggers}):
+            # sources and triggers (event time from the records; sources checked at epsilon); topic dead letters
+            rows, read_dead, input_files = topics.read_topic_rows(pipeline, [
+                topics.topic_input("sources", job.sources, EVENT_LEVEL_SOURCE, options, "event_level",
+                                   check=SourceCheck(job.epsilon)),
+                topics.topic_input("triggers", job.triggers, EVENT_LEVEL_TRIGGER, options, "event_level"),
+            ], options)
+        else:
+            rows, read_dead, input_files = read_streaming_rows(
+                pipeline, job.sources, job.triggers, job.epsilon, options.input_format
+            )
         replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, options.lateness_micros)
         dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
@@ -110,8 +122,16 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
         f"{output}/reports", job.output_format, "event_level_report",
         num_shards=options.output_shards,
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
-    input_files | "WriteInputReport" >> WriteInputReport(output)
+    if options.output_topic:
+        encoder = MessageEncoder(job.output_format, "event_level_report")
+        topics.write_topic(replayed[REPORTS], options.output_topic, options, encoder.encode,
+                           attrgetter("reporting_origin"), _report_id, "SendReports")
+    topics.write_diagnostics(dead_letters, input_files, output, options)
+
+
+def _report_id(report) -> str:
+    """An event-level report's id: its source, window and content (the report carries no id of its own)."""
+    return f"{report.source_id}/{report.window_index}/{report.trigger_data}/{report.summary_bucket}"
 
 
 def summarise(job: EventLevelJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
@@ -150,9 +170,9 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float, input_counts: 
 
 def run(job: EventLevelJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = common.input_files([job.sources, job.triggers], job.run.input_format)
+    where = topics.inputs_text([job.sources, job.triggers], job.run.input_format)
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
-    print(f"event-level reports: {len(files)} input file(s), {ALGORITHM}, epsilon = {job.epsilon:g}", flush=True)
+    print(f"event-level reports: {where}, {ALGORITHM}, epsilon = {job.epsilon:g}", flush=True)
     return release.execute(job, beam_args, build, summarise, name="event_level", streaming=job.run.streaming,
                            output=job.run.output, max_error_fraction=job.run.max_error_fraction)
 

@@ -50,7 +50,6 @@ from transforms.budgeting.mechanisms.queries import EXECUTED, REJECTED
 from transforms.core.io import (
     DEAD_LETTERS,
     INPUT_FILES,
-    EventBatch,
     ReadEvents,
     WriteRecords,
     flatten_reads,
@@ -127,18 +126,12 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
     source = make_source(options.seed)
     if options.streaming:
         if topics.all_topics_or_files({"--impressions": job.impressions, "--conversions": job.conversions}):
-            # [Impression | Conversion, ...] per poll of a topic (EventBatch), event time from the records
-            read = topics.read_topics(pipeline, [
+            # Impression and Conversion rows (event time from the records); dead letters of the topics
+            rows, read_dead, input_files = topics.read_topic_rows(pipeline, [
                 topics.topic_input("impressions", job.impressions, IMPRESSION, options, "measurement"),
                 topics.topic_input("conversions", job.conversions, CONVERSION, options, "measurement",
                                    check=ConversionCheck(job.config)),
             ], options)
-            rows = (
-                (read["impressions"], read["conversions"])
-                | "Polls" >> beam.Flatten()
-                | "EachEvent" >> beam.FlatMap(EventBatch.typed)
-            )
-            read_dead, input_files = read[DEAD_LETTERS], read[INPUT_FILES]
         else:
             # Impression and Conversion rows; parse dead letters
             impressions = pipeline | "ReadImpressions" >> ReadEvents(job.impressions, IMPRESSION, options.input_format)

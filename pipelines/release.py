@@ -68,7 +68,11 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
     and its topic source (``pipelines.topics``; None without topic inputs), closed on exit. The caller commits
     the source's offsets once it has judged the run."""
     pipeline = beam.Pipeline(options=common.pipeline_options(beam_args, streaming=streaming))
-    build(pipeline, job, output)
+    try:
+        build(pipeline, job, output)
+    except BaseException:
+        topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
+        raise
     with topics.running(pipeline) as source:
         result = pipeline.run()
         result.wait_until_finish()

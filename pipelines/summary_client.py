@@ -14,18 +14,19 @@ with ``--public-key``), ``DIR/dead_letters-*.jsonl`` and ``DIR/summary.json``; p
 """
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines import common, release
+from pipelines import common, release, topics
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.aggregatable import decode_payload, read_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
-from schemas.formats import load_avro_schema
+from schemas.messages import avro_single_object
 from schemas.option_values import POSITIVE_INTEGER
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, WriteDeadLetters, WriteInputReport, flatten_reads
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, WriteRecords, flatten_reads
 from transforms.core.mechanisms.noise import make_source
 from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
@@ -134,7 +135,7 @@ def parse_job(argv: list[str] | None) -> tuple[ClientJob, list[str]]:
     job = ClientJob(
         client_name=args.client,
         inputs=inputs,
-        run=run_options(args),
+        run=run_options(args, tuple(item.pattern for item in inputs)),
         limits=ContributionLimits(args.l0, args.l1),
         reach_value=reach_value,
         public_key_file=args.public_key,
@@ -150,11 +151,18 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
     source = make_source(options.seed)
     client = job.client()
     if options.streaming:
-        read = [
-            pipeline | f"Read_{item.spec.name}" >> ReadEvents(item.pattern, item.spec, options.input_format)
-            for item in job.inputs
-        ]
-        rows, read_dead, input_files = flatten_reads(read)
+        if topics.all_topics_or_files({item.spec.name: item.pattern for item in job.inputs}):
+            # the clients' event rows (event time from the records); dead letters of the topics
+            rows, read_dead, input_files = topics.read_topic_rows(pipeline, [
+                topics.topic_input(item.spec.name, item.pattern, item.spec, options, "summary_client")
+                for item in job.inputs
+            ], options)
+        else:
+            read = [
+                pipeline | f"Read_{item.spec.name}" >> ReadEvents(item.pattern, item.spec, options.input_format)
+                for item in job.inputs
+            ]
+            rows, read_dead, input_files = flatten_reads(read)
         replayed = rows | "Clients" >> SummaryReportsStreaming(client, source, job.public_key, options.lateness_micros)
         dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
@@ -162,12 +170,16 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
             client, job.inputs, source, job.public_key, options.input_format, options.shards
         )
         dead_letters, input_files = replayed[DEAD_LETTERS], replayed[INPUT_FILES]
-    replayed[REPORTS] | "WriteReports" >> beam.io.WriteToAvro(
-        f"{output}/reports", schema=load_avro_schema("aggregatable_report"),
-        file_name_suffix=".avro", num_shards=options.output_shards,
+    replayed[REPORTS] | "WriteReports" >> WriteRecords(
+        f"{output}/reports", "avro", "aggregatable_report", num_shards=options.output_shards
     )
-    dead_letters | "WriteDeadLetters" >> WriteDeadLetters(output)
-    input_files | "WriteInputReport" >> WriteInputReport(output)
+    if options.output_topic:
+        # each report as Avro (single-object encoding), keyed by its reporting origin, with its report id
+        topics.write_topic(replayed[REPORTS], options.output_topic, options,
+                           lambda record: avro_single_object("aggregatable_report", record),
+                           lambda record: json.loads(record["shared_info"])["reporting_origin"],
+                           lambda record: json.loads(record["shared_info"])["report_id"], "SendReports")
+    topics.write_diagnostics(dead_letters, input_files, output, options)
 
 
 def summarise(job: ClientJob, result, elapsed_seconds: float, input_counts: dict) -> dict:
@@ -213,9 +225,9 @@ def summarise(job: ClientJob, result, elapsed_seconds: float, input_counts: dict
 
 def run(job: ClientJob, beam_args: list[str]) -> dict:
     """Runs the job to completion and returns (and writes) its summary."""
-    files = common.input_files([item.pattern for item in job.inputs], job.run.input_format)
+    where = topics.inputs_text([item.pattern for item in job.inputs], job.run.input_format)
     common.prepare_output(job.run.output, OUTPUT_PREFIXES)
-    print(f"summary client {job.client_name}: {len(files)} input file(s), {ALGORITHMS[job.client_name]}, "
+    print(f"summary client {job.client_name}: {where}, {ALGORITHMS[job.client_name]}, "
           f"L0 = {job.limits.l0}, L1 = {job.limits.l1}", flush=True)
     return release.execute(job, beam_args, build, summarise, name="summary_client", streaming=job.run.streaming,
                            output=job.run.output, max_error_fraction=job.run.max_error_fraction)

@@ -33,7 +33,7 @@ from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, Top
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
 from transforms.core.bus.progress import ProgressLine
 from transforms.core.bus.sinks import WriteToKafkaTopic
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, EventBatch, InputFileReport, WriteDeadLetters, WriteInputReport
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
 _SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamService
@@ -83,7 +83,7 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
     local path, rows elsewhere), and ``dead_letters`` and ``input_files``. On the local DirectRunner, Kafka
     topics are read by one ``KafkaStreamService`` per pipeline; on any other runner, or for Pub/Sub, by Beam's
     own transforms (``transforms.core.bus.production``)."""
-    if is_local(pipeline) and all(isinstance(source.topic, KafkaTopic) for source in inputs):
+    if _reads_locally(pipeline, inputs):
         return _read_locally(pipeline, inputs, options)
     outputs: dict = {}
     dead = []
@@ -104,6 +104,20 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
     # an unbounded source has no per-file account: the runner's own metrics cover it
     outputs[INPUT_FILES] = pipeline | "NoInputFiles" >> beam.Create([]).with_output_types(InputFileReport)
     return outputs
+
+
+def read_topic_rows(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> tuple:
+    """The rows of every input of ``inputs`` in one PCollection, one element per row (for the recipes that take
+    rows: the device replays), with the ``dead_letters`` and ``input_files`` of ``read_topics``."""
+    read = read_topics(pipeline, inputs, options)
+    rows = [read[source.name] for source in inputs] | "TopicRows" >> beam.Flatten()
+    if _reads_locally(pipeline, inputs):
+        rows = rows | "EachRow" >> beam.FlatMap(EventBatch.typed)  # the local source sends a batch per poll
+    return rows, read[DEAD_LETTERS], read[INPUT_FILES]
+
+
+def _reads_locally(pipeline: beam.Pipeline, inputs: list[TopicInput]) -> bool:
+    return is_local(pipeline) and all(isinstance(source.topic, KafkaTopic) for source in inputs)
 
 
 def _why(error: Exception, endpoint: Endpoint, options: RunOptions) -> str:
@@ -157,6 +171,13 @@ def write_diagnostics(dead_letters, input_files, output: str, options: RunOption
 def _dead_letter_id(letter: DeadLetter) -> str:
     """A dead letter's stable id: where it came from and why (the same record is dead for the same reason)."""
     return hashlib.blake2b(f"{letter.source}\n{letter.reason}\n{letter.raw}".encode(), digest_size=16).hexdigest()
+
+
+def discard(pipeline: beam.Pipeline) -> None:
+    """Close the topic source of a pipeline that will not run (its graph failed to build)."""
+    service = _SERVICES.pop(pipeline, None)
+    if service is not None:
+        service.close()
 
 
 @contextlib.contextmanager

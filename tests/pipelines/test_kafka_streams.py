@@ -317,3 +317,70 @@ def _wait_for_progress(lines, read: int, seconds: float = 90) -> None:
             return
         assert time.monotonic() < deadline, f"the job did not read {read} records in {seconds} s"
     raise AssertionError("the job ended before reading everything")
+
+
+def _produce_lines(address: str, topic: str, paths) -> None:
+    """Send the records of JSON Lines files (their wire form) to ``topic``, in event-time order."""
+    records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
+    records.sort(key=lambda record: record["event_time_micros"])
+    produce(address, topic, [json.dumps(record).encode() for record in records])
+
+
+def test_ara_clients_from_topics_send_the_batch_reports_to_a_topic(kafka_broker, tmp_path, capsys):
+    import fastavro
+
+    from pipelines import summary_client
+    from schemas.messages import _parsed_schema
+    from synthetic.ara import generate_ara
+
+    data = tmp_path / "ara"
+    generate_ara(data, devices=20, days=6, impressions_per_day=4, seed=2, fmt="jsonl", bad_fraction=0.0,
+                 progress=False)
+    assert summary_client.main(["ara", "--sources", str(data / "sources-*"), "--triggers", str(data / "triggers-*"),
+                                "--output", str(tmp_path / "batch"), "--seed", "7"]) == 0
+    topics = fresh_topic("sources"), fresh_topic("triggers")
+    for topic, prefix in ((topics[0], "sources"), (topics[1], "triggers")):
+        _produce_lines(kafka_broker.address, topic, sorted(data.glob(f"{prefix}-*")))
+    reports_topic = fresh_topic("reports")
+    assert summary_client.main([
+        "ara", "--sources", f"kafka://{kafka_broker.address}/{topics[0]}?stop=end",
+        "--triggers", f"kafka://{kafka_broker.address}/{topics[1]}?stop=end", "--output", str(tmp_path / "topics"),
+        "--seed", "7", "--allowed-lateness-seconds", "3600",
+        "--output-topic", f"kafka://{kafka_broker.address}/{reports_topic}"]) == 0, capsys.readouterr()
+
+    def reports(output: Path) -> list:
+        return sorted((r["shared_info"], r["payload"]) for path in output.glob("reports-*.avro")
+                      for r in fastavro.reader(open(path, "rb")))
+
+    expected = reports(tmp_path / "batch")
+    assert reports(tmp_path / "topics") == expected != []
+    schema, header = _parsed_schema("aggregatable_report")
+    sent = []
+    for message in consume_all(kafka_broker.address, reports_topic, expected=len(expected)):
+        import io
+
+        assert message.value().startswith(header)
+        record = fastavro.schemaless_reader(io.BytesIO(message.value()[len(header):]), schema, None)
+        info = json.loads(record["shared_info"])
+        assert message.key().decode() == info["reporting_origin"]
+        assert dict(message.headers())["id"].decode() == info["report_id"]
+        sent.append((record["shared_info"], record["payload"]))
+    assert sorted(sent) == expected
+
+
+def test_event_level_reports_from_topics_equal_the_file_replay(kafka_broker, tmp_path, capsys):
+    from pipelines import event_level
+    from tests.support.event_level_events import hand_built, random_events, split, write_jsonl
+
+    sources, triggers = split(hand_built() + random_events(seed=2))
+    files = write_jsonl(tmp_path / "sources.jsonl", sources), write_jsonl(tmp_path / "triggers.jsonl", triggers)
+    options = ["--seed", "5", "--epsilon", "14", "--allowed-lateness-seconds", "60", "--output-format", "jsonl"]
+    assert event_level.main(["--sources", files[0], "--triggers", files[1], "--output", str(tmp_path / "files"),
+                             "--streaming", *options]) == 0
+    topics = fresh_topic("el-sources"), fresh_topic("el-triggers")
+    for topic, path in zip(topics, files, strict=True):
+        _produce_lines(kafka_broker.address, topic, [path])
+    assert event_level.main(["--sources", f"kafka://{kafka_broker.address}/{topics[0]}?stop=end",
+                             "--triggers", f"kafka://{kafka_broker.address}/{topics[1]}?stop=end",
+                             "--output", str(tmp_path / "topics"), *options]) == 0, capsys.readouterr()
+    assert _lines(tmp_path / "topics", "reports") == _lines(tmp_path / "files", "reports") != []

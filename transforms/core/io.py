@@ -307,6 +307,11 @@ def row_json_line(row: NamedTuple) -> str:
     return json.dumps(row_to_dict(row), sort_keys=False)
 
 
+def record_of(row: Any) -> dict:
+    """A row as the mapping the writers take (a record that already is one as it is)."""
+    return row if isinstance(row, dict) else row_to_dict(row)
+
+
 def write_shard_file(path: str, records: list[dict], fmt: str, schema: str | None) -> None:
     """One output shard, Avro with ``schema`` or JSON Lines, written whole or not at all: to a temporary file
     beside it, then renamed (atomic on a local or POSIX file system; a retry that renames over it writes the same
@@ -342,12 +347,13 @@ class _WriteAtDrainFn(beam.DoFn):
     @on_timer(DRAINED)
     def write(self, rows=beam.DoFn.StateParam(ROWS)):
         path = f"{self._prefix}-00000-of-00001.{self._fmt}"
-        write_shard_file(path, [row_to_dict(row) for row in rows.read()], self._fmt, self._schema)
+        write_shard_file(path, [record_of(row) for row in rows.read()], self._fmt, self._schema)
         yield path
 
 
 class WriteRecords(beam.PTransform):
-    """Writes rows to ``<prefix>-SSSSS-of-NNNNN.<jsonl|avro>`` with the Avro schema ``avro_schema`` for Avro."""
+    """Writes rows (or records that are already mappings) to ``<prefix>-SSSSS-of-NNNNN.<jsonl|avro>`` with the Avro
+    schema ``avro_schema`` for Avro."""
 
     def __init__(self, file_path_prefix: str, fmt: str, avro_schema: str | None = None, num_shards: int = 0) -> None:
         super().__init__()
@@ -375,7 +381,7 @@ class WriteRecords(beam.PTransform):
                 self._prefix, file_name_suffix=".jsonl", num_shards=self._num_shards
             )
         assert self._avro_schema is not None  # __init__: Avro needs a schema
-        return rows | "ToDict" >> beam.Map(row_to_dict) | "WriteAvro" >> beam.io.WriteToAvro(
+        return rows | "ToDict" >> beam.Map(record_of) | "WriteAvro" >> beam.io.WriteToAvro(
             self._prefix, schema=load_avro_schema(self._avro_schema), file_name_suffix=".avro", num_shards=self._num_shards
         )
 
