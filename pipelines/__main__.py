@@ -13,6 +13,7 @@ COMMANDS = {
     "evaluate": ("pipelines.evaluate", "reproduce the Cookie Monster evaluation and Appendix D bias detection"),
     "summary-client": ("pipelines.summary_client", "ARA and PAA clients: aggregatable reports (Ghazi et al. Alg. 2, 3)"),
     "event-level": ("pipelines.event_level", "ARA event-level reports with randomized response (Ghazi et al. Alg. 4, 8)"),
+    "collect-reports": ("pipelines.collect_reports", "aggregatable reports from a topic into the service's hourly batch layout"),
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "generate": ("pipelines.generate", "synthetic input data"),
     "demo-report": ("pipelines.demo_report", "what `make demo` produced: the top buckets and one static HTML page"),

@@ -47,10 +47,14 @@ def endpoint_of(name: str, options: RunOptions) -> Endpoint:
         raise CliError(str(error)) from None
 
 
+LOCAL_RUNNERS = ("direct", "bundlebaseddirect", "switchingdirect", "fnapi")  # DoFns run in this process
+
+
 def is_local(pipeline: beam.Pipeline) -> bool:
-    """Whether the pipeline runs on the local DirectRunner (where kafka:// is read by ``KafkaStreamService``)."""
+    """Whether the pipeline runs in this process: the DirectRunner (where kafka:// is read by
+    ``KafkaStreamService``) or the in-process FnApiRunner of batch runs (whose topic outputs use a Kafka producer)."""
     runner = pipeline.options.view_as(StandardOptions).runner
-    return runner is None or str(runner).removesuffix("Runner").lower() in ("direct", "bundlebaseddirect")
+    return runner is None or str(runner).removesuffix("Runner").lower() in LOCAL_RUNNERS
 
 
 def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipeline_name: str,

@@ -80,7 +80,17 @@ def decode_message(spec: EventSpec, fmt: str, value: bytes, source: str, schema_
         return _dead(value, row, source) if isinstance(row, str) else row
     if fmt != "avro":
         raise ValueError(f"unknown message format {fmt!r}; expected one of {', '.join(MESSAGE_FORMATS)}")
-    schema, header = _parsed_schema(spec.avro_schema)
+    record = decode_avro_message(spec.avro_schema, value, source, schema_id)
+    if type(record) is DeadLetter:
+        return record
+    row = validate(spec, record)
+    return _dead(value, row, source) if isinstance(row, str) else row
+
+
+def decode_avro_message(avro_name: str, value: bytes, source: str, schema_id: int | None = None) -> Any:
+    """One Avro record of schema ``avro_name`` (single-object encoding, or Confluent wire format with any id, or
+    ``schema_id`` when given) as a dict, or its ``DeadLetter`` (``unknown_schema``, ``malformed_avro``)."""
+    schema, header = _parsed_schema(avro_name)
     if value[:2] == SINGLE_OBJECT_MAGIC:
         if value[:10] != header:
             return _dead(value, UNKNOWN_SCHEMA, source)
@@ -98,8 +108,7 @@ def decode_message(spec: EventSpec, fmt: str, value: bytes, source: str, schema_
         return _dead(value, MALFORMED_AVRO, source)
     if stream.tell() != len(body):
         return _dead(value, MALFORMED_AVRO, source)  # bytes left over: not one record of this schema
-    row = validate(spec, record)
-    return _dead(value, row, source) if isinstance(row, str) else row
+    return record
 
 
 class MessageEncoder:

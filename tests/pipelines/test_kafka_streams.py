@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import generate, kanon
+from pipelines.common import read_records
 from schemas.codecs import JOIN_EVENT, row_to_dict
 from schemas.rows import JoinEvent
 from tests.support.files import read_rows
@@ -350,7 +351,7 @@ def test_ara_clients_from_topics_send_the_batch_reports_to_a_topic(kafka_broker,
 
     def reports(output: Path) -> list:
         return sorted((r["shared_info"], r["payload"]) for path in output.glob("reports-*.avro")
-                      for r in fastavro.reader(open(path, "rb")))
+                      for r in read_records(str(path)))
 
     expected = reports(tmp_path / "batch")
     assert reports(tmp_path / "topics") == expected != []
@@ -384,3 +385,55 @@ def test_event_level_reports_from_topics_equal_the_file_replay(kafka_broker, tmp
                              "--triggers", f"kafka://{kafka_broker.address}/{topics[1]}?stop=end",
                              "--output", str(tmp_path / "topics"), *options]) == 0, capsys.readouterr()
     assert _lines(tmp_path / "topics", "reports") == _lines(tmp_path / "files", "reports") != []
+
+
+def test_reports_through_a_topic_and_the_collector_give_the_same_summary_report(kafka_broker, tmp_path, capsys):
+    """producer -> summary client -> topic -> collector -> aggregate -> summary report: the collector writes every
+    report once into the service's layout (one folder per reporting origin and hour, a manifest), and the
+    Aggregation Service releases from it what it releases from the client's own files (the same seed)."""
+    import fastavro
+
+    from pipelines import aggregate, collect_reports, summary_client
+    from synthetic.ara import generate_ara
+
+    start, day = 1_704_067_200, 86_400
+    events = tmp_path / "events"
+    generate_ara(events, devices=300, days=6, seed=3, progress=False)
+    reports_topic = fresh_topic("ara-reports")
+    assert summary_client.main(["ara", "--sources", str(events / "sources-*"), "--triggers", str(events / "triggers-*"),
+                                "--output", str(tmp_path / "client"), "--seed", "1",
+                                "--output-topic", f"kafka://{kafka_broker.address}/{reports_topic}"]) == 0
+    client_reports = json.loads((tmp_path / "client" / "summary.json").read_text())["counts"]["reports"]
+    produce(kafka_broker.address, reports_topic, [b"not a report"])  # one message that is not a report
+    collected = tmp_path / "collected"
+    assert collect_reports.main(["--input", f"kafka://{kafka_broker.address}/{reports_topic}?stop=end",
+                                 "--output", str(collected)]) == 0
+    summary = json.loads((collected / "summary.json").read_text())
+    assert summary["counts"]["reports_written"] == client_reports
+    assert summary["counts"]["dead_lettered_by_reason"] == {"malformed_avro": 1}
+    manifest = [json.loads(line) for line in (collected / "manifest.jsonl").read_text().splitlines()]
+    assert sum(entry["reports"] for entry in manifest) == client_reports == summary["counts"]["reports_written"]
+    for entry in manifest:  # one folder per origin and hour, every report of the file in that hour
+        path = Path(entry["path"])
+        assert path.parent.name == time.strftime("%Y-%m-%dT%H", time.gmtime(entry["hour"]))
+        with open(path, "rb") as handle:
+            infos = [json.loads(r["shared_info"]) for r in fastavro.reader(handle)]
+        assert len(infos) == entry["reports"]
+        assert all(entry["hour"] <= int(info["scheduled_report_time"]) < entry["hour"] + 3600 for info in infos)
+        assert {info["reporting_origin"] for info in infos} == {entry["origin"]}
+    capsys.readouterr()
+    released = {}
+    for name, pattern in (("files", str(tmp_path / "client" / "reports-*")), ("collected", str(collected / "*/*/reports*.avro"))):
+        output = tmp_path / f"summary-{name}"
+        assert aggregate.main(["--reports", pattern, "--domain", str(events / "domain.avro"), "--output", str(output),
+                               "--epsilon", "10", "--ledger", f"sqlite:///{tmp_path / name}.db", "--seed", "4", "--job-id", "e2e",
+                               "--output-format", "jsonl", "--now", str(start + 8 * day)]) == 0, capsys.readouterr()
+        counts = json.loads((output / "summary.json").read_text())["counts"]
+        assert counts["read"] == client_reports and counts["dead_lettered"] == 0
+        released[name] = _lines(output, "summary_report")
+    assert released["files"] == released["collected"] != []
+    # a second run of the same group finds nothing new: the offsets were committed
+    again = tmp_path / "again"
+    assert collect_reports.main(["--input", f"kafka://{kafka_broker.address}/{reports_topic}?stop=end",
+                                 "--output", str(again)]) == 0
+    assert json.loads((again / "summary.json").read_text())["counts"]["read"] == 0
