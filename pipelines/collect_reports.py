@@ -30,8 +30,8 @@ from schemas.messages import decode_avro_message
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_REAL
 from schemas.rows import DeadLetter
 from transforms.core.bus.endpoints import EndpointError, KafkaTopic, parse_endpoint, parse_kafka_config
-from transforms.core.bus.progress import ProgressLine
 from transforms.core.io import write_shard_file
+from transforms.core.progress import ProgressLine
 from transforms.summary_reports.collector import SECONDS_PER_HOUR, OpenHour, ReportBatches
 
 SCHEMA = "aggregatable_report"

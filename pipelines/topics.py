@@ -31,9 +31,9 @@ from schemas.rows import DeadLetter
 from transforms.core.bus.endpoints import Endpoint, EndpointError, KafkaTopic, is_bus, parse_endpoint
 from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, TopicInput
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
-from transforms.core.bus.progress import ProgressLine
 from transforms.core.bus.sinks import WriteToKafkaTopic
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, EventBatch, InputFileReport, WriteDeadLetters, WriteInputReport
+from transforms.core.progress import ProgressLine
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
 _SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamService

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
@@ -33,6 +32,7 @@ from apache_beam.transforms.window import GlobalWindow
 from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, format_of, row_to_dict
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
+from transforms.core.progress import note_read
 
 METRICS_NAMESPACE = "pmbeam.io"
 DEAD_LETTERS = "dead_letters"
@@ -138,9 +138,6 @@ class FrameReader(Protocol):
 
 
 _CHECK_MASK = (1 << 16) - 1
-# Log progress every 2^20 valid records of one file (logger "pmbeam.io", level INFO).
-_PROGRESS_MASK = (1 << 20) - 1
-_log = logging.getLogger("pmbeam.io")
 
 
 class _ParseFileFn(beam.DoFn):
@@ -182,6 +179,7 @@ class _ParseFileFn(beam.DoFn):
         add = fold.add if fold is not None else None
         check = self._check
         framed = self._framed(readable, fmt)
+        noted = 0  # valid records already counted for the progress line (transforms.core.progress)
         if framed is not None:
             cast(FrameFold, fold).add_frame(framed.frame)  # frames come with a FrameFold (ReadEvents)
             parsed, latest = framed.rows, framed.latest
@@ -212,8 +210,8 @@ class _ParseFileFn(beam.DoFn):
                         add(item)
                     parsed += 1
                     if not parsed & _CHECK_MASK:  # every 65,536 rows: progress and the fold's memory bound
-                        if not parsed & _PROGRESS_MASK:
-                            _log.info("%s: %d valid records read", path, parsed)
+                        note_read(parsed - noted, 0)
+                        noted = parsed
                         if fold is not None and fold.pending >= fold.flush_rows:
                             yield from fold.drain()
         except (OSError, EOFError, zlib.error) as error:  # an unreadable or truncated compressed file
@@ -227,6 +225,7 @@ class _ParseFileFn(beam.DoFn):
         if parsed:
             self._latest.update(latest)
         dead = sum(dead_by_reason.values())
+        note_read(parsed - noted, dead)  # what the progress line has not counted yet
         failure = next((reason for reason in dead_by_reason if reason in FILE_FAILURES), None)
         yield beam.pvalue.TaggedOutput(INPUT_FILES, InputFileReport(path, parsed + dead, parsed, dead, failure))
         self._read.inc(parsed + dead)

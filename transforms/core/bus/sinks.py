@@ -14,7 +14,7 @@ from typing import Any
 import apache_beam as beam
 
 from transforms.core.bus.endpoints import KafkaTopic
-from transforms.core.bus.progress import OUTPUTS
+from transforms.core.progress import OUTPUTS
 
 _FLUSH_SECONDS = 60
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from transforms.core.bus.progress import OUTPUTS, ProgressLine
+from transforms.core.progress import OUTPUTS, ProgressLine
 
 
 def test_one_line_per_interval_with_rate_watermark_and_outputs():
@@ -25,3 +25,8 @@ def test_one_line_per_interval_with_rate_watermark_and_outputs():
     time.sleep(0.06)
     progress(status)
     assert lines[-1].endswith("watermark not yet known, dead letters 0, outputs written 7")
+
+
+def test_a_batch_line_has_no_watermark_and_no_outputs():
+    line = ProgressLine(interval=1).line({"read": 2_000_000, "dead_lettered": 12}, 250_000.4)
+    assert line == "progress: read 2,000,000 (250,000/s), dead letters 12"
