@@ -38,8 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import ROOT, benchmark_parser, cached, runs_of, write_json  # noqa: E402
 
 from pipelines.local_broker import LocalBroker  # noqa: E402
-from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, READERS, format_of, row_to_dict  # noqa: E402
-from schemas.rows import DeadLetter  # noqa: E402
+from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, read_files, row_to_dict  # noqa: E402
 
 KANON = {"joins": 200_000, "groups": 2_000, "days": 30}
 KANON_QUICK = {"joins": 20_000, "groups": 200, "days": 30}
@@ -79,12 +78,8 @@ def _generate(kind: str, data_dir: str, parameters: dict) -> None:
 
 
 def _rows(pattern_dir: str, prefix: str, spec) -> list:
-    rows = []
-    for name in sorted(os.listdir(pattern_dir)):
-        if name.startswith(prefix):
-            path = os.path.join(pattern_dir, name)
-            with open(path, "rb") as handle:
-                rows += [row for row in READERS[format_of(path)](spec, handle, path) if type(row) is not DeadLetter]
+    rows, _ = read_files(sorted(os.path.join(pattern_dir, n) for n in os.listdir(pattern_dir) if n.startswith(prefix)),
+                         spec)
     return rows
 
 

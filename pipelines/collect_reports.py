@@ -29,6 +29,7 @@ from pipelines import common
 from schemas.messages import decode_avro_message
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_REAL
 from schemas.rows import DeadLetter
+from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import EndpointError, KafkaTopic, parse_endpoint, parse_kafka_config
 from transforms.core.io import write_shard_file
 from transforms.core.progress import ProgressLine
@@ -86,19 +87,16 @@ def _close(output: Path, hours: list[OpenHour], manifest) -> int:
 def run(args: argparse.Namespace) -> dict:
     """Collect until stopped (or until the topic's end with ``stop=end``); the summary."""
     try:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
     except ImportError:
         raise common.CliError("the collector needs confluent-kafka: pip install 'privacy-measurement-beam[kafka]'") from None
     topic = _topic(args)
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
-    consumer = Consumer(topic.client_config(**{"group.id": topic.group or "pm-beam-collect-reports",
-                                               "enable.auto.commit": False, "auto.offset.reset": topic.start
-                                               if topic.start != "committed" else "earliest"}))
-    partitions = consumer.list_topics(topic.topic, timeout=15).topics[topic.topic].partitions
-    committed = consumer.committed([TopicPartition(topic.topic, p) for p in partitions], timeout=15)
-    consumer.assign([TopicPartition(topic.topic, p.partition, p.offset if p.offset >= 0 else -2) for p in committed])
-    positions = {p.partition: max(p.offset, -1) for p in committed}  # the next offset to read, -1: the log's start
+    try:
+        consumer, positions = assigned_consumer(topic, "pm-beam-collect-reports")
+    except ValueError as error:
+        raise common.CliError(str(error)) from None
     batches = ReportBatches(args.allowed_lateness_seconds)
     stopping = []
     previous = {signum: signal.signal(signum, lambda *_: stopping.append(True)) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -139,7 +137,8 @@ def run(args: argparse.Namespace) -> dict:
                 watermark = batches.watermark
                 progress({"read": read, "dead_lettered": dead, "lag_micros": 0,
                           "watermark_micros": None if watermark is None else watermark * 1_000_000})
-                if not messages and topic.stop == "end" and _at_end(consumer, topic, positions):
+                if not messages and topic.stop == "end" and all(
+                        read_to_end(consumer, topic.topic, partition, position) for partition, position in positions.items()):
                     break
             settle(batches.due(everything=True))
         finally:
@@ -157,18 +156,6 @@ def run(args: argparse.Namespace) -> dict:
     }
     summary["outputs"]["summary"] = common.write_summary(str(output), summary)
     return summary
-
-
-def _at_end(consumer, topic: KafkaTopic, positions: dict[int, int]) -> bool:
-    """Whether every partition is read to the end its last fetch reported (``positions``: the next offset to read
-    per partition, -1 where it is the start of the log)."""
-    from confluent_kafka import TopicPartition
-
-    for partition, position in positions.items():
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic.topic, partition), cached=True)
-        if high < 0 or max(position, low) < high:
-            return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

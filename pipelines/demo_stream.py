@@ -29,9 +29,8 @@ from pathlib import Path
 
 from pipelines import common
 from pipelines.local_broker import BrokerUnavailable, LocalBroker
-from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, READERS, format_of, row_to_dict
+from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, read_files, row_to_dict
 from schemas.option_values import POSITIVE_INTEGER, SEED
-from schemas.rows import DeadLetter
 from schemas.time_units import iso_micros
 
 MEASUREMENT_RATE = 50  # events per second: the local streaming measurement job replays device by device
@@ -39,10 +38,8 @@ QUIET_SECONDS = 15  # outputs idle this long after the replay: the jobs have cau
 
 
 def _rows(directory: Path, prefix: str, spec) -> list:
-    rows = []
-    for path in sorted(directory.glob(f"{prefix}-*")):
-        with open(path, "rb") as handle:
-            rows += [row for row in READERS[format_of(str(path))](spec, handle, str(path)) if type(row) is not DeadLetter]
+    """The valid rows of the files ``<directory>/<prefix>-*``, in event-time order (as a producer sends them)."""
+    rows, _ = read_files(sorted(directory.glob(f"{prefix}-*")), spec)
     return sorted(rows, key=lambda row: row.event_time_micros)
 
 

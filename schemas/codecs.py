@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, Union
 
@@ -282,6 +282,21 @@ READERS: dict[str, Callable[[EventSpec, IO[bytes], str], Iterator[Parsed]]] = {
     "jsonl": read_jsonl,
     "pb": read_delimited_proto,
 }
+
+
+def read_files(paths: Iterable, spec: EventSpec) -> tuple[list, list[DeadLetter]]:
+    """The valid rows and the dead letters of the files ``paths`` (in the order given), each read with the reader
+    of its format (from its name): for tools that need a dataset in memory (producers, tests), not for pipelines."""
+    valid: list = []
+    dead: list[DeadLetter] = []
+    for path in map(str, paths):
+        with open(path, "rb") as handle:
+            for row in READERS[format_of(path)](spec, handle, path):
+                if type(row) is DeadLetter:
+                    dead.append(row)
+                else:
+                    valid.append(row)
+    return valid, dead
 
 
 def encode_delimited(message: Message) -> bytes:

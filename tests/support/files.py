@@ -5,21 +5,14 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from schemas.codecs import READERS, format_of
+from schemas.codecs import read_files
 from schemas.formats import AVRO_DIR
 from schemas.rows import DeadLetter
 
 
 def read_rows(paths: Iterable, spec) -> tuple[list, list[DeadLetter]]:
-    """The valid rows and the dead letters of ``paths`` (in the order given), each read with the project's reader
-    for its format (from the file name) and ``spec``."""
-    valid, dead = [], []
-    for path in paths:
-        path = str(path)
-        with open(path, "rb") as handle:
-            for row in READERS[format_of(path)](spec, handle, path):
-                (dead if isinstance(row, DeadLetter) else valid).append(row)
-    return valid, dead
+    """The valid rows and the dead letters of ``paths`` (in the order given): ``schemas.codecs.read_files``."""
+    return read_files(paths, spec)
 
 
 def output_bytes(stats) -> list[bytes]:

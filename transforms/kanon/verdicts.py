@@ -123,11 +123,6 @@ def _final_through(fire_micros: int, allowed_lateness_micros: int) -> int:
     return (fire_micros - allowed_lateness_micros + 1000) // MICROS_PER_HOUR - 1
 
 
-def shard_of(group: str, shards: int) -> int:
-    """The streaming shard of an interest group: a stable hash (the same in every process and run)."""
-    return zlib.crc32(group.encode("utf-8")) % shards
-
-
 class _PendingPerBundleFn(beam.DoFn):
     """Streaming, before any state: a bundle's joins as columns per (shard, hour step).
 

@@ -47,6 +47,7 @@ from schemas.codecs import EventSpec, row_to_dict
 from schemas.messages import decode_message
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
+from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, INPUT_FILES, EventBatch, InputFileReport
 
@@ -122,7 +123,7 @@ class TopicInput:
 
 @dataclass
 class _Partition:
-    next_offset: int | None = None  # the offset after the last one read; None before the first message
+    next_offset: int | None = None  # the next offset to read; None: where ``start`` begins, nothing read yet
     latest_micros: int | None = None  # the latest event time read
     read: int = 0
     parsed: int = 0
@@ -133,41 +134,17 @@ class KafkaTopicReader:
     """Reads one ``TopicInput``: decoded rows and dead letters per poll, its watermark, its offsets."""
 
     def __init__(self, source: TopicInput) -> None:
-        from confluent_kafka import Consumer, TopicPartition  # the kafka extra
+        from confluent_kafka import TopicPartition  # the kafka extra
 
         self.source = source
-        topic = cast(KafkaTopic, source.topic)
-        self.topic = topic
-        self.group = topic.group or source.group
-        self._consumer = Consumer(topic.client_config(**{
-            "group.id": self.group,
-            "enable.auto.commit": False,  # offsets are committed by commit(), after the outputs are flushed
-            "auto.offset.reset": "latest" if topic.start == "latest" else "earliest",
+        self.topic = topic = cast(KafkaTopic, source.topic)
+        self._consumer, starts = assigned_consumer(topic, source.group, **{
             "fetch.wait.max.ms": 50,
             "queued.min.messages": 200_000,
             "max.partition.fetch.bytes": 10_485_760,
             "session.timeout.ms": 6000,
-        }))
-        metadata = self._consumer.list_topics(topic.topic, timeout=15)
-        described = metadata.topics.get(topic.topic)
-        if described is None or described.error is not None or not described.partitions:
-            error = "no such topic" if described is None or described.error is None else described.error.str()
-            raise ValueError(f"cannot read {topic.uri}: {error}")
-        self._partitions = {number: _Partition() for number in sorted(described.partitions)}
-        wanted = [TopicPartition(topic.topic, number) for number in self._partitions]
-        committed = self._consumer.committed(wanted, timeout=15)
-        start = {"earliest": -2, "latest": -1}.get(topic.start)
-        assignment = []
-        for partition in committed:
-            if partition.offset >= 0:
-                self._partitions[partition.partition].next_offset = partition.offset
-                assignment.append(TopicPartition(topic.topic, partition.partition, partition.offset))
-            elif start is None:
-                raise ValueError(f"cannot read {topic.uri}: start=committed, but group {self.group!r} has no "
-                                 f"committed offset for partition {partition.partition}")
-            else:
-                assignment.append(TopicPartition(topic.topic, partition.partition, start))
-        self._consumer.assign(assignment)
+        })
+        self._partitions = {number: _Partition(next_offset=start) for number, start in starts.items()}
         self._topic_partition = TopicPartition
         self._dedupe = Deduplicator(source.lateness_micros)
         self._record_id = RECORD_IDS[source.spec.name]
@@ -219,11 +196,7 @@ class KafkaTopicReader:
         return rows, dead
 
     def _at_end(self, number: int, partition: _Partition) -> bool:
-        low, high = self._consumer.get_watermark_offsets(self._topic_partition(self.topic.topic, number),
-                                                         cached=True)
-        if high < 0:
-            return False  # no fetch answered yet
-        return (partition.next_offset if partition.next_offset is not None else low) >= high
+        return read_to_end(self._consumer, self.topic.topic, number, partition.next_offset)
 
     def _advance_watermark(self) -> None:
         """The minimum latest event time over the partitions not read to their end (all of them once every
@@ -253,9 +226,11 @@ class KafkaTopicReader:
             for number, p in self._partitions.items()
         ]
 
-    def counts(self) -> tuple[int, int]:
-        """Records read and dead-lettered so far."""
-        return (sum(p.read for p in self._partitions.values()), sum(p.dead for p in self._partitions.values()))
+    def counts(self) -> tuple[int, int, int | None]:
+        """Records read and dead-lettered so far, and the latest event time read (None before the first)."""
+        partitions = self._partitions.values()
+        latest = max((p.latest_micros for p in partitions if p.latest_micros is not None), default=None)
+        return sum(p.read for p in partitions), sum(p.dead for p in partitions), latest
 
     def commit(self) -> None:
         """Commit the offsets read (synchronously), for the next run of the same group to start from."""
@@ -272,9 +247,11 @@ def _row_text(row: Any) -> str:
     return json.dumps(row_to_dict(row))
 
 
-def _time_index(row_type: type) -> int:
-    """Where ``event_time_micros`` stands in the rows of ``row_type``."""
-    return cast(Any, row_type)._fields.index("event_time_micros")
+def _encoded_event(tag: str, encoded: bytes, timestamp_micros: int) -> Any:
+    """A TestStream event adding one encoded element to output ``tag``."""
+    payload = beam_runner_api_pb2.TestStreamPayload
+    element = payload.TimestampedElement(encoded_element=encoded, timestamp=timestamp_micros)
+    return payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
 
 
 class StreamIncomplete(Exception):
@@ -326,10 +303,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         self._readers = []
 
     def _element_event(self, tag: str, value: Any, timestamp_micros: int) -> Any:
-        payload = beam_runner_api_pb2.TestStreamPayload
-        element = payload.TimestampedElement(encoded_element=self._coder.encode(value),
-                                             timestamp=timestamp_micros)
-        return payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
+        return _encoded_event(tag, self._coder.encode(value), timestamp_micros)
 
     def _batch_events(self, tag: str, rows: list, watermark_micros: int | None, row_type: type) -> Iterator[Any]:
         """``rows`` as ``EventBatch`` elements of at most ``_MAX_ELEMENT_BYTES`` encoded (the runner's gRPC client
@@ -348,10 +322,8 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             yield from self._pieces(tag, rows[:half], watermark_micros, row_type)
             yield from self._pieces(tag, rows[half:], watermark_micros, row_type)
             return
-        payload = beam_runner_api_pb2.TestStreamPayload
-        element = payload.TimestampedElement(encoded_element=encoded,
-                                             timestamp=min(row[_time_index(row_type)] for row in rows))
-        yield payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
+        time_index = cast(Any, row_type)._fields.index("event_time_micros")
+        yield _encoded_event(tag, encoded, min(row[time_index] for row in rows))
 
     @staticmethod
     def _watermark_event(tag: str, micros: int) -> Any:
@@ -441,10 +413,11 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         read = dead = 0
         watermarks, latest = [], []
         for reader in self._readers:
-            r, d = reader.counts()
+            r, d, newest = reader.counts()
             read, dead = read + r, dead + d
             watermarks.append(reader.watermark_micros)
-            latest += [p.latest_micros for p in reader._partitions.values() if p.latest_micros is not None]
+            if newest is not None:
+                latest.append(newest)
         known = [w for w in watermarks if w is not None]
         watermark = min(known) if known and len(known) == len(watermarks) else None
         return {"read": read, "dead_lettered": dead, "watermark_micros": watermark,
@@ -452,8 +425,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
 
 
 class ReadTopics(beam.PTransform):
-    """The PCollections of a running ``KafkaStreamService``: for each input name, batches of rows (one element
-    per poll, a list of rows); ``dead_letters`` (``DeadLetter``) and ``input_files`` (``InputFileReport``)."""
+    """The PCollections of a running ``KafkaStreamService``: for each input name, its ``EventBatch``es (the records
+    read in about a second, or up to ``_POLL_MESSAGES``); ``dead_letters`` (``DeadLetter``) and ``input_files``
+    (``InputFileReport``)."""
 
     def __init__(self, service: KafkaStreamService) -> None:
         super().__init__()

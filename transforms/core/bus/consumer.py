@@ -1,0 +1,62 @@
+"""A Kafka consumer on every partition of a topic, starting where its group's commits say: what the local topic
+source (``kafka_stream``) and the report collector (``pipelines.collect_reports``) share.
+
+Partitions are assigned explicitly (no group rebalance to wait for: one local consumer reads them all) and offsets
+are committed by the caller, after what it read is safe. "Read to its end" is judged against the high watermark
+the last fetch reported (the tansu test broker answers ListOffsets for LATEST wrongly; DESIGN.md).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from transforms.core.bus.endpoints import KafkaTopic
+
+_STARTS = {"earliest": -2, "latest": -1}  # librdkafka's OFFSET_BEGINNING and OFFSET_END
+
+
+def assigned_consumer(topic: KafkaTopic, group: str, **settings: Any) -> tuple[Any, dict[int, int | None]]:
+    """A confluent-kafka consumer of group ``topic.group or group`` assigned to every partition of ``topic``, from
+    the group's committed offsets, else from ``topic.start``; and per partition the next offset it reads (None:
+    the start of the log or its end, as ``start`` says). A ValueError (one line) when the topic does not exist, or
+    when ``start=committed`` and a partition has no commit."""
+    from confluent_kafka import Consumer, TopicPartition  # the kafka extra
+
+    group = topic.group or group
+    consumer = Consumer(topic.client_config(**{
+        "group.id": group,
+        "enable.auto.commit": False,  # the caller commits, once what it read is safe
+        "auto.offset.reset": "latest" if topic.start == "latest" else "earliest",
+        **settings,
+    }))
+    described = consumer.list_topics(topic.topic, timeout=15).topics.get(topic.topic)
+    if described is None or described.error is not None or not described.partitions:
+        consumer.close()
+        error = "no such topic" if described is None or described.error is None else described.error.str()
+        raise ValueError(f"cannot read {topic.uri}: {error}")
+    committed = consumer.committed([TopicPartition(topic.topic, number) for number in sorted(described.partitions)],
+                                   timeout=15)
+    positions: dict[int, int | None] = {}
+    assignment = []
+    for partition in committed:
+        if partition.offset >= 0:
+            positions[partition.partition] = partition.offset
+        elif topic.start not in _STARTS:
+            consumer.close()
+            raise ValueError(f"cannot read {topic.uri}: start=committed, but group {group!r} has no committed offset "
+                             f"for partition {partition.partition}")
+        else:
+            positions[partition.partition] = None
+        assignment.append(TopicPartition(topic.topic, partition.partition,
+                                         partition.offset if partition.offset >= 0 else _STARTS[topic.start]))
+    consumer.assign(assignment)
+    return consumer, positions
+
+
+def read_to_end(consumer: Any, topic: str, partition: int, next_offset: int | None) -> bool:
+    """Whether ``partition`` is read to the end its last fetch reported (False before any fetch answered)."""
+    from confluent_kafka import TopicPartition
+
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+    if high < 0:
+        return False
+    return (next_offset if next_offset is not None else low) >= high
