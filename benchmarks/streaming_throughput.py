@@ -223,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         if "measurement" in jobs:
             data = os.path.join(data_root, "measurement")
             _generate("microbenchmark", data, MEASUREMENT_QUICK if args.quick else MEASUREMENT)
-            impressions, conversions = _rows(data, "impressions-", IMPRESSION), _rows(data, "conversions-", CONVERSION)
+            # each topic in event-time order, as devices would send them (the generator writes impressions by device)
+            impressions, conversions = (sorted(_rows(data, prefix, spec), key=lambda row: row.event_time_micros)
+                                        for prefix, spec in (("impressions-", IMPRESSION), ("conversions-", CONVERSION)))
             topics = {"--impressions": f"impressions-{uuid.uuid4().hex[:8]}",
                       "--conversions": f"conversions-{uuid.uuid4().hex[:8]}"}
             produced = _produce(broker.address, topics["--impressions"], _messages(impressions))

@@ -32,7 +32,7 @@ from transforms.core.bus.endpoints import Endpoint, EndpointError, KafkaTopic, i
 from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, TopicInput
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
 from transforms.core.bus.sinks import WriteToKafkaTopic
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, EventBatch, InputFileReport, WriteDeadLetters, WriteInputReport
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
 from transforms.core.progress import ProgressLine
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
@@ -111,12 +111,10 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
 
 
 def read_topic_rows(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> tuple:
-    """The rows of every input of ``inputs`` in one PCollection, one element per row (for the recipes that take
-    rows: the device replays), with the ``dead_letters`` and ``input_files`` of ``read_topics``."""
+    """The events of every input of ``inputs`` in one PCollection (rows, or ``EventBatch``es on the local path:
+    the device replays take both), with the ``dead_letters`` and ``input_files`` of ``read_topics``."""
     read = read_topics(pipeline, inputs, options)
     rows = [read[source.name] for source in inputs] | "TopicRows" >> beam.Flatten()
-    if _reads_locally(pipeline, inputs):
-        rows = rows | "EachRow" >> beam.FlatMap(EventBatch.typed)  # the local source sends a batch per poll
     return rows, read[DEAD_LETTERS], read[INPUT_FILES]
 
 

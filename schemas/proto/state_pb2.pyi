@@ -117,6 +117,46 @@ class DeviceRecordState(_message.Message):
     event_level_device: EventLevelDeviceState
     def __init__(self, version: _Optional[int] = ..., cut: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[BufferedEvent, _Mapping]]] = ..., budget_device: _Optional[_Union[BudgetDeviceState, _Mapping]] = ..., ara_device: _Optional[_Union[AraDeviceState, _Mapping]] = ..., paa_device: _Optional[_Union[PaaDeviceState, _Mapping]] = ..., event_level_device: _Optional[_Union[EventLevelDeviceState, _Mapping]] = ...) -> None: ...
 
+class DeviceShardState(_message.Message):
+    __slots__ = ("version", "devices", "side", "retired_cut")
+    class DevicesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    SIDE_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_CUT_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    devices: _containers.ScalarMap[str, bytes]
+    side: bytes
+    retired_cut: int
+    def __init__(self, version: _Optional[int] = ..., devices: _Optional[_Mapping[str, bytes]] = ..., side: _Optional[bytes] = ..., retired_cut: _Optional[int] = ...) -> None: ...
+
+class DevicePendingEvents(_message.Message):
+    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros")
+    class SourceWatermarksEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    EARLIEST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_WATERMARKS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    earliest_micros: int
+    rows: bytes
+    source_watermarks: _containers.ScalarMap[str, int]
+    latest_micros: int
+    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ...) -> None: ...
+
 class FilterCharge(_message.Message):
     __slots__ = ("querier_site", "epoch", "consumed_units")
     QUERIER_SITE_FIELD_NUMBER: _ClassVar[int]
@@ -285,74 +325,26 @@ class ReportRecordState(_message.Message):
     bias_weight: float
     def __init__(self, querier_site: _Optional[str] = ..., query_key: _Optional[str] = ..., conversion_time_micros: _Optional[int] = ..., device_id: _Optional[str] = ..., conversion_id: _Optional[str] = ..., report_id: _Optional[str] = ..., histogram: _Optional[_Iterable[float]] = ..., requested_epsilon: _Optional[float] = ..., query_global_sensitivity: _Optional[float] = ..., first_epoch: _Optional[int] = ..., last_epoch: _Optional[int] = ..., charged_units: _Optional[int] = ..., dropped_epochs: _Optional[int] = ..., bias_weight: _Optional[float] = ...) -> None: ...
 
-class TimedReport(_message.Message):
-    __slots__ = ("time_micros", "report")
-    TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
-    REPORT_FIELD_NUMBER: _ClassVar[int]
-    time_micros: int
-    report: ReportRecordState
-    def __init__(self, time_micros: _Optional[int] = ..., report: _Optional[_Union[ReportRecordState, _Mapping]] = ...) -> None: ...
-
-class BatchCutterState(_message.Message):
-    __slots__ = ("version", "timer_target", "buffered", "next_index", "pending")
-    VERSION_FIELD_NUMBER: _ClassVar[int]
-    TIMER_TARGET_FIELD_NUMBER: _ClassVar[int]
-    BUFFERED_FIELD_NUMBER: _ClassVar[int]
-    NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
-    PENDING_FIELD_NUMBER: _ClassVar[int]
-    version: int
-    timer_target: int
-    buffered: _containers.RepeatedCompositeFieldContainer[TimedReport]
-    next_index: int
-    pending: _containers.RepeatedCompositeFieldContainer[ReportRecordState]
-    def __init__(self, version: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[TimedReport, _Mapping]]] = ..., next_index: _Optional[int] = ..., pending: _Optional[_Iterable[_Union[ReportRecordState, _Mapping]]] = ...) -> None: ...
-
-class QueryBatchState(_message.Message):
-    __slots__ = ("querier_site", "query_key", "batch_index", "completed_time_micros", "completed_device_id", "completed_conversion_id", "report_count", "sums", "epsilon", "sensitivity", "epochs", "bias_weight")
+class QueryCutterState(_message.Message):
+    __slots__ = ("querier_site", "query_key", "next_index", "pending")
     QUERIER_SITE_FIELD_NUMBER: _ClassVar[int]
     QUERY_KEY_FIELD_NUMBER: _ClassVar[int]
-    BATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
-    COMPLETED_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
-    COMPLETED_DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
-    COMPLETED_CONVERSION_ID_FIELD_NUMBER: _ClassVar[int]
-    REPORT_COUNT_FIELD_NUMBER: _ClassVar[int]
-    SUMS_FIELD_NUMBER: _ClassVar[int]
-    EPSILON_FIELD_NUMBER: _ClassVar[int]
-    SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
-    EPOCHS_FIELD_NUMBER: _ClassVar[int]
-    BIAS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     querier_site: str
     query_key: str
-    batch_index: int
-    completed_time_micros: int
-    completed_device_id: str
-    completed_conversion_id: str
-    report_count: int
-    sums: _containers.RepeatedScalarFieldContainer[float]
-    epsilon: float
-    sensitivity: float
-    epochs: _containers.RepeatedScalarFieldContainer[int]
-    bias_weight: float
-    def __init__(self, querier_site: _Optional[str] = ..., query_key: _Optional[str] = ..., batch_index: _Optional[int] = ..., completed_time_micros: _Optional[int] = ..., completed_device_id: _Optional[str] = ..., completed_conversion_id: _Optional[str] = ..., report_count: _Optional[int] = ..., sums: _Optional[_Iterable[float]] = ..., epsilon: _Optional[float] = ..., sensitivity: _Optional[float] = ..., epochs: _Optional[_Iterable[int]] = ..., bias_weight: _Optional[float] = ...) -> None: ...
+    next_index: int
+    pending: _containers.RepeatedCompositeFieldContainer[ReportRecordState]
+    def __init__(self, querier_site: _Optional[str] = ..., query_key: _Optional[str] = ..., next_index: _Optional[int] = ..., pending: _Optional[_Iterable[_Union[ReportRecordState, _Mapping]]] = ...) -> None: ...
 
-class TimedBatch(_message.Message):
-    __slots__ = ("time_micros", "batch")
-    TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
-    BATCH_FIELD_NUMBER: _ClassVar[int]
-    time_micros: int
-    batch: QueryBatchState
-    def __init__(self, time_micros: _Optional[int] = ..., batch: _Optional[_Union[QueryBatchState, _Mapping]] = ...) -> None: ...
-
-class QuerierState(_message.Message):
-    __slots__ = ("version", "timer_target", "buffered", "central", "rows")
+class MeasurementQueriesState(_message.Message):
+    __slots__ = ("version", "cutters", "central", "rows")
     VERSION_FIELD_NUMBER: _ClassVar[int]
-    TIMER_TARGET_FIELD_NUMBER: _ClassVar[int]
-    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    CUTTERS_FIELD_NUMBER: _ClassVar[int]
     CENTRAL_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     version: int
-    timer_target: int
-    buffered: _containers.RepeatedCompositeFieldContainer[TimedBatch]
+    cutters: _containers.RepeatedCompositeFieldContainer[QueryCutterState]
     central: _containers.RepeatedCompositeFieldContainer[FilterCharge]
     rows: _containers.RepeatedCompositeFieldContainer[_reports_pb2.DeviceEpochBudget]
-    def __init__(self, version: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[TimedBatch, _Mapping]]] = ..., central: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[_reports_pb2.DeviceEpochBudget, _Mapping]]] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., cutters: _Optional[_Iterable[_Union[QueryCutterState, _Mapping]]] = ..., central: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[_reports_pb2.DeviceEpochBudget, _Mapping]]] = ...) -> None: ...

@@ -23,8 +23,7 @@ from tests.support.measurement_data import random_population
 from tests.support.summary_events import random_ara, random_paa
 from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay, sort_events
 from transforms.budgeting.mechanisms.policies import make_policy
-from transforms.budgeting.mechanisms.queries import BatchCutter, make_batch
-from transforms.budgeting.state import QUERIER_CODEC, BatchRecord, QuerierRecord, batch_codec, device_codec
+from transforms.budgeting.state import QueriesRecord, device_codec, queries_codec
 from transforms.core.device_state import DeviceRecord
 from transforms.core.mechanisms.noise import SeededSource, TruncatedLaplace
 from transforms.core.state import STATE_VERSION, StateCodec
@@ -84,7 +83,6 @@ def _client_before(client, rows: list) -> Callable[[], DeviceRecord]:
         list(client.replay(device_id, first, record.state, SeededSource(SEED)))
         record.cut = first[-1].event_time_micros + 1
         record.items = [(event.event_time_micros, event) for event in rest]
-        record.target = rest[0].event_time_micros + 1000 if rest else None
         return record
     return before
 
@@ -166,31 +164,17 @@ REPORTS = _reports()
 QUERIER, QUERY_KEY = REPORTS[0].querier_site, REPORTS[0].query_key
 
 
-def _batch_before() -> BatchRecord:
-    first, rest = _halves([report for report in REPORTS if (report.querier_site, report.query_key) == (QUERIER, QUERY_KEY)])
-    record = BatchRecord(BatchCutter(QUERIER, QUERY_KEY, 3))
-    record.cutter.add(first)
-    record.items = [(report.conversion_time_micros, report) for report in rest]
-    record.target = rest[0].conversion_time_micros + 1000
-    return record
-
-
-def _batch_after(record: BatchRecord) -> list:
-    return [*record.cutter.add(report for _, report in sorted(record.take(None))), record.cutter.incomplete()]
-
-
-def _querier_before() -> QuerierRecord:
-    record = QuerierRecord()
-    batches = [make_batch(QUERIER, QUERY_KEY, index, REPORTS[index: index + 2]) for index in range(3)]
-    record.items = [(batch.completed[0], batch) for batch in batches]
-    record.target = batches[0].completed[0] + 1000
+def _queries_before() -> QueriesRecord:
+    record = QueriesRecord(3)
+    record.cutter(QUERIER, QUERY_KEY).add(REPORTS[:4])
     record.central = {(QUERIER, 2900): 10**11, (QUERIER, 2901): 0}
     record.rows = [DeviceEpochBudget(QUERIER, "device-1", 2900, 0.25, 1.0)]
     return record
 
 
-def _querier_after(record: QuerierRecord) -> list:
-    return [sorted(record.take(None)), sorted(record.central.items()), record.rows, record.target]
+def _queries_after(record: QueriesRecord) -> list:
+    cutter = record.cutter(QUERIER, QUERY_KEY)
+    return [*cutter.add(REPORTS[4:8]), cutter.incomplete(), sorted(record.central.items()), record.rows]
 
 
 SAMPLES: dict[str, StateSample] = {
@@ -200,8 +184,7 @@ SAMPLES: dict[str, StateSample] = {
     "event_level_device": StateSample(device_record_codec_for(1.0, SeededSource(SEED)), _event_level_before,
                                       _event_level_after),
     "budget_device": StateSample(device_codec(BUDGET_CONFIG.capacity_units), _budget_before, _budget_after),
-    "batch_cutter": StateSample(batch_codec(QUERIER, QUERY_KEY, 3), _batch_before, _batch_after),
-    "querier": StateSample(QUERIER_CODEC, _querier_before, _querier_after),
+    "measurement_queries": StateSample(queries_codec(3), _queries_before, _queries_after),
 }
 
 

@@ -9,13 +9,13 @@ Batch (the fast path):
           call ─► ReportRecord ─ GroupByKey (querier, query key) ─► batches of B in conversion-time order
           ─ GroupByKey (one key) ─► RunQueries in batch order (IPA-like: central budget) ─► QueryResult
 Streaming:
-    rows, timestamped at event time ─ keyed by device ─► DeviceFn (state: buffered events, impressions,
-    filters; event-time timers) ─► ReportRecord ─ keyed (querier, query key) ─► BatchFn (state: the open
-    batch) ─► QueryBatch ─ keyed by querier ─► QueryFn (state: central budget) ─► QueryResult
+    rows (or a topic's EventBatches) ─ per shard, hour and bundle ─► DeviceFn, one stateful stage (state per
+    shard: buffered events, each device's impressions and filters, and beside them the batches being filled
+    and the IPA-like central filters; one event-time timer) ─► ReportRecord, QueryResult
 
-Each stateful stage buffers what arrives and handles it only once the
-watermark has passed it, in the same order the batch path uses (events by
-``event_order``, reports by ``report_order``, batches by ``batch_order``), so
+The stage buffers what arrives and handles it only once the watermark has
+passed it, in the same order the batch path uses (events by ``event_order``,
+reports by ``report_order``, batches by ``batch_order``), so
 arrival order never changes a result and both paths agree for the same input
 and seed. Events later than the allowed lateness are dead-lettered as
 ``late``. Budget rows (SENSITIVE, evaluation only) are emitted per
@@ -25,21 +25,13 @@ the epoch, and at the end of the input.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import apache_beam as beam
-from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindow, TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
-from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import CONVERSION, IMPRESSION
-from schemas.rows import Conversion, DeadLetter, DeviceEpochBudget, Impression
+from schemas.rows import Conversion, Impression
 from transforms.budgeting.mechanisms.device import (
     DeviceState,
     MeasurementConfig,
@@ -53,21 +45,19 @@ from transforms.budgeting.mechanisms.device import (
 )
 from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, batch_order, report_order, run_queries
-from transforms.budgeting.state import QUERIER_CODEC, BatchRecord, QuerierRecord, batch_codec, device_codec
+from transforms.budgeting.state import QueriesRecord, device_codec, queries_codec
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
-    END_OF_INPUT,
     DeviceRecord,
+    DeviceShardFn,
     RowShards,
-    after_milli,
     device_shard,
     pack,
-    stamped,
+    replay_devices,
     unpack_chunk,
 )
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.core.state import StateCodec
 
 METRICS_NAMESPACE = "pmbeam.measurement"
 REPORTS, BUDGETS, RESULTS, INCOMPLETE = "reports", "budgets", "results", "incomplete"
@@ -273,217 +263,83 @@ class MeasureBatch(beam.PTransform):
 # Streaming: the stateful stages follow the scheme of ``transforms.core.device_state``.
 
 
-class _DeviceFn(beam.DoFn):
-    """Streaming: one device's on-device logic over state; events are replayed once the watermark passed them
-    (plus the allowed lateness). An epoch's filters are dropped, and their budget rows emitted, once no later
-    conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``), on the EXPIRE timer."""
+class _DeviceFn(DeviceShardFn):
+    """Streaming: the on-device logic of a shard's devices over state (``DeviceShardFn``); events are replayed once
+    the watermark passed them (plus the allowed lateness). An epoch's filters are dropped, and their budget rows
+    emitted, once no later conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``)."""
 
-    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())  # a DeviceRecordState (transforms.budgeting.state)
-    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
-    EXPIRE = TimerSpec("expire", TimeDomain.WATERMARK)
-
-    def __init__(self, config: MeasurementConfig, source: RandomSource, emit_budgets: bool, lateness_micros: int) -> None:
-        self._config, self._source = config, source
-        self._emit_budgets, self._lateness = emit_budgets, lateness_micros
+    def __init__(self, config: MeasurementConfig, source: RandomSource, batch_size: int, emit_budgets: bool,
+                 lateness_micros: int) -> None:
+        super().__init__(lateness_micros)
+        self._config, self._source, self._batch_size = config, source, batch_size
+        self._emit_budgets = emit_budgets
 
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)
-        self._codec = device_codec(self._config.capacity_units)
+        self._ipa = self._config.policy == "ipa_like"
+        self.codec = device_codec(self._config.capacity_units)
+        self.side_codec = queries_codec(self._batch_size)
 
-    def _new_record(self) -> DeviceRecord:
+    def new_record(self) -> DeviceRecord:
         return DeviceRecord(DeviceState(self._config.capacity_units))
 
-    def process(self, element, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
-        _, event = element  # (device_id, Impression | Conversion)
-        record = self._codec.read(state, self._new_record)
-        if event.event_time_micros < record.cut:
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTERS, DeadLetter(raw=repr(tuple(event)), reason="late", source=f"device {event.device_id}")
-            )
-            return
-        record.add(event.event_time_micros, event, flush, self._lateness)
-        self._codec.write(state, record)
+    def new_side(self) -> QueriesRecord:
+        return QueriesRecord(self._batch_size)
 
-    def _advance(self, key: str, record: DeviceRecord, flush, expire, until: int):
-        """Replay the buffered events before ``until``, expire the epochs no conversion from then on can reach,
-        and set the timers for what is left."""
+    def after_replays(self, side: QueriesRecord, outputs: list, fired_micros: int, at_end: bool) -> Iterator:
+        """The firing's reports in report order, cut into batches of B per (querier, query key), and the full
+        batches queried in batch order (IPA-like: through the central filters). A firing replays exactly the
+        events since the previous cut, so firings in order keep the batch path's order. IPA-like device rows
+        wait for the end of the input, when the central consumption is final."""
+        reports = []
+        for output in outputs:
+            if type(output) is ReportRecord:
+                reports.append(output)
+            elif self._ipa and isinstance(output, beam.pvalue.TaggedOutput) and output.tag == BUDGETS:
+                side.rows.append(output.value)
+            else:
+                yield output
+        batches = []
+        for report in sorted(reports, key=report_order):
+            yield report
+            batches += side.cutter(report.querier_site, report.query_key).add([report])
+        central = CentralBudget(self._config.capacity_units, side.central) if self._ipa else None
+        for result in run_queries(sorted(batches, key=batch_order), central, self._source, self._config.bias):
+            yield beam.pvalue.TaggedOutput(RESULTS, result)
+        if central is not None:
+            side.central = central.filters.consumed
+        if at_end:
+            for _, cutter in sorted(side.cutters.items()):
+                incomplete = cutter.incomplete()
+                if incomplete:
+                    yield beam.pvalue.TaggedOutput(INCOMPLETE, incomplete)
+            for row in side.rows:
+                yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, side.central))
+            side.rows = []
+
+    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
+        """Replay the events before the cut, expire the epochs no conversion from then on can reach."""
+        until = fired_micros - self._lateness
         events = sort_events(record.advance(until))
         device = record.state
-        for report in replay(key, events, device, self._config, self._policy, self._source):
-            yield stamped(report, after_milli(report.conversion_time_micros) + self._lateness)
-        oldest = self._config.oldest_reachable_epoch(until)
+        yield from replay(device_id, events, device, self._config, self._policy, self._source)
+        oldest = self._config.oldest_reachable_epoch(record.cut)
         expired = [filter_key for filter_key in device.filters.consumed if filter_key[1] < oldest]
         if self._emit_budgets:
-            for row in budget_rows(key, device.filters.consumed, self._config, expired):
+            for row in budget_rows(device_id, device.filters.consumed, self._config, expired):
                 yield beam.pvalue.TaggedOutput(BUDGETS, row)
         for filter_key in expired:
             del device.filters.consumed[filter_key]
         device.forget_before(oldest)
+
+    def wake_micros(self, record: DeviceRecord) -> int | None:
+        """The first time at which the device's oldest epoch is out of every window: the start of the next epoch
+        plus the window."""
+        device = record.state
         kept = [epoch for _, epoch in device.filters.consumed] + list(device.impressions)
-        if kept:
-            # the first time at which min(kept) is out of every window: the start of the next epoch plus the window
-            unreachable = self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros
-            expire.set(Timestamp(micros=after_milli(unreachable - 1) + self._lateness))
-        record.rearm(flush, self._lateness)
-
-    @on_timer(FLUSH)
-    @on_timer(EXPIRE)
-    def on_timer_fired(
-        self,
-        key=beam.DoFn.KeyParam,
-        fired=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-        expire=beam.DoFn.TimerParam(EXPIRE),
-    ):
-        """Both timers do the same: replay what the watermark has passed, expire what no conversion can reach."""
-        record = self._codec.read(state, self._new_record)
-        yield from self._advance(key, record, flush, expire, fired.micros - self._lateness)
-        self._codec.write(state, record)
-
-
-class _ReportsPerBundleFn(beam.DoFn):
-    """Streaming, before the batch cutter's state: a bundle's reports grouped per (querier, query key) with the
-    time each was stamped, so that ``_BatchFn`` reads and writes a key's buffered reports once per bundle rather
-    than once per report (which made the stage quadratic in the reports buffered)."""
-
-    def start_bundle(self) -> None:
-        self._keys: dict[str, list] = {}
-
-    def process(self, element, timestamp=beam.DoFn.TimestampParam):
-        key, report = element
-        self._keys.setdefault(key, []).append((timestamp.micros, report))
-
-    def finish_bundle(self):
-        for key, reports in self._keys.items():
-            yield WindowedValue((key, tuple(reports)), Timestamp(micros=min(stamp for stamp, _ in reports)),
-                                (GlobalWindow(),))
-
-
-class _BatchFn(beam.DoFn):
-    """Streaming: the reports of one (querier, query key) cut into batches of B in report order. The key is
-    the JSON text of [querier, query key]: a tuple key's coder is not deterministic enough for timers."""
-
-    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())  # a BatchCutterState (transforms.budgeting.state)
-    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
-    END = TimerSpec("end", TimeDomain.WATERMARK)
-
-    def __init__(self, batch_size: int) -> None:
-        self._batch_size = batch_size
-
-    @staticmethod
-    def _querier_and_query_key(key: str) -> tuple[str, str]:
-        querier_site, query_key = json.loads(key)
-        return querier_site, query_key
-
-    def _codec(self, key: str) -> StateCodec:
-        return batch_codec(*self._querier_and_query_key(key), self._batch_size)
-
-    def _record(self, key: str, state) -> BatchRecord:
-        return self._codec(key).read(
-            state, lambda: BatchRecord(BatchCutter(*self._querier_and_query_key(key), self._batch_size)))
-
-    def process(
-        self,
-        element,
-        key=beam.DoFn.KeyParam,
-        timestamp=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-        end=beam.DoFn.TimerParam(END),
-    ):
-        record = self._record(key, state)  # element: (key, ((stamp, ReportRecord), ...)) of one bundle
-        end.set(END_OF_INPUT)
-        for stamp, report in element[1]:
-            record.add(stamp, report, flush)
-        self._codec(key).write(state, record)
-
-    def _advance(self, record: BatchRecord, until: int | None):
-        for time, report in sorted(record.take(until), key=lambda entry: report_order(entry[1])):
-            for batch in record.cutter.add([report]):
-                yield stamped(batch, after_milli(time))
-
-    @on_timer(FLUSH)
-    def on_flush(
-        self,
-        key=beam.DoFn.KeyParam,
-        fired=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-    ):
-        record = self._record(key, state)
-        yield from self._advance(record, fired.micros)
-        record.rearm(flush)
-        self._codec(key).write(state, record)
-
-    @on_timer(END)
-    def on_end(self, key=beam.DoFn.KeyParam, state=beam.DoFn.StateParam(RECORD)):
-        record = self._record(key, state)
-        yield from self._advance(record, None)
-        self._codec(key).write(state, record)
-        incomplete = record.cutter.incomplete()
-        if incomplete:
-            yield beam.pvalue.TaggedOutput(INCOMPLETE, incomplete)
-
-
-class _QueryFn(beam.DoFn):
-    """Streaming: one querier's batches run in batch order; IPA-like through the querier's central budget.
-    IPA-like device budget rows wait here for the end of the input, when the central consumption is final."""
-
-    RECORD = ReadModifyWriteStateSpec("record", BytesCoder())  # a QuerierState (transforms.budgeting.state)
-    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
-    END = TimerSpec("end", TimeDomain.WATERMARK)
-
-    def __init__(self, config: MeasurementConfig, source: RandomSource) -> None:
-        self._config, self._source = config, source
-
-    def process(
-        self,
-        element,
-        timestamp=beam.DoFn.TimestampParam,
-        state=beam.DoFn.StateParam(RECORD),
-        flush=beam.DoFn.TimerParam(FLUSH),
-        end=beam.DoFn.TimerParam(END),
-    ):
-        _, item = element
-        record = QUERIER_CODEC.read(state, QuerierRecord)
-        end.set(END_OF_INPUT)
-        if type(item) is DeviceEpochBudget:
-            record.rows.append(item)
-        else:
-            record.add(timestamp.micros, item, flush)
-        QUERIER_CODEC.write(state, record)
-
-    def _advance(self, record: QuerierRecord, until: int | None):
-        central = CentralBudget(self._config.capacity_units, record.central) if self._config.policy == "ipa_like" else None
-        due = sorted(record.take(until), key=lambda entry: batch_order(entry[1]))
-        results = run_queries([batch for _, batch in due], central, self._source, self._config.bias)
-        for (time, _), result in zip(due, results, strict=True):  # one result per batch, in the same order
-            yield stamped(result, after_milli(time))
-
-    @on_timer(FLUSH)
-    def on_flush(self, fired=beam.DoFn.TimestampParam, state=beam.DoFn.StateParam(RECORD), flush=beam.DoFn.TimerParam(FLUSH)):
-        record = QUERIER_CODEC.read(state, QuerierRecord)
-        yield from self._advance(record, fired.micros)
-        record.rearm(flush)
-        QUERIER_CODEC.write(state, record)
-
-    @on_timer(END)
-    def on_end(self, state=beam.DoFn.StateParam(RECORD)):
-        record = QUERIER_CODEC.read(state, QuerierRecord)
-        yield from self._advance(record, None)
-        QUERIER_CODEC.write(state, record)
-        for row in record.rows:
-            yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, record.central))
-
-
-# _STAGE_BOUNDARY: a Reshuffle before each stateful stage after the first. The local portable runner fuses
-# consecutive stateful DoFns into one stage and then hands one DoFn's timers the other's keys; the shuffle
-# keeps them apart (on Dataflow and Flink it is one more keyed exchange, which those runners do anyway).
-
-
-def _timestamped(row):
-    return TimestampedValue((row.device_id, row), Timestamp(micros=row.event_time_micros))
+        if not kept:
+            return None
+        return self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros
 
 
 class MeasureStreaming(beam.PTransform):
@@ -500,36 +356,16 @@ class MeasureStreaming(beam.PTransform):
         self._emit_budgets, self._lateness = emit_budgets, allowed_lateness_micros
 
     def expand(self, rows):
-        config, source = self._config, self._source
-        ipa = config.policy == "ipa_like"
-        # ReportRecord, timestamped when the device's timer fired; budgets: DeviceEpochBudget; dead_letters: late
-        devices = (
-            rows
-            | "AtEventTime" >> beam.Map(_timestamped)  # (device_id, row)
-            | "Devices" >> beam.ParDo(_DeviceFn(config, source, self._emit_budgets, self._lateness)).with_outputs(
-                BUDGETS, DEAD_LETTERS, main=REPORTS
-            )
-        )
-        batched = (
-            devices[REPORTS]
-            | "KeyByQuery" >> beam.Map(lambda report: (json.dumps([report.querier_site, report.query_key]), report))
-            | "ShuffleReports" >> beam.Reshuffle()  # see _STAGE_BOUNDARY
-            | "ReportsPerKey" >> beam.ParDo(_ReportsPerBundleFn()).with_output_types(tuple[str, Any])
-            | "Batches" >> beam.ParDo(_BatchFn(self._batch_size)).with_outputs(INCOMPLETE, main="batches")
-        )
-        to_queries = [batched["batches"] | "KeyByQuerier" >> beam.Map(lambda batch: (batch.querier_site, batch))]
-        if ipa:
-            to_queries.append(devices[BUDGETS] | "BudgetsByQuerier" >> beam.Map(lambda row: (row.querier_site, row)))
-        queried = (
-            to_queries
-            | "ToQueries" >> beam.Flatten()
-            | "ShuffleBatches" >> beam.Reshuffle()  # see _STAGE_BOUNDARY
-            | "Queries" >> beam.ParDo(_QueryFn(config, source)).with_outputs(BUDGETS, main=RESULTS)
+        # ReportRecord; results: QueryResult; incomplete: IncompleteBatch; budgets: DeviceEpochBudget;
+        # dead_letters: late events
+        devices = replay_devices(
+            rows, _DeviceFn(self._config, self._source, self._batch_size, self._emit_budgets, self._lateness),
+            REPORTS, BUDGETS, RESULTS, INCOMPLETE,
         )
         return {
             REPORTS: devices[REPORTS] | "PublicReports" >> beam.Map(ReportRecord.public),
-            RESULTS: queried[RESULTS],
-            INCOMPLETE: batched[INCOMPLETE],
-            BUDGETS: queried[BUDGETS] if ipa else devices[BUDGETS],
+            RESULTS: devices[RESULTS],
+            INCOMPLETE: devices[INCOMPLETE],
+            BUDGETS: devices[BUDGETS],
             DEAD_LETTERS: devices[DEAD_LETTERS],
         }

@@ -7,8 +7,8 @@ which carries ``STATE_VERSION``. Decoding accepts every version up to the curren
 the records, and the functions fill what an older writer left out) and refuses a newer one with a clear error.
 The DoFns keep the encoded bytes in their state (``BytesCoder``): Beam's state cache sizes bytes for free.
 
-``device_state.device_record_codec`` is the codec of a ``DeviceRecord`` (buffered events, cut, timer) around a
-subject's codec of its replay state.
+``device_state.device_record_codec`` is the codec of a ``DeviceRecord`` (its cut, and the events a record of an
+older layout buffered) around a subject's codec of its replay state.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from google.protobuf.message import Message
 
-STATE_VERSION = 1  # the layout of schemas/proto/state.proto this code writes (its version history is there)
+STATE_VERSION = 2  # the layout of schemas/proto/state.proto this code writes (its version history is there)
 
 
 class StateVersionError(ValueError):

@@ -35,7 +35,6 @@ from typing import cast
 import apache_beam as beam
 import polars as pl
 from apache_beam.metrics import Metrics
-from apache_beam.utils.timestamp import Timestamp
 
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, avro_record
 from schemas.frames import (
@@ -52,9 +51,8 @@ from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     DeviceRecord,
-    DeviceReplayFn,
+    DeviceShardFn,
     RowShards,
-    after_milli,
     device_shard,
     replay_devices,
     stamped,
@@ -200,40 +198,29 @@ class EventLevelReportsBatch(beam.PTransform):
         return {REPORTS: reports, DEAD_LETTERS: dead_letters, INPUT_FILES: input_files}
 
 
-class _DeviceRecord(DeviceRecord):
-    """A device's Beam state (``DeviceRecord``) whose replay state is its ``EventLevelDevice``; its flush timer
-    also fires at the device's next window end."""
-
-    def rearm_at_next(self, flush, lateness_micros: int) -> None:
-        """After a flush: the timer for the earliest of the next buffered event and the next window end (a
-        window ending at T passes once every event before T is final, so at a cut >= T)."""
-        dues = [after_milli(min(time for time, _ in self.items)) + lateness_micros] if self.items else []
-        window = self.state.next_window_micros()
-        if window is not None:
-            dues.append(after_milli(window - 1) + lateness_micros)
-        self.target = min(dues) if dues else None
-        if self.target is not None:
-            flush.set(Timestamp(micros=self.target))
-
-
-class _DeviceFn(DeviceReplayFn[_DeviceRecord]):
-    """Streaming: one device's client over state (``DeviceReplayFn``). Events are replayed in the batch order once
-    the watermark passed them (plus the allowed lateness), and a window passes once the watermark passed its end."""
+class _DeviceFn(DeviceShardFn):
+    """Streaming: the clients of a shard's devices over state (``DeviceShardFn``). Events are replayed in the batch
+    order once the watermark passed them (plus the allowed lateness), and a window passes once the watermark
+    passed its end."""
 
     def __init__(self, epsilon: float | None, source: RandomSource, lateness_micros: int) -> None:
         super().__init__(lateness_micros)
         self._epsilon, self._source = epsilon, source
 
     def setup(self) -> None:
-        self.codec = device_record_codec_for(self._epsilon, self._source, _DeviceRecord)
+        self.codec = device_record_codec_for(self._epsilon, self._source)
         self._sources = Metrics.counter(METRICS_NAMESPACE, "sources")
         self._randomized = Metrics.counter(METRICS_NAMESPACE, "randomized_sources")
         self._reports = Metrics.counter(METRICS_NAMESPACE, "reports")
 
-    def new_record(self) -> _DeviceRecord:
-        return _DeviceRecord(EventLevelDevice(self._epsilon, self._source))
+    def new_record(self) -> DeviceRecord:
+        return DeviceRecord(EventLevelDevice(self._epsilon, self._source))
 
-    def flush(self, device_id: str, record: _DeviceRecord, fired_micros: int, timer) -> Iterator:
+    def wake_micros(self, record: DeviceRecord) -> int | None:
+        """The next window end: it passes once every event before it is final."""
+        return record.state.next_window_micros()
+
+    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
         events = sorted(record.advance(fired_micros - self._lateness), key=event_order)
         sources = [(device_id, event) for event in events if type(event) is EventLevelSource]
         chosen = choose_randomized(sources, self._epsilon, self._source)
@@ -242,7 +229,6 @@ class _DeviceFn(DeviceReplayFn[_DeviceRecord]):
         for report in reports:
             yield stamped(report, fired_micros)
         device.forget_expired()
-        record.rearm_at_next(timer, self._lateness)
         self._sources.inc(len(sources))
         self._randomized.inc(sum(choice is not None for choice in chosen))
         self._reports.inc(len(reports))

@@ -36,7 +36,7 @@ from schemas.codecs import EventSpec
 from transforms.core.device_state import (
     DEFAULT_SHARDS,
     DeviceRecord,
-    DeviceReplayFn,
+    DeviceShardFn,
     RowShards,
     replay_devices,
     stamped,
@@ -157,9 +157,9 @@ class SummaryReportsBatch(beam.PTransform):
         }
 
 
-class _ClientFn(DeviceReplayFn[DeviceRecord]):
-    """Streaming: one device's client over state (``DeviceReplayFn``); events are replayed, in the client's order,
-    once the watermark passed them (plus the allowed lateness)."""
+class _ClientFn(DeviceShardFn):
+    """Streaming: the clients of a shard's devices over state (``DeviceShardFn``); events are replayed, in the
+    client's order, once the watermark passed them (plus the allowed lateness)."""
 
     def __init__(self, client: SummaryClient, source: RandomSource, lateness_micros: int) -> None:
         super().__init__(lateness_micros)
@@ -171,13 +171,12 @@ class _ClientFn(DeviceReplayFn[DeviceRecord]):
     def new_record(self) -> DeviceRecord:
         return DeviceRecord(self._client.new_state())
 
-    def flush(self, device_id: str, record: DeviceRecord, fired_micros: int, timer) -> Iterator:
+    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
         client = self._client
         events = sorted(record.advance(fired_micros - self._lateness), key=client.order)
         for report in client.replay(device_id, events, record.state, self._source):
             yield stamped(report, fired_micros)
         client.forget_before(record.state, record.cut)
-        record.rearm(timer, self._lateness)
 
 
 class SummaryReportsStreaming(beam.PTransform):

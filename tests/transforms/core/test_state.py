@@ -38,7 +38,10 @@ def test_every_committed_version_decodes_and_continues():
     assert versions and all(int(path.name[1:]) <= STATE_VERSION for path in versions)
     for directory in versions:
         for name, sample in SAMPLES.items():
-            restored = sample.codec.decode((directory / f"{name}.binpb").read_bytes())
+            path = directory / f"{name}.binpb"
+            if not path.exists():  # a kind of state that a later version added
+                continue
+            restored = sample.codec.decode(path.read_bytes())
             assert sample.after(restored) == sample.after(sample.before()), (directory.name, name)
 
 

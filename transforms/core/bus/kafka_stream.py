@@ -386,7 +386,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 last_sent = time.monotonic()
         yield from self._emit(held, sent)
         for reader in self._readers:  # the end of every input: a stateful step can finish all it holds at once
-            yield self._element_event(reader.source.name, EventBatch([], END_OF_INPUT_MICROS), reader.watermark_micros or 0)
+            yield self._element_event(reader.source.name,
+                                      EventBatch([], END_OF_INPUT_MICROS, reader.source.spec.row_type),
+                                      reader.watermark_micros or 0)
         for tag in self.tags:  # the end of the global window, where timers that wait for the end of input fire
             yield self._watermark_event(tag, END_OF_INPUT_MICROS)
         reports = [report for reader in self._readers for report in reader.reports()]
