@@ -175,15 +175,47 @@ class EpochImpressions(_message.Message):
     impressions: _containers.RepeatedCompositeFieldContainer[_events_pb2.Impression]
     def __init__(self, epoch: _Optional[int] = ..., impressions: _Optional[_Iterable[_Union[_events_pb2.Impression, _Mapping]]] = ...) -> None: ...
 
+class EpochImpressionColumns(_message.Message):
+    __slots__ = ("epoch", "event_time_micros", "impression_ids", "attributes")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    event_time_micros: _containers.RepeatedScalarFieldContainer[int]
+    impression_ids: _containers.RepeatedScalarFieldContainer[str]
+    attributes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, epoch: _Optional[int] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., impression_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ImpressionAttributes(_message.Message):
+    __slots__ = ("publisher_site", "advertiser_site", "campaign_id", "product_id", "filter_keys")
+    PUBLISHER_SITE_FIELD_NUMBER: _ClassVar[int]
+    ADVERTISER_SITE_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGN_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_KEYS_FIELD_NUMBER: _ClassVar[int]
+    publisher_site: str
+    advertiser_site: str
+    campaign_id: str
+    product_id: str
+    filter_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class BudgetDeviceState(_message.Message):
-    __slots__ = ("impressions", "filters", "occupied_epochs")
+    __slots__ = ("impressions", "filters", "occupied_epochs", "device_id", "impression_columns", "attributes")
     IMPRESSIONS_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     OCCUPIED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSION_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     impressions: _containers.RepeatedCompositeFieldContainer[EpochImpressions]
     filters: _containers.RepeatedCompositeFieldContainer[FilterCharge]
     occupied_epochs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ...) -> None: ...
+    device_id: str
+    impression_columns: _containers.RepeatedCompositeFieldContainer[EpochImpressionColumns]
+    attributes: _containers.RepeatedCompositeFieldContainer[ImpressionAttributes]
+    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Iterable[_Union[EpochImpressionColumns, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ...) -> None: ...
 
 class ContributionBudgetState(_message.Message):
     __slots__ = ("contributions", "total")

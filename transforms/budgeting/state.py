@@ -27,16 +27,33 @@ def _filters_from(charges) -> dict:
 
 
 def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> None:
+    codes: dict[tuple, int] = {}
     for epoch, impressions in device.impressions.items():
-        entry = message.impressions.add(epoch=epoch)
-        for impression in impressions:
-            message_of(impression, entry.impressions.add())
+        if not impressions:
+            continue
+        message.device_id = impressions[0].device_id
+        entry = message.impression_columns.add(epoch=epoch)
+        entry.event_time_micros.extend([impression.event_time_micros for impression in impressions])
+        entry.impression_ids.extend([impression.impression_id for impression in impressions])
+        entry.attributes.extend([codes.setdefault(impression[3:], len(codes)) for impression in impressions])
+    for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
+        message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
+                               campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
     _filters_to(device.filters.consumed, message.filters)
     message.occupied_epochs.extend(sorted(device.occupied))
 
 
 def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> DeviceState:
     impressions = {entry.epoch: [row_of(Impression, row) for row in entry.impressions] for entry in message.impressions}
+    attributes = [(entry.publisher_site, entry.advertiser_site, entry.campaign_id, entry.product_id,
+                   tuple(entry.filter_keys)) for entry in message.attributes]
+    device_id = message.device_id
+    for entry in message.impression_columns:
+        impressions[entry.epoch] = [
+            Impression(device_id, time, impression_id, *attributes[code])
+            for time, impression_id, code in zip(entry.event_time_micros, entry.impression_ids, entry.attributes,
+                                                  strict=True)
+        ]
     device = DeviceState(capacity_units, impressions, _filters_from(message.filters))
     device.occupied = set(message.occupied_epochs)
     return device
