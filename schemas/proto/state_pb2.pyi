@@ -175,17 +175,17 @@ class EpochImpressions(_message.Message):
     impressions: _containers.RepeatedCompositeFieldContainer[_events_pb2.Impression]
     def __init__(self, epoch: _Optional[int] = ..., impressions: _Optional[_Iterable[_Union[_events_pb2.Impression, _Mapping]]] = ...) -> None: ...
 
-class EpochImpressionColumns(_message.Message):
-    __slots__ = ("epoch", "event_time_micros", "impression_ids", "attributes")
-    EPOCH_FIELD_NUMBER: _ClassVar[int]
+class ImpressionColumns(_message.Message):
+    __slots__ = ("epochs", "event_time_micros", "impression_ids", "attributes")
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
     IMPRESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
-    epoch: int
+    epochs: _containers.RepeatedScalarFieldContainer[int]
     event_time_micros: _containers.RepeatedScalarFieldContainer[int]
     impression_ids: _containers.RepeatedScalarFieldContainer[str]
     attributes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, epoch: _Optional[int] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., impression_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, epochs: _Optional[_Iterable[int]] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., impression_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ImpressionAttributes(_message.Message):
     __slots__ = ("publisher_site", "advertiser_site", "campaign_id", "product_id", "filter_keys")
@@ -213,9 +213,9 @@ class BudgetDeviceState(_message.Message):
     filters: _containers.RepeatedCompositeFieldContainer[FilterCharge]
     occupied_epochs: _containers.RepeatedScalarFieldContainer[int]
     device_id: str
-    impression_columns: _containers.RepeatedCompositeFieldContainer[EpochImpressionColumns]
+    impression_columns: ImpressionColumns
     attributes: _containers.RepeatedCompositeFieldContainer[ImpressionAttributes]
-    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Iterable[_Union[EpochImpressionColumns, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ...) -> None: ...
+    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Union[ImpressionColumns, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ...) -> None: ...
 
 class ContributionBudgetState(_message.Message):
     __slots__ = ("contributions", "total")

@@ -27,18 +27,18 @@ def _filters_from(charges) -> dict:
 
 
 def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> None:
-    codes: dict[tuple, int] = {}
-    for epoch, impressions in device.impressions.items():
-        if not impressions:
-            continue
-        message.device_id = impressions[0].device_id
-        entry = message.impression_columns.add(epoch=epoch)
-        entry.event_time_micros.extend([impression.event_time_micros for impression in impressions])
-        entry.impression_ids.extend([impression.impression_id for impression in impressions])
-        entry.attributes.extend([codes.setdefault(impression[3:], len(codes)) for impression in impressions])
-    for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
-        message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
-                               campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
+    rows = [(epoch, impression) for epoch, impressions in device.impressions.items() for impression in impressions]
+    if rows:
+        message.device_id = rows[0][1].device_id
+        codes: dict[tuple, int] = {}
+        columns = message.impression_columns
+        columns.epochs.extend([epoch for epoch, _ in rows])
+        columns.event_time_micros.extend([impression.event_time_micros for _, impression in rows])
+        columns.impression_ids.extend([impression.impression_id for _, impression in rows])
+        columns.attributes.extend([codes.setdefault(impression[3:], len(codes)) for _, impression in rows])
+        for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
+            message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
+                                   campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
     _filters_to(device.filters.consumed, message.filters)
     message.occupied_epochs.extend(sorted(device.occupied))
 
@@ -47,13 +47,10 @@ def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> D
     impressions = {entry.epoch: [row_of(Impression, row) for row in entry.impressions] for entry in message.impressions}
     attributes = [(entry.publisher_site, entry.advertiser_site, entry.campaign_id, entry.product_id,
                    tuple(entry.filter_keys)) for entry in message.attributes]
-    device_id = message.device_id
-    for entry in message.impression_columns:
-        impressions[entry.epoch] = [
-            Impression(device_id, time, impression_id, *attributes[code])
-            for time, impression_id, code in zip(entry.event_time_micros, entry.impression_ids, entry.attributes,
-                                                  strict=True)
-        ]
+    device_id, columns = message.device_id, message.impression_columns
+    for epoch, time, impression_id, code in zip(columns.epochs, columns.event_time_micros, columns.impression_ids,
+                                                columns.attributes, strict=True):
+        impressions.setdefault(epoch, []).append(Impression(device_id, time, impression_id, *attributes[code]))
     device = DeviceState(capacity_units, impressions, _filters_from(message.filters))
     device.occupied = set(message.occupied_epochs)
     return device

@@ -502,6 +502,9 @@ class DeviceShardFn(beam.DoFn):
         for wake in [wake for wake in shard.wake if wake <= cut]:
             touched |= shard.wake.pop(wake)
         outputs: list = []
+        fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
+        fresh.cut = cut
+        fresh_bytes = self.codec.encode(fresh)
         for device_id in sorted(touched):
             device = shard.devices.get(device_id)
             if device is None:  # a device never seen, or dropped with nothing but its cut
@@ -514,9 +517,7 @@ class DeviceShardFn(beam.DoFn):
                     device.items.append((event.event_time_micros, event))
             outputs += self.replay(device_id, device, fired)
             encoded = self.codec.encode(device)
-            fresh = self.new_record()
-            fresh.cut = device.cut
-            if encoded == self.codec.encode(fresh):  # nothing a new device would not have: drop it
+            if device.cut == cut and encoded == fresh_bytes:  # nothing a new device would not have: drop it
                 del shard.devices[device_id]
                 record.devices.pop(device_id, None)
                 record.retired_cut = max(record.retired_cut, device.cut)
