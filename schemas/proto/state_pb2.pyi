@@ -202,20 +202,32 @@ class ImpressionAttributes(_message.Message):
     def __init__(self, publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BudgetDeviceState(_message.Message):
-    __slots__ = ("impressions", "filters", "occupied_epochs", "device_id", "impression_columns", "attributes")
+    __slots__ = ("impressions", "filters", "occupied_epochs", "device_id", "impression_columns", "attributes", "filter_columns")
     IMPRESSIONS_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     OCCUPIED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     IMPRESSION_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    FILTER_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     impressions: _containers.RepeatedCompositeFieldContainer[EpochImpressions]
     filters: _containers.RepeatedCompositeFieldContainer[FilterCharge]
     occupied_epochs: _containers.RepeatedScalarFieldContainer[int]
     device_id: str
     impression_columns: ImpressionColumns
     attributes: _containers.RepeatedCompositeFieldContainer[ImpressionAttributes]
-    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Union[ImpressionColumns, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ...) -> None: ...
+    filter_columns: FilterColumns
+    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Union[ImpressionColumns, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ..., filter_columns: _Optional[_Union[FilterColumns, _Mapping]] = ...) -> None: ...
+
+class FilterColumns(_message.Message):
+    __slots__ = ("querier_sites", "epochs", "consumed_units")
+    QUERIER_SITES_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    querier_sites: _containers.RepeatedScalarFieldContainer[str]
+    epochs: _containers.RepeatedScalarFieldContainer[int]
+    consumed_units: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, querier_sites: _Optional[_Iterable[str]] = ..., epochs: _Optional[_Iterable[int]] = ..., consumed_units: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ContributionBudgetState(_message.Message):
     __slots__ = ("contributions", "total")

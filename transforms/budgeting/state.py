@@ -39,7 +39,12 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
         for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
             message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
                                    campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
-    _filters_to(device.filters.consumed, message.filters)
+    consumed = device.filters.consumed
+    if consumed:
+        columns = message.filter_columns
+        columns.querier_sites.extend([querier_site for querier_site, _ in consumed])
+        columns.epochs.extend([epoch for _, epoch in consumed])
+        columns.consumed_units.extend(consumed.values())
     message.occupied_epochs.extend(sorted(device.occupied))
 
 
@@ -51,7 +56,10 @@ def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> D
     for epoch, time, impression_id, code in zip(columns.epochs, columns.event_time_micros, columns.impression_ids,
                                                 columns.attributes, strict=True):
         impressions.setdefault(epoch, []).append(Impression(device_id, time, impression_id, *attributes[code]))
-    device = DeviceState(capacity_units, impressions, _filters_from(message.filters))
+    consumed = _filters_from(message.filters)
+    columns = message.filter_columns
+    consumed.update(zip(zip(columns.querier_sites, columns.epochs, strict=True), columns.consumed_units, strict=True))
+    device = DeviceState(capacity_units, impressions, consumed)
     device.occupied = set(message.occupied_epochs)
     return device
 

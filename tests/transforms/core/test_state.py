@@ -63,8 +63,11 @@ def test_the_noises_and_budgets_already_drawn_and_spent_are_in_the_records():
         SAMPLES["event_level_device"].codec.encode(SAMPLES["event_level_device"].before()))
     assert any(entry.randomized for entry in event_level.event_level_device.client_sources)
     budget = state_pb2.DeviceRecordState.FromString(SAMPLES["budget_device"].codec.encode(SAMPLES["budget_device"].before()))
-    assert any(charge.consumed_units for charge in budget.budget_device.filters)
+    assert any(budget.budget_device.filter_columns.consumed_units)
     assert budget.buffered and budget.cut
+    queries = state_pb2.MeasurementQueriesState.FromString(
+        SAMPLES["measurement_queries"].codec.encode(SAMPLES["measurement_queries"].before()))
+    assert any(charge.consumed_units for charge in queries.central) and queries.cutters[0].pending
 
 
 def test_fixtures_are_written_where_the_tests_read_them(tmp_path):
