@@ -430,30 +430,8 @@ class DeviceShardFn(beam.DoFn):
         self._catch_up(catch_up, catch_at, latest, flush_at)
 
     @on_timer(FLUSH)
-    def on_flush(
-        self,
-        key=beam.DoFn.KeyParam,
-        fire_time=beam.DoFn.TimestampParam,
-        pending=beam.DoFn.StateParam(PENDING),
-        shard_state=beam.DoFn.StateParam(SHARD),
-        token_state=beam.DoFn.StateParam(TOKEN),
-        needed_state=beam.DoFn.StateParam(NEEDED),
-        hint_state=beam.DoFn.StateParam(HINT),
-        timer_at=beam.DoFn.StateParam(TIMER_AT),
-        catch_at=beam.DoFn.StateParam(CATCH_AT),
-        timer=beam.DoFn.TimerParam(FLUSH),
-        catch_up=beam.DoFn.TimerParam(CATCH_UP),
-    ):
-        # Every time a timer is set for is a whole millisecond. A firing for a time the timer was since moved
-        # from (set again while the firing was on its way) leaves the new setting in place.
-        fired = fire_time.micros
-        if timer_at.read() == fired:
-            timer_at.clear()
-        yield from self._fire(key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at,
-                              catch_at, timer, catch_up)
-
     @on_timer(CATCH_UP)
-    def on_catch_up(
+    def on_timer_fired(
         self,
         key=beam.DoFn.KeyParam,
         fire_time=beam.DoFn.TimestampParam,
@@ -467,9 +445,13 @@ class DeviceShardFn(beam.DoFn):
         timer=beam.DoFn.TimerParam(FLUSH),
         catch_up=beam.DoFn.TimerParam(CATCH_UP),
     ):
+        """Both timers do the same at their time. Every time a timer is set for is a whole millisecond; a firing
+        for a time its timer was since moved from (set again while the firing was on its way) leaves the new
+        setting in place."""
         fired = fire_time.micros
-        if catch_at.read() == fired:
-            catch_at.clear()
+        for set_at in (timer_at, catch_at):
+            if set_at.read() == fired:
+                set_at.clear()
         yield from self._fire(key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at,
                               catch_at, timer, catch_up)
 
