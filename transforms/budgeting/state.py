@@ -8,6 +8,8 @@ Privacy: the filters' consumption is what must survive a restart (Cookie Monster
 """
 from __future__ import annotations
 
+from typing import cast
+
 from schemas.proto import state_pb2
 from schemas.row_messages import message_of, row_of
 from schemas.rows import DeviceEpochBudget, Impression
@@ -39,12 +41,13 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
         for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
             message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
                                    campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
-    consumed = device.filters.consumed
+    consumed = device.filters.consumed  # (querier site, epoch) -> units
     if consumed:
-        columns = message.filter_columns
-        columns.querier_sites.extend([querier_site for querier_site, _ in consumed])
-        columns.epochs.extend([epoch for _, epoch in consumed])
-        columns.consumed_units.extend(consumed.values())
+        keys = cast("list[tuple[str, int]]", list(consumed))
+        filters = message.filter_columns
+        filters.querier_sites.extend([querier_site for querier_site, _ in keys])
+        filters.epochs.extend([epoch for _, epoch in keys])
+        filters.consumed_units.extend(consumed.values())
     message.occupied_epochs.extend(sorted(device.occupied))
 
 
@@ -57,8 +60,8 @@ def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> D
                                                 columns.attributes, strict=True):
         impressions.setdefault(epoch, []).append(Impression(device_id, time, impression_id, *attributes[code]))
     consumed = _filters_from(message.filters)
-    columns = message.filter_columns
-    consumed.update(zip(zip(columns.querier_sites, columns.epochs, strict=True), columns.consumed_units, strict=True))
+    filters = message.filter_columns
+    consumed.update(zip(zip(filters.querier_sites, filters.epochs, strict=True), filters.consumed_units, strict=True))
     device = DeviceState(capacity_units, impressions, consumed)
     device.occupied = set(message.occupied_epochs)
     return device

@@ -170,7 +170,9 @@ def _pending_record(rows: dict[str, list], span: tuple[int, int], watermarks: di
 
 def _split_rows(record: state_pb2.DevicePendingEvents, cut: int) -> tuple[list, dict[str, list], tuple[int, int]]:
     """A pending record's events before ``cut`` (as rows) and the others (as a record's rows, and their span)."""
-    before, after, times = [], {}, []
+    before: list = []
+    after: dict[str, list] = {}
+    times: list[int] = []
     for name, rows in pickle.loads(record.rows).items():
         make = ROW_TYPES[name]._make
         _, time_at = _LAYOUTS[name]
