@@ -380,12 +380,14 @@ class DeviceShardFn(beam.DoFn):
         return when
 
     @staticmethod
-    def _catch_up(catch_up, catch_at, latest: int | None, flush_at: int | None) -> None:
-        """Set CATCH_UP for ``latest`` when that is after FLUSH and not already set there."""
+    def _catch_up(catch_up, catch_at, latest: int | None, flush_at: int | None, *, only_later: bool = False) -> None:
+        """Set CATCH_UP for ``latest`` when that is after FLUSH and not already set there (``only_later``: nor
+        later)."""
         if latest is None or (flush_at is not None and latest <= flush_at):
             return
         latest = min(latest, END_OF_INPUT.micros)
-        if catch_at.read() != latest:
+        current = catch_at.read()
+        if current != latest and not (only_later and current is not None and current > latest):
             catch_up.set(Timestamp(micros=latest))
             catch_at.write(latest)
 
@@ -429,7 +431,7 @@ class DeviceShardFn(beam.DoFn):
                 needed = self._event_due(events.earliest_micros)
                 needed_state.write(needed)
         flush_at = self._arm(timer, timer_at, needed, hint_state)
-        self._catch_up(catch_up, catch_at, latest, flush_at)
+        self._catch_up(catch_up, catch_at, latest, flush_at, only_later=True)
 
     @on_timer(FLUSH)
     @on_timer(CATCH_UP)
@@ -489,11 +491,12 @@ class DeviceShardFn(beam.DoFn):
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
         fresh_bytes = self.codec.encode(fresh)
+        retired_cut = record.retired_cut  # as the firing starts: devices dropped by it are past this firing's events
         for device_id in sorted(touched):
             device = shard.devices.get(device_id)
             if device is None:  # a device never seen, or dropped with nothing but its cut
                 device = shard.devices[device_id] = self.new_record()
-                device.cut = record.retired_cut
+                device.cut = retired_cut
             for event in due.get(device_id, ()):
                 if event.event_time_micros < device.cut:  # the device has replayed past it
                     yield from self._late([event])
