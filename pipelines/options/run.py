@@ -16,7 +16,7 @@ from schemas.codecs import FORMATS
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_REAL, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
-from transforms.core.device_state import DEFAULT_SHARDS
+from transforms.core.device_shards import DEFAULT_SHARDS
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
 DEFAULT_MAX_ERROR_FRACTION = 0.1  # DESIGN.md, "Command-line conventions"

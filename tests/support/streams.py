@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.core.device_state import END_OF_INPUT
+from transforms.core.device_stream import END_OF_INPUT
 
 
 def streaming_options() -> PipelineOptions:

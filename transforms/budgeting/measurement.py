@@ -46,16 +46,9 @@ from transforms.budgeting.mechanisms.device import (
 from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, batch_order, report_order, run_queries
 from transforms.budgeting.state import QueriesRecord, device_codec, queries_codec
-from transforms.core.device_state import (
-    DEFAULT_SHARDS,
-    DeviceRecord,
-    DeviceShardFn,
-    RowShards,
-    device_shard,
-    pack,
-    replay_devices,
-    unpack_chunk,
-)
+from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, pack, unpack_chunk
+from transforms.core.device_state import DeviceRecord
+from transforms.core.device_stream import DeviceShardFn, replay_devices
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 
@@ -260,7 +253,7 @@ class MeasureBatch(beam.PTransform):
         }
 
 
-# Streaming: the stateful stages follow the scheme of ``transforms.core.device_state``.
+# Streaming: the device replay of ``transforms.core.device_stream``.
 
 
 class _DeviceFn(DeviceShardFn):

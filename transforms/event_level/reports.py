@@ -48,16 +48,9 @@ from schemas.frames import (
     split_event_level_sources,
 )
 from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
-from transforms.core.device_state import (
-    DEFAULT_SHARDS,
-    DeviceRecord,
-    DeviceShardFn,
-    RowShards,
-    device_shard,
-    replay_devices,
-    stamped,
-    unpack_chunk,
-)
+from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, unpack_chunk
+from transforms.core.device_state import DeviceRecord
+from transforms.core.device_stream import DeviceShardFn, replay_devices, stamped
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, FrameRead, ReadEvents, flatten_reads, row_json_line
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.frames import refuse_sources, replay_frame

@@ -33,15 +33,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.codecs import EventSpec
-from transforms.core.device_state import (
-    DEFAULT_SHARDS,
-    DeviceRecord,
-    DeviceShardFn,
-    RowShards,
-    replay_devices,
-    stamped,
-    unpack_chunk,
-)
+from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, unpack_chunk
+from transforms.core.device_state import DeviceRecord
+from transforms.core.device_stream import DeviceShardFn, replay_devices, stamped
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient

@@ -19,7 +19,7 @@ from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute
 from transforms.budgeting.mechanisms.simulation import simulate
-from transforms.core.device_state import END_OF_INPUT
+from transforms.core.device_stream import END_OF_INPUT
 from transforms.core.io import DEAD_LETTERS
 from transforms.core.mechanisms.noise import SeededSource
 

@@ -23,7 +23,7 @@ from tests.support.event_level_events import (
     write_jsonl,
 )
 from tests.support.streams import milli, shuffled_stream, streaming_options
-from transforms.core.device_state import END_OF_INPUT
+from transforms.core.device_stream import END_OF_INPUT
 from transforms.core.io import DEAD_LETTERS
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices

@@ -1,0 +1,447 @@
+"""The streaming device replays that the on-device pipelines share (budgeting, summary-report clients, event-level
+reports): ``DeviceShardFn``.
+
+Devices are kept by shard, as the k-anonymity job keeps interest groups: a bundle's events are buffered per shard
+and hour as they came, an event-time timer per shard fires once the watermark passed them plus the allowed
+lateness, and each device with events before the cut is replayed, in the batch path's order, from its record. The
+timer follows the sources' watermarks when a topic source sends them, so a firing takes every event a poll made
+final.
+
+Each stateful step keeps what it holds in few records, read and written once per element and per timer: Beam's
+SDK state cache measures every value it stores by walking the loaded modules (about a millisecond a write here),
+so the number of state writes, not their size, sets the speed; a shard's decoded devices are kept in the process
+between firings and only the devices a firing replayed are encoded again.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.coders import BytesCoder, VarIntCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.window import GlobalWindow, TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
+
+from schemas.codecs import row_to_dict
+from schemas.proto import state_pb2
+from schemas.row_messages import ROW_TYPES
+from schemas.rows import DeadLetter
+from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_MILLI
+from transforms.core.device_shards import device_shard
+from transforms.core.device_state import DeviceRecord
+from transforms.core.io import DEAD_LETTERS, EventBatch
+from transforms.core.state import STATE_VERSION, StateCodec
+
+# The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
+# millisecond; a test stream advances its watermark here before infinity so their outputs are observed).
+END_OF_INPUT = Timestamp(micros=GlobalWindow().max_timestamp().micros // MICROS_PER_MILLI * MICROS_PER_MILLI)
+
+
+def after_milli(micros: int) -> int:
+    """The first millisecond boundary strictly after ``micros``."""
+    return (micros // MICROS_PER_MILLI + 1) * MICROS_PER_MILLI
+
+
+def stamped(item, micros: int) -> TimestampedValue:
+    return TimestampedValue(item, Timestamp(micros=micros))
+
+
+STREAMING_SHARDS = 1  # see DeviceShardFn: its outputs then follow the batch path's order by construction
+
+
+def _row_layout(row_type: type) -> tuple[int, int]:
+    """The positions of ``device_id`` and ``event_time_micros`` in a device event row type."""
+    fields = row_type._fields  # type: ignore[attr-defined]
+    return fields.index("device_id"), fields.index("event_time_micros")
+
+
+_LAYOUTS = {name: _row_layout(row_type) for name, row_type in ROW_TYPES.items()
+            if {"device_id", "event_time_micros"} <= set(row_type._fields)}
+
+
+def _pending_record(rows: dict[str, list], span: tuple[int, int], watermarks: dict[str, int] | None = None) -> bytes:
+    """A ``DevicePendingEvents`` of ``rows`` ({row type name: [tuple]}) whose event times span ``span``."""
+    record = state_pb2.DevicePendingEvents(version=STATE_VERSION, earliest_micros=span[0], latest_micros=span[1],
+                                           rows=pickle.dumps(rows, protocol=5), source_watermarks=watermarks)
+    return record.SerializeToString()
+
+
+def _split_rows(record: state_pb2.DevicePendingEvents, cut: int) -> tuple[list, dict[str, list], tuple[int, int]]:
+    """A pending record's events before ``cut`` (as rows) and the others (as a record's rows, and their span)."""
+    before: list = []
+    after: dict[str, list] = {}
+    times: list[int] = []
+    for name, rows in pickle.loads(record.rows).items():
+        make = ROW_TYPES[name]._make
+        _, time_at = _LAYOUTS[name]
+        for row in rows:
+            time = row[time_at]
+            if time < cut:
+                before.append(make(row))
+            else:
+                after.setdefault(name, []).append(row)
+                times.append(time)
+    return before, after, (min(times, default=0), max(times, default=0))
+
+
+class DeviceEventsPerBundleFn(beam.DoFn):
+    """Streaming, before any state: a bundle's device events per (shard, hour), as ``DevicePendingEvents`` records.
+
+    Takes event rows, or ``EventBatch``es of them (a streaming source's poll, with its watermark). Emits
+    ``(shard, DevicePendingEvents bytes)`` at the end of the bundle, timestamped with the earliest event; when
+    a batch carried its source's watermark, every record says so (a record without events carries it to the
+    shards that had none), so that a shard's timer can take every event the sources have made final at once."""
+
+    def __init__(self, shards: int) -> None:
+        self._shards = shards
+
+    def start_bundle(self) -> None:
+        self._records: dict[tuple[int, int], tuple[dict[str, list], list[int]]] = {}  # -> (rows, [earliest, latest])
+        self._watermarks: dict[str, int] = {}
+        self._hint_at = 0  # the timestamp of a record that carries only watermarks: its batch's
+
+    def _add(self, name: str, rows: Iterable[tuple]) -> None:
+        device_at, time_at = _LAYOUTS[name]
+        shards, records = self._shards, self._records
+        for row in rows:
+            time = row[time_at]
+            shard = 0 if shards == 1 else device_shard(row[device_at], shards)
+            key = (shard, time // MICROS_PER_HOUR)
+            record = records.get(key)
+            if record is None:
+                record = records[key] = ({}, [time, time])
+            record[0].setdefault(name, []).append(row)
+            span = record[1]
+            if time < span[0]:
+                span[0] = time
+            elif time > span[1]:
+                span[1] = time
+
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        if type(element) is EventBatch:
+            name = element.row_type.__name__ if element.row_type is not None else ""
+            if element.watermark_micros is not None:
+                self._watermarks[name] = max(self._watermarks.get(name, element.watermark_micros),
+                                             element.watermark_micros)
+                self._hint_at = max(self._hint_at, timestamp.micros)
+            if element.rows:
+                self._add(name, element.rows)
+        else:
+            self._add(type(element).__name__, (tuple(element),))
+
+    def finish_bundle(self):
+        watermarks, hinted = self._watermarks or None, set()
+        for (shard, _), (rows, (earliest, latest)) in self._records.items():
+            hinted.add(shard)
+            yield WindowedValue((shard, _pending_record(rows, (earliest, latest), watermarks)),
+                                Timestamp(micros=earliest), (GlobalWindow(),))
+        if watermarks:
+            for shard in set(range(self._shards)) - hinted:
+                hint = state_pb2.DevicePendingEvents(version=STATE_VERSION, source_watermarks=watermarks)
+                yield WindowedValue((shard, hint.SerializeToString()), Timestamp(micros=self._hint_at),
+                                    (GlobalWindow(),))
+
+
+class _ShardCache:
+    """A shard's devices as live ``DeviceRecord``s, valid while the shard's state holds ``token``; ``wake`` is
+    when each device must be replayed without events (time -> device ids); ``side`` is the subclass's state
+    beside the devices."""
+
+    def __init__(self, token: bytes, record: state_pb2.DeviceShardState, devices: dict[str, DeviceRecord],
+                 side: Any) -> None:
+        self.token = token
+        self.record = record
+        self.devices = devices
+        self.side = side
+        self.wake: dict[int, set[str]] = {}
+
+
+# Decoded shard state per (DoFn instance id, shard), in this process: a firing decodes nothing when the state's
+# token matches the cached one (the state was last written by this process), and encodes only the devices it
+# replayed.
+_SHARD_CACHE: dict[tuple[str, int], _ShardCache] = {}
+
+
+class DeviceShardFn(beam.DoFn):
+    """Streaming: the devices of a shard replayed over state, the scheme the budgeting, summary-report and
+    event-level jobs share; subclasses give ``codec``, ``new_record``, ``replay`` and ``wake_micros``, and may keep
+    state of their own beside the devices (``side_codec``, ``new_side``, ``after_replays``).
+
+    Each bundle's events of the shard (``DeviceEventsPerBundleFn``) are buffered as they came. A firing at F
+    cuts at F minus the allowed lateness: each device with events before the cut, or whose ``wake_micros`` is
+    that early, is handed to ``replay`` with those events, and its own cut moves there; an event behind its
+    device's cut is a ``late`` dead letter. A device whose state is back to a new device's is dropped, and the
+    shard keeps the latest cut of those (``retired_cut``) as the cut of every device it does not hold.
+
+    Two event-time timers. FLUSH is set for the earliest buffered event or wake time, or, when the sources'
+    watermarks (carried by a topic source's batches) have already passed it, for the slowest of them: Beam
+    fires it once the pipeline's watermark gets there, which it will, since every source has sent that
+    watermark. CATCH_UP is set for the latest buffered event or wake time, so that a watermark that jumps
+    over many of them (a replay, the end of a bounded input) is taken in one firing, not one per distinct
+    time. What a device replays depends only on the events before its cut, never on when the cut moved, so
+    firing times change when outputs appear, not what they are. With no work left, FLUSH waits for the end of
+    the input, where ``after_replays`` is told that nothing more will come.
+
+    Outputs carry the firing's time. A firing replays exactly the events between the previous cut and its own,
+    in order, so a subclass that folds every device's outputs further (the budgeting job's batches and queries,
+    in ``after_replays``) keeps the batch path's order; which is why the local runner keeps one shard
+    (``STREAMING_SHARDS``).
+    """
+
+    PENDING = BagStateSpec("pending", BytesCoder())  # DevicePendingEvents records
+    SHARD = ReadModifyWriteStateSpec("shard", BytesCoder())  # a DeviceShardState record
+    TOKEN = ReadModifyWriteStateSpec("token", BytesCoder())  # changes with every write of SHARD
+    NEEDED = ReadModifyWriteStateSpec("needed", VarIntCoder())  # the earliest firing time that has work
+    HINT = ReadModifyWriteStateSpec("hint", BytesCoder())  # a DevicePendingEvents with only source_watermarks
+    TIMER_AT = ReadModifyWriteStateSpec("timer_at", VarIntCoder())  # FLUSH's time
+    CATCH_AT = ReadModifyWriteStateSpec("catch_at", VarIntCoder())  # CATCH_UP's time
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+    CATCH_UP = TimerSpec("catch_up", TimeDomain.WATERMARK)
+    codec: StateCodec  # set by the subclass's setup()
+    side_codec: StateCodec | None = None  # set by a subclass that keeps state beside its devices
+
+    def __init__(self, lateness_micros: int) -> None:
+        self._lateness = lateness_micros
+        self._id = uuid.uuid4().hex
+
+    def new_record(self) -> DeviceRecord:
+        """The record of a device that has seen nothing."""
+        raise NotImplementedError
+
+    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
+        """Replay the record's events before ``fired_micros`` minus the allowed lateness; yield the outputs."""
+        raise NotImplementedError
+
+    def wake_micros(self, record: DeviceRecord) -> int | None:
+        """The cut at which the device must be replayed even without events (an epoch to expire, a window to
+        close), or None."""
+        return None
+
+    def new_side(self) -> Any:
+        """The state beside the devices of a shard that has seen nothing (with ``side_codec``)."""
+        return None
+
+    def after_replays(self, side: Any, outputs: list, fired_micros: int, at_end: bool) -> Iterator:
+        """What a firing emits once its devices are replayed (``outputs``: theirs, in device order); ``at_end``:
+        the firing at the end of the input, after which nothing comes. By default the outputs themselves."""
+        yield from outputs
+
+    def _shard(self, key: int, shard_state, token_state) -> _ShardCache:
+        token = token_state.read() or b""
+        cached = _SHARD_CACHE.get((self._id, key))
+        if cached is not None and cached.token == token:
+            return cached
+        record = state_pb2.DeviceShardState(version=STATE_VERSION)
+        raw = shard_state.read()
+        if raw is not None:
+            record.ParseFromString(raw)
+        devices = {device_id: self.codec.decode(data) for device_id, data in record.devices.items()}
+        side = None
+        if self.side_codec is not None:
+            side = self.side_codec.decode(record.side) if record.side else self.new_side()
+        cached = _SHARD_CACHE[(self._id, key)] = _ShardCache(token, record, devices, side)
+        for device_id, device in devices.items():
+            self._schedule(cached, device_id, device)
+        return cached
+
+    def _schedule(self, shard: _ShardCache, device_id: str, record: DeviceRecord) -> None:
+        wakes = [self.wake_micros(record)]
+        if record.items:  # events a record of the older layout buffered: due once the cut is past them
+            wakes.append(min(time for time, _ in record.items) + 1)
+        wake = min((time for time in wakes if time is not None), default=None)
+        if wake is not None:
+            shard.wake.setdefault(wake, set()).add(device_id)
+
+    def _event_due(self, time_micros: int) -> int:
+        """The firing time whose cut takes an event at ``time_micros``."""
+        return after_milli(time_micros) + self._lateness
+
+    def _wake_due(self, wake_micros: int) -> int:
+        """The firing time whose cut reaches ``wake_micros``."""
+        return after_milli(wake_micros - 1) + self._lateness
+
+    def _arm(self, timer, timer_at, needed: int | None, hint_state, ended: bool = False) -> int | None:
+        """Set FLUSH for ``needed`` (the end of the input when nothing is), or for the slowest source's watermark
+        when that is later; returns its time."""
+        if needed is None and ended:
+            return None
+        when = END_OF_INPUT.micros if needed is None else needed
+        raw = hint_state.read()
+        if raw is not None:
+            watermarks = state_pb2.DevicePendingEvents.FromString(raw).source_watermarks
+            if watermarks:
+                when = max(when, min(watermarks.values()) // MICROS_PER_MILLI * MICROS_PER_MILLI)
+        when = min(when, END_OF_INPUT.micros)
+        if timer_at.read() != when:
+            timer.set(Timestamp(micros=when))
+            timer_at.write(when)
+        return when
+
+    @staticmethod
+    def _catch_up(catch_up, catch_at, latest: int | None, flush_at: int | None, *, only_later: bool = False) -> None:
+        """Set CATCH_UP for ``latest`` when that is after FLUSH and not already set there (``only_later``: nor
+        later)."""
+        if latest is None or (flush_at is not None and latest <= flush_at):
+            return
+        latest = min(latest, END_OF_INPUT.micros)
+        current = catch_at.read()
+        if current != latest and not (only_later and current is not None and current > latest):
+            catch_up.set(Timestamp(micros=latest))
+            catch_at.write(latest)
+
+    def _late(self, rows: list) -> Iterator:
+        for event in rows:
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
+                raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {event.device_id}"))
+
+    def process(
+        self,
+        element,
+        key=beam.DoFn.KeyParam,
+        pending=beam.DoFn.StateParam(PENDING),
+        shard_state=beam.DoFn.StateParam(SHARD),
+        token_state=beam.DoFn.StateParam(TOKEN),
+        needed_state=beam.DoFn.StateParam(NEEDED),
+        hint_state=beam.DoFn.StateParam(HINT),
+        timer_at=beam.DoFn.StateParam(TIMER_AT),
+        catch_at=beam.DoFn.StateParam(CATCH_AT),
+        timer=beam.DoFn.TimerParam(FLUSH),
+        catch_up=beam.DoFn.TimerParam(CATCH_UP),
+    ):
+        _, data = element  # (shard, DevicePendingEvents bytes)
+        events = state_pb2.DevicePendingEvents.FromString(data)
+        if events.source_watermarks:
+            raw = hint_state.read()
+            known = state_pb2.DevicePendingEvents.FromString(raw) if raw is not None else state_pb2.DevicePendingEvents(
+                version=STATE_VERSION)
+            changed = False
+            for name, micros in events.source_watermarks.items():
+                if micros > known.source_watermarks.get(name, -1):
+                    known.source_watermarks[name] = micros
+                    changed = True
+            if changed:
+                hint_state.write(known.SerializeToString())
+        needed, latest = needed_state.read(), None
+        if events.rows:
+            pending.add(data)
+            latest = self._event_due(events.latest_micros)
+            if needed is None or self._event_due(events.earliest_micros) < needed:
+                needed = self._event_due(events.earliest_micros)
+                needed_state.write(needed)
+        flush_at = self._arm(timer, timer_at, needed, hint_state)
+        self._catch_up(catch_up, catch_at, latest, flush_at, only_later=True)
+
+    @on_timer(FLUSH)
+    @on_timer(CATCH_UP)
+    def on_timer_fired(
+        self,
+        key=beam.DoFn.KeyParam,
+        fire_time=beam.DoFn.TimestampParam,
+        pending=beam.DoFn.StateParam(PENDING),
+        shard_state=beam.DoFn.StateParam(SHARD),
+        token_state=beam.DoFn.StateParam(TOKEN),
+        needed_state=beam.DoFn.StateParam(NEEDED),
+        hint_state=beam.DoFn.StateParam(HINT),
+        timer_at=beam.DoFn.StateParam(TIMER_AT),
+        catch_at=beam.DoFn.StateParam(CATCH_AT),
+        timer=beam.DoFn.TimerParam(FLUSH),
+        catch_up=beam.DoFn.TimerParam(CATCH_UP),
+    ):
+        """Both timers do the same at their time. Every time a timer is set for is a whole millisecond; a firing
+        for a time its timer was since moved from (set again while the firing was on its way) leaves the new
+        setting in place."""
+        fired = fire_time.micros
+        for set_at in (timer_at, catch_at):
+            if set_at.read() == fired:
+                set_at.clear()
+        yield from self._fire(key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at,
+                              catch_at, timer, catch_up)
+
+    def _fire(self, key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at, catch_at,
+              timer, catch_up) -> Iterator:
+        """A firing at ``fired``: replay every device with events before the cut or a wake time at it."""
+        shard = self._shard(key, shard_state, token_state)
+        record = shard.record
+        cut = fired - self._lateness
+        due: dict[str, list] = {}  # device -> its events before the cut
+        waiting, first_waiting, last_waiting = [], None, None
+        for data in pending.read():
+            events = state_pb2.DevicePendingEvents.FromString(data)
+            span = (events.earliest_micros, events.latest_micros)
+            if span[0] >= cut:
+                waiting.append(data)
+            else:
+                before, rest, span = _split_rows(events, cut)
+                for event in before:
+                    due.setdefault(event.device_id, []).append(event)
+                if not rest:
+                    continue
+                waiting.append(_pending_record(rest, span))
+            first_waiting = span[0] if first_waiting is None else min(first_waiting, span[0])
+            last_waiting = span[1] if last_waiting is None else max(last_waiting, span[1])
+        pending.clear()
+        for data in waiting:
+            pending.add(data)
+        touched = set(due)
+        for wake in [wake for wake in shard.wake if wake <= cut]:
+            touched |= shard.wake.pop(wake)
+        outputs: list = []
+        fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
+        fresh.cut = cut
+        fresh_bytes = self.codec.encode(fresh)
+        retired_cut = record.retired_cut  # as the firing starts: devices dropped by it are past this firing's events
+        for device_id in sorted(touched):
+            device = shard.devices.get(device_id)
+            if device is None:  # a device never seen, or dropped with nothing but its cut
+                device = shard.devices[device_id] = self.new_record()
+                device.cut = retired_cut
+            for event in due.get(device_id, ()):
+                if event.event_time_micros < device.cut:  # the device has replayed past it
+                    yield from self._late([event])
+                else:
+                    device.items.append((event.event_time_micros, event))
+            outputs += self.replay(device_id, device, fired)
+            encoded = self.codec.encode(device)
+            if device.cut == cut and encoded == fresh_bytes:  # nothing a new device would not have: drop it
+                del shard.devices[device_id]
+                record.devices.pop(device_id, None)
+                record.retired_cut = max(record.retired_cut, device.cut)
+            else:
+                record.devices[device_id] = encoded
+                self._schedule(shard, device_id, device)
+        at_end = fired >= END_OF_INPUT.micros
+        yield from self.after_replays(shard.side, outputs, fired, at_end)
+        if self.side_codec is not None:
+            record.side = self.side_codec.encode(shard.side)
+        shard.token = uuid.uuid4().bytes
+        shard_state.write(record.SerializeToString())
+        token_state.write(shard.token)
+        dues = [self._event_due(first_waiting)] if first_waiting is not None else []
+        lasts = [self._event_due(last_waiting)] if last_waiting is not None else []
+        if shard.wake:
+            dues.append(self._wake_due(min(shard.wake)))
+            lasts.append(self._wake_due(max(shard.wake)))
+        needed = min(dues, default=None)
+        if needed is None:
+            needed_state.clear()
+        else:
+            needed_state.write(needed)
+        flush_at = self._arm(timer, timer_at, needed, hint_state, ended=at_end)
+        self._catch_up(catch_up, catch_at, max(lasts, default=None), flush_at)
+
+
+def replay_devices(rows, replay: DeviceShardFn, main: str, *tags: str) -> beam.pvalue.DoOutputsTuple:
+    """The streaming device replay: rows (or ``EventBatch``es of them) grouped per shard, hour and bundle, then
+    ``replay`` over each shard's state; its outputs are ``main``, ``dead_letters`` (``late`` events) and ``tags``."""
+    return (
+        rows
+        # (shard, DevicePendingEvents bytes): a bundle's events per shard and hour
+        | "PerShard" >> beam.ParDo(DeviceEventsPerBundleFn(STREAMING_SHARDS)).with_output_types(tuple[int, bytes])
+        | "Devices" >> beam.ParDo(replay).with_outputs(DEAD_LETTERS, *tags, main=main)
+    )
