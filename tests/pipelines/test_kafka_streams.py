@@ -269,7 +269,12 @@ def test_a_broker_restart_in_the_middle_of_a_run_loses_nothing_the_broker_kept(j
     """The job keeps running while its broker stops and a new one starts on the same address. tansu keeps its log
     in memory, so the restarted broker is given the log a durable broker would have kept (the first half again,
     keyed by group: the same partitions, the same offsets) and then the second half. The consumer reconnects,
-    resumes at its position, reads the second half once, and the verdicts are the batch job's on all the joins."""
+    resumes at its position, reads the second half once, and the verdicts are the batch job's on all the joins.
+
+    The allowed lateness spans the data: after the restart the first fetch answer may hold records of some
+    partitions only, while the others' last known ends are the old broker's, and a partition read to its end does
+    not hold the watermark back; the watermark may then pass records still on their way (late by design, not
+    lost), which is not what this test is about."""
     from pipelines.local_broker import LocalBroker
 
     _, rows = joins
@@ -289,7 +294,8 @@ def test_a_broker_restart_in_the_middle_of_a_run_loses_nothing_the_broker_kept(j
     try:
         produce(broker.address, "joins", _messages(first), keys(first))
         job = subprocess.Popen([sys.executable, "-m", "pipelines.kanon", "--input", f"kafka://{broker.address}/joins",
-                                "--output", str(tmp_path / "out"), "--seed", "3", "--progress-seconds", "0.5"],
+                                "--output", str(tmp_path / "out"), "--seed", "3", "--progress-seconds", "0.5",
+                                "--allowed-lateness-seconds", str(365 * 86_400)],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert job.stdout is not None
         _wait_for_progress(job.stdout, len(first))
@@ -306,7 +312,7 @@ def test_a_broker_restart_in_the_middle_of_a_run_loses_nothing_the_broker_kept(j
             job.kill()
         broker.stop()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["counts"]["read"] == len(rows) and summary["counts"]["dead_lettered"] == 0
+    assert summary["counts"]["read"] == len(rows) and summary["counts"]["dead_lettered"] == 0, summary["counts"]
     assert _verdict_lines(tmp_path / "out") == _verdict_lines(tmp_path / "batch")
 
 
