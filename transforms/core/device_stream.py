@@ -24,7 +24,7 @@ import apache_beam as beam
 from apache_beam.coders import BytesCoder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindow, TimestampedValue
+from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -37,6 +37,7 @@ from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
 from transforms.core.io import DEAD_LETTERS, EventBatch
 from transforms.core.state import STATE_VERSION, StateCodec
+from transforms.core.state_cache import ProcessStateCache
 
 # The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
 # millisecond; a test stream advances its watermark here before infinity so their outputs are observed).
@@ -46,10 +47,6 @@ END_OF_INPUT = Timestamp(micros=GlobalWindow().max_timestamp().micros // MICROS_
 def after_milli(micros: int) -> int:
     """The first millisecond boundary strictly after ``micros``."""
     return (micros // MICROS_PER_MILLI + 1) * MICROS_PER_MILLI
-
-
-def stamped(item, micros: int) -> TimestampedValue:
-    return TimestampedValue(item, Timestamp(micros=micros))
 
 
 STREAMING_SHARDS = 1  # see DeviceShardFn: its outputs then follow the batch path's order by construction
@@ -149,23 +146,19 @@ class DeviceEventsPerBundleFn(beam.DoFn):
 
 
 class _ShardCache:
-    """A shard's devices as live ``DeviceRecord``s, valid while the shard's state holds ``token``; ``wake`` is
-    when each device must be replayed without events (time -> device ids); ``side`` is the subclass's state
-    beside the devices."""
+    """A shard's devices as live ``DeviceRecord``s (kept in ``_SHARD_CACHE``); ``wake`` is when each device must be
+    replayed without events (time -> device ids); ``side`` is the subclass's state beside the devices."""
 
-    def __init__(self, token: bytes, record: state_pb2.DeviceShardState, devices: dict[str, DeviceRecord],
-                 side: Any) -> None:
-        self.token = token
+    def __init__(self, record: state_pb2.DeviceShardState, devices: dict[str, DeviceRecord], side: Any) -> None:
         self.record = record
         self.devices = devices
         self.side = side
         self.wake: dict[int, set[str]] = {}
 
 
-# Decoded shard state per (DoFn instance id, shard), in this process: a firing decodes nothing when the state's
-# token matches the cached one (the state was last written by this process), and encodes only the devices it
-# replayed.
-_SHARD_CACHE: dict[tuple[str, int], _ShardCache] = {}
+# Decoded shards in this process: a firing decodes nothing when the shard's state was last written here, and
+# encodes only the devices it replayed.
+_SHARD_CACHE: ProcessStateCache[_ShardCache] = ProcessStateCache()
 
 
 class DeviceShardFn(beam.DoFn):
@@ -233,22 +226,21 @@ class DeviceShardFn(beam.DoFn):
         yield from outputs
 
     def _shard(self, key: int, shard_state, token_state) -> _ShardCache:
-        token = token_state.read() or b""
-        cached = _SHARD_CACHE.get((self._id, key))
-        if cached is not None and cached.token == token:
-            return cached
-        record = state_pb2.DeviceShardState(version=STATE_VERSION)
-        raw = shard_state.read()
-        if raw is not None:
-            record.ParseFromString(raw)
-        devices = {device_id: self.codec.decode(data) for device_id, data in record.devices.items()}
-        side = None
-        if self.side_codec is not None:
-            side = self.side_codec.decode(record.side) if record.side else self.new_side()
-        cached = _SHARD_CACHE[(self._id, key)] = _ShardCache(token, record, devices, side)
-        for device_id, device in devices.items():
-            self._schedule(cached, device_id, device)
-        return cached
+        def load() -> _ShardCache:
+            record = state_pb2.DeviceShardState(version=STATE_VERSION)
+            raw = shard_state.read()
+            if raw is not None:
+                record.ParseFromString(raw)
+            devices = {device_id: self.codec.decode(data) for device_id, data in record.devices.items()}
+            side = None
+            if self.side_codec is not None:
+                side = self.side_codec.decode(record.side) if record.side else self.new_side()
+            shard = _ShardCache(record, devices, side)
+            for device_id, device in devices.items():
+                self._schedule(shard, device_id, device)
+            return shard
+
+        return _SHARD_CACHE.get(self._id, key, token_state, load)
 
     def _schedule(self, shard: _ShardCache, device_id: str, record: DeviceRecord) -> None:
         wakes = [self.wake_micros(record)]
@@ -266,17 +258,23 @@ class DeviceShardFn(beam.DoFn):
         """The firing time whose cut reaches ``wake_micros``."""
         return after_milli(wake_micros - 1) + self._lateness
 
-    def _arm(self, timer, timer_at, needed: int | None, hint_state, ended: bool = False) -> int | None:
+    @staticmethod
+    def _hints(hint_state) -> state_pb2.DevicePendingEvents:
+        """The sources' watermarks the shard has been sent (a record holding only ``source_watermarks``)."""
+        raw = hint_state.read()
+        if raw is None:
+            return state_pb2.DevicePendingEvents(version=STATE_VERSION)
+        return state_pb2.DevicePendingEvents.FromString(raw)
+
+    def _arm(self, timer, timer_at, needed: int | None, hints: state_pb2.DevicePendingEvents,
+             ended: bool = False) -> int | None:
         """Set FLUSH for ``needed`` (the end of the input when nothing is), or for the slowest source's watermark
         when that is later; returns its time."""
         if needed is None and ended:
             return None
         when = END_OF_INPUT.micros if needed is None else needed
-        raw = hint_state.read()
-        if raw is not None:
-            watermarks = state_pb2.DevicePendingEvents.FromString(raw).source_watermarks
-            if watermarks:
-                when = max(when, min(watermarks.values()) // MICROS_PER_MILLI * MICROS_PER_MILLI)
+        if hints.source_watermarks:
+            when = max(when, min(hints.source_watermarks.values()) // MICROS_PER_MILLI * MICROS_PER_MILLI)
         when = min(when, END_OF_INPUT.micros)
         if timer_at.read() != when:
             timer.set(Timestamp(micros=when))
@@ -295,10 +293,10 @@ class DeviceShardFn(beam.DoFn):
             catch_up.set(Timestamp(micros=latest))
             catch_at.write(latest)
 
-    def _late(self, rows: list) -> Iterator:
-        for event in rows:
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
-                raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {event.device_id}"))
+    @staticmethod
+    def _late(event) -> beam.pvalue.TaggedOutput:
+        return beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
+            raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {event.device_id}"))
 
     def process(
         self,
@@ -316,17 +314,12 @@ class DeviceShardFn(beam.DoFn):
     ):
         _, data = element  # (shard, DevicePendingEvents bytes)
         events = state_pb2.DevicePendingEvents.FromString(data)
-        if events.source_watermarks:
-            raw = hint_state.read()
-            known = state_pb2.DevicePendingEvents.FromString(raw) if raw is not None else state_pb2.DevicePendingEvents(
-                version=STATE_VERSION)
-            changed = False
-            for name, micros in events.source_watermarks.items():
-                if micros > known.source_watermarks.get(name, -1):
-                    known.source_watermarks[name] = micros
-                    changed = True
-            if changed:
-                hint_state.write(known.SerializeToString())
+        hints = self._hints(hint_state)
+        newer = {name: micros for name, micros in events.source_watermarks.items()
+                 if micros > hints.source_watermarks.get(name, -1)}
+        if newer:
+            hints.source_watermarks.update(newer)
+            hint_state.write(hints.SerializeToString())
         needed, latest = needed_state.read(), None
         if events.rows:
             pending.add(data)
@@ -334,7 +327,7 @@ class DeviceShardFn(beam.DoFn):
             if needed is None or self._event_due(events.earliest_micros) < needed:
                 needed = self._event_due(events.earliest_micros)
                 needed_state.write(needed)
-        flush_at = self._arm(timer, timer_at, needed, hint_state)
+        flush_at = self._arm(timer, timer_at, needed, hints)
         self._catch_up(catch_up, catch_at, latest, flush_at, only_later=True)
 
     @on_timer(FLUSH)
@@ -403,7 +396,7 @@ class DeviceShardFn(beam.DoFn):
                 device.cut = retired_cut
             for event in due.get(device_id, ()):
                 if event.event_time_micros < device.cut:  # the device has replayed past it
-                    yield from self._late([event])
+                    yield self._late(event)
                 else:
                     device.items.append((event.event_time_micros, event))
             outputs += self.replay(device_id, device, fired)
@@ -419,9 +412,8 @@ class DeviceShardFn(beam.DoFn):
         yield from self.after_replays(shard.side, outputs, fired, at_end)
         if self.side_codec is not None:
             record.side = self.side_codec.encode(shard.side)
-        shard.token = uuid.uuid4().bytes
         shard_state.write(record.SerializeToString())
-        token_state.write(shard.token)
+        _SHARD_CACHE.written(self._id, key, token_state, shard)
         dues = [self._event_due(first_waiting)] if first_waiting is not None else []
         lasts = [self._event_due(last_waiting)] if last_waiting is not None else []
         if shard.wake:
@@ -432,7 +424,7 @@ class DeviceShardFn(beam.DoFn):
             needed_state.clear()
         else:
             needed_state.write(needed)
-        flush_at = self._arm(timer, timer_at, needed, hint_state, ended=at_end)
+        flush_at = self._arm(timer, timer_at, needed, self._hints(hint_state), ended=at_end)
         self._catch_up(catch_up, catch_at, max(lasts, default=None), flush_at)
 
 

@@ -50,7 +50,7 @@ from schemas.frames import (
 from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, unpack_chunk
 from transforms.core.device_state import DeviceRecord
-from transforms.core.device_stream import DeviceShardFn, replay_devices, stamped
+from transforms.core.device_stream import DeviceShardFn, replay_devices
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, FrameRead, ReadEvents, flatten_reads, row_json_line
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.frames import refuse_sources, replay_frame
@@ -219,8 +219,7 @@ class _DeviceFn(DeviceShardFn):
         chosen = choose_randomized(sources, self._epsilon, self._source)
         device = record.state
         reports = device.feed(events, chosen) + device.advance_to(record.cut)
-        for report in reports:
-            yield stamped(report, fired_micros)
+        yield from reports  # at the firing's time
         device.forget_expired()
         self._sources.inc(len(sources))
         self._randomized.inc(sum(choice is not None for choice in chosen))

@@ -47,6 +47,7 @@ from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.state import STATE_VERSION
+from transforms.core.state_cache import ProcessStateCache
 from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins
 from transforms.kanon.mechanisms.group_replay import GroupVerdicts, KAnonParameters
@@ -173,10 +174,9 @@ class _PendingPerBundleFn(beam.DoFn):
 
 
 class _ShardCache:
-    """A shard's groups as live ``GroupVerdicts`` objects, valid while the shard's state holds ``token``."""
+    """A shard's groups as live ``GroupVerdicts`` objects (kept in ``_SHARD_CACHE``)."""
 
-    def __init__(self, token: bytes, record: state_pb2.KAnonShardState, groups: dict[str, GroupVerdicts]) -> None:
-        self.token = token
+    def __init__(self, record: state_pb2.KAnonShardState, groups: dict[str, GroupVerdicts]) -> None:
         self.record = record
         self.groups = groups
         self.wake: dict[int, set[str]] = {}  # step -> the groups that must be evaluated at it without a join
@@ -191,10 +191,9 @@ class _ShardCache:
             self.wake.setdefault(step, set()).add(name)
 
 
-# Decoded shard state per (DoFn instance id, shard), in this process. Decoding a group's record costs about
-# 100 us and encoding it 18 us: a firing decodes nothing when the state's token matches the cached one (the
-# state was last written by this process), and encodes only the groups it touched.
-_SHARD_CACHE: dict[tuple[str, int], _ShardCache] = {}
+# Decoded shards in this process: decoding a group's record costs about 100 us and encoding it 18 us, so a
+# firing decodes nothing when the shard's state was last written here, and encodes only the groups it touched.
+_SHARD_CACHE: ProcessStateCache[_ShardCache] = ProcessStateCache()
 
 
 class _StreamingShardFn(beam.DoFn):
@@ -238,17 +237,14 @@ class _StreamingShardFn(beam.DoFn):
             timer_at.write(when)
 
     def _shard(self, key: int, shard_state, token_state) -> _ShardCache:
-        token = token_state.read() or b""
-        cached = _SHARD_CACHE.get((self._id, key))
-        if cached is not None and cached.token == token:
-            return cached
-        record = state_pb2.KAnonShardState(version=STATE_VERSION)
-        raw = shard_state.read()
-        if raw is not None:
-            record.ParseFromString(raw)
-        groups = {name: self._codec.decode(data) for name, data in record.groups.items()}
-        cached = _SHARD_CACHE[(self._id, key)] = _ShardCache(token, record, groups)
-        return cached
+        def load() -> _ShardCache:
+            record = state_pb2.KAnonShardState(version=STATE_VERSION)
+            raw = shard_state.read()
+            if raw is not None:
+                record.ParseFromString(raw)
+            return _ShardCache(record, {name: self._codec.decode(data) for name, data in record.groups.items()})
+
+        return _SHARD_CACHE.get(self._id, key, token_state, load)
 
     def process(
         self,
@@ -322,9 +318,8 @@ class _StreamingShardFn(beam.DoFn):
             touched |= shard.wake.pop(step)
         for name in sorted(touched):
             yield from self._evaluate(shard, name, sorted(ready.get(name, {}).items()), through)
-        shard.token = uuid.uuid4().bytes
         shard_state.write(record.SerializeToString())
-        token_state.write(shard.token)
+        _SHARD_CACHE.written(self._id, key, token_state, shard)
         needed = min((step for step in (first_waiting, min(shard.wake, default=None)) if step is not None), default=None)
         if needed is None:
             needed_state.clear()

@@ -35,7 +35,7 @@ from apache_beam.metrics import Metrics
 from schemas.codecs import EventSpec
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, unpack_chunk
 from transforms.core.device_state import DeviceRecord
-from transforms.core.device_stream import DeviceShardFn, replay_devices, stamped
+from transforms.core.device_stream import DeviceShardFn, replay_devices
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient
@@ -168,8 +168,7 @@ class _ClientFn(DeviceShardFn):
     def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
         client = self._client
         events = sorted(record.advance(fired_micros - self._lateness), key=client.order)
-        for report in client.replay(device_id, events, record.state, self._source):
-            yield stamped(report, fired_micros)
+        yield from client.replay(device_id, events, record.state, self._source)  # at the firing's time
         client.forget_before(record.state, record.cut)
 
 
