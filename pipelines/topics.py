@@ -29,14 +29,15 @@ from pipelines.options.run import RunOptions
 from schemas.codecs import EventSpec
 from schemas.rows import DeadLetter
 from transforms.core.bus.endpoints import Endpoint, EndpointError, KafkaTopic, is_bus, parse_endpoint
-from transforms.core.bus.kafka_stream import KafkaStreamService, ReadTopics, TopicInput
+from transforms.core.bus.kafka_stream import ReadTopics, TopicInput
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
 from transforms.core.bus.sinks import WriteToKafkaTopic
+from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
 from transforms.core.progress import ProgressLine
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
-_SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamService
+_SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamProcess
 
 
 def endpoint_of(name: str, options: RunOptions) -> Endpoint:
@@ -136,14 +137,19 @@ def _why(error: Exception, endpoint: Endpoint, options: RunOptions) -> str:
 def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
     if pipeline in _SERVICES:
         raise ValueError("a pipeline reads all its topics through one read_topics call")
+    service = KafkaStreamProcess(inputs, progress=ProgressLine(options.progress_seconds)).start()
+    _SERVICES[pipeline] = service
+    return pipeline | "ReadTopics" >> ReadTopics(inputs, service.endpoint)
+
+
+def _ready(service: KafkaStreamProcess) -> None:
+    """Wait for the topic source to serve its stream; a CliError (one line) when it could not join the topics."""
     try:
-        service = KafkaStreamService(inputs, progress=ProgressLine(options.progress_seconds)).start()
+        service.ready()
     except ImportError:
         raise CliError("reading kafka:// needs confluent-kafka: pip install 'privacy-measurement-beam[kafka]'") from None
     except Exception as error:  # noqa: BLE001 - KafkaException and ValueError: one line for the user
         raise CliError(f"cannot read the input topics: {error}") from None
-    _SERVICES[pipeline] = service
-    return pipeline | "ReadTopics" >> ReadTopics(service)
 
 
 def write_topic(records, uri: str, options: RunOptions, encode: Callable[[Any], bytes],
@@ -183,13 +189,18 @@ def discard(pipeline: beam.Pipeline) -> None:
 
 
 @contextlib.contextmanager
-def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamService | None]:
+def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     """Around ``pipeline.run()``: SIGINT and SIGTERM drain the run instead of killing it; yields the pipeline's
     topic source (None without topic inputs) and closes it at the end."""
     service = _SERVICES.pop(pipeline, None)
     if service is None:
         yield None
         return
+    try:
+        _ready(service)
+    except BaseException:
+        service.close()
+        raise
 
     def drain(signum, frame) -> None:
         print(f"{signal.Signals(signum).name}: draining (finishing what was read, flushing the outputs)",

@@ -233,6 +233,19 @@ def test_files_and_topics_cannot_be_mixed(kafka_broker, tmp_path, capsys):
     assert status == 2 and "all from topics or all from files" in capsys.readouterr().err
 
 
+def test_a_source_that_cannot_join_its_topic_fails_the_run_in_one_line(kafka_broker, tmp_path, capsys):
+    """The consumer runs in a child process (``stream_process``): what stops it there reaches the user as one
+    line."""
+    topic = fresh_topic("never-committed")
+    produce(kafka_broker.address, topic, [b"{}"])
+    status = kanon.main(["--input", f"kafka://{kafka_broker.address}/{topic}?start=committed&group=fresh",
+                         "--output", str(tmp_path / "out")])
+    error = capsys.readouterr().err
+    assert status == 2, error
+    assert "cannot read the input topics" in error and "has no committed offset" in error
+    assert "Traceback" not in error
+
+
 def test_other_runners_build_beams_own_transforms_and_say_what_to_start(tmp_path, capsys):
     """kafka:// on a portable runner goes through Beam's Java KafkaIO: without an expansion service (none can be
     downloaded here) the run is a one-line error that says what to start; Pub/Sub builds Beam's native read."""

@@ -254,6 +254,11 @@ def _encoded_event(tag: str, encoded: bytes, timestamp_micros: int) -> Any:
     return payload.Event(element_event=payload.Event.AddElements(elements=[element], tag=tag))
 
 
+def stream_tags(inputs: list[TopicInput]) -> list[str]:
+    """The output tags of the stream of ``inputs``: one per input, then ``dead_letters`` and ``input_files``."""
+    return [source.name for source in inputs] + [DEAD_LETTERS, INPUT_FILES]
+
+
 class StreamIncomplete(Exception):
     """The pipeline finished without reading the whole stream (one line for the user)."""
 
@@ -262,10 +267,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
     """A TestStreamService over the job's ``TopicInput``s: one output tag per input, plus ``dead_letters`` and
     ``input_files``. Started by ``start`` on 127.0.0.1 and a free port (``endpoint``)."""
 
-    def __init__(self, inputs: list[TopicInput], progress: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, inputs: list[TopicInput]) -> None:
         self.inputs = inputs
         self._coder = PickleCoder()
-        self._progress = progress
         self._stop = threading.Event()
         self._readers: list[KafkaTopicReader] = []
         self._server: grpc.Server | None = None
@@ -275,14 +279,16 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
 
     @property
     def tags(self) -> list[str]:
-        return [source.name for source in self.inputs] + [DEAD_LETTERS, INPUT_FILES]
+        return stream_tags(self.inputs)
 
-    def start(self) -> KafkaStreamService:
+    def start(self, address: str = "127.0.0.1:0") -> KafkaStreamService:
+        """Join the topics and serve the stream on ``address`` (a free port of 127.0.0.1 by default, or a
+        ``unix:`` socket path)."""
         self._readers = [KafkaTopicReader(source) for source in self.inputs]
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
         beam_interactive_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        self.endpoint = f"127.0.0.1:{port}"
+        port = self._server.add_insecure_port(address)
+        self.endpoint = f"127.0.0.1:{port}" if address.endswith(":0") else address
         self._server.start()
         return self
 
@@ -374,8 +380,6 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 # the runner a bundle in every step, each final hour a timer firing): bounded overhead per second
                 yield from self._emit(held, sent)
                 held_since = time.monotonic()
-            if self._progress is not None:
-                self._progress(self.status())
             if idle:
                 if stop_at_end and all(reader.at_end() for reader in self._readers):
                     break
@@ -427,19 +431,19 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
 
 
 class ReadTopics(beam.PTransform):
-    """The PCollections of a running ``KafkaStreamService``: for each input name, its ``EventBatch``es (the records
-    read in about a second, or up to ``_POLL_MESSAGES``); ``dead_letters`` (``DeadLetter``) and ``input_files``
-    (``InputFileReport``)."""
+    """The PCollections of the stream a ``KafkaStreamService`` of ``inputs`` serves at ``endpoint``: for each input
+    name, its ``EventBatch``es (the records read in about a second, or up to ``_POLL_MESSAGES``); ``dead_letters``
+    (``DeadLetter``) and ``input_files`` (``InputFileReport``)."""
 
-    def __init__(self, service: KafkaStreamService) -> None:
+    def __init__(self, inputs: list[TopicInput], endpoint: str) -> None:
         super().__init__()
-        self._service = service
+        self._inputs = inputs
+        self._endpoint = endpoint
 
     def expand(self, pbegin):
-        tags = self._service.tags
-        stream = pbegin | "Topics" >> TestStream(coder=PickleCoder(), endpoint=self._service.endpoint,
-                                                 output_tags=set(tags))
-        outputs = {source.name: stream[source.name] for source in self._service.inputs}
+        stream = pbegin | "Topics" >> TestStream(coder=PickleCoder(), endpoint=self._endpoint,
+                                                 output_tags=set(stream_tags(self._inputs)))
+        outputs = {source.name: stream[source.name] for source in self._inputs}
         for tag, kind in ((DEAD_LETTERS, DeadLetter), (INPUT_FILES, InputFileReport)):
             outputs[tag] = stream[tag] | f"Each{kind.__name__}" >> beam.FlatMap(lambda batch: batch).with_output_types(kind)
         return outputs
