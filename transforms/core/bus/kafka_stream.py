@@ -55,6 +55,7 @@ LATE, DUPLICATE = "late", "duplicate"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
 _POLL_SECONDS = 0.1
 _EMIT_SECONDS = 1.0  # a live topic's records are sent to the runner at most this often
+_CATCH_UP_WATERMARK_SECONDS = 5.0  # while a backlog is read, the watermarks the runner sees move at most this often
 _MAX_ELEMENT_BYTES = 3 << 20
 _HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
 _log = logging.getLogger("pmbeam.bus")
@@ -365,7 +366,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         last_sent = time.monotonic()
         stop_at_end = all(reader.topic.stop == "end" for reader in self._readers)
         held: dict[str, tuple[list, list]] = {reader.source.name: ([], []) for reader in self._readers}
-        held_since = time.monotonic()
+        held_since = watermark_sent_at = time.monotonic()
         while not self._stop.is_set():
             idle = True
             for reader in self._readers:
@@ -375,11 +376,17 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 dead += lost
                 idle = idle and not got and not lost
             full = any(len(rows) >= _POLL_MESSAGES for rows, _ in held.values())
-            if full or time.monotonic() - held_since >= _EMIT_SECONDS:
+            now = time.monotonic()
+            if full or now - held_since >= _EMIT_SECONDS:
                 # one element per input at most every _EMIT_SECONDS while the topic is live (each element costs
-                # the runner a bundle in every step, each final hour a timer firing): bounded overhead per second
-                yield from self._emit(held, sent)
-                held_since = time.monotonic()
+                # the runner a bundle in every step, each final hour a timer firing): bounded overhead per second.
+                # A full poll means a backlog: its watermark waits (_CATCH_UP_WATERMARK_SECONDS at most), so that
+                # the stateful steps take the backlog in few firings instead of one per poll
+                advance = not full or now - watermark_sent_at >= _CATCH_UP_WATERMARK_SECONDS
+                yield from self._emit(held, sent, advance)
+                held_since = now
+                if advance:
+                    watermark_sent_at = now
             if idle:
                 if stop_at_end and all(reader.at_end() for reader in self._readers):
                     break
@@ -398,8 +405,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         reports = [report for reader in self._readers for report in reader.reports()]
         yield self._element_event(INPUT_FILES, reports, 0)
 
-    def _emit(self, held: dict[str, tuple[list, list]], sent: dict[str, int]) -> Iterator[Any]:
-        """What was read since the last emit: each input's rows, the dead letters, then each input's watermark."""
+    def _emit(self, held: dict[str, tuple[list, list]], sent: dict[str, int], advance: bool = True) -> Iterator[Any]:
+        """What was read since the last emit: each input's rows, the dead letters, then (``advance``) each input's
+        watermark."""
         for reader in self._readers:
             name = reader.source.name
             rows, dead = held[name]
@@ -410,7 +418,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 yield self._element_event(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
             held[name] = ([], [])
             watermark = reader.watermark_micros
-            if watermark is not None and watermark > sent.get(name, -1):
+            if advance and watermark is not None and watermark > sent.get(name, -1):
                 sent[name] = watermark
                 yield self._watermark_event(name, watermark)
 
