@@ -8,7 +8,8 @@ Starts a local broker (tansu, ``pipelines.local_broker``), generates each job's 
 * **throughput**: the whole job (``pipelines.<job>`` with ``kafka://...?stop=end`` inputs and ``--output-topic``)
   in a fresh process per run, each run with its own consumer group (so it reads the topic from the start) and
   output topic; events/s = events read / the job's run time (building the pipeline, reading every message,
-  evaluating, producing every output and draining), median of the runs, peak RSS of the job process;
+  evaluating, producing every output and draining), median of the runs; peak RSS: the job process's plus its
+  topic source process's (``transforms.core.bus.stream_process``);
 * **ceiling**: in the same session, the broker's raw rate on the same messages: a plain confluent-kafka
   consumer reading the topic without decoding (and the producer's rate when the data was sent); the job's
   ratio to the consumer's rate;
@@ -55,8 +56,8 @@ started = time.perf_counter()
 summary = module.run(job, beam_args)
 elapsed = time.perf_counter() - started
 assert summary["status"] == "ok", summary
-print(json.dumps({"seconds": elapsed, "events": summary["counts"]["parsed"],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+peak_kb = sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({"seconds": elapsed, "events": summary["counts"]["parsed"], "peak_rss_mb": peak_kb / 1024}))
 """
 
 
