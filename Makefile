@@ -13,8 +13,9 @@ $(STAMP): setup.py
 	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
 
+# One pytest worker per core (pytest-xdist); a test file's tests stay on one worker, with its module fixtures.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .  # the rule sets of ruff.toml

