@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from apache_beam.coders import PickleCoder
 
 from pipelines import generate, kanon
 from pipelines.common import read_records
@@ -143,6 +144,44 @@ def test_the_source_orders_by_event_time_and_dead_letters_late_records_and_dupli
         assert (report.read, report.parsed, report.dead_lettered) == (44, 41, 3)
     finally:
         reader.close()
+
+
+def test_a_backlog_is_sent_in_full_polls_whose_watermark_waits(kafka_broker, monkeypatch):
+    """Reading a backlog (every poll full), the stream the runner reads (over gRPC, as Beam's TestStream does)
+    carries every record, but moves the input's watermark only at the end (well within the 5 s it may wait): the
+    stateful steps then take the backlog in one firing instead of one per poll."""
+    import grpc
+    from apache_beam.portability.api import beam_interactive_api_pb2, beam_interactive_api_pb2_grpc
+
+    from transforms.core.bus import kafka_stream
+
+    monkeypatch.setattr(kafka_stream, "_POLL_MESSAGES", 100)
+    topic = _one_partition_topic(kafka_broker.address, "backlog")
+    start = 491_000 * HOUR
+    joins = [JoinEvent("g", f"u{i}", start + i * HOUR // 100) for i in range(1000)]
+    produce(kafka_broker.address, topic, _messages(joins))
+    source = TopicInput("joins", parse_endpoint(f"kafka://{kafka_broker.address}/{topic}?stop=end"), JOIN_EVENT,
+                        "jsonl", lateness_micros=HOUR, group="backlog-test")
+    service = kafka_stream.KafkaStreamService([source]).start()
+    try:
+        with grpc.insecure_channel(service.endpoint) as channel:
+            stub = beam_interactive_api_pb2_grpc.TestStreamServiceStub(channel)
+            events = list(stub.Events(beam_interactive_api_pb2.EventsRequest(output_ids=service.tags)))
+    finally:
+        service.close()
+    kinds = [(event.WhichOneof("event"), event) for event in events]
+    batches = [event.element_event for kind, event in kinds if kind == "element_event"
+               and event.element_event.tag == "joins"]
+    rows = [row for batch in batches for element in batch.elements
+            for row in PickleCoder().decode(element.encoded_element).rows]
+    assert sorted(row[1] for row in rows) == sorted(join.user_id for join in joins)
+    assert len([batch for batch in batches if batch.elements]) >= 10  # full polls of 100, sent as they came
+    watermarks = [index for index, (kind, event) in enumerate(kinds)
+                  if kind == "watermark_event" and event.watermark_event.tag == "joins"]
+    last_rows = max(index for index, (kind, event) in enumerate(kinds) if kind == "element_event"
+                    and event.element_event.tag == "joins" and PickleCoder().decode(
+                        event.element_event.elements[0].encoded_element).rows)
+    assert watermarks and min(watermarks) > last_rows  # no watermark between the full polls
 
 
 def test_sigterm_drains_commits_and_exits_0_with_the_verdicts(kafka_broker, joins, batch_verdicts, tmp_path):

@@ -30,7 +30,6 @@ from typing import Any
 
 from transforms.core.bus.kafka_stream import KafkaStreamService, StreamIncomplete, TopicInput, stream_tags
 
-_STATUS_SECONDS = 0.5  # how often the driver asks the child for its progress counts
 _START_SECONDS = 120.0  # the child joins the topics within this (imports, metadata, committed offsets)
 
 
@@ -70,12 +69,14 @@ def _serve(connection: Connection) -> None:
 class KafkaStreamProcess:
     """A ``KafkaStreamService`` for ``inputs`` in a child process; the driver's handle on it, with the service's
     ``inputs``, ``tags`` and ``endpoint`` for ``ReadTopics``. ``progress`` is called with the service's status
-    every ``_STATUS_SECONDS`` while the pipeline runs."""
+    every ``progress_seconds`` while the pipeline runs."""
 
-    def __init__(self, inputs: list[TopicInput], progress: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, inputs: list[TopicInput], progress: Callable[[dict], None] | None = None,
+                 progress_seconds: float = 5.0) -> None:
         self.inputs = inputs
         self.tags = stream_tags(inputs)
         self._progress = progress
+        self._progress_seconds = progress_seconds
         self._folder = tempfile.mkdtemp(prefix="pm-beam-stream-")
         self.endpoint = f"unix:{self._folder}/events.sock"
         self._lock = threading.Lock()  # one request and its answer at a time
@@ -123,7 +124,7 @@ class KafkaStreamProcess:
     def _watch(self) -> None:
         progress = self._progress
         assert progress is not None
-        while not self._done.wait(_STATUS_SECONDS):
+        while not self._done.wait(self._progress_seconds):
             try:
                 progress(self._request("status"))
             except (EOFError, OSError):  # the child is gone: the run fails on its outcome
