@@ -280,10 +280,10 @@ class _DeviceFn(DeviceShardFn):
         return QueriesRecord(self._batch_size)
 
     def after_replays(self, side: QueriesRecord, outputs: list, fired_micros: int, at_end: bool) -> Iterator:
-        """The firing's reports in report order, cut into batches of B per (querier, query key), and the full
-        batches queried in batch order (IPA-like: through the central filters). A firing replays exactly the
-        events since the previous cut, so firings in order keep the batch path's order. IPA-like device rows
-        wait for the end of the input, when the central consumption is final."""
+        """The firing's reports (public: ``AttributionReport``) in report order, cut into batches of B per
+        (querier, query key), and the full batches queried in batch order (IPA-like: through the central filters).
+        A firing replays exactly the events since the previous cut, so firings in order keep the batch path's
+        order. IPA-like device rows wait for the end of the input, when the central consumption is final."""
         reports = []
         for output in outputs:
             if type(output) is ReportRecord:
@@ -294,7 +294,7 @@ class _DeviceFn(DeviceShardFn):
                 yield output
         batches = []
         for report in sorted(reports, key=report_order):
-            yield report
+            yield report.public()
             batches += side.cutter(report.querier_site, report.query_key).add([report])
         central = CentralBudget(self._config.capacity_units, side.central) if self._ipa else None
         for result in run_queries(sorted(batches, key=batch_order), central, self._source, self._config.bias):
@@ -356,7 +356,7 @@ class MeasureStreaming(beam.PTransform):
             REPORTS, BUDGETS, RESULTS, INCOMPLETE,
         )
         return {
-            REPORTS: devices[REPORTS] | "PublicReports" >> beam.Map(ReportRecord.public),
+            REPORTS: devices[REPORTS],
             RESULTS: devices[RESULTS],
             INCOMPLETE: devices[INCOMPLETE],
             BUDGETS: devices[BUDGETS],

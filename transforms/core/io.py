@@ -28,6 +28,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, format_of, row_to_dict
 from schemas.formats import load_avro_schema
@@ -326,12 +328,30 @@ def write_shard_file(path: str, records: list[dict], fmt: str, schema: str | Non
     FileSystems.rename([temporary], [path])  # replaces a file a failed attempt left (os.rename; copy on GCS)
 
 
+class _RowsPerBundleFn(beam.DoFn):
+    """A bundle's rows as one list, emitted at the end of the bundle with the earliest of their timestamps: the
+    streaming DirectRunner's cost is per element and step, and a sink that writes at the drain needs only the rows."""
+
+    def start_bundle(self) -> None:
+        self._rows: list = []
+        self._earliest: Timestamp | None = None
+
+    def process(self, row, timestamp=beam.DoFn.TimestampParam):
+        self._rows.append(row)
+        if self._earliest is None or timestamp < self._earliest:
+            self._earliest = timestamp
+
+    def finish_bundle(self):
+        if self._rows:
+            yield WindowedValue(self._rows, self._earliest, (GlobalWindow(),))
+
+
 class _WriteAtDrainFn(beam.DoFn):
-    """The whole of an unbounded output, kept in state and written as ``<prefix>-00000-of-00001.<ext>`` when the
-    watermark reaches the end of time, that is when the run drains. The streaming DirectRunner does not hold this
-    step's watermark back for the timers upstream that fire during the drain (measured: the timer fired again for
-    each of their outputs), so each firing rewrites the file whole with everything received so far, and the
-    last firing leaves all of it."""
+    """The whole of an unbounded output (lists of rows, ``_RowsPerBundleFn``), kept in state and written as
+    ``<prefix>-00000-of-00001.<ext>`` when the watermark reaches the end of time, that is when the run drains. The
+    streaming DirectRunner does not hold this step's watermark back for the timers upstream that fire during the
+    drain (measured: the timer fired again for each of their outputs), so each firing rewrites the file whole with
+    everything received so far, and the last firing leaves all of it."""
 
     ROWS = BagStateSpec("rows", PickleCoder())
     DRAINED = TimerSpec("drained", TimeDomain.WATERMARK)
@@ -346,7 +366,7 @@ class _WriteAtDrainFn(beam.DoFn):
     @on_timer(DRAINED)
     def write(self, rows=beam.DoFn.StateParam(ROWS)):
         path = f"{self._prefix}-00000-of-00001.{self._fmt}"
-        write_shard_file(path, [record_of(row) for row in rows.read()], self._fmt, self._schema)
+        write_shard_file(path, [record_of(row) for batch in rows.read() for row in batch], self._fmt, self._schema)
         yield path
 
 
@@ -372,7 +392,8 @@ class WriteRecords(beam.PTransform):
             # sent as they are made)
             return (
                 rows
-                | "OneKey" >> beam.Map(lambda row: (0, row))
+                | "PerBundle" >> beam.ParDo(_RowsPerBundleFn())
+                | "OneKey" >> beam.Map(lambda batch: (0, batch))
                 | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
             )
         if self._fmt == "jsonl":
