@@ -342,7 +342,7 @@ class _RowsPerBundleFn(beam.DoFn):
             self._earliest = timestamp
 
     def finish_bundle(self):
-        if self._rows:
+        if self._earliest is not None:  # a row came
             yield WindowedValue(self._rows, self._earliest, (GlobalWindow(),))
 
 
