@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from apache_beam.coders import PickleCoder
 
 from pipelines import generate, kanon
 from pipelines.common import read_records
@@ -172,13 +173,13 @@ def test_a_backlog_is_sent_in_full_polls_whose_watermark_waits(kafka_broker, mon
     batches = [event.element_event for kind, event in kinds if kind == "element_event"
                and event.element_event.tag == "joins"]
     rows = [row for batch in batches for element in batch.elements
-            for row in kafka_stream.CompressedPickleCoder().decode(element.encoded_element).rows]
+            for row in PickleCoder().decode(element.encoded_element).rows]
     assert sorted(row[1] for row in rows) == sorted(join.user_id for join in joins)
     assert len([batch for batch in batches if batch.elements]) >= 10  # full polls of 100, sent as they came
     watermarks = [index for index, (kind, event) in enumerate(kinds)
                   if kind == "watermark_event" and event.watermark_event.tag == "joins"]
     last_rows = max(index for index, (kind, event) in enumerate(kinds) if kind == "element_event"
-                    and event.element_event.tag == "joins" and kafka_stream.CompressedPickleCoder().decode(
+                    and event.element_event.tag == "joins" and PickleCoder().decode(
                         event.element_event.elements[0].encoded_element).rows)
     assert watermarks and min(watermarks) > last_rows  # no watermark between the full polls
 
