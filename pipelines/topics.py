@@ -86,8 +86,8 @@ def all_topics_or_files(named: dict[str, str]) -> bool:
 def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
     """The PCollections of a job's topic ``inputs``: for each input name, its events (``EventBatch``es on the
     local path, rows elsewhere), and ``dead_letters`` and ``input_files``. On the local DirectRunner, Kafka
-    topics are read by one ``KafkaStreamService`` per pipeline; on any other runner, or for Pub/Sub, by Beam's
-    own transforms (``transforms.core.bus.production``)."""
+    topics are read by one ``KafkaStreamService`` per pipeline, in a process of its own (``KafkaStreamProcess``);
+    on any other runner, or for Pub/Sub, by Beam's own transforms (``transforms.core.bus.production``)."""
     if _reads_locally(pipeline, inputs):
         return _read_locally(pipeline, inputs, options)
     outputs: dict = {}

@@ -4,7 +4,7 @@ Why this shape (DESIGN.md, "Streaming on this machine: measured facts"): the Dir
 does not run an unbounded splittable DoFn, and the FnApiRunner runs one but fires event-time timers without a
 real watermark. What runs here with correct event time is a ``TestStream`` in its ``endpoint`` form: the runner
 pulls events (elements, watermark advances) from a TestStreamService over gRPC. ``KafkaStreamService`` is that
-service, in the driver process, and a real consumer of a real broker:
+service (run in a process of its own by ``stream_process``), and a real consumer of a real broker:
 
 * it reads each input topic with ``confluent-kafka`` (partitions assigned explicitly; offsets from the
   consumer group's commits, else from ``start``), decodes each message with ``schemas.messages`` into a row or
