@@ -5,6 +5,7 @@ SIGTERM; the source dead-letters late records and duplicates by the record's own
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -366,6 +367,42 @@ def test_a_broker_restart_in_the_middle_of_a_run_loses_nothing_the_broker_kept(j
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["counts"]["read"] == len(rows) and summary["counts"]["dead_lettered"] == 0, summary["counts"]
     assert _verdict_lines(tmp_path / "out") == _verdict_lines(tmp_path / "batch")
+
+
+def test_a_source_process_that_dies_fails_the_run_and_releases_nothing(kafka_broker, joins, tmp_path):
+    """The topic source's process (``stream_process``) killed in the middle of a live run: the runner's stream
+    ends, the run fails in one line, nothing is published and no offset is committed."""
+    _, rows = joins
+    topic = fresh_topic("source-dies")
+    produce(kafka_broker.address, topic, _messages(rows[:500]))
+    output = tmp_path / "out"
+    job = subprocess.Popen([sys.executable, "-m", "pipelines.kanon", "--input",
+                            f"kafka://{kafka_broker.address}/{topic}?group=dies", "--output", str(output),
+                            "--progress-seconds", "0.5"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert job.stdout is not None
+        _wait_for_progress(job.stdout, 500)
+        found = subprocess.run(["pgrep", "-P", str(job.pid), "-f", "transforms.core.bus.stream_process"],
+                               capture_output=True, text=True)
+        [source] = found.stdout.split()
+        os.kill(int(source), signal.SIGKILL)
+        rest, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 1, rest
+    assert "error: reading the input topics failed: the topic source exited with code -9" in rest
+    assert "nothing was released or committed" in rest
+    assert not list(output.glob("verdicts-*"))
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka_broker.address, "group.id": "dies"})
+    try:
+        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=15)
+    finally:
+        consumer.close()
+    assert committed.offset < 0  # nothing committed
 
 
 def _wait_for_progress(lines, read: int, seconds: float = 90) -> None:
