@@ -137,7 +137,7 @@ def _why(error: Exception, endpoint: Endpoint, options: RunOptions) -> str:
 def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
     if pipeline in _SERVICES:
         raise ValueError("a pipeline reads all its topics through one read_topics call")
-    service = KafkaStreamProcess(inputs, ProgressLine(options.progress_seconds), options.progress_seconds).start()
+    service = KafkaStreamProcess(inputs, ProgressLine(options.progress_seconds)).start()
     _SERVICES[pipeline] = service
     return pipeline | "ReadTopics" >> ReadTopics(inputs, service.endpoint)
 

@@ -39,6 +39,15 @@ def _message(join: JoinEvent) -> bytes:
     return json.dumps(join._asdict()).encode()
 
 
+def _pull(subscriber, subscription: str) -> list:
+    """The messages waiting on ``subscription`` (at most 100), acknowledged."""
+    response = subscriber.pull(subscription=subscription, max_messages=100, timeout=5, retry=None)
+    if response.received_messages:
+        subscriber.acknowledge(subscription=subscription,
+                               ack_ids=[message.ack_id for message in response.received_messages])
+    return [message.message for message in response.received_messages]
+
+
 def test_joins_from_a_subscription_give_the_batch_verdicts_on_a_topic(pubsub_emulator, tmp_path, monkeypatch):
     from google.cloud import pubsub_v1
 
@@ -85,27 +94,17 @@ def test_joins_from_a_subscription_give_the_batch_verdicts_on_a_topic(pubsub_emu
     try:
         deadline = time.monotonic() + FINAL_AFTER_SECONDS + 90
         keepalive = 0
-        while (len(received) < len(expected) or not dead) and time.monotonic() < deadline:
+        while (len(received) < len(expected) or not dead) and time.monotonic() < deadline and job.poll() is None:
             later = JoinEvent("https://dsp.example/ig/keepalive", f"user-{keepalive}", int(time.time() * 1e6))
             publisher.publish(paths["joins"][0], _message(later), ts=str(later.event_time_micros // 1000))
             keepalive += 1
-            for name, into in (("verdicts", received), ("dead", dead)):
-                response = subscriber.pull(subscription=paths[name][1], max_messages=100, timeout=5,
-                                           retry=None) if job.poll() is None else None
-                if response is None:
-                    break
-                for message in response.received_messages:
-                    if name == "verdicts":
-                        verdict = json.loads(message.message.data)
-                        assert message.message.attributes["key"] == verdict["interest_group"]
-                        assert message.message.attributes["id"] == f"{verdict['interest_group']}/{verdict['step']}"
-                        if verdict["step"] == step:
-                            into.append(json.dumps(verdict))
-                    else:
-                        into.append(json.loads(message.message.data))
-                if response.received_messages:
-                    subscriber.acknowledge(subscription=paths[name][1],
-                                           ack_ids=[message.ack_id for message in response.received_messages])
+            for message in _pull(subscriber, paths["verdicts"][1]):
+                verdict = json.loads(message.data)
+                assert message.attributes["key"] == verdict["interest_group"]
+                assert message.attributes["id"] == f"{verdict['interest_group']}/{verdict['step']}"
+                if verdict["step"] == step:
+                    received.append(json.dumps(verdict))
+            dead += [json.loads(message.data) for message in _pull(subscriber, paths["dead"][1])]
             time.sleep(0.5)
     finally:
         job.terminate()

@@ -50,7 +50,7 @@ class ProgressLine:
     ``lag_micros``) as one line, at most every ``interval`` seconds (``write`` defaults to print)."""
 
     def __init__(self, interval: float = INTERVAL_SECONDS, write: Callable[[str], None] | None = None) -> None:
-        self._interval = interval
+        self.interval = interval
         self._write = write or (lambda line: print(line, flush=True))
         self._started = self._last = time.monotonic()
         self._last_read = 0
@@ -58,7 +58,7 @@ class ProgressLine:
 
     def __call__(self, status: dict) -> None:
         now = time.monotonic()
-        if now - self._last < self._interval:
+        if now - self._last < self.interval:
             return
         rate = (status["read"] - self._last_read) / (now - self._last)
         self._last, self._last_read = now, status["read"]

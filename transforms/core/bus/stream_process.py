@@ -24,11 +24,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from transforms.core.bus.kafka_stream import KafkaStreamService, StreamIncomplete, TopicInput, stream_tags
+from transforms.core.bus.kafka_stream import KafkaStreamService, StreamIncomplete, TopicInput
+from transforms.core.progress import ProgressLine
 
 _START_SECONDS = 120.0  # the child joins the topics within this (imports, metadata, committed offsets)
 
@@ -67,16 +67,13 @@ def _serve(connection: Connection) -> None:
 
 
 class KafkaStreamProcess:
-    """A ``KafkaStreamService`` for ``inputs`` in a child process; the driver's handle on it, with the service's
-    ``inputs``, ``tags`` and ``endpoint`` for ``ReadTopics``. ``progress`` is called with the service's status
-    every ``progress_seconds`` while the pipeline runs."""
+    """A ``KafkaStreamService`` for ``inputs`` in a child process; the driver's handle on it, with the
+    ``endpoint`` ``ReadTopics`` reads. ``progress`` is given the service's status once per its interval while the
+    pipeline runs."""
 
-    def __init__(self, inputs: list[TopicInput], progress: Callable[[dict], None] | None = None,
-                 progress_seconds: float = 5.0) -> None:
+    def __init__(self, inputs: list[TopicInput], progress: ProgressLine | None = None) -> None:
         self.inputs = inputs
-        self.tags = stream_tags(inputs)
         self._progress = progress
-        self._progress_seconds = progress_seconds
         self._folder = tempfile.mkdtemp(prefix="pm-beam-stream-")
         self.endpoint = f"unix:{self._folder}/events.sock"
         self._lock = threading.Lock()  # one request and its answer at a time
@@ -124,7 +121,7 @@ class KafkaStreamProcess:
     def _watch(self) -> None:
         progress = self._progress
         assert progress is not None
-        while not self._done.wait(self._progress_seconds):
+        while not self._done.wait(progress.interval):
             try:
                 progress(self._request("status"))
             except (EOFError, OSError):  # the child is gone: the run fails on its outcome
