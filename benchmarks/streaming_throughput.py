@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,8 +50,13 @@ LATENESS_SECONDS = 3600
 HOUR = 3_600_000_000
 
 _JOB_CHILD = """
-import json, resource, sys, time
-module = __import__("pipelines." + sys.argv[1], fromlist=["parse_job", "run"])
+import json, os, resource, sys, time
+name, floor = sys.argv[1].removesuffix("-floor"), sys.argv[1].endswith("-floor")
+if floor:
+    sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
+    import stream_floor
+    stream_floor.install()
+module = __import__("pipelines." + name, fromlist=["parse_job", "run"])
 job, beam_args = module.parse_job(sys.argv[2:])
 started = time.perf_counter()
 summary = module.run(job, beam_args)
@@ -183,7 +189,8 @@ def _latency(address: str, rows: list, rate: float, data_dir: str) -> dict:
             "rate_events_per_second": round(rate)}
 
 
-def _bench_job(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int) -> dict:
+def _job_runs(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int) -> list:
+    """``runs`` runs of the job ``name`` (``<job>-floor``: its transport floor, ``stream_floor``) on ``topics``."""
     results = []
     for index in range(runs):
         group, output_topic = f"bench-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
@@ -193,13 +200,54 @@ def _bench_job(name: str, address: str, topics: dict[str, str], extra: list[str]
         results.append(_child([name, *inputs, "--output", output, "--output-topic", f"kafka://{address}/{output_topic}",
                                "--progress-seconds", "1000", *extra]))
         assert results[-1]["events"] == events, results[-1]
-        print(f"{name} run {index + 1}/{runs}: {results[-1]['seconds']:.2f} s", flush=True)
+        print(f"{name} run {index + 1}/{runs}: {results[-1]['seconds']:.2f} s ({events:,} events)", flush=True)
+    return results
+
+
+def _rate(results: list) -> float:
+    return statistics.median(r["events"] / r["seconds"] for r in results)
+
+
+def _sustained(full: list, tenth: list) -> float:
+    """Events per second in steady state: the events the full dataset has beyond a tenth of its devices over the
+    extra time they took (median runs), so that start-up, building the pipeline and the drain cancel out."""
+    return (full[0]["events"] - tenth[0]["events"]) / (statistics.median(r["seconds"] for r in full)
+                                                       - statistics.median(r["seconds"] for r in tenth))
+
+
+def _bench_job(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int) -> dict:
+    results = _job_runs(name, address, topics, extra, runs, events)
     ceiling = _consume_rate(address, list(topics.values()), events)
-    rate = statistics.median(r["events"] / r["seconds"] for r in results)
+    rate = _rate(results)
     return {"name": f"streaming_{name}", "runs": runs, "events": events, "events_per_second": round(rate),
             "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results), 1),
             "reference_events_per_second": round(ceiling), "ratio": round(rate / ceiling, 3),
             "seconds": [round(r["seconds"], 3) for r in results]}
+
+
+def _tenth(rows: list) -> list:
+    """The rows of a tenth of the devices (CRC-32 of the device id)."""
+    return [row for row in rows if zlib.crc32(row.device_id.encode("utf-8")) % 10 == 0]
+
+
+def _floor_and_sustained(address: str, topics: dict[str, str], extra: list[str], runs: int, impressions: list,
+                         conversions: list, seconds: list[float]) -> dict:
+    """The measurement job's transport floor (``stream_floor``) on the same topics, and the sustained rates of the
+    job and of its floor (``_sustained``: against runs on a tenth of the devices, in topics of their own)."""
+    events = len(impressions) + len(conversions)
+    floor = _job_runs("measurement-floor", address, topics, extra, runs, events)
+    small = {option: f"{topic}-tenth" for option, topic in topics.items()}
+    _produce(address, small["--impressions"], _messages(_tenth(impressions)))
+    _produce(address, small["--conversions"], _messages(_tenth(conversions)))
+    small_events = len(_tenth(impressions)) + len(_tenth(conversions))
+    job_small = _job_runs("measurement", address, small, extra, runs, small_events)
+    floor_small = _job_runs("measurement-floor", address, small, extra, runs, small_events)
+    job = [{"events": events, "seconds": value} for value in seconds]
+    return {"floor_events_per_second": round(_rate(floor)), "floor_seconds": [round(r["seconds"], 3) for r in floor],
+            "tenth_events": small_events, "tenth_seconds": [round(r["seconds"], 3) for r in job_small],
+            "floor_tenth_seconds": [round(r["seconds"], 3) for r in floor_small],
+            "sustained_events_per_second": round(_sustained(job, job_small)),
+            "floor_sustained_events_per_second": round(_sustained(floor, floor_small))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,15 +279,22 @@ def main(argv: list[str] | None = None) -> int:
                       "--conversions": f"conversions-{uuid.uuid4().hex[:8]}"}
             produced = _produce(broker.address, topics["--impressions"], _messages(impressions))
             _produce(broker.address, topics["--conversions"], _messages(conversions))
-            result = _bench_job("measurement", broker.address, topics, ["--policy", "cookie_monster"], runs,
-                                len(impressions) + len(conversions))
+            extra, events = ["--policy", "cookie_monster"], len(impressions) + len(conversions)
+            result = _bench_job("measurement", broker.address, topics, extra, runs, events)
             result["producer_events_per_second"] = round(produced)
+            result.update(_floor_and_sustained(broker.address, topics, extra, runs, impressions, conversions,
+                                               result["seconds"]))
             results.append(result)
     print(f"{'job':24}{'events/s (median)':>20}{'ceiling/s':>12}{'ratio':>8}{'peak RSS MB':>13}{'p95 latency s':>15}")
     for result in results:
         latency = result.get("latency", {}).get("p95_seconds", "-")
         print(f"{result['name']:24}{result['events_per_second']:>20,}{result['reference_events_per_second']:>12,}"
               f"{result['ratio']:>8.3f}{result['peak_rss_mb']:>13,.0f}{latency!s:>15}")
+    for result in results:
+        if "floor_events_per_second" in result:
+            print(f"{result['name']}: transport floor {result['floor_events_per_second']:,} events/s (the same job, its "
+                  f"device step dropping every event); sustained (beyond a tenth of the devices): job "
+                  f"{result['sustained_events_per_second']:,}/s, floor {result['floor_sustained_events_per_second']:,}/s")
     print("targets: >= 30,000 events/s each, peak RSS <= 1024 MB, p95 latency <= 5 s at half the sustained rate")
     write_json(args.json, results[0] if len(results) == 1 else {"name": "streaming_throughput", "jobs": results})
     return 0
