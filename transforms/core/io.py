@@ -34,6 +34,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, format_of, row_to_dict
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
+from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import note_read
 
 METRICS_NAMESPACE = "pmbeam.io"
@@ -328,9 +329,10 @@ def write_shard_file(path: str, records: list[dict], fmt: str, schema: str | Non
     FileSystems.rename([temporary], [path])  # replaces a file a failed attempt left (os.rename; copy on GCS)
 
 
-class _RowsPerBundleFn(beam.DoFn):
-    """A bundle's rows as one list, emitted at the end of the bundle with the earliest of their timestamps: the
-    streaming DirectRunner's cost is per element and step, and a sink that writes at the drain needs only the rows."""
+class _RowsPerBundleFn(InspectedOnceDoFn):
+    """A bundle's rows as one list under one key, ``(0, [row])``, emitted at the end of the bundle with the earliest
+    of their timestamps: the streaming DirectRunner's cost is per element and step, and a sink that writes at the
+    drain needs only the rows."""
 
     def start_bundle(self) -> None:
         self._rows: list = []
@@ -343,10 +345,10 @@ class _RowsPerBundleFn(beam.DoFn):
 
     def finish_bundle(self):
         if self._earliest is not None:  # a row came
-            yield WindowedValue(self._rows, self._earliest, (GlobalWindow(),))
+            yield WindowedValue((0, self._rows), self._earliest, (GlobalWindow(),))
 
 
-class _WriteAtDrainFn(beam.DoFn):
+class _WriteAtDrainFn(InspectedOnceDoFn):
     """The whole of an unbounded output (lists of rows, ``_RowsPerBundleFn``), kept in state and written as
     ``<prefix>-00000-of-00001.<ext>`` when the watermark reaches the end of time, that is when the run drains. The
     streaming DirectRunner does not hold this step's watermark back for the timers upstream that fire during the
@@ -393,7 +395,6 @@ class WriteRecords(beam.PTransform):
             return (
                 rows
                 | "PerBundle" >> beam.ParDo(_RowsPerBundleFn())
-                | "OneKey" >> beam.Map(lambda batch: (0, batch))
                 | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
             )
         if self._fmt == "jsonl":

@@ -44,6 +44,7 @@ from schemas.codecs import row_to_dict
 from schemas.proto import state_pb2
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from schemas.time_units import MICROS_PER_HOUR
+from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.state import STATE_VERSION
@@ -124,7 +125,7 @@ def _final_through(fire_micros: int, allowed_lateness_micros: int) -> int:
     return (fire_micros - allowed_lateness_micros + 1000) // MICROS_PER_HOUR - 1
 
 
-class _PendingPerBundleFn(beam.DoFn):
+class _PendingPerBundleFn(InspectedOnceDoFn):
     """Streaming, before any state: a bundle's joins as columns per (shard, hour step).
 
     Takes joins, or ``EventBatch``es of joins (a streaming source's poll, with the source's watermark). Emits
@@ -196,7 +197,7 @@ class _ShardCache:
 _SHARD_CACHE: ProcessStateCache[_ShardCache] = ProcessStateCache()
 
 
-class _StreamingShardFn(beam.DoFn):
+class _StreamingShardFn(InspectedOnceDoFn):
     """Streaming: buffers each shard's joins until their step is final, then evaluates on one event-time timer per
     shard (k-anonymity note Alg. 1 per group, the same ``GroupVerdicts`` as the batch path).
 

@@ -14,12 +14,13 @@ from typing import Any
 import apache_beam as beam
 
 from transforms.core.bus.endpoints import KafkaTopic
+from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import OUTPUTS
 
 _FLUSH_SECONDS = 60
 
 
-class _WriteToKafkaFn(beam.DoFn):
+class _WriteToKafkaFn(InspectedOnceDoFn):
     def __init__(self, topic: KafkaTopic, encode: Callable[[Any], bytes], key_of: Callable[[Any], str],
                  id_of: Callable[[Any], str]) -> None:
         self._topic = topic
