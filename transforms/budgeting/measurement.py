@@ -266,6 +266,7 @@ class _DeviceFn(DeviceShardFn):
         super().__init__(lateness_micros)
         self._config, self._source, self._batch_size = config, source, batch_size
         self._emit_budgets = emit_budgets
+        self.wakes_at_end = emit_budgets  # a wake expires epochs: at the end, it emits only their budget rows
 
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)

@@ -35,6 +35,7 @@ from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_MILLI
 from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
+from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import DEAD_LETTERS, EventBatch
 from transforms.core.state import STATE_VERSION, StateCodec
 from transforms.core.state_cache import ProcessStateCache
@@ -76,6 +77,9 @@ def _split_rows(record: state_pb2.DevicePendingEvents, cut: int) -> tuple[list, 
     times: list[int] = []
     for name, rows in pickle.loads(record.rows).items():
         make = ROW_TYPES[name]._make
+        if record.latest_micros < cut:  # all of them (a backlog's records, at the end of the input)
+            before += map(make, rows)
+            continue
         _, time_at = _LAYOUTS[name]
         for row in rows:
             time = row[time_at]
@@ -87,7 +91,7 @@ def _split_rows(record: state_pb2.DevicePendingEvents, cut: int) -> tuple[list, 
     return before, after, (min(times, default=0), max(times, default=0))
 
 
-class DeviceEventsPerBundleFn(beam.DoFn):
+class DeviceEventsPerBundleFn(InspectedOnceDoFn):
     """Streaming, before any state: a bundle's device events per (shard, hour), as ``DevicePendingEvents`` records.
 
     Takes event rows, or ``EventBatch``es of them (a streaming source's poll, with its watermark). Emits
@@ -161,7 +165,7 @@ class _ShardCache:
 _SHARD_CACHE: ProcessStateCache[_ShardCache] = ProcessStateCache()
 
 
-class DeviceShardFn(beam.DoFn):
+class DeviceShardFn(InspectedOnceDoFn):
     """Streaming: the devices of a shard replayed over state, the scheme the budgeting, summary-report and
     event-level jobs share; subclasses give ``codec``, ``new_record``, ``replay`` and ``wake_micros``, and may keep
     state of their own beside the devices (``side_codec``, ``new_side``, ``after_replays``).
@@ -196,6 +200,9 @@ class DeviceShardFn(beam.DoFn):
     CATCH_AT = ReadModifyWriteStateSpec("catch_at", VarIntCoder())  # CATCH_UP's time
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     CATCH_UP = TimerSpec("catch_up", TimeDomain.WATERMARK)
+    # Whether a device due only for its wake time is replayed at the end of the input: a subclass whose wake then
+    # emits nothing (nothing comes after it) says False and spares the end a replay of every device it holds.
+    wakes_at_end = True
     codec: StateCodec  # set by the subclass's setup()
     side_codec: StateCodec | None = None  # set by a subclass that keeps state beside its devices
 
@@ -266,12 +273,9 @@ class DeviceShardFn(beam.DoFn):
             return state_pb2.DevicePendingEvents(version=STATE_VERSION)
         return state_pb2.DevicePendingEvents.FromString(raw)
 
-    def _arm(self, timer, timer_at, needed: int | None, hints: state_pb2.DevicePendingEvents,
-             ended: bool = False) -> int | None:
+    def _arm(self, timer, timer_at, needed: int | None, hints: state_pb2.DevicePendingEvents) -> int:
         """Set FLUSH for ``needed`` (the end of the input when nothing is), or for the slowest source's watermark
         when that is later; returns its time."""
-        if needed is None and ended:
-            return None
         when = END_OF_INPUT.micros if needed is None else needed
         if hints.source_watermarks:
             when = max(when, min(hints.source_watermarks.values()) // MICROS_PER_MILLI * MICROS_PER_MILLI)
@@ -282,10 +286,10 @@ class DeviceShardFn(beam.DoFn):
         return when
 
     @staticmethod
-    def _catch_up(catch_up, catch_at, latest: int | None, flush_at: int | None, *, only_later: bool = False) -> None:
+    def _catch_up(catch_up, catch_at, latest: int | None, flush_at: int, *, only_later: bool = False) -> None:
         """Set CATCH_UP for ``latest`` when that is after FLUSH and not already set there (``only_later``: nor
         later)."""
-        if latest is None or (flush_at is not None and latest <= flush_at):
+        if latest is None or latest <= flush_at:
             return
         latest = min(latest, END_OF_INPUT.micros)
         current = catch_at.read()
@@ -382,8 +386,10 @@ class DeviceShardFn(beam.DoFn):
         for data in waiting:
             pending.add(data)
         touched = set(due)
-        for wake in [wake for wake in shard.wake if wake <= cut]:
-            touched |= shard.wake.pop(wake)
+        at_end = fired >= END_OF_INPUT.micros
+        if self.wakes_at_end or not at_end:
+            for wake in [wake for wake in shard.wake if wake <= cut]:
+                touched |= shard.wake.pop(wake)
         outputs: list = []
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
@@ -408,12 +414,14 @@ class DeviceShardFn(beam.DoFn):
             else:
                 record.devices[device_id] = encoded
                 self._schedule(shard, device_id, device)
-        at_end = fired >= END_OF_INPUT.micros
         yield from self.after_replays(shard.side, outputs, fired, at_end)
         if self.side_codec is not None:
             record.side = self.side_codec.encode(shard.side)
         shard_state.write(record.SerializeToString())
         _SHARD_CACHE.written(self._id, key, token_state, shard)
+        if at_end:  # nothing comes after the end of the input: no timer is set again
+            needed_state.clear()
+            return
         dues = [self._event_due(first_waiting)] if first_waiting is not None else []
         lasts = [self._event_due(last_waiting)] if last_waiting is not None else []
         if shard.wake:
@@ -424,7 +432,7 @@ class DeviceShardFn(beam.DoFn):
             needed_state.clear()
         else:
             needed_state.write(needed)
-        flush_at = self._arm(timer, timer_at, needed, self._hints(hint_state), ended=at_end)
+        flush_at = self._arm(timer, timer_at, needed, self._hints(hint_state))
         self._catch_up(catch_up, catch_at, max(lasts, default=None), flush_at)
 
 

@@ -55,7 +55,7 @@ LATE, DUPLICATE = "late", "duplicate"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
 _POLL_SECONDS = 0.1
 _EMIT_SECONDS = 1.0  # a live topic's records are sent to the runner at most this often
-_CATCH_UP_WATERMARK_SECONDS = 5.0  # while a backlog is read, the watermarks the runner sees move at most this often
+_CATCH_UP_WATERMARK_SECONDS = 30.0  # while a backlog is read, the watermarks the runner sees move at most this often
 _MAX_ELEMENT_BYTES = 3 << 20
 _HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
 _log = logging.getLogger("pmbeam.bus")
@@ -395,7 +395,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                     yield self._heartbeat()
             else:
                 last_sent = time.monotonic()
-        yield from self._emit(held, sent)
+        # the last records without a watermark step of their own: the end of the input follows at once, and a
+        # step just before it would be one more firing of every stateful step over nearly all it holds
+        yield from self._emit(held, sent, advance=False)
         for reader in self._readers:  # the end of every input: a stateful step can finish all it holds at once
             yield self._element_event(reader.source.name,
                                       EventBatch([], END_OF_INPUT_MICROS, reader.source.spec.row_type),
