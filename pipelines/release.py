@@ -16,6 +16,7 @@ and the reason, and releases nothing else.
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -62,6 +63,24 @@ def publish(staging: str, output: str, *, everything: bool) -> None:
     FileSystems.delete([staging])
 
 
+# Python's cyclic garbage collector at its defaults (700, 10, 10) walks every live container object at each full
+# collection, and a streaming run allocates in bursts (a firing replays every device that has events): measured on
+# the measurement job from a topic, 11 full collections took 1.5 to 1.7 s of a 15 to 19 s run. Collecting less
+# often costs only the cyclic garbage kept a little longer (reference counting frees the rest at once).
+_STREAMING_GC_THRESHOLDS = (10_000, 50, 100)
+
+
+@contextlib.contextmanager
+def _collector_for_streaming() -> Iterator[None]:
+    """During a streaming run, the garbage collector runs less often (``_STREAMING_GC_THRESHOLDS``); restored after."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*_STREAMING_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
 @contextlib.contextmanager
 def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool) -> Iterator[tuple]:
     """Build the job's pipeline (``build(pipeline, job, output)``), run it to completion and yield Beam's result
@@ -73,7 +92,7 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
     except BaseException:
         topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
         raise
-    with topics.running(pipeline) as source:
+    with topics.running(pipeline) as source, (_collector_for_streaming() if streaming else contextlib.nullcontext()):
         result = pipeline.run()
         result.wait_until_finish()
         if source is not None:
