@@ -213,6 +213,19 @@ def output_records(output_dir: str, prefix: str) -> Iterator[dict]:
         yield from read_records(path)
 
 
+def count_records(output_dir: str, prefix: str) -> int:
+    """How many records the shards ``<output_dir>/<prefix>-*`` hold, without decoding them: the non-empty lines of
+    JSON Lines, the block counts of Avro."""
+    count = 0
+    for path in output_files(output_dir, prefix):
+        with FileSystems.open(path) as handle:
+            if path.endswith(".avro"):
+                count += sum(block.num_records for block in fastavro.block_reader(handle))
+            else:
+                count += sum(1 for line in handle if line.strip())
+    return count
+
+
 def diagnostic_files(output_dir: str) -> dict[str, list[str]]:
     """The summary's ``outputs`` entries of the diagnostics: dead letters and the input report."""
     return {prefix: output_files(output_dir, prefix) for prefix in DIAGNOSTICS}

@@ -139,7 +139,7 @@ def summarise(job: EventLevelJob, result, elapsed_seconds: float, input_counts: 
     files, so exact on every runner)."""
     output = job.run.output
     client_counts = common.counters(result, METRICS_NAMESPACE)
-    reports = sum(1 for _ in common.output_records(output, "reports"))
+    reports = common.count_records(output, "reports")
     return {
         "pipeline": "event_level",
         "parameters": {

@@ -198,7 +198,7 @@ def summarise(job: MeasurementJob, result, elapsed_seconds: float, input_counts:
             **input_counts,
             "devices_with_conversions": measurement_counts.get("devices_with_conversions"),
             # exact from the batch runner's counters; streaming counters under-report, so the files are counted there
-            "reports": sum(1 for _ in common.output_records(output, OUTPUTS[REPORTS][0]))
+            "reports": common.count_records(output, OUTPUTS[REPORTS][0])
             if job.run.streaming
             else measurement_counts.get("reports", 0),
             "queries_executed": statuses[EXECUTED],

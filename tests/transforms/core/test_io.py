@@ -14,7 +14,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.common import counters, distribution_max, read_records
+from pipelines.common import count_records, counters, distribution_max, read_records
 from schemas.codecs import JOIN_EVENT, encode_delimited, row_to_dict
 from schemas.formats import load_avro_schema
 from schemas.proto import events_pb2
@@ -217,6 +217,16 @@ def test_write_records_with_several_shards(tmp_path):
     files = sorted(glob.glob(prefix + "-*"))
     assert files == [f"{prefix}-0000{i}-of-00002.jsonl" for i in range(2)]
     assert sorted(KAnonVerdict(**r) for f in files for r in read_records(f)) == sorted(VERDICTS)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "avro"])
+def test_count_records_counts_every_shard_without_decoding(tmp_path, fmt):
+    """count_records gives as many records as reading the shards back, over all of them."""
+    prefix = str(tmp_path / "verdicts")
+    with TestPipeline(runner="FnApiRunner") as pipeline:
+        _ = pipeline | beam.Create(VERDICTS * 3) | WriteRecords(prefix, fmt, "kanon_verdict", num_shards=2)
+    assert count_records(str(tmp_path), "verdicts") == len(VERDICTS) * 3
+    assert count_records(str(tmp_path), "nothing") == 0
 
 
 def test_write_records_rejects_bad_options():
