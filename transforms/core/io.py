@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import pickle
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 import apache_beam as beam
 import fastavro
-from apache_beam.coders import PickleCoder
+from apache_beam.coders import BytesCoder
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -314,25 +315,41 @@ def record_of(row: Any) -> dict:
     return row if isinstance(row, dict) else row_to_dict(row)
 
 
-def write_shard_file(path: str, records: list[dict], fmt: str, schema: str | None) -> None:
-    """One output shard, Avro with ``schema`` or JSON Lines, written whole or not at all: to a temporary file
-    beside it, then renamed (atomic on a local or POSIX file system; a retry that renames over it writes the same
-    bytes when its records are the same, since the Avro sync marker is a function of the path)."""
+def jsonl_bytes(records: Iterable[dict]) -> bytes:
+    """Records as JSON Lines."""
+    return "".join(json.dumps(record) + "\n" for record in records).encode("utf-8")
+
+
+def _write_whole(path: str, write: Callable[[Any], None]) -> None:
+    """``write(handle)`` into a temporary file beside ``path``, then renamed to it: the file is there whole or not
+    at all (atomic on a local or POSIX file system; os.rename, a copy on GCS), and replaces one a failed attempt
+    left."""
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
     with FileSystems.create(temporary) as handle:
-        if fmt == "avro":
-            assert schema is not None  # WriteRecords: Avro needs a schema
-            marker = hashlib.blake2b(path.rsplit("/", 1)[-1].encode("utf-8"), digest_size=16).digest()
-            fastavro.writer(handle, load_avro_schema(schema), records, sync_marker=marker)
-        else:
-            handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
-    FileSystems.rename([temporary], [path])  # replaces a file a failed attempt left (os.rename; copy on GCS)
+        write(handle)
+    FileSystems.rename([temporary], [path])
 
 
-class _RowsPerBundleFn(InspectedOnceDoFn):
-    """A bundle's rows as one list under one key, ``(0, [row])``, emitted at the end of the bundle with the earliest
-    of their timestamps: the streaming DirectRunner's cost is per element and step, and a sink that writes at the
-    drain needs only the rows."""
+def write_shard_file(path: str, records: Iterable[dict], fmt: str, schema: str | None) -> None:
+    """One output shard, Avro with ``schema`` or JSON Lines, written whole or not at all (a retry that renames over
+    it writes the same bytes when its records are the same, since the Avro sync marker is a function of the path)."""
+    if fmt == "avro":
+        assert schema is not None  # WriteRecords: Avro needs a schema
+        marker = hashlib.blake2b(path.rsplit("/", 1)[-1].encode("utf-8"), digest_size=16).digest()
+        _write_whole(path, lambda handle: fastavro.writer(handle, load_avro_schema(schema), records,
+                                                          sync_marker=marker))
+    else:
+        _write_whole(path, lambda handle: handle.write(jsonl_bytes(records)))
+
+
+class _RecordsPerBundleFn(InspectedOnceDoFn):
+    """A bundle's rows as one encoded chunk under one key, ``(0, bytes)``, emitted at the end of the bundle with the
+    earliest of their timestamps: JSON Lines ready to be written, or (Avro) the pickled list of their records. The
+    streaming DirectRunner's cost is per element and step, its state encodes what it keeps, and a sink that writes
+    at the drain needs only the records, each made once."""
+
+    def __init__(self, fmt: str) -> None:
+        self._fmt = fmt
 
     def start_bundle(self) -> None:
         self._rows: list = []
@@ -345,30 +362,36 @@ class _RowsPerBundleFn(InspectedOnceDoFn):
 
     def finish_bundle(self):
         if self._earliest is not None:  # a row came
-            yield WindowedValue((0, self._rows), self._earliest, (GlobalWindow(),))
+            records = [record_of(row) for row in self._rows]
+            chunk = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL) if self._fmt == "avro" else jsonl_bytes(records)
+            yield WindowedValue((0, chunk), self._earliest, (GlobalWindow(),))
 
 
 class _WriteAtDrainFn(InspectedOnceDoFn):
-    """The whole of an unbounded output (lists of rows, ``_RowsPerBundleFn``), kept in state and written as
+    """The whole of an unbounded output (chunks of ``_RecordsPerBundleFn``), kept in state and written as
     ``<prefix>-00000-of-00001.<ext>`` when the watermark reaches the end of time, that is when the run drains. The
     streaming DirectRunner does not hold this step's watermark back for the timers upstream that fire during the
     drain (measured: the timer fired again for each of their outputs), so each firing rewrites the file whole with
     everything received so far, and the last firing leaves all of it."""
 
-    ROWS = BagStateSpec("rows", PickleCoder())
+    CHUNKS = BagStateSpec("chunks", BytesCoder())
     DRAINED = TimerSpec("drained", TimeDomain.WATERMARK)
 
     def __init__(self, prefix: str, fmt: str, schema: str | None) -> None:
         self._prefix, self._fmt, self._schema = prefix, fmt, schema
 
-    def process(self, element, rows=beam.DoFn.StateParam(ROWS), drained=beam.DoFn.TimerParam(DRAINED)):
-        rows.add(element[1])
+    def process(self, element, chunks=beam.DoFn.StateParam(CHUNKS), drained=beam.DoFn.TimerParam(DRAINED)):
+        chunks.add(element[1])
         drained.set(GlobalWindow().max_timestamp())
 
     @on_timer(DRAINED)
-    def write(self, rows=beam.DoFn.StateParam(ROWS)):
+    def write(self, chunks=beam.DoFn.StateParam(CHUNKS)):
         path = f"{self._prefix}-00000-of-00001.{self._fmt}"
-        write_shard_file(path, [record_of(row) for batch in rows.read() for row in batch], self._fmt, self._schema)
+        if self._fmt == "avro":
+            write_shard_file(path, [record for chunk in chunks.read() for record in pickle.loads(chunk)], self._fmt,
+                             self._schema)
+        else:
+            _write_whole(path, lambda handle: handle.write(b"".join(chunks.read())))
         yield path
 
 
@@ -394,7 +417,7 @@ class WriteRecords(beam.PTransform):
             # sent as they are made)
             return (
                 rows
-                | "PerBundle" >> beam.ParDo(_RowsPerBundleFn())
+                | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt))
                 | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
             )
         if self._fmt == "jsonl":

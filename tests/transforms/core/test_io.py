@@ -11,7 +11,9 @@ import apache_beam as beam
 import fastavro
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.common import count_records, counters, distribution_max, read_records
@@ -207,6 +209,20 @@ def test_write_records_writes_one_shard_that_reads_back(tmp_path, fmt):
         with open(files[0], encoding="utf-8") as handle:
             lines = [line for line in handle.read().splitlines() if line]
         assert all(list(json.loads(line)) == list(KAnonVerdict._fields) for line in lines)  # field order kept
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "avro"])
+def test_write_records_of_an_unbounded_input_writes_everything_at_the_drain(tmp_path, fmt):
+    """A stream's rows, in several bundles and around a watermark step, end up in one shard written at the drain,
+    each record once."""
+    prefix = str(tmp_path / "verdicts")
+    stream = (TestStream().add_elements(VERDICTS[:2]).advance_watermark_to(10).add_elements(VERDICTS[2:])
+              .advance_watermark_to_infinity())
+    with TestPipeline(options=PipelineOptions(["--streaming"])) as pipeline:
+        _ = pipeline | stream | WriteRecords(prefix, fmt, "kanon_verdict")
+    files = sorted(glob.glob(prefix + "-*"))
+    assert files == [f"{prefix}-00000-of-00001.{fmt}"]
+    assert sorted(KAnonVerdict(**r) for r in read_records(files[0])) == sorted(VERDICTS)
 
 
 def test_write_records_with_several_shards(tmp_path):
