@@ -13,6 +13,10 @@ Starts a local broker (tansu, ``pipelines.local_broker``), generates each job's 
 * **ceiling**: in the same session, the broker's raw rate on the same messages: a plain confluent-kafka
   consumer reading the topic without decoding (and the producer's rate when the data was sent); the job's
   ratio to the consumer's rate;
+* **floor and sustained rate** (measurement): the same job with its device step dropping every event
+  (``stream_floor.py``), the transport any job pays on these topics; and, for the job and its floor, the sustained
+  rate: the events beyond a tenth of the devices (their own topics) over the extra time they take, median runs, so
+  that start-up, building the pipeline and the drain cancel out;
 * **latency** (k-anonymity): the job runs live (``stop=never``) while a producer sends the joins in event-time
   order at half the measured sustained rate; for each hour with a verdict change, the time from the producer
   sending the first join that makes the hour final (its end plus the allowed lateness: the source's watermark
