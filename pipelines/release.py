@@ -71,8 +71,12 @@ _STREAMING_GC_THRESHOLDS = (10_000, 50, 100)
 
 
 @contextlib.contextmanager
-def _collector_for_streaming() -> Iterator[None]:
-    """During a streaming run, the garbage collector runs less often (``_STREAMING_GC_THRESHOLDS``); restored after."""
+def _collector_for(streaming: bool) -> Iterator[None]:
+    """During a streaming run, the garbage collector runs less often (``_STREAMING_GC_THRESHOLDS``); restored after.
+    A batch run keeps Python's defaults."""
+    if not streaming:
+        yield
+        return
     previous = gc.get_threshold()
     gc.set_threshold(*_STREAMING_GC_THRESHOLDS)
     try:
@@ -92,7 +96,7 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
     except BaseException:
         topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
         raise
-    with topics.running(pipeline) as source, (_collector_for_streaming() if streaming else contextlib.nullcontext()):
+    with topics.running(pipeline) as source, _collector_for(streaming):
         result = pipeline.run()
         result.wait_until_finish()
         if source is not None:

@@ -72,14 +72,14 @@ def _pending_record(rows: dict[str, list], span: tuple[int, int], watermarks: di
 
 def _split_rows(record: state_pb2.DevicePendingEvents, cut: int) -> tuple[list, dict[str, list], tuple[int, int]]:
     """A pending record's events before ``cut`` (as rows) and the others (as a record's rows, and their span)."""
+    rows_by_type = pickle.loads(record.rows)
+    if record.latest_micros < cut:  # all of them (a backlog's records, at the end of the input)
+        return [row for name, rows in rows_by_type.items() for row in map(ROW_TYPES[name]._make, rows)], {}, (0, 0)
     before: list = []
     after: dict[str, list] = {}
     times: list[int] = []
-    for name, rows in pickle.loads(record.rows).items():
+    for name, rows in rows_by_type.items():
         make = ROW_TYPES[name]._make
-        if record.latest_micros < cut:  # all of them (a backlog's records, at the end of the input)
-            before += map(make, rows)
-            continue
         _, time_at = _LAYOUTS[name]
         for row in rows:
             time = row[time_at]

@@ -342,11 +342,24 @@ def write_shard_file(path: str, records: Iterable[dict], fmt: str, schema: str |
         _write_whole(path, lambda handle: handle.write(jsonl_bytes(records)))
 
 
+def _chunk_of(records: list[dict], fmt: str) -> bytes:
+    """Records as a chunk of the streaming file sink (``_RecordsPerBundleFn``): JSON Lines ready to be written, or
+    for Avro the pickled list of them (``_write_chunks`` reads both)."""
+    return pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL) if fmt == "avro" else jsonl_bytes(records)
+
+
+def _write_chunks(path: str, chunks: Iterable[bytes], fmt: str, schema: str | None) -> None:
+    """The shard of ``_chunk_of``'s chunks, written whole (``write_shard_file``)."""
+    if fmt == "avro":
+        write_shard_file(path, [record for chunk in chunks for record in pickle.loads(chunk)], fmt, schema)
+    else:
+        _write_whole(path, lambda handle: handle.write(b"".join(chunks)))
+
+
 class _RecordsPerBundleFn(InspectedOnceDoFn):
-    """A bundle's rows as one encoded chunk under one key, ``(0, bytes)``, emitted at the end of the bundle with the
-    earliest of their timestamps: JSON Lines ready to be written, or (Avro) the pickled list of their records. The
-    streaming DirectRunner's cost is per element and step, its state encodes what it keeps, and a sink that writes
-    at the drain needs only the records, each made once."""
+    """A bundle's rows as one encoded chunk under one key, ``(0, bytes)`` (``_chunk_of``), emitted at the end of the
+    bundle with the earliest of their timestamps. The streaming DirectRunner's cost is per element and step, its
+    state encodes what it keeps, and a sink that writes at the drain needs only the records, each made once."""
 
     def __init__(self, fmt: str) -> None:
         self._fmt = fmt
@@ -362,8 +375,7 @@ class _RecordsPerBundleFn(InspectedOnceDoFn):
 
     def finish_bundle(self):
         if self._earliest is not None:  # a row came
-            records = [record_of(row) for row in self._rows]
-            chunk = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL) if self._fmt == "avro" else jsonl_bytes(records)
+            chunk = _chunk_of([record_of(row) for row in self._rows], self._fmt)
             yield WindowedValue((0, chunk), self._earliest, (GlobalWindow(),))
 
 
@@ -387,11 +399,7 @@ class _WriteAtDrainFn(InspectedOnceDoFn):
     @on_timer(DRAINED)
     def write(self, chunks=beam.DoFn.StateParam(CHUNKS)):
         path = f"{self._prefix}-00000-of-00001.{self._fmt}"
-        if self._fmt == "avro":
-            write_shard_file(path, [record for chunk in chunks.read() for record in pickle.loads(chunk)], self._fmt,
-                             self._schema)
-        else:
-            _write_whole(path, lambda handle: handle.write(b"".join(chunks.read())))
+        _write_chunks(path, chunks.read(), self._fmt, self._schema)
         yield path
 
 
