@@ -11,6 +11,7 @@ another runner uses Beam's own transforms (``transforms.core.bus.production``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import signal
 import sys
@@ -33,6 +34,7 @@ from transforms.core.bus.kafka_stream import ReadTopics, TopicInput
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
 from transforms.core.bus.sinks import WriteToKafkaTopic
 from transforms.core.bus.stream_process import KafkaStreamProcess
+from transforms.core.device_stream import pack_events
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
 from transforms.core.progress import ProgressLine
 
@@ -112,9 +114,11 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
 
 
 def read_topic_rows(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> tuple:
-    """The events of every input of ``inputs`` in one PCollection (rows, or ``EventBatch``es on the local path:
-    the device replays take both), with the ``dead_letters`` and ``input_files`` of ``read_topics``."""
-    read = read_topics(pipeline, inputs, options)
+    """The device events of every input of ``inputs`` in one PCollection, for a device replay
+    (``transforms.core.device_stream``), with the ``dead_letters`` and ``input_files`` of ``read_topics``: rows,
+    or on the local path ``PackedEvents`` (the source's process packs each poll as the replay's first step
+    would)."""
+    read = read_topics(pipeline, [dataclasses.replace(source, pack=pack_events) for source in inputs], options)
     rows = [read[source.name] for source in inputs] | "TopicRows" >> beam.Flatten()
     return rows, read[DEAD_LETTERS], read[INPUT_FILES]
 

@@ -311,12 +311,10 @@ class _DeviceFn(DeviceShardFn):
                 yield beam.pvalue.TaggedOutput(BUDGETS, with_central(row, side.central))
             side.rows = []
 
-    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
+    def replay(self, device_id: str, record: DeviceRecord, events: list, fired_micros: int) -> Iterator:
         """Replay the events before the cut, expire the epochs no conversion from then on can reach."""
-        until = fired_micros - self._lateness
-        events = sort_events(record.advance(until))
         device = record.state
-        yield from replay(device_id, events, device, self._config, self._policy, self._source)
+        yield from replay(device_id, sort_events(events), device, self._config, self._policy, self._source)
         oldest = self._config.oldest_reachable_epoch(record.cut)
         expired = [filter_key for filter_key in device.filters.consumed if filter_key[1] < oldest]
         if self._emit_budgets:

@@ -22,12 +22,15 @@ class DeviceRecord:
         self.cut = 0
         self.state = state
 
-    def advance(self, until_micros: int) -> list:
-        """Move the cut to ``until_micros`` (never back) and take the events before it, in no set order."""
+    def advance(self, until_micros: int, arriving: list) -> list:
+        """Move the cut to ``until_micros`` (never back) and take the events now before it, in no set order:
+        ``arriving`` (all before it) and the buffered ones before it."""
         self.cut = max(until_micros, self.cut)
+        if not self.items:
+            return arriving
         due = [event for time, event in self.items if time < self.cut]
         self.items = [(time, event) for time, event in self.items if time >= self.cut]
-        return due
+        return arriving + due
 
 
 # --------------------------------------------------------------------------------------------------------------

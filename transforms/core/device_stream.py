@@ -18,6 +18,7 @@ import json
 import pickle
 import uuid
 from collections.abc import Iterable, Iterator
+from operator import attrgetter
 from typing import Any
 
 import apache_beam as beam
@@ -36,7 +37,7 @@ from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_MILLI
 from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
 from transforms.core.inspected import InspectedOnceDoFn
-from transforms.core.io import DEAD_LETTERS, EventBatch
+from transforms.core.io import DEAD_LETTERS, EventBatch, PackedEvents
 from transforms.core.state import STATE_VERSION, StateCodec
 from transforms.core.state_cache import ProcessStateCache
 
@@ -49,6 +50,8 @@ def after_milli(micros: int) -> int:
     """The first millisecond boundary strictly after ``micros``."""
     return (micros // MICROS_PER_MILLI + 1) * MICROS_PER_MILLI
 
+
+_EVENT_TIME = attrgetter("event_time_micros")
 
 STREAMING_SHARDS = 1  # see DeviceShardFn: its outputs then follow the batch path's order by construction
 
@@ -91,23 +94,16 @@ def _split_rows(record: state_pb2.DevicePendingEvents, cut: int) -> tuple[list, 
     return before, after, (min(times, default=0), max(times, default=0))
 
 
-class DeviceEventsPerBundleFn(InspectedOnceDoFn):
-    """Streaming, before any state: a bundle's device events per (shard, hour), as ``DevicePendingEvents`` records.
-
-    Takes event rows, or ``EventBatch``es of them (a streaming source's poll, with its watermark). Emits
-    ``(shard, DevicePendingEvents bytes)`` at the end of the bundle, timestamped with the earliest event; when
-    a batch carried its source's watermark, every record says so (a record without events carries it to the
-    shards that had none), so that a shard's timer can take every event the sources have made final at once."""
+class _PendingRecords:
+    """Device event rows per (shard, hour) as they came, with their span: the ``DevicePendingEvents`` records of a
+    bundle (``DeviceEventsPerBundleFn``) or of a topic source's poll (``pack_events``)."""
 
     def __init__(self, shards: int) -> None:
         self._shards = shards
-
-    def start_bundle(self) -> None:
         self._records: dict[tuple[int, int], tuple[dict[str, list], list[int]]] = {}  # -> (rows, [earliest, latest])
-        self._watermarks: dict[str, int] = {}
-        self._hint_at = 0  # the timestamp of a record that carries only watermarks: its batch's
 
-    def _add(self, name: str, rows: Iterable[tuple]) -> None:
+    def add(self, name: str, rows: Iterable[tuple]) -> None:
+        """Rows (plain tuples) of the row type ``name``."""
         device_at, time_at = _LAYOUTS[name]
         shards, records = self._shards, self._records
         for row in rows:
@@ -124,24 +120,63 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
             elif time > span[1]:
                 span[1] = time
 
+    def records(self, watermarks: dict[str, int] | None) -> list[tuple[int, int, bytes]]:
+        """``(shard, earliest event time, DevicePendingEvents bytes)`` per (shard, hour), each carrying
+        ``watermarks``."""
+        return [(shard, earliest, _pending_record(rows, (earliest, latest), watermarks))
+                for (shard, _), (rows, (earliest, latest)) in self._records.items()]
+
+
+def pack_events(row_type: type, rows: list) -> list[tuple[int, int, bytes]]:
+    """A topic source's poll of device event rows (plain tuples of ``row_type``) as the records
+    ``DeviceEventsPerBundleFn`` makes of them, for ``PackedEvents``: made in the source's process
+    (``TopicInput.pack``), which spares the job's process grouping, pickling and unpickling every event once."""
+    pending = _PendingRecords(STREAMING_SHARDS)
+    pending.add(row_type.__name__, rows)
+    return pending.records(None)
+
+
+class DeviceEventsPerBundleFn(InspectedOnceDoFn):
+    """Streaming, before any state: a bundle's device events per (shard, hour), as ``DevicePendingEvents`` records.
+
+    Takes event rows, ``EventBatch``es of them (a streaming source's poll, with its watermark) or
+    ``PackedEvents`` (the same, already packed as these records by the source). Emits ``(shard,
+    DevicePendingEvents bytes)`` at the end of the bundle, timestamped with the earliest event; when a batch
+    carried its source's watermark, the records made here say so, and a record without events carries it to the
+    shards that had none of them, so that a shard's timer can take every event the sources have made final at
+    once."""
+
+    def __init__(self, shards: int) -> None:
+        self._shards = shards
+
+    def start_bundle(self) -> None:
+        self._pending = _PendingRecords(self._shards)
+        self._packed: list[tuple[int, int, bytes]] = []
+        self._watermarks: dict[str, int] = {}
+        self._hint_at = 0  # the timestamp of a record that carries only watermarks: its batch's
+
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
-        if type(element) is EventBatch:
+        kind = type(element)
+        if kind is EventBatch or kind is PackedEvents:
             name = element.row_type.__name__ if element.row_type is not None else ""
             if element.watermark_micros is not None:
                 self._watermarks[name] = max(self._watermarks.get(name, element.watermark_micros),
                                              element.watermark_micros)
                 self._hint_at = max(self._hint_at, timestamp.micros)
-            if element.rows:
-                self._add(name, element.rows)
+            if kind is PackedEvents:
+                self._packed += element.records
+            elif element.rows:
+                self._pending.add(name, element.rows)
         else:
-            self._add(type(element).__name__, (tuple(element),))
+            self._pending.add(kind.__name__, (tuple(element),))
 
     def finish_bundle(self):
         watermarks, hinted = self._watermarks or None, set()
-        for (shard, _), (rows, (earliest, latest)) in self._records.items():
+        for shard, earliest, data in self._pending.records(watermarks):
             hinted.add(shard)
-            yield WindowedValue((shard, _pending_record(rows, (earliest, latest), watermarks)),
-                                Timestamp(micros=earliest), (GlobalWindow(),))
+            yield WindowedValue((shard, data), Timestamp(micros=earliest), (GlobalWindow(),))
+        for shard, earliest, data in self._packed:
+            yield WindowedValue((shard, data), Timestamp(micros=earliest), (GlobalWindow(),))
         if watermarks:
             for shard in set(range(self._shards)) - hinted:
                 hint = state_pb2.DevicePendingEvents(version=STATE_VERSION, source_watermarks=watermarks)
@@ -214,8 +249,9 @@ class DeviceShardFn(InspectedOnceDoFn):
         """The record of a device that has seen nothing."""
         raise NotImplementedError
 
-    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
-        """Replay the record's events before ``fired_micros`` minus the allowed lateness; yield the outputs."""
+    def replay(self, device_id: str, record: DeviceRecord, events: list, fired_micros: int) -> Iterator:
+        """Replay ``events`` (the device's events before the firing's cut, which ``record.cut`` now is; in no set
+        order) over ``record``; yield the outputs."""
         raise NotImplementedError
 
     def wake_micros(self, record: DeviceRecord) -> int | None:
@@ -400,12 +436,11 @@ class DeviceShardFn(InspectedOnceDoFn):
             if device is None:  # a device never seen, or dropped with nothing but its cut
                 device = shard.devices[device_id] = self.new_record()
                 device.cut = retired_cut
-            for event in due.get(device_id, ()):
-                if event.event_time_micros < device.cut:  # the device has replayed past it
-                    yield self._late(event)
-                else:
-                    device.items.append((event.event_time_micros, event))
-            outputs += self.replay(device_id, device, fired)
+            arriving = due.get(device_id, [])
+            if arriving and min(map(_EVENT_TIME, arriving)) < device.cut:  # the device has replayed past some
+                yield from map(self._late, [event for event in arriving if event.event_time_micros < device.cut])
+                arriving = [event for event in arriving if event.event_time_micros >= device.cut]
+            outputs += self.replay(device_id, device, device.advance(cut, arriving), fired)
             encoded = self.codec.encode(device)
             if device.cut == cut and encoded == fresh_bytes:  # nothing a new device would not have: drop it
                 del shard.devices[device_id]

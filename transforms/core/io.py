@@ -78,6 +78,17 @@ class EventBatch(NamedTuple):
         return [make(row) for row in self.rows]
 
 
+class PackedEvents(NamedTuple):
+    """The events of one poll of a streaming source already in the form the job's first step makes of them,
+    packed in the source's own process (``TopicInput.pack``): for the device replays, ``DevicePendingEvents``
+    records per shard and hour (``transforms.core.device_stream.pack_events``), as ``(shard, earliest event
+    time, record bytes)``. ``watermark_micros`` and ``row_type`` as in ``EventBatch``."""
+
+    records: list
+    watermark_micros: int | None
+    row_type: type
+
+
 # The watermark of a source's last batch (no rows): the end of its input, after which every step is final.
 END_OF_INPUT_MICROS = GlobalWindow().max_timestamp().micros
 

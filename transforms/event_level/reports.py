@@ -213,8 +213,8 @@ class _DeviceFn(DeviceShardFn):
         """The next window end: it passes once every event before it is final."""
         return record.state.next_window_micros()
 
-    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
-        events = sorted(record.advance(fired_micros - self._lateness), key=event_order)
+    def replay(self, device_id: str, record: DeviceRecord, events: list, fired_micros: int) -> Iterator:
+        events = sorted(events, key=event_order)
         sources = [(device_id, event) for event in events if type(event) is EventLevelSource]
         chosen = choose_randomized(sources, self._epsilon, self._source)
         device = record.state

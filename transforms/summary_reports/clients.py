@@ -165,10 +165,9 @@ class _ClientFn(DeviceShardFn):
     def new_record(self) -> DeviceRecord:
         return DeviceRecord(self._client.new_state())
 
-    def replay(self, device_id: str, record: DeviceRecord, fired_micros: int) -> Iterator:
+    def replay(self, device_id: str, record: DeviceRecord, events: list, fired_micros: int) -> Iterator:
         client = self._client
-        events = sorted(record.advance(fired_micros - self._lateness), key=client.order)
-        yield from client.replay(device_id, events, record.state, self._source)  # at the firing's time
+        yield from client.replay(device_id, sorted(events, key=client.order), record.state, self._source)  # at the firing's time
         client.forget_before(record.state, record.cut)
 
 

@@ -9,6 +9,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
 from schemas.time_units import MICROS_PER_DAY
@@ -19,8 +21,8 @@ from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute
 from transforms.budgeting.mechanisms.simulation import simulate
-from transforms.core.device_stream import END_OF_INPUT
-from transforms.core.io import DEAD_LETTERS
+from transforms.core.device_stream import END_OF_INPUT, pack_events
+from transforms.core.io import DEAD_LETTERS, PackedEvents
 from transforms.core.mechanisms.noise import SeededSource
 
 SEED = 7
@@ -197,3 +199,41 @@ def test_streaming_allowed_lateness(lateness_days):
         assert_that(out[RESULTS], equal_to(expected.results), label="results")
         late = [] if lateness_days else ["late"]
         assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(late), label="late")
+
+
+def _packed_polls(rows: list, chunks: int, lead_micros: int, tail_micros: int) -> TestStream:
+    """``rows`` in time order cut into about ``chunks`` polls, each sent as a topic source packs it
+    (``PackedEvents``, one per row type, with the watermark at the poll's latest event); the watermark passes
+    a poll ``lead_micros`` before the next one's first event, and ``tail_micros`` past the last one."""
+    rows = sorted(rows, key=lambda row: row.event_time_micros)
+    stream = TestStream()
+    step = max(1, len(rows) // chunks)
+    for start in range(0, len(rows), step):
+        poll = rows[start:start + step]
+        for row_type in sorted({type(row) for row in poll}, key=lambda kind: kind.__name__):
+            mine = [row for row in poll if type(row) is row_type]
+            element = PackedEvents(pack_events(row_type, [tuple(row) for row in mine]), poll[-1].event_time_micros,
+                                   row_type)
+            earliest = min(row.event_time_micros for row in mine)
+            stream = stream.add_elements([TimestampedValue(element, Timestamp(micros=earliest))])
+        following = rows[start + step:start + step + 1]
+        if following:
+            stream = stream.advance_watermark_to(milli(following[0].event_time_micros - lead_micros))
+    stream = stream.advance_watermark_to(milli(rows[-1].event_time_micros + tail_micros))
+    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+
+
+def test_streaming_from_polls_packed_by_the_source_equals_batch():
+    """A topic source's polls, packed in its process as the device step's records, give the batch outputs."""
+    impressions, conversions = random_population(seed=4)
+    config = CONFIGS["cookie_monster"]
+    expected = simulate(impressions + conversions, config, SeededSource(SEED), 3)
+    assert expected.reports and expected.results
+    stream = _packed_polls(impressions + conversions, chunks=4, lead_micros=MICROS_PER_DAY,
+                           tail_micros=400 * MICROS_PER_DAY)
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | MeasureStreaming(config, SeededSource(SEED), 3, emit_budgets=True)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="no dead letters")

@@ -49,7 +49,14 @@ from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic
-from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, INPUT_FILES, EventBatch, InputFileReport
+from transforms.core.io import (
+    DEAD_LETTERS,
+    END_OF_INPUT_MICROS,
+    INPUT_FILES,
+    EventBatch,
+    InputFileReport,
+    PackedEvents,
+)
 
 LATE, DUPLICATE = "late", "duplicate"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
@@ -120,6 +127,9 @@ class TopicInput:
     lateness_micros: int
     group: str  # the consumer group, when the URI does not name one
     check: Callable[[Any], str | None] | None = None  # the job's own check of a valid row (as ReadEvents' check)
+    # how a poll's rows (plain tuples) are packed for the job's first step, in the source's process
+    # (``PackedEvents``); None: sent as they are (``EventBatch``)
+    pack: Callable[[type, list], list] | None = None
 
 
 @dataclass
@@ -312,25 +322,32 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
     def _element_event(self, tag: str, value: Any, timestamp_micros: int) -> Any:
         return _encoded_event(tag, self._coder.encode(value), timestamp_micros)
 
-    def _batch_events(self, tag: str, rows: list, watermark_micros: int | None, row_type: type) -> Iterator[Any]:
-        """``rows`` as ``EventBatch`` elements of at most ``_MAX_ELEMENT_BYTES`` encoded (the runner's gRPC client
+    @staticmethod
+    def _element(source: TopicInput, rows: list, watermark_micros: int | None) -> EventBatch | PackedEvents:
+        row_type = source.spec.row_type
+        if source.pack is None:
+            return EventBatch(rows, watermark_micros, row_type)
+        return PackedEvents(source.pack(row_type, rows), watermark_micros, row_type)
+
+    def _batch_events(self, source: TopicInput, rows: list, watermark_micros: int | None) -> Iterator[Any]:
+        """``rows`` as elements (``_element``) of at most ``_MAX_ELEMENT_BYTES`` encoded (the runner's gRPC client
         takes messages of up to 4 MiB), each timestamped with its earliest event time: cut by the size of a
         sample of the rows, and halved again in the rare case a piece is still too large."""
         sample = rows[:500]
-        per_row = len(self._coder.encode(EventBatch(sample, watermark_micros, row_type))) / len(sample)
+        per_row = len(self._coder.encode(self._element(source, sample, watermark_micros))) / len(sample)
         step = max(1, int(_MAX_ELEMENT_BYTES * 0.8 / per_row))
         for start in range(0, len(rows), step):
-            yield from self._pieces(tag, rows[start:start + step], watermark_micros, row_type)
+            yield from self._pieces(source, rows[start:start + step], watermark_micros)
 
-    def _pieces(self, tag: str, rows: list, watermark_micros: int | None, row_type: type) -> Iterator[Any]:
-        encoded = self._coder.encode(EventBatch(rows, watermark_micros, row_type))
+    def _pieces(self, source: TopicInput, rows: list, watermark_micros: int | None) -> Iterator[Any]:
+        encoded = self._coder.encode(self._element(source, rows, watermark_micros))
         if len(encoded) > _MAX_ELEMENT_BYTES and len(rows) > 1:
             half = len(rows) // 2
-            yield from self._pieces(tag, rows[:half], watermark_micros, row_type)
-            yield from self._pieces(tag, rows[half:], watermark_micros, row_type)
+            yield from self._pieces(source, rows[:half], watermark_micros)
+            yield from self._pieces(source, rows[half:], watermark_micros)
             return
-        time_index = cast(Any, row_type)._fields.index("event_time_micros")
-        yield _encoded_event(tag, encoded, min(row[time_index] for row in rows))
+        time_index = cast(Any, source.spec.row_type)._fields.index("event_time_micros")
+        yield _encoded_event(source.name, encoded, min(row[time_index] for row in rows))
 
     @staticmethod
     def _watermark_event(tag: str, micros: int) -> Any:
@@ -414,8 +431,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             name = reader.source.name
             rows, dead = held[name]
             if rows:
-                yield from self._batch_events(name, [tuple(row) for row in rows], reader.watermark_micros,
-                                              reader.source.spec.row_type)
+                yield from self._batch_events(reader.source, [tuple(row) for row in rows], reader.watermark_micros)
             if dead:
                 yield self._element_event(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
             held[name] = ([], [])
@@ -442,7 +458,8 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
 
 class ReadTopics(beam.PTransform):
     """The PCollections of the stream a ``KafkaStreamService`` of ``inputs`` serves at ``endpoint``: for each input
-    name, its ``EventBatch``es (the records read in about a second, or up to ``_POLL_MESSAGES``); ``dead_letters``
+    name, its ``EventBatch``es or ``PackedEvents`` (the records read in about a second, or up to
+    ``_POLL_MESSAGES``); ``dead_letters``
     (``DeadLetter``) and ``input_files`` (``InputFileReport``)."""
 
     def __init__(self, inputs: list[TopicInput], endpoint: str) -> None:
