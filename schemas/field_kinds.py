@@ -185,7 +185,7 @@ def _fast_request(request: Any, record: dict) -> AttributionRequest | object:
         and (keys == () or (type(keys) is list and all(_name(k) for k in keys)))
         and selected.isascii() and key.isascii()
         and logic in ATTRIBUTION_LOGICS and norm in NORMS
-        and (n is None if logic != "last_n" else type(n) is int and n >= 1)
+        and ((n is None and logic != "last_n") or (type(n) is int and n >= 1))
         and type(dimension) is int and max(1, len(campaigns)) <= dimension <= MAX_DIMENSION
         and (epsilon is None or (type(epsilon) is float and 0 < epsilon < math.inf))
         and type(report) is float and type(query) is float and 0 < report <= query < math.inf

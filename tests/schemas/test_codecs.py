@@ -781,9 +781,24 @@ def test_conversion_fast_path_agrees_with_the_generic_checks():
         for field, bad in [("logic", 0), ("logic", "other"), ("norm", "L3"), ("product_id", []), ("query_key", 5),
                            ("dimension", 0), ("last_n", 0), ("requested_epsilon", 0.0), ("requested_epsilon", 1),
                            ("report_global_sensitivity", 1e9), ("campaign_ids", ["", "a"]), ("filter_keys", [3]),
-                           ("window_days", 0), ("first_epoch", 3), ("query_key", ""), ("product_id", "")]:
+                           ("window_days", 0), ("first_epoch", 3), ("query_key", ""), ("product_id", ""),
+                           ("last_n", True), ("last_n", None), ("last_n", 2)]:
             variants.append(dict(record, attribution_request=dict(request, **{field: bad})))
         variants += [dict(record, value=-1.0), dict(record, value=float("nan")), dict(record, value=3),
                      dict(record, device_id=" "), dict(record, attribution_request=[])]
     for record in records + variants:
         assert validate(CONVERSION, record) == validate(generic, record), record
+
+
+def test_conversions_as_written_take_the_fast_path():
+    """A conversion as ``row_to_dict`` writes it and JSON decodes it (every field present, ``last_n`` 1 with any
+    logic) is accepted by the unrolled check, not sent down the field-by-field path: a message source validates
+    every record."""
+    import json
+
+    from tests.support.measurement_data import random_population
+
+    rows = [row for row in random_population(seed=9, devices=30)[1] if row.attribution_request.first_epoch is None]
+    assert {row.attribution_request.logic for row in rows} > {"last_n"}
+    for row in rows:
+        assert CONVERSION.accept(json.loads(json.dumps(row_to_dict(row)))) == row

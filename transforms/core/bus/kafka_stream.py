@@ -169,6 +169,7 @@ class KafkaTopicReader:
         dead: list = []
         watermark = self.watermark_micros
         late_before = None if watermark is None else watermark - source.lateness_micros
+        where = f"{topic.uri}/{{}}@{{}}".format  # a message's place, named only in its dead letter
         for message in self._consumer.consume(_POLL_MESSAGES, timeout=_POLL_SECONDS):
             error = message.error()
             if error is not None:
@@ -180,12 +181,10 @@ class KafkaTopicReader:
             partition = self._partitions[message.partition()]
             partition.next_offset = offset + 1
             partition.read += 1
-            value = message.value() or b""
-            where = f"{topic.uri}/{message.partition()}@{offset}"
-            row = decode_message(source.spec, source.fmt, value, where, topic.schema_id)
+            row = decode_message(source.spec, source.fmt, message.value() or b"", "", topic.schema_id)
             if type(row) is DeadLetter:
                 partition.dead += 1
-                dead.append(row)
+                dead.append(row._replace(source=where(message.partition(), offset)))
                 continue
             event_time = row.event_time_micros
             reason: str | None = None
@@ -197,7 +196,7 @@ class KafkaTopicReader:
                 reason = DUPLICATE
             if reason is not None:
                 partition.dead += 1
-                dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where))
+                dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where(message.partition(), offset)))
                 continue
             partition.parsed += 1
             if partition.latest_micros is None or event_time > partition.latest_micros:
