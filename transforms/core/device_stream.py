@@ -324,7 +324,13 @@ class DeviceShardFn(InspectedOnceDoFn):
     @staticmethod
     def _catch_up(catch_up, catch_at, latest: int | None, flush_at: int, *, only_later: bool = False) -> None:
         """Set CATCH_UP for ``latest`` when that is after FLUSH and not already set there (``only_later``: nor
-        later)."""
+        later). Once FLUSH waits for the end of the input (every source has sent its end), clear it: the end's
+        firing takes all that is left, where a firing of its own would replay every device due to wake."""
+        if flush_at >= END_OF_INPUT.micros:
+            if catch_at.read() is not None:
+                catch_up.clear()
+                catch_at.clear()
+            return
         if latest is None or latest <= flush_at:
             return
         latest = min(latest, END_OF_INPUT.micros)

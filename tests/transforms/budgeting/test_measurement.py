@@ -12,17 +12,25 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-from schemas.rows import AttributionReport, DeviceEpochBudget, IncompleteBatch
+from schemas.rows import AttributionReport, Conversion, DeviceEpochBudget, Impression, IncompleteBatch
 from schemas.time_units import MICROS_PER_DAY
 from tests.support.measurement_data import impression, nike_example, random_population, write_jsonl
 from tests.support.streams import milli, shuffled_stream, streaming_options
-from transforms.budgeting.measurement import BUDGETS, INCOMPLETE, REPORTS, RESULTS, MeasureBatch, MeasureStreaming
+from transforms.budgeting.measurement import (
+    BUDGETS,
+    INCOMPLETE,
+    REPORTS,
+    RESULTS,
+    MeasureBatch,
+    MeasureStreaming,
+    _DeviceFn,
+)
 from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute
 from transforms.budgeting.mechanisms.simulation import simulate
-from transforms.core.device_stream import END_OF_INPUT, pack_events
-from transforms.core.io import DEAD_LETTERS, PackedEvents
+from transforms.core.device_stream import END_OF_INPUT, pack_events, replay_devices
+from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
 from transforms.core.mechanisms.noise import SeededSource
 
 SEED = 7
@@ -237,3 +245,42 @@ def test_streaming_from_polls_packed_by_the_source_equals_batch():
         assert_that(out[RESULTS], equal_to(expected.results), label="results")
         assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
         assert_that(out[DEAD_LETTERS], equal_to([]), label="no dead letters")
+
+
+FIRED: list[int] = []  # the firing times of _CountedDeviceFn, in this process (the DirectRunner runs here)
+
+
+class _CountedDeviceFn(_DeviceFn):
+    def _fire(self, key, fired, *state):
+        FIRED.append(fired)
+        return super()._fire(key, fired, *state)
+
+
+def test_once_every_source_has_ended_the_end_of_input_takes_what_is_left_in_one_firing():
+    """After the last poll's watermark, the sources send their end (a batch with the end of input as watermark):
+    the devices due only to expire epochs later are not replayed in a firing of their own, the end's firing takes
+    them, and the outputs (epoch budget rows included) are the batch path's."""
+    impressions, conversions = random_population(seed=4)
+    rows = impressions + conversions
+    config = CONFIGS["cookie_monster"]
+    expected = simulate(rows, config, SeededSource(SEED), 3)
+    last = max(row.event_time_micros for row in rows)
+    stream = TestStream()
+    for row_type in (Conversion, Impression):
+        mine = sorted((row for row in rows if type(row) is row_type), key=lambda row: row.event_time_micros)
+        packed = PackedEvents(pack_events(row_type, [tuple(row) for row in mine]), last, row_type)
+        stream = stream.add_elements([TimestampedValue(packed, Timestamp(micros=mine[0].event_time_micros))])
+    stream = stream.advance_watermark_to(milli(last))
+    for row_type in (Conversion, Impression):
+        ended = EventBatch([], END_OF_INPUT_MICROS, row_type)
+        stream = stream.add_elements([TimestampedValue(ended, Timestamp(micros=last))])
+    stream = stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+    FIRED.clear()
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _CountedDeviceFn(config, SeededSource(SEED), 3, True, 0), REPORTS, BUDGETS,
+                             RESULTS, INCOMPLETE)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+    assert FIRED[-1] == END_OF_INPUT.micros
+    assert all(fired <= milli(last).micros for fired in FIRED[:-1]), FIRED  # no firing between the last poll and the end
