@@ -8,8 +8,6 @@ Privacy: the filters' consumption is what must survive a restart (Cookie Monster
 """
 from __future__ import annotations
 
-from typing import cast
-
 from schemas.proto import state_pb2
 from schemas.row_messages import message_of, row_of
 from schemas.rows import DeviceEpochBudget, Impression
@@ -29,26 +27,30 @@ def _filters_from(charges) -> dict:
 
 
 def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> None:
-    rows = [(epoch, impression) for epoch, impressions in device.impressions.items() for impression in impressions]
-    if rows:
-        message.device_id = rows[0][1].device_id
-        codes: dict[tuple, int] = {}
+    """Columns transposed in C (``zip(*rows)``): this runs for every device a streaming firing replayed."""
+    impressions = device.impressions
+    if impressions:
+        rows = [impression for group in impressions.values() for impression in group]
+        device_ids, times, ids, *attributes = zip(*rows, strict=True)
+        message.device_id = device_ids[0]
         columns = message.impression_columns
-        columns.epochs.extend([epoch for epoch, _ in rows])
-        columns.event_time_micros.extend([impression.event_time_micros for _, impression in rows])
-        columns.impression_ids.extend([impression.impression_id for _, impression in rows])
-        columns.attributes.extend([codes.setdefault(impression[3:], len(codes)) for _, impression in rows])
+        columns.epochs.extend([epoch for epoch, group in impressions.items() for _ in group])
+        columns.event_time_micros.extend(times)
+        columns.impression_ids.extend(ids)
+        codes: dict[tuple, int] = {}
+        columns.attributes.extend([codes.setdefault(shared, len(codes)) for shared in zip(*attributes, strict=True)])
         for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
             message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
                                    campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
     consumed = device.filters.consumed  # (querier site, epoch) -> units
     if consumed:
-        keys = cast("list[tuple[str, int]]", list(consumed))
+        querier_sites, epochs = zip(*consumed, strict=True)
         filters = message.filter_columns
-        filters.querier_sites.extend([querier_site for querier_site, _ in keys])
-        filters.epochs.extend([epoch for _, epoch in keys])
+        filters.querier_sites.extend(querier_sites)
+        filters.epochs.extend(epochs)
         filters.consumed_units.extend(consumed.values())
-    message.occupied_epochs.extend(sorted(device.occupied))
+    if device.occupied:
+        message.occupied_epochs.extend(sorted(device.occupied))
 
 
 def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> DeviceState:
