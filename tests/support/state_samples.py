@@ -89,7 +89,7 @@ def _client_before(client, rows: list) -> Callable[[], DeviceRecord]:
 
 def _client_after(client) -> Callable[[DeviceRecord], list]:
     def after(record: DeviceRecord) -> list:
-        events = sorted(record.advance(2**62), key=client.order)
+        events = sorted(record.advance(2**62, []), key=client.order)
         return list(client.replay(events[0].device_id, events, record.state, SeededSource(SEED + 1)))
     return after
 
@@ -120,7 +120,7 @@ def _event_level_before() -> DeviceRecord:
 
 
 def _event_level_after(record: DeviceRecord) -> list:
-    events = sorted(record.advance(2**62), key=event_order)
+    events = sorted(record.advance(2**62, []), key=event_order)
     sources = [(row.device_id, row) for row in events if type(row) is EventLevelSource]
     device = record.state
     return device.feed(events, choose_randomized(sources, 1.0, SeededSource(SEED + 1))) + device.flush()
@@ -143,7 +143,7 @@ def _budget_before() -> DeviceRecord:
 
 
 def _budget_after(record: DeviceRecord) -> list:
-    events = sort_events(record.advance(2**62))
+    events = sort_events(record.advance(2**62, []))
     reports = list(replay(events[0].device_id, events, record.state, BUDGET_CONFIG, make_policy(BUDGET_CONFIG.policy),
                           SeededSource(SEED + 1)))
     return [*reports, sorted(record.state.filters.consumed.items()), sorted(record.state.occupied)]
