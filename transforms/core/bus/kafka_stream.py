@@ -64,6 +64,7 @@ _POLL_SECONDS = 0.1
 _EMIT_SECONDS = 1.0  # a live topic's records are sent to the runner at most this often
 _CATCH_UP_WATERMARK_SECONDS = 30.0  # while a backlog is read, the watermarks the runner sees move at most this often
 _MAX_ELEMENT_BYTES = 3 << 20
+_NEVER = -(1 << 63)  # a time before every event time: nothing is late before the first watermark
 _HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
 _log = logging.getLogger("pmbeam.bus")
 
@@ -137,7 +138,7 @@ class _Partition:
     next_offset: int | None = None  # the next offset to read; None: where ``start`` begins, nothing read yet
     latest_micros: int | None = None  # the latest event time read
     read: int = 0
-    parsed: int = 0
+    parsed: int = 0  # read - dead, after each poll
     dead: int = 0
 
 
@@ -164,11 +165,12 @@ class KafkaTopicReader:
     def poll(self) -> tuple[list, list]:
         """The rows and dead letters of one poll of the consumer (at most ``_POLL_MESSAGES`` messages)."""
         source, topic = self.source, self.topic
-        check = source.check
+        spec, fmt, schema_id, check = source.spec, source.fmt, topic.schema_id, source.check
+        partitions, first, record_id = self._partitions, self._dedupe.first, self._record_id
         rows: list = []
         dead: list = []
         watermark = self.watermark_micros
-        late_before = None if watermark is None else watermark - source.lateness_micros
+        late_before = _NEVER if watermark is None else watermark - source.lateness_micros
         where = f"{topic.uri}/{{}}@{{}}".format  # a message's place, named only in its dead letter
         for message in self._consumer.consume(_POLL_MESSAGES, timeout=_POLL_SECONDS):
             error = message.error()
@@ -177,31 +179,29 @@ class KafkaTopicReader:
                     raise RuntimeError(f"Kafka consumer of {topic.uri} failed: {error.str()}")
                 _log.warning("Kafka consumer of %s: %s", topic.uri, error.str())
                 continue
-            offset = cast(int, message.offset())  # set on every message that is not an error
-            partition = self._partitions[message.partition()]
+            offset = message.offset()  # set on every message that is not an error
+            partition = partitions[message.partition()]
             partition.next_offset = offset + 1
             partition.read += 1
-            row = decode_message(source.spec, source.fmt, message.value() or b"", "", topic.schema_id)
+            row = decode_message(spec, fmt, message.value() or b"", "", schema_id)
             if type(row) is DeadLetter:
                 partition.dead += 1
                 dead.append(row._replace(source=where(message.partition(), offset)))
                 continue
             event_time = row.event_time_micros
-            reason: str | None = None
-            if late_before is not None and event_time < late_before:
-                reason = LATE
-            elif check is not None:
-                reason = check(row)
-            if reason is None and not self._dedupe.first(self._record_id(row), event_time):
+            reason = LATE if event_time < late_before else None if check is None else check(row)
+            if reason is None and not first(record_id(row), event_time):
                 reason = DUPLICATE
             if reason is not None:
                 partition.dead += 1
                 dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where(message.partition(), offset)))
                 continue
-            partition.parsed += 1
-            if partition.latest_micros is None or event_time > partition.latest_micros:
+            latest = partition.latest_micros
+            if latest is None or event_time > latest:
                 partition.latest_micros = event_time
             rows.append(row)
+        for partition in partitions.values():
+            partition.parsed = partition.read - partition.dead
         self._advance_watermark()
         return rows, dead
 
