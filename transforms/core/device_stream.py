@@ -164,6 +164,8 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
                                              element.watermark_micros)
                 self._hint_at = max(self._hint_at, timestamp.micros)
             if kind is PackedEvents:
+                if self._shards != STREAMING_SHARDS:  # pack_events keys its records by STREAMING_SHARDS shards
+                    raise ValueError(f"packed events are made for {STREAMING_SHARDS} shard(s), not {self._shards}")
                 self._packed += element.records
             elif element.rows:
                 self._pending.add(name, element.rows)

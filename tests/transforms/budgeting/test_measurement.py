@@ -209,6 +209,17 @@ def test_streaming_allowed_lateness(lateness_days):
         assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(late), label="late")
 
 
+def _packed(poll: list, watermark_micros: int) -> list:
+    """A poll's rows as a topic source sends them: one ``PackedEvents`` per row type, timestamped with its
+    earliest event, carrying the source's watermark."""
+    elements = []
+    for row_type in sorted({type(row) for row in poll}, key=lambda kind: kind.__name__):
+        mine = [row for row in poll if type(row) is row_type]
+        element = PackedEvents(pack_events(row_type, [tuple(row) for row in mine]), watermark_micros, row_type)
+        elements.append(TimestampedValue(element, Timestamp(micros=min(row.event_time_micros for row in mine))))
+    return elements
+
+
 def _packed_polls(rows: list, chunks: int, lead_micros: int, tail_micros: int) -> TestStream:
     """``rows`` in time order cut into about ``chunks`` polls, each sent as a topic source packs it
     (``PackedEvents``, one per row type, with the watermark at the poll's latest event); the watermark passes
@@ -218,12 +229,7 @@ def _packed_polls(rows: list, chunks: int, lead_micros: int, tail_micros: int) -
     step = max(1, len(rows) // chunks)
     for start in range(0, len(rows), step):
         poll = rows[start:start + step]
-        for row_type in sorted({type(row) for row in poll}, key=lambda kind: kind.__name__):
-            mine = [row for row in poll if type(row) is row_type]
-            element = PackedEvents(pack_events(row_type, [tuple(row) for row in mine]), poll[-1].event_time_micros,
-                                   row_type)
-            earliest = min(row.event_time_micros for row in mine)
-            stream = stream.add_elements([TimestampedValue(element, Timestamp(micros=earliest))])
+        stream = stream.add_elements(_packed(poll, poll[-1].event_time_micros))
         following = rows[start + step:start + step + 1]
         if following:
             stream = stream.advance_watermark_to(milli(following[0].event_time_micros - lead_micros))
@@ -265,12 +271,7 @@ def test_once_every_source_has_ended_the_end_of_input_takes_what_is_left_in_one_
     config = CONFIGS["cookie_monster"]
     expected = simulate(rows, config, SeededSource(SEED), 3)
     last = max(row.event_time_micros for row in rows)
-    stream = TestStream()
-    for row_type in (Conversion, Impression):
-        mine = sorted((row for row in rows if type(row) is row_type), key=lambda row: row.event_time_micros)
-        packed = PackedEvents(pack_events(row_type, [tuple(row) for row in mine]), last, row_type)
-        stream = stream.add_elements([TimestampedValue(packed, Timestamp(micros=mine[0].event_time_micros))])
-    stream = stream.advance_watermark_to(milli(last))
+    stream = TestStream().add_elements(_packed(rows, last)).advance_watermark_to(milli(last))
     for row_type in (Conversion, Impression):
         ended = EventBatch([], END_OF_INPUT_MICROS, row_type)
         stream = stream.add_elements([TimestampedValue(ended, Timestamp(micros=last))])

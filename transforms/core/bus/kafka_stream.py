@@ -138,8 +138,11 @@ class _Partition:
     next_offset: int | None = None  # the next offset to read; None: where ``start`` begins, nothing read yet
     latest_micros: int | None = None  # the latest event time read
     read: int = 0
-    parsed: int = 0  # read - dead, after each poll
     dead: int = 0
+
+    @property
+    def parsed(self) -> int:
+        return self.read - self.dead
 
 
 class KafkaTopicReader:
@@ -200,8 +203,6 @@ class KafkaTopicReader:
             if latest is None or event_time > latest:
                 partition.latest_micros = event_time
             rows.append(row)
-        for partition in partitions.values():
-            partition.parsed = partition.read - partition.dead
         self._advance_watermark()
         return rows, dead
 
