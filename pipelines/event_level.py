@@ -111,7 +111,10 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
             rows, read_dead, input_files = read_streaming_rows(
                 pipeline, job.sources, job.triggers, job.epsilon, options.input_format
             )
-        replayed = rows | "Clients" >> EventLevelReportsStreaming(job.epsilon, source, options.lateness_micros)
+        replayed = rows | "Clients" >> EventLevelReportsStreaming(
+            job.epsilon, source, options.lateness_micros,
+            topics.durable_step(pipeline, "devices"),  # the job's state store, when it reads topics locally
+        )
         dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> EventLevelReportsBatch(

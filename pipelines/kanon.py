@@ -118,16 +118,19 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
             topic = topics.read_topics(pipeline, [topics.topic_input("joins", job.input, JOIN_EVENT, options, "kanon")],
                                        options)
             joins, read_dead, input_files = topic["joins"], topic[DEAD_LETTERS], topic[INPUT_FILES]
+            durable = topics.durable_step(pipeline, "verdicts")  # the job's state store, on the local runner
         else:
             # read.events: JoinEvent; read.dead_letters: DeadLetter
             read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format)
             joins, read_dead, input_files = read.events, read.dead_letters, read.input_files
+            durable = None
         # kanon["verdicts"]: KAnonVerdict; kanon["dead_letters"]: DeadLetter (joins later than the allowed lateness)
         kanon = joins | "KAnonymity" >> KAnonymityVerdicts(
             parameters,
             source,
             streaming=True,
             allowed_lateness_micros=options.lateness_micros,
+            durable=durable,
         )
         verdicts = kanon["verdicts"]
         dead_letters = (read_dead, kanon["dead_letters"] | "CountLate" >> CountDeadLetters()) | beam.Flatten()

@@ -140,7 +140,8 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
             )
             rows, read_dead, input_files = flatten_reads([impressions, conversions])
         measured = rows | "Measure" >> MeasureStreaming(
-            job.config, source, job.batch_size, job.emit_budgets, options.lateness_micros
+            job.config, source, job.batch_size, job.emit_budgets, options.lateness_micros,
+            topics.durable_step(pipeline, "devices"),  # the job's state store, when it reads topics locally
         )
         dead_letters = (read_dead, measured[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:

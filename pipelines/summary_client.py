@@ -163,7 +163,10 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
                 for item in job.inputs
             ]
             rows, read_dead, input_files = flatten_reads(read)
-        replayed = rows | "Clients" >> SummaryReportsStreaming(client, source, job.public_key, options.lateness_micros)
+        replayed = rows | "Clients" >> SummaryReportsStreaming(
+            client, source, job.public_key, options.lateness_micros,
+            topics.durable_step(pipeline, "devices"),  # the job's state store, when it reads topics locally
+        )
         dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> SummaryReportsBatch(

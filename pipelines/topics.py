@@ -24,7 +24,7 @@ import apache_beam as beam
 import orjson
 from apache_beam.options.pipeline_options import StandardOptions
 
-from pipelines import common
+from pipelines import common, durable
 from pipelines.common import CliError
 from pipelines.options.run import RunOptions
 from schemas.codecs import EventSpec
@@ -35,11 +35,13 @@ from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProd
 from transforms.core.bus.sinks import WriteToKafkaTopic
 from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.device_stream import pack_events
+from transforms.core.durable.step import DurableStep
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
 from transforms.core.progress import ProgressLine
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
 _SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamProcess
+_JOBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its DurableJob (durable state)
 
 
 def endpoint_of(name: str, options: RunOptions) -> Endpoint:
@@ -67,7 +69,7 @@ def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipel
     the job's ``check`` of each valid row."""
     return TopicInput(name, endpoint_of(uri, options), spec,
                       options.input_format or DEFAULT_MESSAGE_FORMAT, options.lateness_micros,
-                      f"pm-beam-{pipeline_name}", check)
+                      f"pm-beam-{pipeline_name}", check, pipeline=pipeline_name)
 
 
 def inputs_text(names: list[str], input_format: str | None) -> str:
@@ -141,9 +143,24 @@ def _why(error: Exception, endpoint: Endpoint, options: RunOptions) -> str:
 def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> dict:
     if pipeline in _SERVICES:
         raise ValueError("a pipeline reads all its topics through one read_topics call")
-    service = KafkaStreamProcess(inputs, ProgressLine(options.progress_seconds)).start()
+    job = durable.open_job(options, inputs)
+    if job is not None:
+        _JOBS[pipeline] = job
+        inputs = job.resumed(inputs)
+    try:
+        service = KafkaStreamProcess(inputs, ProgressLine(options.progress_seconds)).start()
+    except BaseException:
+        discard(pipeline)
+        raise
     _SERVICES[pipeline] = service
     return pipeline | "ReadTopics" >> ReadTopics(inputs, service.endpoint)
+
+
+def durable_step(pipeline: beam.Pipeline, name: str) -> DurableStep | None:
+    """Where the stateful step ``name`` of a pipeline keeps its state: in the job's durable store when the
+    pipeline reads topics locally with one (``pipelines.durable``), else nowhere but Beam's state (None)."""
+    job = _JOBS.get(pipeline)
+    return None if job is None else job.step(name)
 
 
 def _ready(service: KafkaStreamProcess) -> None:
@@ -190,6 +207,9 @@ def discard(pipeline: beam.Pipeline) -> None:
     service = _SERVICES.pop(pipeline, None)
     if service is not None:
         service.close()
+    job = _JOBS.pop(pipeline, None)
+    if job is not None:
+        job.close()
 
 
 @contextlib.contextmanager
@@ -197,6 +217,7 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     """Around ``pipeline.run()``: SIGINT and SIGTERM drain the run instead of killing it; yields the pipeline's
     topic source (None without topic inputs) and closes it at the end."""
     service = _SERVICES.pop(pipeline, None)
+    job = _JOBS.pop(pipeline, None)
     if service is None:
         yield None
         return
@@ -204,6 +225,8 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
         _ready(service)
     except BaseException:
         service.close()
+        if job is not None:
+            job.close()
         raise
 
     def drain(signum, frame) -> None:
@@ -218,3 +241,5 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         service.close()
+        if job is not None:
+            job.close()

@@ -17,6 +17,7 @@ from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIV
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
 from transforms.core.device_shards import DEFAULT_SHARDS
+from transforms.core.durable.store import DEFAULT_STORE, STORE_ENVIRONMENT, default_store
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
 DEFAULT_MAX_ERROR_FRACTION = 0.1  # DESIGN.md, "Command-line conventions"
@@ -40,6 +41,8 @@ class RunOptions:
     expansion_service: str | None = None  # HOST:PORT of a Kafka expansion service (kafka:// on other runners)
     timestamp_attribute: str | None = None  # pubsub://: the message attribute with the record's event time
     id_attribute: str | None = None  # pubsub://: the message attribute Pub/Sub deduplicates by
+    state_store: str = DEFAULT_STORE  # where a local streaming job from topics keeps its state ("none": in memory)
+    job_id: str | None = None  # the job whose state a run restores and continues (default: its consumer group)
 
     @property
     def noise_source(self) -> str:
@@ -67,6 +70,8 @@ class RunOptions:
             "max_error_fraction": self.max_error_fraction,
             "output_topic": self.output_topic,
             "dead_letter_topic": self.dead_letter_topic,
+            "state_store": self.state_store,
+            "job_id": self.job_id,
         }
 
 
@@ -111,6 +116,15 @@ def add_run_options(
     parser.add_argument("--kafka-config", metavar="KEY=VALUE", action="append", default=[],
                         help="a librdkafka property for every kafka:// input and output (security.protocol, "
                         "sasl.mechanism...); repeat it for several; it wins over the URI's query parameters")
+    parser.add_argument("--state-store", metavar="URI", default=default_store(),
+                        help="streaming from topics on the local runner: where the job keeps its state and the input "
+                        "offsets it reflects, so that a restart after a crash continues it (sqlite:///PATH or a path, "
+                        "postgresql://USER@HOST:PORT/DB; none: in memory, lost with the process; default "
+                        f"${STORE_ENVIRONMENT} or {DEFAULT_STORE}). Dataflow and Flink keep the state themselves")
+    parser.add_argument("--job-id", metavar="ID",
+                        help="the job a streaming run continues: its state in --state-store is restored and its topics "
+                        "are read on from where that state stands; a second run of a running job id is refused "
+                        "(default: the consumer group of its first topic)")
     if shards:
         parser.add_argument("--shards", type=POSITIVE_INTEGER, default=DEFAULT_SHARDS,
                             help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
@@ -130,4 +144,5 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
     streaming = args.streaming or any(is_bus(name) for name in inputs)
     return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
                       args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config,
-                      args.progress_seconds, args.expansion_service, args.timestamp_attribute, args.id_attribute)
+                      args.progress_seconds, args.expansion_service, args.timestamp_attribute, args.id_attribute,
+                      args.state_store, args.job_id)

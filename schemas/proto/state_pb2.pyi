@@ -45,7 +45,7 @@ class KAnonGroupState(_message.Message):
     def __init__(self, version: _Optional[int] = ..., group: _Optional[str] = ..., window_users: _Optional[_Iterable[str]] = ..., window_last_steps: _Optional[_Iterable[int]] = ..., window_now: _Optional[int] = ..., instance: _Optional[_Union[AboveThresholdInstanceState, _Mapping]] = ..., last_step: _Optional[int] = ..., last_verdict: bool = ..., reachable: bool = ...) -> None: ...
 
 class KAnonShardState(_message.Message):
-    __slots__ = ("version", "groups", "final_through")
+    __slots__ = ("version", "groups", "final_through", "positions")
     class GroupsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -56,26 +56,30 @@ class KAnonShardState(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     FINAL_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     version: int
     groups: _containers.ScalarMap[str, bytes]
     final_through: int
-    def __init__(self, version: _Optional[int] = ..., groups: _Optional[_Mapping[str, bytes]] = ..., final_through: _Optional[int] = ...) -> None: ...
+    positions: InputPositions
+    def __init__(self, version: _Optional[int] = ..., groups: _Optional[_Mapping[str, bytes]] = ..., final_through: _Optional[int] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ...) -> None: ...
 
 class KAnonPendingJoins(_message.Message):
-    __slots__ = ("version", "step", "groups", "users", "event_time_micros", "source_watermark_micros")
+    __slots__ = ("version", "step", "groups", "users", "event_time_micros", "source_watermark_micros", "positions")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_WATERMARK_MICROS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     version: int
     step: int
     groups: _containers.RepeatedScalarFieldContainer[str]
     users: _containers.RepeatedScalarFieldContainer[str]
     event_time_micros: _containers.RepeatedScalarFieldContainer[int]
     source_watermark_micros: int
-    def __init__(self, version: _Optional[int] = ..., step: _Optional[int] = ..., groups: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., source_watermark_micros: _Optional[int] = ...) -> None: ...
+    positions: _containers.RepeatedCompositeFieldContainer[SourcePosition]
+    def __init__(self, version: _Optional[int] = ..., step: _Optional[int] = ..., groups: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., source_watermark_micros: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ...) -> None: ...
 
 class BufferedEvent(_message.Message):
     __slots__ = ("time_micros", "impression", "conversion", "ara_source", "ara_trigger", "paa_event", "event_level_source", "event_level_trigger")
@@ -118,7 +122,7 @@ class DeviceRecordState(_message.Message):
     def __init__(self, version: _Optional[int] = ..., cut: _Optional[int] = ..., timer_target: _Optional[int] = ..., buffered: _Optional[_Iterable[_Union[BufferedEvent, _Mapping]]] = ..., budget_device: _Optional[_Union[BudgetDeviceState, _Mapping]] = ..., ara_device: _Optional[_Union[AraDeviceState, _Mapping]] = ..., paa_device: _Optional[_Union[PaaDeviceState, _Mapping]] = ..., event_level_device: _Optional[_Union[EventLevelDeviceState, _Mapping]] = ...) -> None: ...
 
 class DeviceShardState(_message.Message):
-    __slots__ = ("version", "devices", "side", "retired_cut")
+    __slots__ = ("version", "devices", "side", "retired_cut", "positions")
     class DevicesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -130,14 +134,16 @@ class DeviceShardState(_message.Message):
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     SIDE_FIELD_NUMBER: _ClassVar[int]
     RETIRED_CUT_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     version: int
     devices: _containers.ScalarMap[str, bytes]
     side: bytes
     retired_cut: int
-    def __init__(self, version: _Optional[int] = ..., devices: _Optional[_Mapping[str, bytes]] = ..., side: _Optional[bytes] = ..., retired_cut: _Optional[int] = ...) -> None: ...
+    positions: InputPositions
+    def __init__(self, version: _Optional[int] = ..., devices: _Optional[_Mapping[str, bytes]] = ..., side: _Optional[bytes] = ..., retired_cut: _Optional[int] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ...) -> None: ...
 
 class DevicePendingEvents(_message.Message):
-    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros")
+    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros", "positions")
     class SourceWatermarksEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,12 +156,14 @@ class DevicePendingEvents(_message.Message):
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_WATERMARKS_FIELD_NUMBER: _ClassVar[int]
     LATEST_MICROS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     version: int
     earliest_micros: int
     rows: bytes
     source_watermarks: _containers.ScalarMap[str, int]
     latest_micros: int
-    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ...) -> None: ...
+    positions: _containers.RepeatedCompositeFieldContainer[SourcePosition]
+    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ...) -> None: ...
 
 class FilterCharge(_message.Message):
     __slots__ = ("querier_site", "epoch", "consumed_units")
@@ -392,3 +400,50 @@ class MeasurementQueriesState(_message.Message):
     central: _containers.RepeatedCompositeFieldContainer[FilterCharge]
     rows: _containers.RepeatedCompositeFieldContainer[_reports_pb2.DeviceEpochBudget]
     def __init__(self, version: _Optional[int] = ..., cutters: _Optional[_Iterable[_Union[QueryCutterState, _Mapping]]] = ..., central: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[_reports_pb2.DeviceEpochBudget, _Mapping]]] = ...) -> None: ...
+
+class PartitionOffset(_message.Message):
+    __slots__ = ("partition", "next_offset")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    next_offset: int
+    def __init__(self, partition: _Optional[int] = ..., next_offset: _Optional[int] = ...) -> None: ...
+
+class SourcePosition(_message.Message):
+    __slots__ = ("input", "sequence", "partitions")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    input: str
+    sequence: int
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionOffset]
+    def __init__(self, input: _Optional[str] = ..., sequence: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ...) -> None: ...
+
+class InputPositions(_message.Message):
+    __slots__ = ("inputs",)
+    class Input(_message.Message):
+        __slots__ = ("input", "next_sequence", "partitions", "ahead")
+        INPUT_FIELD_NUMBER: _ClassVar[int]
+        NEXT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        AHEAD_FIELD_NUMBER: _ClassVar[int]
+        input: str
+        next_sequence: int
+        partitions: _containers.RepeatedCompositeFieldContainer[PartitionOffset]
+        ahead: _containers.RepeatedCompositeFieldContainer[SourcePosition]
+        def __init__(self, input: _Optional[str] = ..., next_sequence: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ..., ahead: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ...) -> None: ...
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedCompositeFieldContainer[InputPositions.Input]
+    def __init__(self, inputs: _Optional[_Iterable[_Union[InputPositions.Input, _Mapping]]] = ...) -> None: ...
+
+class StepSnapshot(_message.Message):
+    __slots__ = ("version", "shard", "positions", "drained")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    shard: bytes
+    positions: InputPositions
+    drained: bool
+    def __init__(self, version: _Optional[int] = ..., shard: _Optional[bytes] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ..., drained: bool = ...) -> None: ...

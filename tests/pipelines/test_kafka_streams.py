@@ -94,8 +94,12 @@ def test_joins_from_a_topic_give_the_batch_verdicts_once_each_despite_duplicates
     assert sorted(json.loads(m.value())["reason"] for m in dead) == sorted(
         reason for reason, n in counts["dead_lettered_by_reason"].items() for _ in range(n))
     capsys.readouterr()
-    # the offsets were committed with the released run: the same group finds nothing new, and that run fails
+    # the job was drained: its state is final, and a run of the same job is refused
     assert kanon.main([*arguments[:1], arguments[1], "--output", str(tmp_path / "again"), "--seed", "3"]) == 1
+    assert "was drained" in capsys.readouterr().err
+    # the offsets were committed with the released run: a new job of the same group finds nothing new, and fails
+    assert kanon.main([*arguments[:1], arguments[1], "--output", str(tmp_path / "again"), "--seed", "3",
+                       "--job-id", "the-next-job"]) == 1
     assert "no records" in capsys.readouterr().err
 
 

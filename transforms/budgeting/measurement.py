@@ -49,6 +49,7 @@ from transforms.budgeting.state import QueriesRecord, device_codec, queries_code
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, pack, unpack_chunk
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
+from transforms.core.durable.step import DurableStep
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 
@@ -337,22 +338,23 @@ class _DeviceFn(DeviceShardFn):
 class MeasureStreaming(beam.PTransform):
     """Streaming path over a PCollection of Impression and Conversion rows (already validated, including
     ``ConversionCheck``); the same outputs as ``MeasureBatch`` except ``dead_letters`` holds only ``late``
-    events (parse dead letters come from the reader)."""
+    events (parse dead letters come from the reader). With ``durable``, the device step's state is also kept
+    in the job's durable store."""
 
     def __init__(
         self, config: MeasurementConfig, source: RandomSource, batch_size: int, emit_budgets: bool = False,
-        allowed_lateness_micros: int = 0,
+        allowed_lateness_micros: int = 0, durable: DurableStep | None = None,
     ) -> None:
         super().__init__()
         self._config, self._source, self._batch_size = config, source, batch_size
-        self._emit_budgets, self._lateness = emit_budgets, allowed_lateness_micros
+        self._emit_budgets, self._lateness, self._durable = emit_budgets, allowed_lateness_micros, durable
 
     def expand(self, rows):
         # ReportRecord; results: QueryResult; incomplete: IncompleteBatch; budgets: DeviceEpochBudget;
         # dead_letters: late events
         devices = replay_devices(
             rows, _DeviceFn(self._config, self._source, self._batch_size, self._emit_budgets, self._lateness),
-            REPORTS, BUDGETS, RESULTS, INCOMPLETE,
+            REPORTS, BUDGETS, RESULTS, INCOMPLETE, durable=self._durable,
         )
         return {
             REPORTS: devices[REPORTS],

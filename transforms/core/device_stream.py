@@ -31,13 +31,16 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.proto import state_pb2
+from schemas.record_ids import row_id
 from schemas.row_messages import ROW_TYPES
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_MILLI
 from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
+from transforms.core.durable.positions import fold_positions
+from transforms.core.durable.step import DurableStep, StepStore, StreamEnded
 from transforms.core.inspected import InspectedOnceDoFn
-from transforms.core.io import DEAD_LETTERS, EventBatch, PackedEvents
+from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
 from transforms.core.state import STATE_VERSION, StateCodec
 from transforms.core.state_cache import ProcessStateCache
 
@@ -66,10 +69,10 @@ _LAYOUTS = {name: _row_layout(row_type) for name, row_type in ROW_TYPES.items()
             if {"device_id", "event_time_micros"} <= set(row_type._fields)}
 
 
-def _pending_record(rows: dict[str, list], span: tuple[int, int], watermarks: dict[str, int] | None = None) -> bytes:
+def _pending_record(rows: dict[str, list], span: tuple[int, int]) -> bytes:
     """A ``DevicePendingEvents`` of ``rows`` ({row type name: [tuple]}) whose event times span ``span``."""
     record = state_pb2.DevicePendingEvents(version=STATE_VERSION, earliest_micros=span[0], latest_micros=span[1],
-                                           rows=pickle.dumps(rows, protocol=5), source_watermarks=watermarks)
+                                           rows=pickle.dumps(rows, protocol=5))
     return record.SerializeToString()
 
 
@@ -120,10 +123,9 @@ class _PendingRecords:
             elif time > span[1]:
                 span[1] = time
 
-    def records(self, watermarks: dict[str, int] | None) -> list[tuple[int, int, bytes]]:
-        """``(shard, earliest event time, DevicePendingEvents bytes)`` per (shard, hour), each carrying
-        ``watermarks``."""
-        return [(shard, earliest, _pending_record(rows, (earliest, latest), watermarks))
+    def records(self) -> list[tuple[int, int, bytes]]:
+        """``(shard, earliest event time, DevicePendingEvents bytes)`` per (shard, hour)."""
+        return [(shard, earliest, _pending_record(rows, (earliest, latest)))
                 for (shard, _), (rows, (earliest, latest)) in self._records.items()]
 
 
@@ -133,18 +135,19 @@ def pack_events(row_type: type, rows: list) -> list[tuple[int, int, bytes]]:
     (``TopicInput.pack``), which spares the job's process grouping, pickling and unpickling every event once."""
     pending = _PendingRecords(STREAMING_SHARDS)
     pending.add(row_type.__name__, rows)
-    return pending.records(None)
+    return pending.records()
 
 
 class DeviceEventsPerBundleFn(InspectedOnceDoFn):
     """Streaming, before any state: a bundle's device events per (shard, hour), as ``DevicePendingEvents`` records.
 
-    Takes event rows, ``EventBatch``es of them (a streaming source's poll, with its watermark) or
-    ``PackedEvents`` (the same, already packed as these records by the source). Emits ``(shard,
-    DevicePendingEvents bytes)`` at the end of the bundle, timestamped with the earliest event; when a batch
-    carried its source's watermark, the records made here say so, and a record without events carries it to the
-    shards that had none of them, so that a shard's timer can take every event the sources have made final at
-    once."""
+    Takes event rows, ``EventBatch``es of them (a streaming source's poll, with its watermark and, for a durable
+    job, its position) or ``PackedEvents`` (the same, already packed as these records by the source). Emits, at
+    the end of the bundle, one element per shard: ``(shard, (DevicePendingEvents bytes, ...))``, the shard's
+    records and, when batches carried them, a record without events of the sources' watermarks (so that the
+    shard's timer can take every event the sources have made final at once) and of the batches' positions. One
+    element, so that the stateful step takes a bundle's events and their positions in one call, with no firing in
+    between; timestamped with the earliest of its events and batches."""
 
     def __init__(self, shards: int) -> None:
         self._shards = shards
@@ -153,16 +156,19 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
         self._pending = _PendingRecords(self._shards)
         self._packed: list[tuple[int, int, bytes]] = []
         self._watermarks: dict[str, int] = {}
-        self._hint_at = 0  # the timestamp of a record that carries only watermarks: its batch's
+        self._positions: list[state_pb2.SourcePosition] = []  # a durable job's: where its batches leave the topics
+        self._batches_at: int | None = None  # the earliest timestamp of the bundle's batches
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
         kind = type(element)
         if kind is EventBatch or kind is PackedEvents:
             name = element.row_type.__name__ if element.row_type is not None else ""
+            self._batches_at = timestamp.micros if self._batches_at is None else min(self._batches_at, timestamp.micros)
+            if element.position is not None:
+                self._positions.append(state_pb2.SourcePosition.FromString(element.position))
             if element.watermark_micros is not None:
                 self._watermarks[name] = max(self._watermarks.get(name, element.watermark_micros),
                                              element.watermark_micros)
-                self._hint_at = max(self._hint_at, timestamp.micros)
             if kind is PackedEvents:
                 if self._shards != STREAMING_SHARDS:  # pack_events keys its records by STREAMING_SHARDS shards
                     raise ValueError(f"packed events are made for {STREAMING_SHARDS} shard(s), not {self._shards}")
@@ -173,17 +179,20 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
             self._pending.add(kind.__name__, (tuple(element),))
 
     def finish_bundle(self):
-        watermarks, hinted = self._watermarks or None, set()
-        for shard, earliest, data in self._pending.records(watermarks):
-            hinted.add(shard)
-            yield WindowedValue((shard, data), Timestamp(micros=earliest), (GlobalWindow(),))
-        for shard, earliest, data in self._packed:
-            yield WindowedValue((shard, data), Timestamp(micros=earliest), (GlobalWindow(),))
-        if watermarks:
-            for shard in set(range(self._shards)) - hinted:
-                hint = state_pb2.DevicePendingEvents(version=STATE_VERSION, source_watermarks=watermarks)
-                yield WindowedValue((shard, hint.SerializeToString()), Timestamp(micros=self._hint_at),
-                                    (GlobalWindow(),))
+        per_shard: dict[int, tuple[list, list[int]]] = {}  # shard -> (records, their earliest event times)
+        for shard, earliest, data in [*self._pending.records(), *self._packed]:
+            records, stamps = per_shard.setdefault(shard, ([], []))
+            records.append(data)
+            stamps.append(earliest)
+        if self._watermarks or self._positions:
+            hint = state_pb2.DevicePendingEvents(version=STATE_VERSION, source_watermarks=self._watermarks,
+                                                 positions=self._positions).SerializeToString()
+            for shard in range(self._shards):
+                records, stamps = per_shard.setdefault(shard, ([], []))
+                records.append(hint)
+                stamps.append(self._batches_at if self._batches_at is not None else 0)
+        for shard, (records, stamps) in per_shard.items():
+            yield WindowedValue((shard, tuple(records)), Timestamp(micros=min(stamps)), (GlobalWindow(),))
 
 
 class _ShardCache:
@@ -235,6 +244,7 @@ class DeviceShardFn(InspectedOnceDoFn):
     HINT = ReadModifyWriteStateSpec("hint", BytesCoder())  # a DevicePendingEvents with only source_watermarks
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", VarIntCoder())  # FLUSH's time
     CATCH_AT = ReadModifyWriteStateSpec("catch_at", VarIntCoder())  # CATCH_UP's time
+    RESTORED = ReadModifyWriteStateSpec("restored", VarIntCoder())  # set once the durable snapshot is restored
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     CATCH_UP = TimerSpec("catch_up", TimeDomain.WATERMARK)
     # Whether a device due only for its wake time is replayed at the end of the input: a subclass whose wake then
@@ -242,10 +252,16 @@ class DeviceShardFn(InspectedOnceDoFn):
     wakes_at_end = True
     codec: StateCodec  # set by the subclass's setup()
     side_codec: StateCodec | None = None  # set by a subclass that keeps state beside its devices
+    durable: DurableStep | None = None  # a durable job's place in its store (``replay_devices`` sets it)
+    _store: StepStore | None = None
 
     def __init__(self, lateness_micros: int) -> None:
         self._lateness = lateness_micros
         self._id = uuid.uuid4().hex
+
+    def start_bundle(self) -> None:
+        if self.durable is not None and self._store is None:
+            self._store = self.durable.open()
 
     def new_record(self) -> DeviceRecord:
         """The record of a device that has seen nothing."""
@@ -286,6 +302,27 @@ class DeviceShardFn(InspectedOnceDoFn):
             return shard
 
         return _SHARD_CACHE.get(self._id, key, token_state, load)
+
+    def _restore(self, key: int, pending, shard_state, token_state, needed_state) -> list:
+        """A durable job's first element: the shard's last snapshot into Beam state, with the first firing time
+        its buffered events and devices need; returns the release log, which the run emits again."""
+        assert self._store is not None
+        restored = self._store.restore(state_pb2.DeviceShardState, "devices")
+        if restored is None:
+            return []
+        shard_state.write(restored.shard.SerializeToString())
+        dues = []
+        for data in restored.pending:
+            pending.add(data)
+            events = state_pb2.DevicePendingEvents.FromString(data)
+            if events.rows:
+                dues.append(self._event_due(events.earliest_micros))
+        shard = self._shard(key, shard_state, token_state)
+        if shard.wake:
+            dues.append(self._wake_due(min(shard.wake)))
+        if dues:
+            needed_state.write(min(dues))
+        return restored.releases
 
     def _schedule(self, shard: _ShardCache, device_id: str, record: DeviceRecord) -> None:
         wakes = [self.wake_micros(record)]
@@ -342,6 +379,21 @@ class DeviceShardFn(InspectedOnceDoFn):
             catch_at.write(latest)
 
     @staticmethod
+    def _first_copies(events: list, released: list) -> list:
+        """``events`` without a second copy of a record (by its own id): a ``duplicate`` dead letter for it."""
+        seen: set = set()
+        first = []
+        for event in events:
+            identity = (type(event), row_id(event))
+            if identity in seen:
+                released.append(beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
+                    raw=json.dumps(row_to_dict(event)), reason="duplicate", source=f"device {event.device_id}")))
+            else:
+                seen.add(identity)
+                first.append(event)
+        return first
+
+    @staticmethod
     def _late(event) -> beam.pvalue.TaggedOutput:
         return beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
             raw=json.dumps(row_to_dict(event)), reason="late", source=f"device {event.device_id}"))
@@ -357,24 +409,37 @@ class DeviceShardFn(InspectedOnceDoFn):
         hint_state=beam.DoFn.StateParam(HINT),
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         catch_at=beam.DoFn.StateParam(CATCH_AT),
+        restored=beam.DoFn.StateParam(RESTORED),
         timer=beam.DoFn.TimerParam(FLUSH),
         catch_up=beam.DoFn.TimerParam(CATCH_UP),
     ):
-        _, data = element  # (shard, DevicePendingEvents bytes)
-        events = state_pb2.DevicePendingEvents.FromString(data)
+        if self._store is not None and restored.read() is None:
+            restored.write(1)
+            yield from self._restore(key, pending, shard_state, token_state, needed_state)
+        _, records = element  # (shard, (DevicePendingEvents bytes, ...)): a bundle's events per hour, and hints
         hints = self._hints(hint_state)
-        newer = {name: micros for name, micros in events.source_watermarks.items()
-                 if micros > hints.source_watermarks.get(name, -1)}
+        needed = needed_read = needed_state.read()
+        latest = None
+        newer: dict[str, int] = {}
+        for data in records:
+            events = state_pb2.DevicePendingEvents.FromString(data)
+            for name, micros in events.source_watermarks.items():
+                if micros > max(hints.source_watermarks.get(name, -1), newer.get(name, -1)):
+                    newer[name] = micros
+            if events.rows:
+                pending.add(data)
+                due = self._event_due(events.latest_micros)
+                latest = due if latest is None else max(latest, due)
+                needed = min(needed, self._event_due(events.earliest_micros)) if needed is not None else \
+                    self._event_due(events.earliest_micros)
+            elif events.positions:  # kept for the next snapshot: where the inputs stand
+                pending.add(state_pb2.DevicePendingEvents(version=STATE_VERSION, positions=events.positions)
+                            .SerializeToString())
         if newer:
             hints.source_watermarks.update(newer)
             hint_state.write(hints.SerializeToString())
-        needed, latest = needed_state.read(), None
-        if events.rows:
-            pending.add(data)
-            latest = self._event_due(events.latest_micros)
-            if needed is None or self._event_due(events.earliest_micros) < needed:
-                needed = self._event_due(events.earliest_micros)
-                needed_state.write(needed)
+        if needed != needed_read:
+            needed_state.write(needed)
         flush_at = self._arm(timer, timer_at, needed, hints)
         self._catch_up(catch_up, catch_at, latest, flush_at, only_later=True)
 
@@ -414,6 +479,9 @@ class DeviceShardFn(InspectedOnceDoFn):
         waiting, first_waiting, last_waiting = [], None, None
         for data in pending.read():
             events = state_pb2.DevicePendingEvents.FromString(data)
+            if events.positions:  # a durable job's: where the inputs stand (a record without events)
+                fold_positions(record.positions, events.positions)
+                continue
             span = (events.earliest_micros, events.latest_micros)
             if span[0] >= cut:
                 waiting.append(data)
@@ -435,6 +503,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             for wake in [wake for wake in shard.wake if wake <= cut]:
                 touched |= shard.wake.pop(wake)
         outputs: list = []
+        released: list = []  # what the firing emits, written to a durable job's store before it is
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
         fresh_bytes = self.codec.encode(fresh)
@@ -446,8 +515,10 @@ class DeviceShardFn(InspectedOnceDoFn):
                 device.cut = retired_cut
             arriving = due.get(device_id, [])
             if arriving and min(map(_EVENT_TIME, arriving)) < device.cut:  # the device has replayed past some
-                yield from map(self._late, [event for event in arriving if event.event_time_micros < device.cut])
+                released += map(self._late, [event for event in arriving if event.event_time_micros < device.cut])
                 arriving = [event for event in arriving if event.event_time_micros >= device.cut]
+            if self._store is not None and len(arriving) > 1:  # a restored job may be sent a copy of what it holds
+                arriving = self._first_copies(arriving, released)
             outputs += self.replay(device_id, device, device.advance(cut, arriving), fired)
             encoded = self.codec.encode(device)
             if device.cut == cut and encoded == fresh_bytes:  # nothing a new device would not have: drop it
@@ -457,11 +528,17 @@ class DeviceShardFn(InspectedOnceDoFn):
             else:
                 record.devices[device_id] = encoded
                 self._schedule(shard, device_id, device)
-        yield from self.after_replays(shard.side, outputs, fired, at_end)
+        released += self.after_replays(shard.side, outputs, fired, at_end)
         if self.side_codec is not None:
             record.side = self.side_codec.encode(shard.side)
+        if self._store is not None:  # write-ahead: the state and what it releases, before anything is released
+            if at_end and not _ended(self._hints(hint_state)):
+                raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
+                                  "is released; the job resumes from its last snapshot when started again")
+            self._store.save(record, "devices", touched, waiting, released, drained=at_end)
         shard_state.write(record.SerializeToString())
         _SHARD_CACHE.written(self._id, key, token_state, shard)
+        yield from released
         if at_end:  # nothing comes after the end of the input: no timer is set again
             needed_state.clear()
             return
@@ -479,12 +556,22 @@ class DeviceShardFn(InspectedOnceDoFn):
         self._catch_up(catch_up, catch_at, max(lasts, default=None), flush_at)
 
 
-def replay_devices(rows, replay: DeviceShardFn, main: str, *tags: str) -> beam.pvalue.DoOutputsTuple:
+def _ended(hints: state_pb2.DevicePendingEvents) -> bool:
+    """Whether every source has sent the end of its input."""
+    watermarks = hints.source_watermarks.values()
+    return bool(watermarks) and min(watermarks) >= END_OF_INPUT_MICROS
+
+
+def replay_devices(rows, replay: DeviceShardFn, main: str, *tags: str,
+                   durable: DurableStep | None = None) -> beam.pvalue.DoOutputsTuple:
     """The streaming device replay: rows (or ``EventBatch``es of them) grouped per shard, hour and bundle, then
-    ``replay`` over each shard's state; its outputs are ``main``, ``dead_letters`` (``late`` events) and ``tags``."""
+    ``replay`` over each shard's state; its outputs are ``main``, ``dead_letters`` (``late`` events) and ``tags``.
+    With ``durable`` (a local job reading topics), the shard's state is also kept in the job's durable store."""
+    replay.durable = durable
     return (
         rows
         # (shard, DevicePendingEvents bytes): a bundle's events per shard and hour
-        | "PerShard" >> beam.ParDo(DeviceEventsPerBundleFn(STREAMING_SHARDS)).with_output_types(tuple[int, bytes])
+        | "PerShard" >> beam.ParDo(DeviceEventsPerBundleFn(STREAMING_SHARDS)).with_output_types(
+            tuple[int, tuple[bytes, ...]])
         | "Devices" >> beam.ParDo(replay).with_outputs(DEAD_LETTERS, *tags, main=main)
     )

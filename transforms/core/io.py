@@ -64,11 +64,14 @@ class EventBatch(NamedTuple):
     at the source, so a stateful step may treat it as a promise that the pipeline's watermark will get there.
 
     ``rows`` are plain tuples in the field order of ``row_type`` (a named tuple costs three times as much to
-    pickle and unpickle, and every element crosses the runner's gRPC stream pickled); ``typed`` gives the rows."""
+    pickle and unpickle, and every element crosses the runner's gRPC stream pickled); ``typed`` gives the rows.
+    ``position``: for a job with durable state, the element's ``SourcePosition`` (``transforms.core.durable``):
+    its number in the input's stream and where the topic's partitions stand after its records."""
 
     rows: list
     watermark_micros: int | None
     row_type: type | None = None
+    position: bytes | None = None
 
     def typed(self) -> list:
         """The rows as ``row_type`` rows."""
@@ -82,11 +85,12 @@ class PackedEvents(NamedTuple):
     """The events of one poll of a streaming source already in the form the job's first step makes of them,
     packed in the source's own process (``TopicInput.pack``): for the device replays, ``DevicePendingEvents``
     records per shard and hour (``transforms.core.device_stream.pack_events``), as ``(shard, earliest event
-    time, record bytes)``. ``watermark_micros`` and ``row_type`` as in ``EventBatch``."""
+    time, record bytes)``. ``watermark_micros``, ``row_type`` and ``position`` as in ``EventBatch``."""
 
     records: list
     watermark_micros: int | None
     row_type: type
+    position: bytes | None = None
 
 
 # The watermark of a source's last batch (no rows): the end of its input, after which every step is final.

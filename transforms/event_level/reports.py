@@ -51,6 +51,7 @@ from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, unpack_chunk
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
+from transforms.core.durable.step import DurableStep
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, FrameRead, ReadEvents, flatten_reads, row_json_line
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.frames import refuse_sources, replay_frame
@@ -229,14 +230,18 @@ class _DeviceFn(DeviceShardFn):
 class EventLevelReportsStreaming(beam.PTransform):
     """Streaming path over a PCollection of ``EventLevelSource`` and ``EventLevelTrigger`` rows (already validated,
     including ``SourceCheck`` at ``epsilon``); outputs ``reports`` (``EventLevelReport`` rows) and ``dead_letters``
-    (``late`` events only: parse and configuration dead letters come from the reader)."""
+    (``late`` events only: parse and configuration dead letters come from the reader). With ``durable``, the
+    device step's state is also kept in the job's durable store."""
 
-    def __init__(self, epsilon: float | None, random_source: RandomSource, allowed_lateness_micros: int = 0) -> None:
+    def __init__(self, epsilon: float | None, random_source: RandomSource, allowed_lateness_micros: int = 0,
+                 durable: DurableStep | None = None) -> None:
         super().__init__()
         self._epsilon, self._source, self._lateness = epsilon, random_source, allowed_lateness_micros
+        self._durable = durable
 
     def expand(self, rows):
-        replayed = replay_devices(rows, _DeviceFn(self._epsilon, self._source, self._lateness), main=REPORTS)
+        replayed = replay_devices(rows, _DeviceFn(self._epsilon, self._source, self._lateness), main=REPORTS,
+                                  durable=self._durable)
         return {REPORTS: replayed[REPORTS], DEAD_LETTERS: replayed[DEAD_LETTERS]}
 
 

@@ -44,6 +44,8 @@ from schemas.codecs import row_to_dict
 from schemas.proto import state_pb2
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from schemas.time_units import MICROS_PER_HOUR
+from transforms.core.durable.positions import fold_positions
+from transforms.core.durable.step import DurableStep, StreamEnded
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
@@ -128,10 +130,13 @@ def _final_through(fire_micros: int, allowed_lateness_micros: int) -> int:
 class _PendingPerBundleFn(InspectedOnceDoFn):
     """Streaming, before any state: a bundle's joins as columns per (shard, hour step).
 
-    Takes joins, or ``EventBatch``es of joins (a streaming source's poll, with the source's watermark). Emits
-    ``(shard, KAnonPendingJoins bytes)`` at the end of the bundle, one per shard and step, timestamped with the
-    step's earliest join; when a batch carried the source's watermark, every shard also gets it (in a record
-    without joins where it had none), so its timer can cover every step the source has made final at once.
+    Takes joins, or ``EventBatch``es of joins (a streaming source's poll, with the source's watermark and, for a
+    durable job, its position). Emits, at the end of the bundle, one element per shard: ``(shard,
+    (KAnonPendingJoins bytes, ...))``, a record per step with the step's joins, and, when batches carried them,
+    a record without joins of the source's watermark (so that the shard's timer can cover every step the source
+    has made final at once) and of the batches' positions. One element, so that the stateful step takes a
+    bundle's joins and their positions in one call, with no firing in between; timestamped with the earliest
+    of its joins and batches.
     """
 
     def __init__(self, shards: int) -> None:
@@ -140,16 +145,19 @@ class _PendingPerBundleFn(InspectedOnceDoFn):
     def start_bundle(self) -> None:
         self._steps: dict[tuple[int, int], tuple[list, list, list]] = {}
         self._source_watermark: int | None = None
-        self._hint_at = 0  # the timestamp of a record that carries only the watermark: its batch's
+        self._positions: list[state_pb2.SourcePosition] = []  # a durable job's: where its batches leave the topic
+        self._batches_at: int | None = None  # the earliest timestamp of the bundle's batches
 
     def process(self, element: JoinEvent | EventBatch, timestamp=beam.DoFn.TimestampParam):
         steps, shards = self._steps, self._shards
         joins: Iterable[JoinEvent]
         if type(element) is EventBatch:
             joins = element.rows
+            self._batches_at = timestamp.micros if self._batches_at is None else min(self._batches_at, timestamp.micros)
+            if element.position is not None:
+                self._positions.append(state_pb2.SourcePosition.FromString(element.position))
             if element.watermark_micros is not None:
                 self._source_watermark = max(self._source_watermark or element.watermark_micros, element.watermark_micros)
-                self._hint_at = max(self._hint_at, timestamp.micros)
         else:
             joins = (cast(JoinEvent, element),)
         for group, user, event_time_micros in joins:
@@ -162,16 +170,23 @@ class _PendingPerBundleFn(InspectedOnceDoFn):
             columns[2].append(event_time_micros)
 
     def finish_bundle(self):
-        watermark, hinted = self._source_watermark, set()
+        per_shard: dict[int, tuple[list, list[int]]] = {}  # shard -> (records, their timestamps)
         for (shard, step), (groups, users, times) in self._steps.items():
             pending = state_pb2.KAnonPendingJoins(version=STATE_VERSION, step=step, groups=groups, users=users,
-                                                  event_time_micros=times, source_watermark_micros=watermark)
-            hinted.add(shard)
-            yield WindowedValue((shard, pending.SerializeToString()), Timestamp(micros=min(times)), (GlobalWindow(),))
-        if watermark is not None:
-            for shard in set(range(self._shards)) - hinted:
-                hint = state_pb2.KAnonPendingJoins(version=STATE_VERSION, source_watermark_micros=watermark)
-                yield WindowedValue((shard, hint.SerializeToString()), Timestamp(micros=self._hint_at), (GlobalWindow(),))
+                                                  event_time_micros=times)
+            records, stamps = per_shard.setdefault(shard, ([], []))
+            records.append(pending.SerializeToString())
+            stamps.append(min(times))
+        watermark = self._source_watermark
+        if watermark is not None or self._positions:
+            hint = state_pb2.KAnonPendingJoins(version=STATE_VERSION, source_watermark_micros=watermark,
+                                               positions=self._positions).SerializeToString()
+            for shard in range(self._shards):
+                records, stamps = per_shard.setdefault(shard, ([], []))
+                records.append(hint)
+                stamps.append(self._batches_at if self._batches_at is not None else 0)
+        for shard, (records, stamps) in per_shard.items():
+            yield WindowedValue((shard, tuple(records)), Timestamp(micros=min(stamps)), (GlobalWindow(),))
 
 
 class _ShardCache:
@@ -181,6 +196,7 @@ class _ShardCache:
         self.record = record
         self.groups = groups
         self.wake: dict[int, set[str]] = {}  # step -> the groups that must be evaluated at it without a join
+        self.changed: set[str] = set()  # groups written or dropped since the last durable snapshot
         for name, replay in groups.items():
             self.schedule(name, replay)
 
@@ -216,16 +232,38 @@ class _StreamingShardFn(InspectedOnceDoFn):
     NEEDED = ReadModifyWriteStateSpec("needed", VarIntCoder())  # the earliest step that needs evaluating
     HINT = ReadModifyWriteStateSpec("hint", VarIntCoder())  # the last step the source's watermark made final
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", VarIntCoder())
+    RESTORED = ReadModifyWriteStateSpec("restored", VarIntCoder())  # set once the durable snapshot is restored
     STEP_FINAL = TimerSpec("step_final", TimeDomain.WATERMARK)
 
-    def __init__(self, parameters: KAnonParameters, source: RandomSource, allowed_lateness_micros: int) -> None:
+    def __init__(self, parameters: KAnonParameters, source: RandomSource, allowed_lateness_micros: int,
+                 durable: DurableStep | None = None) -> None:
         self._parameters = parameters
         self._source = source
         self._lateness = allowed_lateness_micros
+        self._durable = durable
         self._id = uuid.uuid4().hex
 
     def setup(self) -> None:
         self._codec = group_state_codec(self._parameters, self._source)
+        self._store = None if self._durable is None else self._durable.open()
+
+    def _restore(self, key: int, pending, shard_state, token_state, needed_state, timer_at, timer) -> list:
+        """A durable job's first element: the shard's last snapshot into Beam state, its timer armed for what it
+        holds; returns the release log, which the run emits again."""
+        assert self._store is not None
+        restored = self._store.restore(state_pb2.KAnonShardState, "groups")
+        if restored is None:
+            return []
+        shard_state.write(restored.shard.SerializeToString())
+        for data in restored.pending:
+            pending.add(data)
+        shard = self._shard(key, shard_state, token_state)
+        steps = [state_pb2.KAnonPendingJoins.FromString(data) for data in restored.pending]
+        needed = min([joins.step for joins in steps if joins.groups] + list(shard.wake), default=None)
+        if needed is not None:
+            needed_state.write(needed)
+        self._arm(timer, timer_at, needed, None)
+        return restored.releases
 
     def _arm(self, timer, timer_at, needed: int | None, hint: int | None) -> None:
         """Set the timer for ``needed``, or for ``hint`` when that step is already final at the source."""
@@ -257,26 +295,32 @@ class _StreamingShardFn(InspectedOnceDoFn):
         needed_state=beam.DoFn.StateParam(NEEDED),
         hint_state=beam.DoFn.StateParam(HINT),
         timer_at=beam.DoFn.StateParam(TIMER_AT),
+        restored=beam.DoFn.StateParam(RESTORED),
         timer=beam.DoFn.TimerParam(STEP_FINAL),
     ):
-        _, data = element
-        joins = state_pb2.KAnonPendingJoins.FromString(data)
-        hint = hint_state.read()
-        if joins.HasField("source_watermark_micros"):
-            source_final = _final_through(joins.source_watermark_micros, self._lateness)
-            if hint is None or source_final > hint:
-                hint = source_final
-                hint_state.write(hint)
-        needed = needed_state.read()
-        if joins.groups:
-            record = self._shard(key, shard_state, token_state).record
-            if record.HasField("final_through") and joins.step <= record.final_through:
-                yield from _late(joins.groups, joins.users, joins.event_time_micros)
-                return
-            pending.add(data)
-            if needed is None or joins.step < needed:
-                needed = joins.step
-                needed_state.write(needed)
+        if self._store is not None and restored.read() is None:
+            restored.write(1)
+            yield from self._restore(key, pending, shard_state, token_state, needed_state, timer_at, timer)
+        _, records = element  # (shard, (KAnonPendingJoins bytes, ...)): a bundle's joins per step, and hints
+        hint = hint_read = hint_state.read()
+        needed = needed_read = needed_state.read()
+        for data in records:
+            joins = state_pb2.KAnonPendingJoins.FromString(data)
+            if joins.HasField("source_watermark_micros"):
+                hint = max(hint if hint is not None else -1, _final_through(joins.source_watermark_micros, self._lateness))
+            if joins.groups:
+                record = self._shard(key, shard_state, token_state).record
+                if record.HasField("final_through") and joins.step <= record.final_through:
+                    yield from _late(joins.groups, joins.users, joins.event_time_micros)
+                else:
+                    pending.add(data)
+                    needed = joins.step if needed is None else min(needed, joins.step)
+            elif joins.positions:  # kept for the next snapshot: where the input stands
+                pending.add(data)
+        if hint != hint_read:
+            hint_state.write(hint)
+        if needed != needed_read:
+            needed_state.write(needed)
         self._arm(timer, timer_at, needed, hint)
 
     @on_timer(STEP_FINAL)
@@ -304,6 +348,10 @@ class _StreamingShardFn(InspectedOnceDoFn):
         waiting, first_waiting = [], None
         for data in pending.read():
             joins = state_pb2.KAnonPendingJoins.FromString(data)
+            if self._store is not None and joins.positions:
+                fold_positions(record.positions, joins.positions)
+                if not joins.groups:
+                    continue
             if joins.step > through:
                 waiting.append(data)
                 first_waiting = joins.step if first_waiting is None else min(first_waiting, joins.step)
@@ -317,10 +365,19 @@ class _StreamingShardFn(InspectedOnceDoFn):
         touched = set(ready)
         for step in [step for step in shard.wake if step <= through]:
             touched |= shard.wake.pop(step)
+        outputs = []
         for name in sorted(touched):
-            yield from self._evaluate(shard, name, sorted(ready.get(name, {}).items()), through)
+            outputs += self._evaluate(shard, name, sorted(ready.get(name, {}).items()), through)
+        if self._store is not None:  # write-ahead: the state and what it releases, before anything is released
+            at_end = through >= _final_through(END_OF_INPUT_MICROS, self._lateness)
+            if at_end and (hint_state.read() or 0) < through:
+                raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
+                                  "is released; the job resumes from its last snapshot when started again")
+            self._store.save(record, "groups", shard.changed, waiting, outputs, drained=at_end)
+            shard.changed.clear()
         shard_state.write(record.SerializeToString())
         _SHARD_CACHE.written(self._id, key, token_state, shard)
+        yield from outputs
         needed = min((step for step in (first_waiting, min(shard.wake, default=None)) if step is not None), default=None)
         if needed is None:
             needed_state.clear()
@@ -345,9 +402,11 @@ class _StreamingShardFn(InspectedOnceDoFn):
             retire = replay.retire_step()
             if retire is None or retire <= through:  # idle, and its instance has ended: drop it
                 del shard.groups[name]
-                shard.record.groups.pop(name, None)
+                if shard.record.groups.pop(name, None) is not None:
+                    shard.changed.add(name)
                 return
         shard.record.groups[name] = self._codec.encode(replay)
+        shard.changed.add(name)
         shard.schedule(name, replay)
 
 
@@ -366,7 +425,8 @@ class KAnonymityVerdicts(beam.PTransform):
     """JoinEvents to KAnonVerdicts by AboveThresholdWithPeriodicRestart over exact window counts (k-anonymity note).
 
     Returns ``{"verdicts": PCollection[KAnonVerdict], "dead_letters": PCollection[DeadLetter]}``;
-    dead letters are the ``late`` joins of the streaming recipe (empty in batch).
+    dead letters are the ``late`` joins of the streaming recipe (empty in batch). With ``durable`` (a local
+    streaming job reading topics), the shard's state is also kept in a durable store (``transforms.core.durable``).
     """
 
     def __init__(
@@ -377,6 +437,7 @@ class KAnonymityVerdicts(beam.PTransform):
         streaming: bool = False,
         allowed_lateness_micros: int = 0,
         shards: int = STREAMING_SHARDS,
+        durable: DurableStep | None = None,
     ) -> None:
         super().__init__()
         if allowed_lateness_micros < 0 or allowed_lateness_micros % 1000:
@@ -386,6 +447,9 @@ class KAnonymityVerdicts(beam.PTransform):
         self._streaming = streaming
         self._lateness = allowed_lateness_micros
         self._shards = shards
+        if durable is not None and shards != 1:
+            raise ValueError("durable state keeps one shard: its snapshot is where the whole input stands")
+        self._durable = durable
 
     def expand(self, joins):
         if self._streaming:
@@ -404,9 +468,11 @@ class KAnonymityVerdicts(beam.PTransform):
         outputs = (
             joins
             # (shard, KAnonPendingJoins bytes): a bundle's joins per shard and step, timestamped with the earliest
-            | "JoinsPerShardAndStep" >> beam.ParDo(_PendingPerBundleFn(self._shards)).with_output_types(tuple[int, bytes])
+            | "JoinsPerShardAndStep" >> beam.ParDo(_PendingPerBundleFn(self._shards)).with_output_types(
+                tuple[int, tuple[bytes, ...]])
             # KAnonVerdict, and DeadLetter for every join of a step that was already final
-            | "EvaluateFinalSteps" >> beam.ParDo(_StreamingShardFn(self._parameters, self._source, self._lateness))
+            | "EvaluateFinalSteps" >> beam.ParDo(_StreamingShardFn(self._parameters, self._source, self._lateness,
+                                                                       self._durable))
             .with_outputs(LATE, main="verdicts")
         )
         return {

@@ -36,6 +36,7 @@ from schemas.codecs import EventSpec
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, unpack_chunk
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
+from transforms.core.durable.step import DurableStep
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient
@@ -174,7 +175,7 @@ class _ClientFn(DeviceShardFn):
 class SummaryReportsStreaming(beam.PTransform):
     """Streaming path over a PCollection of the client's (already validated) rows; outputs ``reports``
     (AggregatableReport records) and ``dead_letters`` (``late`` events only: parse dead letters come from the
-    reader)."""
+    reader). With ``durable``, the device step's state is also kept in the job's durable store."""
 
     def __init__(
         self,
@@ -182,13 +183,15 @@ class SummaryReportsStreaming(beam.PTransform):
         source: RandomSource,
         public_key: tuple[str, bytes] | None = None,
         allowed_lateness_micros: int = 0,
+        durable: DurableStep | None = None,
     ) -> None:
         super().__init__()
         self._client, self._source = client, source
-        self._public_key, self._lateness = public_key, allowed_lateness_micros
+        self._public_key, self._lateness, self._durable = public_key, allowed_lateness_micros, durable
 
     def expand(self, rows):
-        replayed = replay_devices(rows, _ClientFn(self._client, self._source, self._lateness), main=REPORTS)
+        replayed = replay_devices(rows, _ClientFn(self._client, self._source, self._lateness), main=REPORTS,
+                                  durable=self._durable)
         return {
             REPORTS: replayed[REPORTS] | "ToRecords" >> beam.ParDo(_ToRecordFn(self._public_key)),
             DEAD_LETTERS: replayed[DEAD_LETTERS],

@@ -14,11 +14,13 @@ from transforms.core.bus.endpoints import KafkaTopic
 _STARTS = {"earliest": -2, "latest": -1}  # librdkafka's OFFSET_BEGINNING and OFFSET_END
 
 
-def assigned_consumer(topic: KafkaTopic, group: str, **settings: Any) -> tuple[Any, dict[int, int | None]]:
+def assigned_consumer(topic: KafkaTopic, group: str, resume: dict[int, int] | None = None,
+                      **settings: Any) -> tuple[Any, dict[int, int | None]]:
     """A confluent-kafka consumer of group ``topic.group or group`` assigned to every partition of ``topic``, from
-    the group's committed offsets, else from ``topic.start``; and per partition the next offset it reads (None:
-    the start of the log or its end, as ``start`` says). A ValueError (one line) when the topic does not exist, or
-    when ``start=committed`` and a partition has no commit."""
+    ``resume``'s offset for a partition it names (a durable job's snapshot), else the group's committed offsets,
+    else ``topic.start``; and per partition the next offset it reads (None: the start of the log or its end, as
+    ``start`` says). A ValueError (one line) when the topic does not exist, or when ``start=committed`` and a
+    partition has neither."""
     from confluent_kafka import Consumer, TopicPartition  # the kafka extra
 
     group = topic.group or group
@@ -37,7 +39,10 @@ def assigned_consumer(topic: KafkaTopic, group: str, **settings: Any) -> tuple[A
                                    timeout=15)
     positions: dict[int, int | None] = {}
     assignment = []
+    resume = resume or {}
     for partition in committed:
+        if partition.partition in resume:
+            partition.offset = resume[partition.partition]
         if partition.offset >= 0:
             positions[partition.partition] = partition.offset
         elif topic.start not in _STARTS:

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, cast
 
 import apache_beam as beam
@@ -45,10 +44,12 @@ from apache_beam.testing.test_stream import TestStream
 
 from schemas.codecs import EventSpec, row_to_dict
 from schemas.messages import decode_message
+from schemas.record_ids import RECORD_IDS
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic
+from transforms.core.durable.positions import source_position
 from transforms.core.io import (
     DEAD_LETTERS,
     END_OF_INPUT_MICROS,
@@ -67,24 +68,6 @@ _MAX_ELEMENT_BYTES = 3 << 20
 _NEVER = -(1 << 63)  # a time before every event time: nothing is late before the first watermark
 _HEARTBEAT_SECONDS = 1.0  # the runner stops a TestStream that sends nothing for 30 s
 _log = logging.getLogger("pmbeam.bus")
-
-
-def _device_id(field: str) -> Callable[[Any], Hashable]:
-    return attrgetter("device_id", field)
-
-
-# A record's own identity, for deduplication: the id its producer gave it, within its device. A join has no id
-# of its own, and a repeated (group, user, time) is the same join.
-RECORD_IDS: dict[str, Callable[[Any], Hashable]] = {
-    "join_event": attrgetter("interest_group", "user_id", "event_time_micros"),
-    "impression": _device_id("impression_id"),
-    "conversion": _device_id("conversion_id"),
-    "ara_source": _device_id("source_id"),
-    "ara_trigger": _device_id("trigger_id"),
-    "paa_event": _device_id("event_id"),
-    "event_level_source": _device_id("source_id"),
-    "event_level_trigger": _device_id("trigger_id"),
-}
 
 
 class Deduplicator:
@@ -131,6 +114,11 @@ class TopicInput:
     # how a poll's rows (plain tuples) are packed for the job's first step, in the source's process
     # (``PackedEvents``); None: sent as they are (``EventBatch``)
     pack: Callable[[type, list], list] | None = None
+    # a job with durable state (``transforms.core.durable``): each element carries its ``SourcePosition``, and the
+    # partitions named here are read from these offsets (the job's last snapshot) instead of the group's commits
+    durable: bool = False
+    resume: tuple[tuple[int, int], ...] = ()
+    pipeline: str = ""  # the job's pipeline (a durable store records whose job an id is)
 
 
 @dataclass
@@ -153,7 +141,7 @@ class KafkaTopicReader:
 
         self.source = source
         self.topic = topic = cast(KafkaTopic, source.topic)
-        self._consumer, starts = assigned_consumer(topic, source.group, **{
+        self._consumer, starts = assigned_consumer(topic, source.group, dict(source.resume), **{
             "fetch.wait.max.ms": 50,
             "queued.min.messages": 200_000,
             "max.partition.fetch.bytes": 10_485_760,
@@ -164,6 +152,10 @@ class KafkaTopicReader:
         self._dedupe = Deduplicator(source.lateness_micros)
         self._record_id = RECORD_IDS[source.spec.name]
         self.watermark_micros: int | None = None
+        # a durable job's elements say where the partitions stand after them: each row's (partition, offset)
+        self.marks: list[tuple[int, int]] | None = [] if source.durable else None
+        self.sequence = 0  # the number of the input's next element
+        self.sent_offsets: dict[int, int] = {number: start for number, start in starts.items() if start is not None}
 
     def poll(self) -> tuple[list, list]:
         """The rows and dead letters of one poll of the consumer (at most ``_POLL_MESSAGES`` messages)."""
@@ -175,6 +167,7 @@ class KafkaTopicReader:
         watermark = self.watermark_micros
         late_before = _NEVER if watermark is None else watermark - source.lateness_micros
         where = f"{topic.uri}/{{}}@{{}}".format  # a message's place, named only in its dead letter
+        marks = self.marks
         for message in self._consumer.consume(_POLL_MESSAGES, timeout=_POLL_SECONDS):
             error = message.error()
             if error is not None:
@@ -203,8 +196,28 @@ class KafkaTopicReader:
             if latest is None or event_time > latest:
                 partition.latest_micros = event_time
             rows.append(row)
+            if marks is not None:
+                marks.append((message.partition(), offset))
         self._advance_watermark()
         return rows, dead
+
+    def next_offsets(self) -> dict[int, int]:
+        """Per partition read from, the next offset to read."""
+        return {number: p.next_offset for number, p in self._partitions.items() if p.next_offset is not None}
+
+    def position_after(self, marks: list[tuple[int, int]], last: bool) -> bytes:
+        """The ``SourcePosition`` of the input's next element, whose rows are the next ``marks`` of those read:
+        with ``last`` (its rows are the last read so far), where every partition stands now, dead letters after
+        them included. Numbers the element."""
+        offsets = self.sent_offsets
+        if last:
+            offsets.update(self.next_offsets())
+        else:
+            for partition, offset in marks:
+                offsets[partition] = offset + 1
+        position = source_position(self.source.name, self.sequence, offsets)
+        self.sequence += 1
+        return position
 
     def _at_end(self, number: int, partition: _Partition) -> bool:
         return read_to_end(self._consumer, self.topic.topic, number, partition.next_offset)
@@ -323,31 +336,40 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         return _encoded_event(tag, self._coder.encode(value), timestamp_micros)
 
     @staticmethod
-    def _element(source: TopicInput, rows: list, watermark_micros: int | None) -> EventBatch | PackedEvents:
+    def _element(source: TopicInput, rows: list, watermark_micros: int | None,
+                 position: bytes | None = None) -> EventBatch | PackedEvents:
         row_type = source.spec.row_type
         if source.pack is None:
-            return EventBatch(rows, watermark_micros, row_type)
-        return PackedEvents(source.pack(row_type, rows), watermark_micros, row_type)
+            return EventBatch(rows, watermark_micros, row_type, position)
+        return PackedEvents(source.pack(row_type, rows), watermark_micros, row_type, position)
 
-    def _batch_events(self, source: TopicInput, rows: list, watermark_micros: int | None) -> Iterator[Any]:
+    def _batch_events(self, reader: KafkaTopicReader, rows: list) -> Iterator[Any]:
         """``rows`` as elements (``_element``) of at most ``_MAX_ELEMENT_BYTES`` encoded (the runner's gRPC client
         takes messages of up to 4 MiB), each timestamped with its earliest event time: cut by the size of a
-        sample of the rows, and halved again in the rare case a piece is still too large."""
+        sample of the rows, and halved again in the rare case a piece is still too large. A durable job's
+        elements carry their positions (``KafkaTopicReader.position_after``)."""
+        source, watermark_micros = reader.source, reader.watermark_micros
         sample = rows[:500]
         per_row = len(self._coder.encode(self._element(source, sample, watermark_micros))) / len(sample)
         step = max(1, int(_MAX_ELEMENT_BYTES * 0.8 / per_row))
         for start in range(0, len(rows), step):
-            yield from self._pieces(source, rows[start:start + step], watermark_micros)
+            yield from self._pieces(reader, rows, start, min(start + step, len(rows)))
+        if reader.marks is not None:
+            reader.marks = []
 
-    def _pieces(self, source: TopicInput, rows: list, watermark_micros: int | None) -> Iterator[Any]:
-        encoded = self._coder.encode(self._element(source, rows, watermark_micros))
-        if len(encoded) > _MAX_ELEMENT_BYTES and len(rows) > 1:
-            half = len(rows) // 2
-            yield from self._pieces(source, rows[:half], watermark_micros)
-            yield from self._pieces(source, rows[half:], watermark_micros)
+    def _pieces(self, reader: KafkaTopicReader, rows: list, start: int, end: int) -> Iterator[Any]:
+        source = reader.source
+        marks, before = reader.marks, (dict(reader.sent_offsets), reader.sequence)
+        position = None if marks is None else reader.position_after(marks[start:end], end == len(rows))
+        encoded = self._coder.encode(self._element(source, rows[start:end], reader.watermark_micros, position))
+        if len(encoded) > _MAX_ELEMENT_BYTES and end - start > 1:
+            reader.sent_offsets, reader.sequence = before  # the halves take the number and the positions
+            half = (start + end) // 2
+            yield from self._pieces(reader, rows, start, half)
+            yield from self._pieces(reader, rows, half, end)
             return
         time_index = cast(Any, source.spec.row_type)._fields.index("event_time_micros")
-        yield _encoded_event(source.name, encoded, min(row[time_index] for row in rows))
+        yield _encoded_event(source.name, encoded, min(row[time_index] for row in rows[start:end]))
 
     @staticmethod
     def _watermark_event(tag: str, micros: int) -> Any:
@@ -416,8 +438,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         # step just before it would be one more firing of every stateful step over nearly all it holds
         yield from self._emit(held, sent, advance=False)
         for reader in self._readers:  # the end of every input: a stateful step can finish all it holds at once
+            position = None if reader.marks is None else reader.position_after([], last=True)
             yield self._element_event(reader.source.name,
-                                      EventBatch([], END_OF_INPUT_MICROS, reader.source.spec.row_type),
+                                      EventBatch([], END_OF_INPUT_MICROS, reader.source.spec.row_type, position),
                                       reader.watermark_micros or 0)
         for tag in self.tags:  # the end of the global window, where timers that wait for the end of input fire
             yield self._watermark_event(tag, END_OF_INPUT_MICROS)
@@ -431,7 +454,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             name = reader.source.name
             rows, dead = held[name]
             if rows:
-                yield from self._batch_events(reader.source, [tuple(row) for row in rows], reader.watermark_micros)
+                yield from self._batch_events(reader, [tuple(row) for row in rows])
             if dead:
                 yield self._element_event(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
             held[name] = ([], [])

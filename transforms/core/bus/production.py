@@ -30,9 +30,9 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 
 from schemas.codecs import EventSpec
 from schemas.messages import decode_message
+from schemas.record_ids import RECORD_IDS
 from schemas.rows import DeadLetter
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic, PubSubPath
-from transforms.core.bus.kafka_stream import RECORD_IDS
 from transforms.core.io import DEAD_LETTERS
 
 EXPANSION_SERVICE_HINT = (

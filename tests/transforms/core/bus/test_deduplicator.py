@@ -2,8 +2,9 @@
 once their hour is beyond the horizon behind the watermark."""
 from __future__ import annotations
 
+from schemas.record_ids import RECORD_IDS
 from schemas.time_units import MICROS_PER_HOUR
-from transforms.core.bus.kafka_stream import RECORD_IDS, Deduplicator
+from transforms.core.bus.kafka_stream import Deduplicator
 from transforms.core.mechanisms.time_steps import hour_step  # noqa: F401  (the hours the buckets follow)
 
 H = MICROS_PER_HOUR

@@ -1,0 +1,83 @@
+"""A local streaming job's durable state, on the driver's side: claim the job in its store, resume its topics
+from where its state stands, hand its stateful steps their place in the store (``transforms.core.durable``).
+
+A streaming run that reads Kafka topics on the local runner keeps its state in ``--state-store`` (default
+``.pm-beam/state.sqlite``) under ``--job-id`` (default: the consumer group of its first topic). At the start the
+driver claims the job (a second process with the same id is refused while the first lives; a drained job is
+refused, its state being final), reads its steps' last snapshots and starts the topic source at the offsets they
+reflect; each stateful step restores its own state on its first element. ``--state-store none`` keeps the state
+in the runner's memory only, as before: a crash then loses it (README, "What survives a crash").
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from pipelines.common import RunFailure
+from pipelines.options.run import RunOptions
+from transforms.core.bus.kafka_stream import TopicInput
+from transforms.core.durable.positions import resume_offsets
+from transforms.core.durable.step import DurableStep
+from transforms.core.durable.store import JobClaim, JobRefused, StateStore, StoreUnavailable, open_store
+
+NO_STORE = "none"
+
+
+@dataclasses.dataclass
+class DurableJob:
+    """A claimed job: its store (the driver's connection, which holds the claim) and where its topics resume."""
+
+    store_uri: str
+    job_id: str
+    store: StateStore
+    claim: JobClaim
+    resume: dict[str, dict[int, int]]  # input -> partition -> the next offset its state does not hold
+
+    def step(self, name: str) -> DurableStep:
+        """The place of the stateful step ``name`` in the job's store."""
+        return DurableStep(self.store_uri, self.job_id, name)
+
+    def resumed(self, inputs: list[TopicInput]) -> list[TopicInput]:
+        """``inputs`` numbering their elements with positions, from the offsets the job's state reflects."""
+        return [dataclasses.replace(source, durable=True, resume=tuple(sorted(self.resume.get(source.name, {}).items())))
+                for source in inputs]
+
+    def close(self) -> None:
+        self.claim.release()
+        self.store.close()
+
+
+def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None:
+    """Claim the job of a local streaming run from ``inputs`` in its store (None with ``--state-store none``); a
+    ``RunFailure`` (one line, exit status 1) when the store cannot be used or refuses the job."""
+    if options.state_store == NO_STORE:
+        return None
+    first = inputs[0]
+    job_id = options.job_id or getattr(first.topic, "group", None) or first.group
+    try:
+        store = open_store(options.state_store)
+    except StoreUnavailable as error:
+        raise RunFailure(f"{error} (--state-store none runs without durable state)") from None
+    try:
+        claim = store.claim(job_id, first.pipeline)
+    except (StoreUnavailable, JobRefused) as error:
+        store.close()
+        raise RunFailure(str(error)) from None
+    try:
+        snapshots = store.snapshots(job_id)
+    except StoreUnavailable as error:
+        claim.release()
+        store.close()
+        raise RunFailure(str(error)) from None
+    resume: dict[str, dict[int, int]] = {}
+    for snapshot in snapshots.values():
+        for name, offsets in resume_offsets(snapshot.positions).items():
+            for partition, offset in offsets.items():  # several steps: the earliest any of them needs
+                resume.setdefault(name, {})[partition] = min(offset, resume.get(name, {}).get(partition, offset))
+    if snapshots:
+        where = "; ".join(f"{name} at {', '.join(f'{p}@{o}' for p, o in sorted(offsets.items()))}"
+                          for name, offsets in sorted(resume.items()))
+        print(f"state: job {job_id} restored from {options.state_store} ({where or 'no input read yet'})", flush=True)
+    else:
+        print(f"state: job {job_id} starts with empty state in {options.state_store}", file=sys.stdout, flush=True)
+    return DurableJob(options.state_store, job_id, store, claim, resume)

@@ -1,0 +1,150 @@
+"""A stateful step's side of the durable store: ``DurableStep`` names where a step keeps its state (it travels
+with the DoFn), ``StepStore`` restores it once and writes a snapshot at every firing.
+
+The contract the two stateful steps (``transforms.kanon.verdicts``, ``transforms.core.device_stream``) keep:
+
+* a firing computes its outputs and its new state, **writes them in one transaction** (the shard's record
+  without its keys, the keys it changed or dropped, the buffered input records, the input positions the state
+  reflects, and the outputs themselves in the release log), and only then emits the outputs. A crash before the
+  commit releases nothing that the restarted job will not recompute from the same state; a crash after it
+  re-emits the logged outputs unchanged. Noise drawn in a firing is thus never drawn again for a released output;
+* on the first element of a run, the step restores its last snapshot into Beam state and re-emits its release
+  log, so that the restarted run's outputs hold everything the job released (with their stable ids: consumers of
+  a topic see each again and drop the copy by id).
+
+Released records are kept as pickles of the job's own output rows (``schemas.rows``: named tuples of plain
+values); the state is kept as the explicit records of ``schemas/proto/state.proto``.
+"""
+from __future__ import annotations
+
+import hashlib
+import pickle
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from google.protobuf.message import Message
+
+from schemas.proto import state_pb2
+from transforms.core.durable.positions import restarted
+from transforms.core.durable.store import StateStore, StepWrite, open_store
+from transforms.core.state import STATE_VERSION
+
+_KEY, _PENDING = "k/", "p/"
+
+
+class StreamEnded(RuntimeError):
+    """The runner ended a durable job's input without the topic source's end (its source failed): a firing at the
+    end would release every step as final, which the job's input has not made so."""
+  # a group's or device's record; a buffered input record (by its digest)
+
+
+@dataclass(frozen=True)
+class DurableStep:
+    """Where a stateful step of a local streaming job keeps its state: the store, the job, the step's name."""
+
+    store_uri: str
+    job_id: str
+    step: str
+
+    def open(self) -> StepStore:
+        """This process's ``StepStore`` of the step (one per process, whatever the number of DoFn instances)."""
+        with _OPEN_LOCK:
+            step = _OPEN.get(self)
+            if step is None:
+                step = _OPEN[self] = StepStore(self, open_store(self.store_uri))
+            return step
+
+
+_OPEN: dict[DurableStep, StepStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+@dataclass
+class Restored:
+    """A step's state as its last snapshot left it, ready to be written into Beam state."""
+
+    shard: Message  # the shard's record with its keys, and the positions restarted for this run
+    pending: list[bytes]  # the buffered input records
+    releases: list  # every output the job released, in order (values or TaggedOutputs)
+    drained: bool
+
+
+def encode_release(output: Any) -> bytes:
+    """A released output (a row, or a ``TaggedOutput`` of one) for the release log."""
+    if isinstance(output, beam.pvalue.TaggedOutput):
+        return pickle.dumps((output.tag, output.value), protocol=5)
+    return pickle.dumps((None, output), protocol=5)
+
+
+def decode_release(data: bytes) -> Any:
+    tag, value = pickle.loads(data)
+    return value if tag is None else beam.pvalue.TaggedOutput(tag, value)
+
+
+def _digest(record: bytes) -> str:
+    return _PENDING + hashlib.blake2b(record, digest_size=16).hexdigest()
+
+
+def _without(record: Message, field: str) -> Message:
+    """A copy of ``record`` without its map ``field`` (the per-key records, stored one row each)."""
+    copy = type(record)()
+    for descriptor, value in record.ListFields():
+        if descriptor.name == field:
+            continue
+        if descriptor.is_repeated:
+            getattr(copy, descriptor.name).extend(value)
+        elif descriptor.message_type is not None:
+            getattr(copy, descriptor.name).CopyFrom(value)
+        else:
+            setattr(copy, descriptor.name, value)
+    return copy
+
+
+class StepStore:
+    """One step's state in the store, for the DoFns of this process."""
+
+    def __init__(self, step: DurableStep, store: StateStore) -> None:
+        self.step = step
+        self._store = store
+        self._pending: set[str] = set()  # the buffered input records the store holds (by digest)
+        self._lock = threading.Lock()
+
+    def restore(self, shard_type: type[Message], key_field: str) -> Restored | None:
+        """The step's last snapshot (None when it never wrote one), its shard record rebuilt with its keys."""
+        loaded = self._store.load(self.step.job_id, self.step.step)
+        if loaded.snapshot is None:
+            return None
+        shard = shard_type.FromString(loaded.snapshot.shard)
+        keyed = getattr(shard, key_field)
+        pending = []
+        with self._lock:
+            self._pending = set()
+            for key, value in loaded.keys.items():
+                if key.startswith(_KEY):
+                    keyed[key[len(_KEY):]] = value
+                else:
+                    self._pending.add(key)
+                    pending.append(value)
+        shard.positions.CopyFrom(restarted(loaded.snapshot.positions))
+        return Restored(shard, pending, [decode_release(data) for data in loaded.releases], loaded.snapshot.drained)
+
+    def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
+             drained: bool = False) -> None:
+        """Write a firing's snapshot: the shard record without ``key_field``, the keys ``changed`` since the last
+        one (written when the shard's map holds them, deleted when it no longer does), the buffered input records
+        now held, and ``releases`` (the outputs the firing is about to emit). Raises ``StoreUnavailable`` when
+        the store fails: the firing then emits nothing."""
+        keyed = getattr(shard, key_field)
+        upserts = {_KEY + key: keyed[key] for key in changed if key in keyed}
+        deletes = {_KEY + key for key in changed if key not in keyed}
+        with self._lock:
+            held = {_digest(record): record for record in pending}
+            upserts.update((key, record) for key, record in held.items() if key not in self._pending)
+            deletes.update(key for key in self._pending if key not in held)
+            snapshot = state_pb2.StepSnapshot(version=STATE_VERSION, shard=_without(shard, key_field).SerializeToString(),
+                                              positions=shard.positions, drained=drained)
+            self._store.save(self.step.job_id, self.step.step, StepWrite(
+                snapshot, upserts, frozenset(deletes), tuple(encode_release(output) for output in releases)))
+            self._pending = set(held)

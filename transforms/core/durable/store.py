@@ -1,0 +1,220 @@
+"""A durable store of the local streaming jobs' state: what a stateful step writes, per job, in one transaction.
+
+A job (``--job-id``) owns one row in ``jobs`` (its pipeline, whether it was drained). Each stateful step of it
+keeps:
+
+* ``steps``: its ``StepSnapshot`` (the shard's record without its keys, the input positions the state reflects,
+  whether the end of the input was processed);
+* ``keyed``: one row per key (a group's or a device's record, a buffered input record), of which a snapshot
+  writes only those its firing changed (upserts and deletes);
+* ``releases``: the release log, every record the step released, in order, written before it is released.
+
+``save`` writes a ``StepWrite`` (the frozen record of one firing's changes) in one transaction: state, positions
+and the records the firing is about to release go together or not at all. One process claims a job at a time
+(``claim``: the second is refused while the first lives, and a crashed owner's claim ends with its process).
+
+Backends: ``sqlite_store`` (the default, a file under ``.pm-beam/``) and ``postgres_store`` (several workers,
+the ``postgres`` extra). ``open_store`` chooses by URI.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from schemas.proto import state_pb2
+
+DEFAULT_STORE = "sqlite:///.pm-beam/state.sqlite"
+STORE_ENVIRONMENT = "PM_BEAM_STATE_STORE"  # when set, the store of a run that names none (--state-store)
+
+
+def default_store() -> str:
+    """The store a run uses when ``--state-store`` names none: ``PM_BEAM_STATE_STORE``, else ``DEFAULT_STORE``."""
+    return os.environ.get(STORE_ENVIRONMENT) or DEFAULT_STORE
+DRAINED, RUNNING = "drained", "running"
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, status TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS steps (job_id TEXT NOT NULL, step TEXT NOT NULL, snapshot BYTEA NOT NULL, "
+    "snapshots BIGINT NOT NULL, PRIMARY KEY (job_id, step))",
+    "CREATE TABLE IF NOT EXISTS keyed (job_id TEXT NOT NULL, step TEXT NOT NULL, key TEXT NOT NULL, "
+    "value BYTEA NOT NULL, PRIMARY KEY (job_id, step, key))",
+    "CREATE TABLE IF NOT EXISTS releases (job_id TEXT NOT NULL, step TEXT NOT NULL, seq BIGINT NOT NULL, "
+    "record BYTEA NOT NULL, PRIMARY KEY (job_id, step, seq))",
+)
+
+# A test's way to kill the process in the middle of its Nth snapshot (after the keyed rows, before the commit):
+# the crash tests need that moment, which no outside signal can hit reliably. Unset, it costs one lookup per save.
+FAULT_ENVIRONMENT = "PM_BEAM_KILL_IN_SNAPSHOT"
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be opened, read or written (one line for the user)."""
+
+
+class JobRefused(Exception):
+    """The job cannot start on this store: another process runs it, it was drained, or the id is another
+    pipeline's (one line for the user)."""
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """What one firing of a stateful step changed, written in one transaction before it releases anything."""
+
+    snapshot: state_pb2.StepSnapshot
+    upserts: Mapping[str, bytes] = field(default_factory=dict)
+    deletes: frozenset[str] = frozenset()
+    releases: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepRestore:
+    """A step's state as its last snapshot left it: nothing (``snapshot`` None) for a step that never wrote one."""
+
+    snapshot: state_pb2.StepSnapshot | None
+    keys: dict[str, bytes]
+    releases: list[bytes]
+
+
+class JobClaim:
+    """A process's claim on a job, held until ``release`` (or until the process ends)."""
+
+    def __init__(self, release) -> None:
+        self._release = release
+
+    def release(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
+
+
+class StateStore(ABC):
+    """One connection to a store (``uri``); its methods raise ``StoreUnavailable`` for the store's own errors."""
+
+    uri: str
+    _saves = 0
+
+    @abstractmethod
+    def _transaction(self) -> Iterator:
+        """A context manager: a cursor whose statements commit together at its end (or roll back on error)."""
+
+    @abstractmethod
+    def _claim_lock(self, job_id: str) -> JobClaim | None:
+        """The exclusive claim on ``job_id``, or None when another process holds it."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection."""
+
+    def _sql(self, statement: str) -> str:
+        """A statement with ``?`` placeholders in this backend's paramstyle."""
+        return statement
+
+    def _run(self, action, what: str):
+        try:
+            return action()
+        except (JobRefused, StoreUnavailable):
+            raise
+        except Exception as error:  # noqa: BLE001 - the driver's errors differ by backend: one line for the user
+            raise StoreUnavailable(f"state store {self.uri}: cannot {what}: {error}") from error
+
+    def claim(self, job_id: str, pipeline: str) -> JobClaim:
+        """Claim ``job_id`` for ``pipeline``: refused while another process holds it, when it belongs to another
+        pipeline, or when it was drained (its state is final)."""
+        claim = self._run(lambda: self._claim_lock(job_id), "claim the job")
+        if claim is None:
+            raise JobRefused(f"job {job_id!r} is running in another process (state store {self.uri}): stop it "
+                             "first, or give this run another --job-id")
+        try:
+            self._run(lambda: self._register(job_id, pipeline), "register the job")
+        except BaseException:
+            claim.release()
+            raise
+        return claim
+
+    def _register(self, job_id: str, pipeline: str) -> None:
+        with self._transaction() as cursor:
+            cursor.execute(self._sql("SELECT pipeline, status FROM jobs WHERE job_id = ?"), (job_id,))
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(self._sql("INSERT INTO jobs (job_id, pipeline, status) VALUES (?, ?, ?)"),
+                               (job_id, pipeline, RUNNING))
+                return
+        if row[0] != pipeline:
+            raise JobRefused(f"job {job_id!r} in {self.uri} is a {row[0]} job, not {pipeline}: give this run its "
+                             "own --job-id")
+        if row[1] == DRAINED:
+            raise JobRefused(
+                f"job {job_id!r} was drained (its every hour read is final and released; state store {self.uri}): "
+                "a new run needs a new --job-id, whose state starts empty (README, \"What survives a crash\")")
+
+    def load(self, job_id: str, step: str) -> StepRestore:
+        """The step's last snapshot, its keyed rows and its release log."""
+        def read() -> StepRestore:
+            with self._transaction() as cursor:
+                cursor.execute(self._sql("SELECT snapshot FROM steps WHERE job_id = ? AND step = ?"), (job_id, step))
+                row = cursor.fetchone()
+                snapshot = None if row is None else state_pb2.StepSnapshot.FromString(bytes(row[0]))
+                cursor.execute(self._sql("SELECT key, value FROM keyed WHERE job_id = ? AND step = ?"), (job_id, step))
+                keys = {key: bytes(value) for key, value in cursor.fetchall()}
+                cursor.execute(self._sql("SELECT record FROM releases WHERE job_id = ? AND step = ? ORDER BY seq"),
+                               (job_id, step))
+                releases = [bytes(record) for (record,) in cursor.fetchall()]
+            return StepRestore(snapshot, keys, releases)
+
+        return self._run(read, f"read the state of {job_id}/{step}")
+
+    def snapshots(self, job_id: str) -> dict[str, state_pb2.StepSnapshot]:
+        """Every step's last snapshot of the job (what the driver resumes the input from)."""
+        def read() -> dict[str, state_pb2.StepSnapshot]:
+            with self._transaction() as cursor:
+                cursor.execute(self._sql("SELECT step, snapshot FROM steps WHERE job_id = ?"), (job_id,))
+                return {step: state_pb2.StepSnapshot.FromString(bytes(data)) for step, data in cursor.fetchall()}
+
+        return self._run(read, f"read the snapshots of {job_id}")
+
+    def save(self, job_id: str, step: str, write: StepWrite) -> None:
+        """Write one firing's changes in one transaction."""
+        self._saves += 1
+        kill_at = os.environ.get(FAULT_ENVIRONMENT)
+
+        def store() -> None:
+            with self._transaction() as cursor:
+                cursor.execute(self._sql(
+                    "INSERT INTO steps (job_id, step, snapshot, snapshots) VALUES (?, ?, ?, 1) ON CONFLICT (job_id, "
+                    "step) DO UPDATE SET snapshot = excluded.snapshot, snapshots = steps.snapshots + 1"),
+                    (job_id, step, write.snapshot.SerializeToString()))
+                if write.deletes:
+                    cursor.executemany(self._sql("DELETE FROM keyed WHERE job_id = ? AND step = ? AND key = ?"),
+                                       [(job_id, step, key) for key in write.deletes])
+                if write.upserts:
+                    cursor.executemany(self._sql(
+                        "INSERT INTO keyed (job_id, step, key, value) VALUES (?, ?, ?, ?) ON CONFLICT (job_id, step, "
+                        "key) DO UPDATE SET value = excluded.value"),
+                        [(job_id, step, key, value) for key, value in write.upserts.items()])
+                if write.releases:
+                    cursor.execute(self._sql("SELECT COALESCE(MAX(seq), -1) FROM releases WHERE job_id = ? AND step = ?"),
+                                   (job_id, step))
+                    first = cursor.fetchone()[0] + 1
+                    cursor.executemany(self._sql("INSERT INTO releases (job_id, step, seq, record) VALUES (?, ?, ?, ?)"),
+                                       [(job_id, step, first + n, record) for n, record in enumerate(write.releases)])
+                if write.snapshot.drained:
+                    cursor.execute(self._sql("UPDATE jobs SET status = ? WHERE job_id = ?"), (DRAINED, job_id))
+                if kill_at is not None and self._saves == int(kill_at):
+                    os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: in the middle of this snapshot
+
+        self._run(store, f"write the state of {job_id}/{step}")
+
+
+def open_store(uri: str) -> StateStore:
+    """The store at ``uri``: ``postgresql://...`` (or ``postgres://``), else SQLite (``sqlite:///PATH`` or a path).
+    A ``StoreUnavailable`` when it cannot be opened."""
+    if uri.startswith(("postgresql://", "postgres://")):
+        from transforms.core.durable.postgres_store import PostgresStore
+
+        return PostgresStore(uri)
+    from transforms.core.durable.sqlite_store import SqliteStore
+
+    return SqliteStore(uri)
