@@ -16,7 +16,7 @@ import sys
 from pipelines.common import RunFailure
 from pipelines.options.run import RunOptions
 from transforms.core.bus.kafka_stream import TopicInput
-from transforms.core.durable.positions import resume_offsets
+from transforms.core.durable.positions import Place, resume_places
 from transforms.core.durable.step import DurableStep
 from transforms.core.durable.store import JobClaim, JobRefused, StateStore, StoreUnavailable, open_store
 
@@ -31,7 +31,7 @@ class DurableJob:
     job_id: str
     store: StateStore
     claim: JobClaim
-    resume: dict[str, dict[int, int]]  # input -> partition -> the next offset its state does not hold
+    resume: dict[str, dict[int, Place]]  # input -> partition -> where a restarted job reads on
 
     def step(self, name: str) -> DurableStep:
         """The place of the stateful step ``name`` in the job's store."""
@@ -39,8 +39,18 @@ class DurableJob:
 
     def resumed(self, inputs: list[TopicInput]) -> list[TopicInput]:
         """``inputs`` numbering their elements with positions, from the offsets the job's state reflects."""
-        return [dataclasses.replace(source, durable=True, resume=tuple(sorted(self.resume.get(source.name, {}).items())))
-                for source in inputs]
+        return [dataclasses.replace(source, durable=(self.store_uri, self.job_id), resume=tuple(
+            (partition, *place) for partition, place in sorted(self.resume.get(source.name, {}).items())))
+            for source in inputs]
+
+    def drained(self) -> None:
+        """The run processed the end of its input and finished: the job's state is final, and a next run of the
+        same id is refused. (A crash before this, even after the end's snapshot, leaves the job resumable: its
+        restart finds nothing new and re-emits what was released.)"""
+        try:
+            self.store.mark_drained(self.job_id)
+        except StoreUnavailable as error:
+            raise RunFailure(str(error)) from None
 
     def close(self) -> None:
         self.claim.release()
@@ -69,14 +79,14 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
         claim.release()
         store.close()
         raise RunFailure(str(error)) from None
-    resume: dict[str, dict[int, int]] = {}
+    resume: dict[str, dict[int, Place]] = {}
     for snapshot in snapshots.values():
-        for name, offsets in resume_offsets(snapshot.positions).items():
-            for partition, offset in offsets.items():  # several steps: the earliest any of them needs
-                resume.setdefault(name, {})[partition] = min(offset, resume.get(name, {}).get(partition, offset))
+        for name, places in resume_places(snapshot.positions).items():
+            for partition, place in places.items():  # several steps: the earliest any of them needs
+                resume.setdefault(name, {})[partition] = min(place, resume.get(name, {}).get(partition, place))
     if snapshots:
-        where = "; ".join(f"{name} at {', '.join(f'{p}@{o}' for p, o in sorted(offsets.items()))}"
-                          for name, offsets in sorted(resume.items()))
+        where = "; ".join(f"{name} at {', '.join(f'{p}@{place[0]}' for p, place in sorted(places.items()))}"
+                          for name, places in sorted(resume.items()))
         print(f"state: job {job_id} restored from {options.state_store} ({where or 'no input read yet'})", flush=True)
     else:
         print(f"state: job {job_id} starts with empty state in {options.state_store}", file=sys.stdout, flush=True)

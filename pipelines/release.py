@@ -27,6 +27,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import common, topics
 from transforms.core.bus.kafka_stream import DUPLICATE, StreamIncomplete
+from transforms.core.durable.step import StreamEnded
+from transforms.core.durable.store import StoreUnavailable
 from transforms.core.io import INPUT_FILES
 
 
@@ -97,14 +99,44 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
         topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
         raise
     with topics.running(pipeline) as source, _collector_for(streaming):
-        result = pipeline.run()
-        result.wait_until_finish()
+        try:
+            result = pipeline.run()
+            result.wait_until_finish()
+        except Exception as error:
+            if source is not None:  # a stream that failed is the first cause; the steps' errors follow from it
+                _raise_if_incomplete(source)
+            failure = _one_line_failure(error)
+            if failure is None:
+                raise
+            raise common.RunFailure(failure) from None
         if source is not None:
-            try:
-                source.raise_if_incomplete()  # the runner ends a stream it failed to read as if it had ended
-            except StreamIncomplete as error:
-                raise common.RunFailure(str(error)) from None
+            _raise_if_incomplete(source)  # the runner ends a stream it failed to read as if it had ended
         yield result, source
+
+
+def _raise_if_incomplete(source) -> None:
+    try:
+        source.raise_if_incomplete()
+    except StreamIncomplete as error:
+        raise common.RunFailure(str(error)) from None
+
+
+_ONE_LINE_FAILURES = (StoreUnavailable, StreamEnded)  # a run's failures whose message says what to do
+
+
+def _one_line_failure(error: BaseException) -> str | None:
+    """The message of a failure the user is told in one line (the runner may wrap what a step raised)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, _ONE_LINE_FAILURES):
+            return str(seen).splitlines()[0]
+        seen = seen.__cause__ or seen.__context__
+    text = str(error)
+    for kind in _ONE_LINE_FAILURES:
+        marker = f"{kind.__name__}: "
+        if marker in text:
+            return text.split(marker, 1)[1].splitlines()[0]
+    return None
 
 
 def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, name: str, streaming: bool,

@@ -237,6 +237,8 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     previous = {signum: signal.signal(signum, drain) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield service
+        if job is not None:  # the run read its stream to the end, and finished
+            job.drained()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

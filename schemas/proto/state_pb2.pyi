@@ -402,12 +402,16 @@ class MeasurementQueriesState(_message.Message):
     def __init__(self, version: _Optional[int] = ..., cutters: _Optional[_Iterable[_Union[QueryCutterState, _Mapping]]] = ..., central: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[_reports_pb2.DeviceEpochBudget, _Mapping]]] = ...) -> None: ...
 
 class PartitionOffset(_message.Message):
-    __slots__ = ("partition", "next_offset")
+    __slots__ = ("partition", "next_offset", "read", "dead")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
     partition: int
     next_offset: int
-    def __init__(self, partition: _Optional[int] = ..., next_offset: _Optional[int] = ...) -> None: ...
+    read: int
+    dead: int
+    def __init__(self, partition: _Optional[int] = ..., next_offset: _Optional[int] = ..., read: _Optional[int] = ..., dead: _Optional[int] = ...) -> None: ...
 
 class SourcePosition(_message.Message):
     __slots__ = ("input", "sequence", "partitions")
@@ -437,13 +441,13 @@ class InputPositions(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[InputPositions.Input, _Mapping]]] = ...) -> None: ...
 
 class StepSnapshot(_message.Message):
-    __slots__ = ("version", "shard", "positions", "drained")
+    __slots__ = ("version", "shard", "positions", "ended")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
-    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
     version: int
     shard: bytes
     positions: InputPositions
-    drained: bool
-    def __init__(self, version: _Optional[int] = ..., shard: _Optional[bytes] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ..., drained: bool = ...) -> None: ...
+    ended: bool
+    def __init__(self, version: _Optional[int] = ..., shard: _Optional[bytes] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ..., ended: bool = ...) -> None: ...

@@ -535,7 +535,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             if at_end and not _ended(self._hints(hint_state)):
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
-            self._store.save(record, "devices", touched, waiting, released, drained=at_end)
+            self._store.save(record, "devices", touched, waiting, released, ended=at_end)
         shard_state.write(record.SerializeToString())
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         yield from released

@@ -311,7 +311,10 @@ class _StreamingShardFn(InspectedOnceDoFn):
             if joins.groups:
                 record = self._shard(key, shard_state, token_state).record
                 if record.HasField("final_through") and joins.step <= record.final_through:
-                    yield from _late(joins.groups, joins.users, joins.event_time_micros)
+                    late = list(_late(joins.groups, joins.users, joins.event_time_micros))
+                    if self._store is not None:
+                        self._store.emitted(late)
+                    yield from late
                 else:
                     pending.add(data)
                     needed = joins.step if needed is None else min(needed, joins.step)
@@ -373,7 +376,7 @@ class _StreamingShardFn(InspectedOnceDoFn):
             if at_end and (hint_state.read() or 0) < through:
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
-            self._store.save(record, "groups", shard.changed, waiting, outputs, drained=at_end)
+            self._store.save(record, "groups", shard.changed, waiting, outputs, ended=at_end)
             shard.changed.clear()
         shard_state.write(record.SerializeToString())
         _SHARD_CACHE.written(self._id, key, token_state, shard)

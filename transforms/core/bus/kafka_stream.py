@@ -49,7 +49,8 @@ from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic
-from transforms.core.durable.positions import source_position
+from transforms.core.durable.positions import Place, source_position
+from transforms.core.durable.store import StateStore, open_store
 from transforms.core.io import (
     DEAD_LETTERS,
     END_OF_INPUT_MICROS,
@@ -114,10 +115,11 @@ class TopicInput:
     # how a poll's rows (plain tuples) are packed for the job's first step, in the source's process
     # (``PackedEvents``); None: sent as they are (``EventBatch``)
     pack: Callable[[type, list], list] | None = None
-    # a job with durable state (``transforms.core.durable``): each element carries its ``SourcePosition``, and the
-    # partitions named here are read from these offsets (the job's last snapshot) instead of the group's commits
-    durable: bool = False
-    resume: tuple[tuple[int, int], ...] = ()
+    # a job with durable state (``transforms.core.durable``), as (store URI, job id): each element carries its
+    # ``SourcePosition``, the dead letters are kept in the store, and the partitions named in ``resume``
+    # (partition, next offset, records read, of which dead) are read on from the job's last snapshot
+    durable: tuple[str, str] | None = None
+    resume: tuple[tuple[int, int, int, int], ...] = ()
     pipeline: str = ""  # the job's pipeline (a durable store records whose job an id is)
 
 
@@ -141,21 +143,26 @@ class KafkaTopicReader:
 
         self.source = source
         self.topic = topic = cast(KafkaTopic, source.topic)
-        self._consumer, starts = assigned_consumer(topic, source.group, dict(source.resume), **{
+        resume = {partition: (next_offset, read, dead) for partition, next_offset, read, dead in source.resume}
+        self._consumer, starts = assigned_consumer(topic, source.group, {p: o for p, (o, _, _) in resume.items()}, **{
             "fetch.wait.max.ms": 50,
             "queued.min.messages": 200_000,
             "max.partition.fetch.bytes": 10_485_760,
             "session.timeout.ms": 6000,
         })
-        self._partitions = {number: _Partition(next_offset=start) for number, start in starts.items()}
+        self._partitions = {number: _Partition(start, None, *resume.get(number, (start, 0, 0))[1:])
+                            for number, start in starts.items()}
         self._topic_partition = TopicPartition
         self._dedupe = Deduplicator(source.lateness_micros)
         self._record_id = RECORD_IDS[source.spec.name]
         self.watermark_micros: int | None = None
-        # a durable job's elements say where the partitions stand after them: each row's (partition, offset)
-        self.marks: list[tuple[int, int]] | None = [] if source.durable else None
+        # a durable job's elements say where the partitions stand after them: after each row, its partition's
+        # (partition, offset, read, dead); and its dead letters are kept: (partition, offset, DeadLetter)
+        self.marks: list[tuple[int, int, int, int]] | None = [] if source.durable else None
+        self.letters: list[tuple[int, int, DeadLetter]] | None = [] if source.durable else None
         self.sequence = 0  # the number of the input's next element
-        self.sent_offsets: dict[int, int] = {number: start for number, start in starts.items() if start is not None}
+        self.sent_places: dict[int, Place] = {number: (p.next_offset, p.read, p.dead)
+                                              for number, p in self._partitions.items() if p.next_offset is not None}
 
     def poll(self) -> tuple[list, list]:
         """The rows and dead letters of one poll of the consumer (at most ``_POLL_MESSAGES`` messages)."""
@@ -167,7 +174,7 @@ class KafkaTopicReader:
         watermark = self.watermark_micros
         late_before = _NEVER if watermark is None else watermark - source.lateness_micros
         where = f"{topic.uri}/{{}}@{{}}".format  # a message's place, named only in its dead letter
-        marks = self.marks
+        marks, letters = self.marks, self.letters
         for message in self._consumer.consume(_POLL_MESSAGES, timeout=_POLL_SECONDS):
             error = message.error()
             if error is not None:
@@ -183,6 +190,8 @@ class KafkaTopicReader:
             if type(row) is DeadLetter:
                 partition.dead += 1
                 dead.append(row._replace(source=where(message.partition(), offset)))
+                if letters is not None:
+                    letters.append((message.partition(), offset, dead[-1]))
                 continue
             event_time = row.event_time_micros
             reason = LATE if event_time < late_before else None if check is None else check(row)
@@ -191,31 +200,30 @@ class KafkaTopicReader:
             if reason is not None:
                 partition.dead += 1
                 dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where(message.partition(), offset)))
+                if letters is not None:
+                    letters.append((message.partition(), offset, dead[-1]))
                 continue
             latest = partition.latest_micros
             if latest is None or event_time > latest:
                 partition.latest_micros = event_time
             rows.append(row)
             if marks is not None:
-                marks.append((message.partition(), offset))
+                marks.append((message.partition(), offset, partition.read, partition.dead))
         self._advance_watermark()
         return rows, dead
 
-    def next_offsets(self) -> dict[int, int]:
-        """Per partition read from, the next offset to read."""
-        return {number: p.next_offset for number, p in self._partitions.items() if p.next_offset is not None}
-
-    def position_after(self, marks: list[tuple[int, int]], last: bool) -> bytes:
+    def position_after(self, marks: list[tuple[int, int, int, int]], last: bool) -> bytes:
         """The ``SourcePosition`` of the input's next element, whose rows are the next ``marks`` of those read:
         with ``last`` (its rows are the last read so far), where every partition stands now, dead letters after
         them included. Numbers the element."""
-        offsets = self.sent_offsets
+        places = self.sent_places
         if last:
-            offsets.update(self.next_offsets())
+            places.update((number, (p.next_offset, p.read, p.dead))
+                          for number, p in self._partitions.items() if p.next_offset is not None)
         else:
-            for partition, offset in marks:
-                offsets[partition] = offset + 1
-        position = source_position(self.source.name, self.sequence, offsets)
+            for partition, offset, read, dead in marks:
+                places[partition] = (offset + 1, read, dead)
+        position = source_position(self.source.name, self.sequence, places)
         self.sequence += 1
         return position
 
@@ -300,6 +308,8 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         self.endpoint = ""
         self.error: str | None = None
         self.completed = False
+        self._store: StateStore | None = None  # a durable job's: where its dead letters are kept
+        self._job_id = ""
 
     @property
     def tags(self) -> list[str]:
@@ -309,6 +319,10 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         """Join the topics and serve the stream on ``address`` (a free port of 127.0.0.1 by default, or a
         ``unix:`` socket path)."""
         self._readers = [KafkaTopicReader(source) for source in self.inputs]
+        durable = {source.durable for source in self.inputs} - {None}
+        if durable:
+            [(store_uri, self._job_id)] = durable
+            self._store = open_store(store_uri)
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
         beam_interactive_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
         port = self._server.add_insecure_port(address)
@@ -331,6 +345,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         for reader in self._readers:
             reader.close()
         self._readers = []
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def _element_event(self, tag: str, value: Any, timestamp_micros: int) -> Any:
         return _encoded_event(tag, self._coder.encode(value), timestamp_micros)
@@ -359,11 +376,11 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
 
     def _pieces(self, reader: KafkaTopicReader, rows: list, start: int, end: int) -> Iterator[Any]:
         source = reader.source
-        marks, before = reader.marks, (dict(reader.sent_offsets), reader.sequence)
+        marks, before = reader.marks, (dict(reader.sent_places), reader.sequence)
         position = None if marks is None else reader.position_after(marks[start:end], end == len(rows))
         encoded = self._coder.encode(self._element(source, rows[start:end], reader.watermark_micros, position))
         if len(encoded) > _MAX_ELEMENT_BYTES and end - start > 1:
-            reader.sent_offsets, reader.sequence = before  # the halves take the number and the positions
+            reader.sent_places, reader.sequence = before  # the halves take the number and the positions
             half = (start + end) // 2
             yield from self._pieces(reader, rows, start, half)
             yield from self._pieces(reader, rows, half, end)
@@ -400,7 +417,25 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             raise StreamIncomplete(f"reading the input topics failed: {self.error or 'the stream did not end'}; "
                                    "nothing was released or committed")
 
+    def _resumed_dead_letters(self) -> Iterator[Any]:
+        """A restarted durable job's dead letters of the messages it does not read again (its earlier runs')."""
+        if self._store is None:
+            return
+        for reader in self._readers:
+            resume = {partition: next_offset for partition, next_offset, _, _ in reader.source.resume}
+            kept = self._store.resumed_dead_letters(self._job_id, reader.source.name, resume)
+            if kept:
+                yield self._element_event(DEAD_LETTERS, [DeadLetter(**json.loads(data)) for data in kept], 0)
+
+    def _keep_dead_letters(self, reader: KafkaTopicReader) -> None:
+        """A durable job's dead letters of a poll, kept in its store before they are sent."""
+        if self._store is not None and reader.letters:
+            self._store.log_dead_letters(self._job_id, reader.source.name, [
+                (partition, offset, json.dumps(letter._asdict()).encode()) for partition, offset, letter in reader.letters])
+            reader.letters = []
+
     def _events(self) -> Iterator[Any]:
+        yield from self._resumed_dead_letters()
         sent: dict[str, int] = {}
         last_sent = time.monotonic()
         stop_at_end = all(reader.topic.stop == "end" for reader in self._readers)
@@ -411,6 +446,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             for reader in self._readers:
                 rows, dead = held[reader.source.name]
                 got, lost = reader.poll()
+                self._keep_dead_letters(reader)
                 rows += got
                 dead += lost
                 idle = idle and not got and not lost

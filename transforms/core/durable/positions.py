@@ -14,12 +14,15 @@ from collections.abc import Iterable
 
 from schemas.proto import state_pb2
 
+# A partition's place: (the next offset to read, records read there so far, of which dead-lettered)
+Place = tuple[int, int, int]
 
-def source_position(input_name: str, sequence: int, offsets: dict[int, int]) -> bytes:
-    """The ``SourcePosition`` of an input's element number ``sequence``: its partitions' next offsets after it."""
+
+def source_position(input_name: str, sequence: int, places: dict[int, Place]) -> bytes:
+    """The ``SourcePosition`` of an input's element number ``sequence``: its partitions' places after it."""
     position = state_pb2.SourcePosition(input=input_name, sequence=sequence)
-    for partition, next_offset in sorted(offsets.items()):
-        position.partitions.add(partition=partition, next_offset=next_offset)
+    for partition, (next_offset, read, dead) in sorted(places.items()):
+        position.partitions.add(partition=partition, next_offset=next_offset, read=read, dead=dead)
     return position.SerializeToString()
 
 
@@ -31,11 +34,12 @@ def _input(positions: state_pb2.InputPositions, name: str) -> state_pb2.InputPos
 
 
 def _advance(entry: state_pb2.InputPositions.Input, position: state_pb2.SourcePosition) -> None:
-    offsets = {offset.partition: offset.next_offset for offset in entry.partitions}
-    offsets.update((offset.partition, offset.next_offset) for offset in position.partitions)
+    places = {offset.partition: offset for offset in entry.partitions}
+    places.update((offset.partition, offset) for offset in position.partitions)
+    kept = [state_pb2.PartitionOffset(partition=p.partition, next_offset=p.next_offset, read=p.read, dead=p.dead)
+            for _, p in sorted(places.items())]
     del entry.partitions[:]
-    for partition, next_offset in sorted(offsets.items()):
-        entry.partitions.add(partition=partition, next_offset=next_offset)
+    entry.partitions.extend(kept)
     entry.next_sequence = position.sequence + 1
 
 
@@ -64,7 +68,8 @@ def restarted(positions: state_pb2.InputPositions) -> state_pb2.InputPositions:
     return fresh
 
 
-def resume_offsets(positions: state_pb2.InputPositions) -> dict[str, dict[int, int]]:
-    """Per input, the offset each partition is read from again: the next one after what the state holds."""
-    return {entry.input: {offset.partition: offset.next_offset for offset in entry.partitions}
+def resume_places(positions: state_pb2.InputPositions) -> dict[str, dict[int, Place]]:
+    """Per input and partition, where a restarted job reads on: the next offset after what the state holds, and
+    the counts of what the job read before it."""
+    return {entry.input: {p.partition: (p.next_offset, p.read, p.dead) for p in entry.partitions}
             for entry in positions.inputs}

@@ -68,7 +68,6 @@ class Restored:
     shard: Message  # the shard's record with its keys, and the positions restarted for this run
     pending: list[bytes]  # the buffered input records
     releases: list  # every output the job released, in order (values or TaggedOutputs)
-    drained: bool
 
 
 def encode_release(output: Any) -> bytes:
@@ -109,7 +108,14 @@ class StepStore:
         self.step = step
         self._store = store
         self._pending: set[str] = set()  # the buffered input records the store holds (by digest)
+        self._emitted: list = []  # outputs emitted between snapshots (recomputed from the input if none follows)
         self._lock = threading.Lock()
+
+    def emitted(self, outputs: list) -> None:
+        """Outputs a step emitted outside a firing (a dead letter for a late record as it arrives): deterministic
+        in the input, they join the release log with the next snapshot, which covers that input."""
+        with self._lock:
+            self._emitted += outputs
 
     def restore(self, shard_type: type[Message], key_field: str) -> Restored | None:
         """The step's last snapshot (None when it never wrote one), its shard record rebuilt with its keys."""
@@ -128,13 +134,14 @@ class StepStore:
                     self._pending.add(key)
                     pending.append(value)
         shard.positions.CopyFrom(restarted(loaded.snapshot.positions))
-        return Restored(shard, pending, [decode_release(data) for data in loaded.releases], loaded.snapshot.drained)
+        return Restored(shard, pending, [decode_release(data) for data in loaded.releases])
 
     def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
-             drained: bool = False) -> None:
+             ended: bool = False) -> None:
         """Write a firing's snapshot: the shard record without ``key_field``, the keys ``changed`` since the last
         one (written when the shard's map holds them, deleted when it no longer does), the buffered input records
-        now held, and ``releases`` (the outputs the firing is about to emit). Raises ``StoreUnavailable`` when
+        now held, and ``releases`` (the outputs the firing is about to emit); ``ended``: the firing took the end
+        of the input. Raises ``StoreUnavailable`` when
         the store fails: the firing then emits nothing."""
         keyed = getattr(shard, key_field)
         upserts = {_KEY + key: keyed[key] for key in changed if key in keyed}
@@ -144,7 +151,9 @@ class StepStore:
             upserts.update((key, record) for key, record in held.items() if key not in self._pending)
             deletes.update(key for key in self._pending if key not in held)
             snapshot = state_pb2.StepSnapshot(version=STATE_VERSION, shard=_without(shard, key_field).SerializeToString(),
-                                              positions=shard.positions, drained=drained)
+                                              positions=shard.positions, ended=ended)
+            logged = [*self._emitted, *releases]
             self._store.save(self.step.job_id, self.step.step, StepWrite(
-                snapshot, upserts, frozenset(deletes), tuple(encode_release(output) for output in releases)))
+                snapshot, upserts, frozenset(deletes), tuple(encode_release(output) for output in logged)))
             self._pending = set(held)
+            self._emitted = []

@@ -9,6 +9,9 @@ keeps:
   writes only those its firing changed (upserts and deletes);
 * ``releases``: the release log, every record the step released, in order, written before it is released.
 
+and its topic source keeps ``source_dead_letters``: the dead letters of the messages it read, by topic partition
+and offset, written before they are sent, so that a restarted job's dead letters are those of all it read.
+
 ``save`` writes a ``StepWrite`` (the frozen record of one firing's changes) in one transaction: state, positions
 and the records the firing is about to release go together or not at all. One process claims a job at a time
 (``claim``: the second is refused while the first lives, and a crashed owner's claim ends with its process).
@@ -43,11 +46,25 @@ SCHEMA = (
     "value BYTEA NOT NULL, PRIMARY KEY (job_id, step, key))",
     "CREATE TABLE IF NOT EXISTS releases (job_id TEXT NOT NULL, step TEXT NOT NULL, seq BIGINT NOT NULL, "
     "record BYTEA NOT NULL, PRIMARY KEY (job_id, step, seq))",
+    "CREATE TABLE IF NOT EXISTS source_dead_letters (job_id TEXT NOT NULL, input TEXT NOT NULL, "
+    "partition_number INTEGER NOT NULL, message_offset BIGINT NOT NULL, record BYTEA NOT NULL, "
+    "PRIMARY KEY (job_id, input, partition_number, message_offset))",
 )
 
-# A test's way to kill the process in the middle of its Nth snapshot (after the keyed rows, before the commit):
-# the crash tests need that moment, which no outside signal can hit reliably. Unset, it costs one lookup per save.
+# A test's way to kill the process at a moment no outside signal can hit reliably (the crash tests): ``N`` in the
+# middle of the process's Nth snapshot (its rows written, not committed), ``end`` in the middle of the snapshot of
+# the end of the input; ``after:N``, ``after:end`` just after that snapshot's commit. Unset, it costs one lookup.
 FAULT_ENVIRONMENT = "PM_BEAM_KILL_IN_SNAPSHOT"
+
+
+def _fault_due(saves: int, snapshot: state_pb2.StepSnapshot) -> tuple[bool, bool]:
+    """Whether ``FAULT_ENVIRONMENT`` kills the process in this snapshot, and whether after its commit."""
+    fault = os.environ.get(FAULT_ENVIRONMENT)
+    if fault is None:
+        return False, False
+    after = fault.startswith("after:")
+    moment = fault.removeprefix("after:")
+    return (snapshot.ended if moment == "end" else saves == int(moment)), after
 
 
 class StoreUnavailable(Exception):
@@ -166,6 +183,43 @@ class StateStore(ABC):
 
         return self._run(read, f"read the state of {job_id}/{step}")
 
+    def log_dead_letters(self, job_id: str, input_name: str, letters: list[tuple[int, int, bytes]]) -> None:
+        """Keep the dead letters (partition, offset, record) the source made of an input's messages."""
+        def store() -> None:
+            with self._transaction() as cursor:
+                cursor.executemany(self._sql(
+                    "INSERT INTO source_dead_letters (job_id, input, partition_number, message_offset, record) VALUES "
+                    "(?, ?, ?, ?, ?) ON CONFLICT (job_id, input, partition_number, message_offset) DO UPDATE SET "
+                    "record = excluded.record"),
+                    [(job_id, input_name, partition, offset, record) for partition, offset, record in letters])
+
+        self._run(store, f"write the dead letters of {job_id}/{input_name}")
+
+    def resumed_dead_letters(self, job_id: str, input_name: str, resume: Mapping[int, int]) -> list[bytes]:
+        """The source's dead letters of the messages a restarted job does not read again (before each partition's
+        ``resume`` offset; all of a partition it does not name are forgotten: it reads them again)."""
+        def read() -> list[bytes]:
+            with self._transaction() as cursor:
+                cursor.execute(self._sql(
+                    "SELECT partition_number, message_offset, record FROM source_dead_letters WHERE job_id = ? AND "
+                    "input = ? ORDER BY partition_number, message_offset"), (job_id, input_name))
+                rows = cursor.fetchall()
+                stale = [(job_id, input_name, p, o) for p, o, _ in rows if o >= resume.get(p, 0)]
+                cursor.executemany(self._sql(
+                    "DELETE FROM source_dead_letters WHERE job_id = ? AND input = ? AND partition_number = ? AND "
+                    "message_offset = ?"), stale)
+            return [bytes(record) for p, o, record in rows if o < resume.get(p, 0)]
+
+        return self._run(read, f"read the dead letters of {job_id}/{input_name}")
+
+    def mark_drained(self, job_id: str) -> None:
+        """The job's run has processed the end of its input and finished: its state is final."""
+        def store() -> None:
+            with self._transaction() as cursor:
+                cursor.execute(self._sql("UPDATE jobs SET status = ? WHERE job_id = ?"), (DRAINED, job_id))
+
+        self._run(store, f"mark {job_id} drained")
+
     def snapshots(self, job_id: str) -> dict[str, state_pb2.StepSnapshot]:
         """Every step's last snapshot of the job (what the driver resumes the input from)."""
         def read() -> dict[str, state_pb2.StepSnapshot]:
@@ -178,7 +232,7 @@ class StateStore(ABC):
     def save(self, job_id: str, step: str, write: StepWrite) -> None:
         """Write one firing's changes in one transaction."""
         self._saves += 1
-        kill_at = os.environ.get(FAULT_ENVIRONMENT)
+        kill, after_commit = _fault_due(self._saves, write.snapshot)
 
         def store() -> None:
             with self._transaction() as cursor:
@@ -200,12 +254,12 @@ class StateStore(ABC):
                     first = cursor.fetchone()[0] + 1
                     cursor.executemany(self._sql("INSERT INTO releases (job_id, step, seq, record) VALUES (?, ?, ?, ?)"),
                                        [(job_id, step, first + n, record) for n, record in enumerate(write.releases)])
-                if write.snapshot.drained:
-                    cursor.execute(self._sql("UPDATE jobs SET status = ? WHERE job_id = ?"), (DRAINED, job_id))
-                if kill_at is not None and self._saves == int(kill_at):
+                if kill and not after_commit:
                     os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: in the middle of this snapshot
 
         self._run(store, f"write the state of {job_id}/{step}")
+        if kill and after_commit:
+            os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: just after this snapshot
 
 
 def open_store(uri: str) -> StateStore:
