@@ -103,9 +103,12 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
             result = pipeline.run()
             result.wait_until_finish()
         except Exception as error:
+            store_failure = _one_line_failure(error, StoreUnavailable)
+            if store_failure is not None:  # the job stopped because its state could not be kept
+                raise common.RunFailure(store_failure) from None
             if source is not None:  # a stream that failed is the first cause; the steps' errors follow from it
                 _raise_if_incomplete(source)
-            failure = _one_line_failure(error)
+            failure = _one_line_failure(error, StreamEnded)
             if failure is None:
                 raise
             raise common.RunFailure(failure) from None
@@ -121,22 +124,17 @@ def _raise_if_incomplete(source) -> None:
         raise common.RunFailure(str(error)) from None
 
 
-_ONE_LINE_FAILURES = (StoreUnavailable, StreamEnded)  # a run's failures whose message says what to do
-
-
-def _one_line_failure(error: BaseException) -> str | None:
-    """The message of a failure the user is told in one line (the runner may wrap what a step raised)."""
+def _one_line_failure(error: BaseException, kind: type[Exception]) -> str | None:
+    """The message of a ``kind`` failure raised in a step, which the user is told in one line (the runner may
+    wrap what a step raised, or carry only its text)."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, _ONE_LINE_FAILURES):
+        if isinstance(seen, kind):
             return str(seen).splitlines()[0]
         seen = seen.__cause__ or seen.__context__
+    marker = f"{kind.__name__}: "
     text = str(error)
-    for kind in _ONE_LINE_FAILURES:
-        marker = f"{kind.__name__}: "
-        if marker in text:
-            return text.split(marker, 1)[1].splitlines()[0]
-    return None
+    return text.split(marker, 1)[1].splitlines()[0] if marker in text else None
 
 
 def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable, *, name: str, streaming: bool,

@@ -209,3 +209,234 @@ def test_the_kanon_job_killed_and_restarted_releases_what_an_uninterrupted_run_d
     assert {key: next(iter(values)) for key, values in released.items()} == expected, moment
     summary = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["parameters"]["job_id"] == "kanon-crash"
+
+
+MEASUREMENT = ("--policy", "cookie_monster", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+MEASUREMENT_LATENESS = ["--allowed-lateness-seconds", str(7 * 86_400)]  # a piece spans 2.4 days of event time
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory):
+    """200 devices' impressions and conversions over 60 days, and what the batch job releases from them."""
+    from pipelines import measurement
+    from tests.support.measurement_data import random_population, write_jsonl
+
+    impressions, conversions = random_population(seed=17, devices=200)
+    directory = tmp_path_factory.mktemp("population")
+    files = write_jsonl(directory / "i.jsonl", impressions), write_jsonl(directory / "c.jsonl", conversions)
+    assert measurement.main(["--impressions", files[0], "--conversions", files[1], "--output",
+                             str(directory / "batch"), *MEASUREMENT]) == 0
+    return impressions, conversions, directory / "batch"
+
+
+def _measurement_arguments(address: str, topics: tuple[str, str], results: str, output: Path, store: Path, *,
+                           stop: str) -> list[str]:
+    return ["pipelines.measurement", "--impressions", f"kafka://{address}/{topics[0]}?group=crash&stop={stop}",
+            "--conversions", f"kafka://{address}/{topics[1]}?group=crash&stop={stop}", "--output", str(output),
+            "--output-topic", f"kafka://{address}/{results}", "--state-store", f"sqlite:///{store}",
+            "--job-id", "measurement-crash", "--progress-seconds", "0.2", *MEASUREMENT_LATENESS, *MEASUREMENT]
+
+
+def _events_in_time_order(impressions, conversions) -> list[tuple[int, bytes]]:
+    """Every event as (0 impression or 1 conversion, message), in event-time order (as a device's producer sends)."""
+    events = [(row.event_time_micros, 0, row) for row in impressions] + [(row.event_time_micros, 1, row)
+                                                                        for row in conversions]
+    return [(kind, _messages([row])[0]) for _, kind, row in sorted(events, key=lambda event: event[:2])]
+
+
+def _produce_events(address: str, topics: tuple[str, str], events: list[tuple[int, bytes]]) -> None:
+    for kind in (0, 1):
+        messages = [message for which, message in events if which == kind]
+        if messages:
+            produce(address, topics[kind], messages)
+
+
+MEASUREMENT_KILL_POINTS = [
+    ("before the first snapshot", None, 0),
+    ("in the middle of the second snapshot", "2", None),
+    ("between snapshots, halfway", None, 500),
+    ("in the middle of the end's snapshot", "end", None),
+    ("just after the end's snapshot", "after:end", None),
+]
+
+
+@pytest.mark.parametrize(("moment", "fault", "read"), MEASUREMENT_KILL_POINTS,
+                         ids=[p[0] for p in MEASUREMENT_KILL_POINTS])
+def test_the_measurement_job_killed_and_restarted_releases_the_same_reports_and_budgets(
+        kafka_broker, population, tmp_path, moment, fault, read):
+    """Reports and budgets are per device and equal the batch job's; which reports share a query batch follows the
+    firings (different in every live run), so the query results are compared by their shape, and each result's
+    id must carry one value."""
+    impressions, conversions, batch = population
+    topics, results = (fresh_topic("crash-impressions"), fresh_topic("crash-conversions")), fresh_topic("results")
+    store = tmp_path / "state.sqlite"
+    events = _events_in_time_order(impressions, conversions)
+    if fault in ("end", "after:end"):
+        _produce_events(kafka_broker.address, topics, events)
+        job = _start(_measurement_arguments(kafka_broker.address, topics, results, tmp_path / "first", store,
+                                            stop="end"), fault)
+        printed = job.communicate(timeout=300)[0]
+    else:
+        # both topics exist before the job joins them: the first piece, and the first conversion (conversions
+        # start later) moved to it, each topic still in event-time order
+        first_conversion = next(event for event in events if event[0] == 1)
+        chunks = _chunks([event for event in events if event is not first_conversion])
+        _produce_events(kafka_broker.address, topics, [*chunks[0], first_conversion])
+        job = _start(_measurement_arguments(kafka_broker.address, topics, results, tmp_path / "first", store,
+                                            stop="never"), fault)
+        started = "".join(_reading(job))
+        if read == 0:
+            job.kill()
+        feeder = threading.Thread(target=lambda: [(time.sleep(PAUSE_SECONDS), _produce_events(
+            kafka_broker.address, topics, chunk)) for chunk in chunks[1:]], daemon=True)
+        feeder.start()
+        printed = started + (_killed_by_fault(job, feeder) if fault else _kill_when_read(job, read))
+        feeder.join()
+    assert job.returncode == -signal.SIGKILL, printed
+    snapshotted = _snapshots(store)
+    again = _start(_measurement_arguments(kafka_broker.address, topics, results, tmp_path / "again", store,
+                                          stop="end"))
+    rest, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, rest
+    assert ("state: job measurement-crash restored" in rest) == (snapshotted > 0), rest
+    output = tmp_path / "again"
+    for prefix in ("reports", "SENSITIVE_device_epoch_budgets"):
+        assert _lines(output, prefix) == _lines(batch, prefix), (moment, prefix)
+    assert all(row["consumed_epsilon"] <= row["capacity_epsilon"]
+               for row in map(json.loads, _lines(output, "SENSITIVE_device_epoch_budgets")))
+
+    def shape(lines: list[str]) -> list[tuple]:
+        return sorted((r["query_key"], r["batch_index"], r["report_count"]) for r in map(json.loads, lines))
+
+    released = _by_id(consume_all(kafka_broker.address, results))
+    assert all(len(values) == 1 for values in released.values()), moment
+    files = _lines(output, "query_results")
+    assert sorted(json.dumps(json.loads(line), sort_keys=True) for line in files) == sorted(
+        next(iter(values)) for values in released.values()), moment
+    assert shape(files) == shape(_lines(batch, "query_results")) != [], moment
+
+
+def _group_instances(store: Path) -> dict[str, tuple[int, float]]:
+    """Per interest group in the store, its running AboveThreshold instance: (start step, noisy threshold's nu)."""
+    from schemas.proto import state_pb2
+
+    with sqlite3.connect(store) as connection:
+        rows = connection.execute("SELECT key, value FROM keyed WHERE key LIKE 'k/%'").fetchall()
+    instances = {}
+    for key, value in rows:
+        group = state_pb2.KAnonGroupState.FromString(value)
+        if group.HasField("instance") and group.instance.HasField("threshold_noise"):
+            instances[key[2:]] = (group.instance.start_step, group.instance.threshold_noise)
+    return instances
+
+
+def test_with_secure_noise_restarts_keep_every_drawn_threshold_and_release_each_verdict_once(
+        kafka_broker, joins, tmp_path):
+    """Secure noise, killed twice between snapshots: every instance that runs on across a restart keeps the
+    noisy threshold it drew (none is drawn again), and no verdict id is ever released with two values."""
+    topic, verdicts = fresh_topic("secure-joins"), fresh_topic("secure-verdicts")
+    store = tmp_path / "state.sqlite"
+    chunks = _chunks(_messages(joins))
+    produce(kafka_broker.address, topic, chunks[0])
+    job = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "first", store, stop="never",
+                                  seed=False))
+    started = "".join(_reading(job))
+    # killed at 60 % (the state, a day of lateness behind, past the instances' periodic restart 3 days in) ...
+    feeder = _feed(kafka_broker.address, topic, chunks[1:16])
+    printed = started + _kill_when_read(job, 5500)
+    feeder.join()
+    assert job.returncode == -signal.SIGKILL, printed
+    before = _group_instances(store)
+    job = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "second", store, stop="never",
+                                  seed=False))
+    started = "".join(_reading(job))
+    feeder = _feed(kafka_broker.address, topic, chunks[16:])
+    printed = started + _kill_when_read(job, 8500)  # ... and at 93 %, before the next restart (after the data)
+    feeder.join()
+    assert job.returncode == -signal.SIGKILL, printed
+    after = _group_instances(store)
+    kept = [group for group in before if group in after and after[group][0] == before[group][0]]
+    assert before and kept, (len(before), len(after))
+    assert all(after[group] == before[group] for group in kept)
+    again = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "again", store, stop="end",
+                                    seed=False))
+    rest, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, rest
+    released = _by_id(consume_all(kafka_broker.address, verdicts))
+    assert released and all(len(values) == 1 for values in released.values())
+    assert sorted(json.dumps(json.loads(line), sort_keys=True) for line in _lines(tmp_path / "again", "verdicts")) == \
+        sorted(next(iter(values)) for values in released.values())
+
+
+def test_a_store_that_cannot_be_opened_fails_the_start_in_one_line(kafka_broker, tmp_path):
+    topic = fresh_topic("no-store")
+    produce(kafka_broker.address, topic, [b"{}"])
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    job = _start(["pipelines.kanon", "--input", f"kafka://{kafka_broker.address}/{topic}?stop=end", "--output",
+                  str(tmp_path / "out"), "--state-store", f"sqlite:///{blocked}/state.sqlite"])
+    printed, _ = job.communicate(timeout=120)
+    assert job.returncode == 1, printed
+    [error] = [line for line in printed.splitlines() if line.startswith("error:")]
+    assert f"state store sqlite:///{blocked}/state.sqlite: cannot open" in error
+    assert "Traceback" not in printed
+
+
+def test_a_second_process_of_a_running_job_is_refused(kafka_broker, joins, tmp_path):
+    topic, verdicts = fresh_topic("twice"), fresh_topic("twice-verdicts")
+    store = tmp_path / "state.sqlite"
+    produce(kafka_broker.address, topic, _messages(joins[:100]))
+    first = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "first", store, stop="never"))
+    try:
+        _reading(first)
+        second = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "second", store,
+                                         stop="end"))
+        printed, _ = second.communicate(timeout=120)
+        assert second.returncode == 1, printed
+        assert "error: job 'kanon-crash' is running in another process" in printed
+    finally:
+        first.kill()
+        first.communicate()
+
+
+def test_a_store_failing_in_the_middle_of_a_run_stops_the_job_and_a_restart_loses_nothing(
+        kafka_broker, joins, reference_verdicts, tmp_path):
+    """Another writer holds the store's database locked after the job's first snapshot: the job's next snapshot
+    times out, the job stops in one line (exit 1) with nothing committed to the consumer group, and once the store
+    is free again a restart releases the verdicts of an uninterrupted run."""
+    topic, verdicts = fresh_topic("store-fails"), fresh_topic("store-fails-verdicts")
+    store = tmp_path / "state.sqlite"
+    chunks = _chunks(_messages(joins))
+    produce(kafka_broker.address, topic, chunks[0])
+    arguments = _kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "first", store, stop="never")
+    arguments[arguments.index(f"sqlite:///{store}")] = f"sqlite:///{store}?timeout=1"
+    job = _start(arguments)
+    started = "".join(_reading(job))
+    feeder = _feed(kafka_broker.address, topic, chunks[1:])
+    deadline = time.monotonic() + 60
+    while _snapshots(store) == 0:
+        assert time.monotonic() < deadline and job.poll() is None, started
+        time.sleep(0.05)
+    locker = sqlite3.connect(store, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        printed, _ = job.communicate(timeout=120)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    feeder.join()
+    assert job.returncode == 1, started + printed
+    [error] = [line for line in (started + printed).splitlines() if line.startswith("error:")]
+    assert "cannot write the state of kanon-crash/verdicts" in error and "database is locked" in error
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka_broker.address, "group.id": "crash"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        assert all(p.offset < 0 for p in consumer.committed([TopicPartition(topic, n) for n in partitions], timeout=10))
+    finally:
+        consumer.close()
+    again = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "again", store, stop="end"))
+    rest, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, rest
+    assert _lines(tmp_path / "again", "verdicts") == reference_verdicts
