@@ -27,8 +27,9 @@ from pipelines.options.run import OUTPUT_HELP
 from schemas.option_values import SEED
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.core.mechanisms.noise import make_source
+from transforms.core.urls import redact_url
 from transforms.summary_reports.aggregation import DEBUG_PREFIX, SUMMARY_PREFIX, WRITTEN, Aggregate, AggregationJob
-from transforms.summary_reports.ledger import LedgerError, open_ledger, redact_url
+from transforms.summary_reports.ledger import LedgerError, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import AggregationParams
 
 OUTPUT_PREFIXES = (SUMMARY_PREFIX, DEBUG_PREFIX, "dead_letters")

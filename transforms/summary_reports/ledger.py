@@ -63,10 +63,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, overload
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units, units_epsilon
+from transforms.core.urls import redact_url
 
 __all__ = [
     "DEFAULT_EPSILON_STAR", "DEFAULT_MAX_USES", "ChargeOutcome", "JobAlreadyCompleted", "JobConflict", "Ledger",
@@ -223,21 +223,6 @@ def open_ledger(url: str, limits: LedgerLimits) -> Ledger:
     raise LedgerConfigError(f"unsupported ledger URL {redact_url(url)!r}: use sqlite:///path/to/ledger.db or postgresql://...")
 
 
-@overload
-def redact_url(url: str) -> str: ...
-@overload
-def redact_url(url: None) -> None: ...
-def redact_url(url: str | None) -> str | None:
-    """``url`` without its password (None stays None)."""
-    if url is None:
-        return None
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
-    except ValueError:
-        return "<unparsable URL>"
 
 
 def _check_job_id(job_id: str) -> None:

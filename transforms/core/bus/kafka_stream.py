@@ -319,9 +319,9 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
         """Join the topics and serve the stream on ``address`` (a free port of 127.0.0.1 by default, or a
         ``unix:`` socket path)."""
         self._readers = [KafkaTopicReader(source) for source in self.inputs]
-        durable = {source.durable for source in self.inputs} - {None}
+        durable = {source.durable for source in self.inputs if source.durable is not None}
         if durable:
-            [(store_uri, self._job_id)] = durable
+            [(store_uri, self._job_id)] = durable  # one job, one store
             self._store = open_store(store_uri)
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
         beam_interactive_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)

@@ -21,7 +21,7 @@ import hashlib
 import pickle
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import apache_beam as beam
 from google.protobuf.message import Message
@@ -133,7 +133,7 @@ class StepStore:
                 else:
                     self._pending.add(key)
                     pending.append(value)
-        shard.positions.CopyFrom(restarted(loaded.snapshot.positions))
+        cast(Any, shard).positions.CopyFrom(restarted(loaded.snapshot.positions))
         return Restored(shard, pending, [decode_release(data) for data in loaded.releases])
 
     def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
@@ -151,7 +151,7 @@ class StepStore:
             upserts.update((key, record) for key, record in held.items() if key not in self._pending)
             deletes.update(key for key in self._pending if key not in held)
             snapshot = state_pb2.StepSnapshot(version=STATE_VERSION, shard=_without(shard, key_field).SerializeToString(),
-                                              positions=shard.positions, ended=ended)
+                                              positions=cast(Any, shard).positions, ended=ended)
             logged = [*self._emitted, *releases]
             self._store.save(self.step.job_id, self.step.step, StepWrite(
                 snapshot, upserts, frozenset(deletes), tuple(encode_release(output) for output in logged)))

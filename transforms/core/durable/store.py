@@ -21,11 +21,13 @@ the ``postgres`` extra). ``open_store`` chooses by URI.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from schemas.proto import state_pb2
 
@@ -114,7 +116,7 @@ class StateStore(ABC):
     _saves = 0
 
     @abstractmethod
-    def _transaction(self) -> Iterator:
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A context manager: a cursor whose statements commit together at its end (or roll back on error)."""
 
     @abstractmethod

@@ -1,0 +1,1 @@
+"""Tests of the durable state of the local streaming jobs."""
