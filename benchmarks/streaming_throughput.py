@@ -20,7 +20,14 @@ Starts a local broker (tansu, ``pipelines.local_broker``), generates each job's 
 * **latency** (k-anonymity): the job runs live (``stop=never``) while a producer sends the joins in event-time
   order at half the measured sustained rate; for each hour with a verdict change, the time from the producer
   sending the first join that makes the hour final (its end plus the allowed lateness: the source's watermark
-  passes it then) to the first verdict of that hour on the output topic; p50 and p95 over those hours.
+  passes it then) to the first verdict of that hour on the output topic; p50 and p95 over those hours;
+* **durability** (docs/durability.md): every job run keeps its state in a SQLite store of its own (the default a
+  user gets), and each is paired with a run of the same job without one (``--state-store none``), the two sides
+  alternating; the cost is 1 - (rate with the store) / (rate without), on the whole run and (measurement) on the
+  sustained rate;
+* **restore**: the device records the last measurement run left in its store, copied under new ids to 100,000
+  devices in a fresh store, restored as a restarted job restores them (the snapshot and every key read, the
+  shard record rebuilt, every device decoded and scheduled), in a fresh process, median of the runs.
 
 Datasets: k-anonymity 200,000 joins, 2,000 groups, 30 days; measurement: the Cookie Monster microbenchmark
 (knob1 = 0.1, knob2 = 0.1: 20,000 devices, about 280,000 events), policy cookie_monster. ``--quick``: a tenth of
@@ -41,7 +48,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import ROOT, benchmark_parser, cached, runs_of, write_json  # noqa: E402
+from harness import ROOT, benchmark_parser, cached, run_child, runs_of, write_json  # noqa: E402
 
 from pipelines.local_broker import LocalBroker  # noqa: E402
 from schemas.codecs import CONVERSION, IMPRESSION, JOIN_EVENT, read_files, row_to_dict  # noqa: E402
@@ -148,7 +155,8 @@ def _latency(address: str, rows: list, rate: float, data_dir: str) -> dict:
     output = tempfile.mkdtemp(prefix="pm-beam-stream-latency-")
     job = subprocess.Popen(
         [sys.executable, "-m", "pipelines.kanon", "--input", f"kafka://{address}/{topic}", "--output", output,
-         "--output-topic", f"kafka://{address}/{verdicts}", "--progress-seconds", "1000"],
+         "--output-topic", f"kafka://{address}/{verdicts}", "--progress-seconds", "1000",
+         "--state-store", f"sqlite:///{output}/state.sqlite"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     arrivals: dict[int, float] = {}
     stop = threading.Event()
@@ -193,19 +201,35 @@ def _latency(address: str, rows: list, rate: float, data_dir: str) -> dict:
             "rate_events_per_second": round(rate)}
 
 
-def _job_runs(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int) -> list:
-    """``runs`` runs of the job ``name`` (``<job>-floor``: its transport floor, ``stream_floor``) on ``topics``."""
+def _job_runs(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int,
+              durable: bool = True) -> list:
+    """``runs`` runs of the job ``name`` (``<job>-floor``: its transport floor, ``stream_floor``) on ``topics``,
+    each with a state store of its own (``durable``) or none; each result names its store (``store``)."""
     results = []
     for index in range(runs):
         group, output_topic = f"bench-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
         inputs = [item for option, topic in topics.items()
                   for item in (option, f"kafka://{address}/{topic}?stop=end&group={group}")]
         output = tempfile.mkdtemp(prefix=f"pm-beam-stream-{name}-")
+        store = f"{output}/state.sqlite" if durable else None
         results.append(_child([name, *inputs, "--output", output, "--output-topic", f"kafka://{address}/{output_topic}",
-                               "--progress-seconds", "1000", *extra]))
+                               "--progress-seconds", "1000", "--state-store",
+                               f"sqlite:///{store}" if store else "none", *extra]))
         assert results[-1]["events"] == events, results[-1]
-        print(f"{name} run {index + 1}/{runs}: {results[-1]['seconds']:.2f} s ({events:,} events)", flush=True)
+        results[-1]["store"] = store
+        side = "" if durable else " without a state store"
+        print(f"{name} run {index + 1}/{runs}{side}: {results[-1]['seconds']:.2f} s ({events:,} events)", flush=True)
     return results
+
+
+def _paired_runs(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int,
+                 events: int) -> tuple[list, list]:
+    """``runs`` runs with a state store and ``runs`` without, alternating (machine drift falls on both sides)."""
+    durable, memory = [], []
+    for _ in range(runs):
+        durable += _job_runs(name, address, topics, extra, 1, events)
+        memory += _job_runs(name, address, topics, extra, 1, events, durable=False)
+    return durable, memory
 
 
 def _rate(results: list) -> float:
@@ -220,13 +244,16 @@ def _sustained(full: list, tenth: list) -> float:
 
 
 def _bench_job(name: str, address: str, topics: dict[str, str], extra: list[str], runs: int, events: int) -> dict:
-    results = _job_runs(name, address, topics, extra, runs, events)
+    results, memory = _paired_runs(name, address, topics, extra, runs, events)
     ceiling = _consume_rate(address, list(topics.values()), events)
-    rate = _rate(results)
+    rate, without = _rate(results), _rate(memory)
     return {"name": f"streaming_{name}", "runs": runs, "events": events, "events_per_second": round(rate),
             "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results), 1),
             "reference_events_per_second": round(ceiling), "ratio": round(rate / ceiling, 3),
-            "seconds": [round(r["seconds"], 3) for r in results]}
+            "seconds": [round(r["seconds"], 3) for r in results],
+            "without_store_events_per_second": round(without),
+            "without_store_seconds": [round(r["seconds"], 3) for r in memory],
+            "durability_cost": round(1 - rate / without, 3), "store": results[-1]["store"]}
 
 
 def _tenth(rows: list) -> list:
@@ -235,23 +262,78 @@ def _tenth(rows: list) -> list:
 
 
 def _floor_and_sustained(address: str, topics: dict[str, str], extra: list[str], runs: int, impressions: list,
-                         conversions: list, seconds: list[float]) -> dict:
+                         conversions: list, result: dict) -> dict:
     """The measurement job's transport floor (``stream_floor``) on the same topics, and the sustained rates of the
-    job and of its floor (``_sustained``: against runs on a tenth of the devices, in topics of their own)."""
+    job with and without its state store and of its floor (``_sustained``: against runs on a tenth of the
+    devices, in topics of their own)."""
     events = len(impressions) + len(conversions)
-    floor = _job_runs("measurement-floor", address, topics, extra, runs, events)
+    floor = _job_runs("measurement-floor", address, topics, extra, runs, events, durable=False)
     small = {option: f"{topic}-tenth" for option, topic in topics.items()}
     _produce(address, small["--impressions"], _messages(_tenth(impressions)))
     _produce(address, small["--conversions"], _messages(_tenth(conversions)))
     small_events = len(_tenth(impressions)) + len(_tenth(conversions))
-    job_small = _job_runs("measurement", address, small, extra, runs, small_events)
-    floor_small = _job_runs("measurement-floor", address, small, extra, runs, small_events)
-    job = [{"events": events, "seconds": value} for value in seconds]
+    job_small, memory_small = _paired_runs("measurement", address, small, extra, runs, small_events)
+    floor_small = _job_runs("measurement-floor", address, small, extra, runs, small_events, durable=False)
+    job = [{"events": events, "seconds": value} for value in result["seconds"]]
+    memory = [{"events": events, "seconds": value} for value in result["without_store_seconds"]]
+    sustained, sustained_without = _sustained(job, job_small), _sustained(memory, memory_small)
     return {"floor_events_per_second": round(_rate(floor)), "floor_seconds": [round(r["seconds"], 3) for r in floor],
             "tenth_events": small_events, "tenth_seconds": [round(r["seconds"], 3) for r in job_small],
+            "without_store_tenth_seconds": [round(r["seconds"], 3) for r in memory_small],
             "floor_tenth_seconds": [round(r["seconds"], 3) for r in floor_small],
-            "sustained_events_per_second": round(_sustained(job, job_small)),
+            "sustained_events_per_second": round(sustained),
+            "without_store_sustained_events_per_second": round(sustained_without),
+            "sustained_durability_cost": round(1 - sustained / sustained_without, 3),
             "floor_sustained_events_per_second": round(_sustained(floor, floor_small))}
+
+
+_RESTORE_CHILD = """
+import json, sqlite3, sys, time
+from schemas.proto import state_pb2
+from transforms.budgeting.state import device_codec
+from transforms.core.durable.step import DurableStep
+from transforms.core.mechanisms.budget_units import epsilon_units
+store, job, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3])
+started = time.perf_counter()
+restored = DurableStep(f"sqlite:///{store}", job, "devices").open().restore(state_pb2.DeviceShardState, "devices")
+read = time.perf_counter()
+codec = device_codec(epsilon_units(1))
+devices = {device_id: codec.decode(data) for device_id, data in restored.shard.devices.items()}
+shard_bytes = restored.shard.SerializeToString()  # the shard's record, as the step writes it into Beam state
+done = time.perf_counter()
+assert len(devices) == wanted, len(devices)
+print(json.dumps({"seconds": done - started, "read_seconds": read - started, "keys": len(devices),
+                  "store_mb": sum(len(v) for v in restored.shard.devices.values()) / 1e6}))
+"""
+
+
+def _restore(store: str, runs: int, keys: int = 100_000) -> dict:
+    """The time to restore ``keys`` devices: the device records ``store`` holds (a measurement run's), copied
+    under new ids into a fresh store until there are ``keys``, restored in a fresh process (median of ``runs``)."""
+    import sqlite3
+
+    with sqlite3.connect(store) as source:
+        [(job,)] = source.execute("SELECT job_id FROM steps WHERE step = 'devices'").fetchall()
+        snapshot = source.execute("SELECT snapshot FROM steps WHERE job_id = ?", (job,)).fetchone()[0]
+        devices = source.execute("SELECT key, value FROM keyed WHERE job_id = ? AND key LIKE 'k/%'", (job,)).fetchall()
+    target = os.path.join(tempfile.mkdtemp(prefix="pm-beam-restore-"), "state.sqlite")
+    with sqlite3.connect(target) as copy:
+        from transforms.core.durable.store import SCHEMA
+
+        for statement in SCHEMA:
+            copy.execute(statement)
+        copy.execute("INSERT INTO jobs VALUES (?, 'measurement', 'running')", (job,))
+        copy.execute("INSERT INTO steps VALUES (?, 'devices', ?, 1)", (job, snapshot))
+        copy.executemany("INSERT INTO keyed VALUES (?, 'devices', ?, ?)",
+                         [(job, f"{key}-{n}", value) for n in range(-(-keys // len(devices)))
+                          for key, value in devices][:keys])
+    results = [run_child(_RESTORE_CHILD, [target, job, str(keys)]) for _ in range(runs)]
+    for result in results:
+        print(f"restore of {keys:,} devices: {result['seconds']:.2f} s (store read {result['read_seconds']:.2f} s, "
+              f"{result['store_mb']:.0f} MB of records)", flush=True)
+    return {"keys": keys, "seconds": round(statistics.median(r["seconds"] for r in results), 3),
+            "read_seconds": round(statistics.median(r["read_seconds"] for r in results), 3),
+            "records_mb": round(results[0]["store_mb"], 1), "copied_from_devices": len(devices)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,8 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             extra, events = ["--policy", "cookie_monster"], len(impressions) + len(conversions)
             result = _bench_job("measurement", broker.address, topics, extra, runs, events)
             result["producer_events_per_second"] = round(produced)
-            result.update(_floor_and_sustained(broker.address, topics, extra, runs, impressions, conversions,
-                                               result["seconds"]))
+            result.update(_floor_and_sustained(broker.address, topics, extra, runs, impressions, conversions, result))
+            result["restore"] = _restore(result["store"], runs)
             results.append(result)
     print(f"{'job':24}{'events/s (median)':>20}{'ceiling/s':>12}{'ratio':>8}{'peak RSS MB':>13}{'p95 latency s':>15}")
     for result in results:
@@ -295,11 +377,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{result['name']:24}{result['events_per_second']:>20,}{result['reference_events_per_second']:>12,}"
               f"{result['ratio']:>8.3f}{result['peak_rss_mb']:>13,.0f}{latency!s:>15}")
     for result in results:
+        print(f"{result['name']}: with its state store {result['events_per_second']:,} events/s, without "
+              f"{result['without_store_events_per_second']:,}: durability costs {result['durability_cost']:.1%} of the "
+              "whole run" + (f", {result['sustained_durability_cost']:.1%} of the sustained rate "
+                             f"({result['sustained_events_per_second']:,} against "
+                             f"{result['without_store_sustained_events_per_second']:,})"
+                             if "sustained_durability_cost" in result else ""))
+        if "restore" in result:
+            print(f"{result['name']}: restoring {result['restore']['keys']:,} devices takes "
+                  f"{result['restore']['seconds']:.2f} s")
+    for result in results:
         if "floor_events_per_second" in result:
             print(f"{result['name']}: transport floor {result['floor_events_per_second']:,} events/s (the same job, its "
                   f"device step dropping every event); sustained (beyond a tenth of the devices): job "
                   f"{result['sustained_events_per_second']:,}/s, floor {result['floor_sustained_events_per_second']:,}/s")
-    print("targets: >= 30,000 events/s each, peak RSS <= 1024 MB, p95 latency <= 5 s at half the sustained rate")
+    print("targets: >= 30,000 events/s each, peak RSS <= 1024 MB, p95 latency <= 5 s at half the sustained rate; "
+          "durability <= 25 % of the sustained rate, restoring 100,000 keys <= 10 s")
     write_json(args.json, results[0] if len(results) == 1 else {"name": "streaming_throughput", "jobs": results})
     return 0
 

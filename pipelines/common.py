@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
+from pipelines.options.flink import FlinkStateOptions
 from schemas.codecs import format_of
 from transforms.core.io import INPUT_FILES, InputError, require_input
 
@@ -92,7 +93,8 @@ def _beam_parser() -> argparse.ArgumentParser:
     """A parser of every option Beam's own option classes declare (as ``PipelineOptions.get_all_options`` builds
     it), so what Beam knows is read from Beam, not from a list of ours."""
     parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
-    classes = {str(cls): cls for cls in PipelineOptions.__subclasses__()}
+    # Beam's own classes, and ours for the options of Beam's Flink runner its Python SDK does not declare
+    classes = {str(cls): cls for cls in {*PipelineOptions.__subclasses__(), FlinkStateOptions}}
     for cls in classes.values():
         cls._add_argparse_args(parser)  # noqa: SLF001 (Beam's own way of collecting its options)
     return parser

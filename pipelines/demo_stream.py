@@ -132,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                             "--conversions", f"{bus}/conversions?group=demo", "--batch-size", "20",
                             "--output-topic", f"{bus}/results"],
         }
+        store = output / "state.sqlite"  # the jobs' durable state (docs/durability.md): fresh, as the broker is
+        for stale in output.glob("state.sqlite*"):
+            stale.unlink()
         for name, command in commands.items():
             (output / name).mkdir(parents=True, exist_ok=True)
+            command += ["--state-store", f"sqlite:///{store}"]
             log = open(output / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
             jobs[name] = subprocess.Popen([sys.executable, "-m", *command, "--output", str(output / name), "--seed",
                                            str(args.seed), "--progress-seconds", "5"], stdout=log, stderr=subprocess.STDOUT)

@@ -11,14 +11,14 @@ in the runner's memory only, as before: a crash then loses it (README, "What sur
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 from pipelines.common import RunFailure
 from pipelines.options.run import RunOptions
 from transforms.core.bus.kafka_stream import TopicInput
 from transforms.core.durable.positions import Place, resume_places
 from transforms.core.durable.step import DurableStep
-from transforms.core.durable.store import JobClaim, JobRefused, StateStore, StoreUnavailable, open_store
+from transforms.core.durable.store import JobClaim, JobRefused, StateStore, StoreUnavailable
+from transforms.core.durable.stores import open_store
 
 NO_STORE = "none"
 
@@ -87,7 +87,7 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
     if snapshots:
         where = "; ".join(f"{name} at {', '.join(f'{p}@{place[0]}' for p, place in sorted(places.items()))}"
                           for name, places in sorted(resume.items()))
-        print(f"state: job {job_id} restored from {options.state_store} ({where or 'no input read yet'})", flush=True)
+        print(f"state: job {job_id} restored from {store.uri} ({where or 'no input read yet'})", flush=True)
     else:
-        print(f"state: job {job_id} starts with empty state in {options.state_store}", file=sys.stdout, flush=True)
+        print(f"state: job {job_id} starts with empty state in {store.uri}", flush=True)
     return DurableJob(options.state_store, job_id, store, claim, resume)

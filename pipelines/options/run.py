@@ -18,6 +18,7 @@ from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
 from transforms.core.device_shards import DEFAULT_SHARDS
 from transforms.core.durable.store import DEFAULT_STORE, STORE_ENVIRONMENT, default_store
+from transforms.core.urls import redact_url
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
 DEFAULT_MAX_ERROR_FRACTION = 0.1  # DESIGN.md, "Command-line conventions"
@@ -70,7 +71,7 @@ class RunOptions:
             "max_error_fraction": self.max_error_fraction,
             "output_topic": self.output_topic,
             "dead_letter_topic": self.dead_letter_topic,
-            "state_store": self.state_store,
+            "state_store": redact_url(self.state_store),
             "job_id": self.job_id,
         }
 

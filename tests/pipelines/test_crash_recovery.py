@@ -86,24 +86,47 @@ def _feed(address: str, topic: str, chunks: list[list[bytes]]) -> threading.Thre
     return thread
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test():
+    yield
+    while _STARTED:
+        job = _STARTED.pop()
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+
+
 def _start(arguments: list[str], fault: str | None = None) -> subprocess.Popen:
-    env = {**os.environ, FAULT_ENVIRONMENT: fault} if fault else dict(os.environ)
-    env.pop(FAULT_ENVIRONMENT, None) if not fault else None
-    return subprocess.Popen([sys.executable, "-m", *arguments], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    """A job in a process of its own (killed at the end of the test if it still runs); ``fault``: the store's
+    fault variable."""
+    env = {key: value for key, value in os.environ.items() if key != FAULT_ENVIRONMENT}
+    if fault:
+        env[FAULT_ENVIRONMENT] = fault
+    job = subprocess.Popen([sys.executable, "-m", *arguments], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    _STARTED.append(job)
+    return job
 
 
-def _reading(job: subprocess.Popen, seconds: float = 120) -> list[str]:
-    """Wait until the job reads its topics (its first progress line); what it printed until then."""
+def _read_until(job: subprocess.Popen, done, what: str, seconds: float = 120) -> list[str]:
+    """The job's output lines up to the first for which ``done(line)`` holds."""
     assert job.stdout is not None
     deadline = time.monotonic() + seconds
     printed = []
     for line in job.stdout:
         printed.append(line)
-        if line.startswith("progress:"):
+        if done(line):
             return printed
-        assert time.monotonic() < deadline, f"the job did not start reading in {seconds} s"
-    raise AssertionError("the job ended before reading: " + "".join(printed))
+        assert time.monotonic() < deadline, f"the job did not {what} in {seconds} s"
+    raise AssertionError(f"the job ended before it could {what}: " + "".join(printed))
+
+
+def _reading(job: subprocess.Popen) -> list[str]:
+    """Wait until the job reads its topics (its first progress line); what it printed until then."""
+    return _read_until(job, lambda line: line.startswith("progress:"), "start reading")
 
 
 def _killed_by_fault(job: subprocess.Popen, feeder: threading.Thread, seconds: float = 60) -> str:
@@ -117,19 +140,14 @@ def _killed_by_fault(job: subprocess.Popen, feeder: threading.Thread, seconds: f
         raise AssertionError("the fault point was not reached: " + job.communicate()[0][-2000:]) from None
 
 
-def _kill_when_read(job: subprocess.Popen, read: int, seconds: float = 120) -> str:
+def _kill_when_read(job: subprocess.Popen, read: int) -> str:
     """SIGKILL the job once its progress line says it has read at least ``read`` records; its output."""
-    assert job.stdout is not None
-    deadline = time.monotonic() + seconds
-    printed = []
-    for line in job.stdout:
-        printed.append(line)
-        if line.startswith("progress: read "):
-            count = int(line.removeprefix("progress: read ").split(" ", 1)[0].replace(",", ""))
-            if count >= read:
-                job.kill()
-                break
-        assert time.monotonic() < deadline, f"the job did not read {read} records in {seconds} s"
+    def enough(line: str) -> bool:
+        return line.startswith("progress: read ") and int(
+            line.removeprefix("progress: read ").split(" ", 1)[0].replace(",", "")) >= read
+
+    printed = _read_until(job, enough, f"read {read} records")
+    job.kill()
     rest, _ = job.communicate(timeout=120)
     return "".join(printed) + rest
 
@@ -439,4 +457,31 @@ def test_a_store_failing_in_the_middle_of_a_run_stops_the_job_and_a_restart_lose
     again = _start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "again", store, stop="end"))
     rest, _ = again.communicate(timeout=300)
     assert again.returncode == 0, rest
+    assert _lines(tmp_path / "again", "verdicts") == reference_verdicts
+
+
+def test_the_kanon_job_restarts_from_a_postgresql_store(kafka_broker, joins, reference_verdicts, tmp_path,
+                                                        postgres_url):
+    """The same kill between snapshots, with the job's state in PostgreSQL (a real server, ``tests.support.
+    postgres``): the restart restores it and releases an uninterrupted run's verdicts."""
+    topic, verdicts = fresh_topic("pg-joins"), fresh_topic("pg-verdicts")
+    chunks = _chunks(_messages(joins))
+    produce(kafka_broker.address, topic, chunks[0])
+
+    def arguments(output: str, stop: str) -> list[str]:
+        listed = _kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / output, tmp_path / "unused",
+                                  stop=stop)
+        listed[listed.index("--state-store") + 1] = postgres_url
+        return listed
+
+    job = _start(arguments("first", "never"))
+    started = "".join(_reading(job))
+    feeder = _feed(kafka_broker.address, topic, chunks[1:])
+    printed = started + _kill_when_read(job, 5000)
+    feeder.join()
+    assert job.returncode == -signal.SIGKILL, printed
+    again = _start(arguments("again", "end"))
+    rest, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, rest
+    assert "state: job kanon-crash restored" in rest
     assert _lines(tmp_path / "again", "verdicts") == reference_verdicts

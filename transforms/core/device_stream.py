@@ -27,7 +27,6 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
-from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.codecs import row_to_dict
 from schemas.proto import state_pb2
@@ -41,6 +40,7 @@ from transforms.core.durable.positions import fold_positions
 from transforms.core.durable.step import DurableStep, StepStore, StreamEnded
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
+from transforms.core.shard_elements import per_shard_elements
 from transforms.core.state import STATE_VERSION, StateCodec
 from transforms.core.state_cache import ProcessStateCache
 
@@ -179,20 +179,12 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
             self._pending.add(kind.__name__, (tuple(element),))
 
     def finish_bundle(self):
-        per_shard: dict[int, tuple[list, list[int]]] = {}  # shard -> (records, their earliest event times)
-        for shard, earliest, data in [*self._pending.records(), *self._packed]:
-            records, stamps = per_shard.setdefault(shard, ([], []))
-            records.append(data)
-            stamps.append(earliest)
+        hint = None
         if self._watermarks or self._positions:
             hint = state_pb2.DevicePendingEvents(version=STATE_VERSION, source_watermarks=self._watermarks,
                                                  positions=self._positions).SerializeToString()
-            for shard in range(self._shards):
-                records, stamps = per_shard.setdefault(shard, ([], []))
-                records.append(hint)
-                stamps.append(self._batches_at if self._batches_at is not None else 0)
-        for shard, (records, stamps) in per_shard.items():
-            yield WindowedValue((shard, tuple(records)), Timestamp(micros=min(stamps)), (GlobalWindow(),))
+        yield from per_shard_elements([*self._pending.records(), *self._packed], hint, self._shards,
+                                      self._batches_at if self._batches_at is not None else 0)
 
 
 class _ShardCache:

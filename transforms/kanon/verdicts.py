@@ -49,6 +49,7 @@ from transforms.core.durable.step import DurableStep, StreamEnded
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.shard_elements import per_shard_elements
 from transforms.core.state import STATE_VERSION
 from transforms.core.state_cache import ProcessStateCache
 from transforms.kanon.join_fold import GroupJoinsByGroup
@@ -170,23 +171,15 @@ class _PendingPerBundleFn(InspectedOnceDoFn):
             columns[2].append(event_time_micros)
 
     def finish_bundle(self):
-        per_shard: dict[int, tuple[list, list[int]]] = {}  # shard -> (records, their timestamps)
-        for (shard, step), (groups, users, times) in self._steps.items():
-            pending = state_pb2.KAnonPendingJoins(version=STATE_VERSION, step=step, groups=groups, users=users,
-                                                  event_time_micros=times)
-            records, stamps = per_shard.setdefault(shard, ([], []))
-            records.append(pending.SerializeToString())
-            stamps.append(min(times))
-        watermark = self._source_watermark
-        if watermark is not None or self._positions:
-            hint = state_pb2.KAnonPendingJoins(version=STATE_VERSION, source_watermark_micros=watermark,
+        records = [(shard, min(times), state_pb2.KAnonPendingJoins(
+            version=STATE_VERSION, step=step, groups=groups, users=users, event_time_micros=times).SerializeToString())
+            for (shard, step), (groups, users, times) in self._steps.items()]
+        hint = None
+        if self._source_watermark is not None or self._positions:
+            hint = state_pb2.KAnonPendingJoins(version=STATE_VERSION, source_watermark_micros=self._source_watermark,
                                                positions=self._positions).SerializeToString()
-            for shard in range(self._shards):
-                records, stamps = per_shard.setdefault(shard, ([], []))
-                records.append(hint)
-                stamps.append(self._batches_at if self._batches_at is not None else 0)
-        for shard, (records, stamps) in per_shard.items():
-            yield WindowedValue((shard, tuple(records)), Timestamp(micros=min(stamps)), (GlobalWindow(),))
+        yield from per_shard_elements(records, hint, self._shards,
+                                      self._batches_at if self._batches_at is not None else 0)
 
 
 class _ShardCache:

@@ -50,7 +50,8 @@ from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic
 from transforms.core.durable.positions import Place, source_position
-from transforms.core.durable.store import StateStore, open_store
+from transforms.core.durable.store import StateStore
+from transforms.core.durable.stores import open_store
 from transforms.core.io import (
     DEAD_LETTERS,
     END_OF_INPUT_MICROS,

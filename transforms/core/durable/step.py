@@ -28,7 +28,8 @@ from google.protobuf.message import Message
 
 from schemas.proto import state_pb2
 from transforms.core.durable.positions import restarted
-from transforms.core.durable.store import StateStore, StepWrite, open_store
+from transforms.core.durable.store import StateStore, StepWrite
+from transforms.core.durable.stores import open_store
 from transforms.core.state import STATE_VERSION
 
 _KEY, _PENDING = "k/", "p/"

@@ -17,7 +17,7 @@ and the records the firing is about to release go together or not at all. One pr
 (``claim``: the second is refused while the first lives, and a crashed owner's claim ends with its process).
 
 Backends: ``sqlite_store`` (the default, a file under ``.pm-beam/``) and ``postgres_store`` (several workers,
-the ``postgres`` extra). ``open_store`` chooses by URI.
+the ``postgres`` extra); ``stores.open_store`` chooses by URI.
 """
 from __future__ import annotations
 
@@ -262,15 +262,3 @@ class StateStore(ABC):
         self._run(store, f"write the state of {job_id}/{step}")
         if kill and after_commit:
             os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: just after this snapshot
-
-
-def open_store(uri: str) -> StateStore:
-    """The store at ``uri``: ``postgresql://...`` (or ``postgres://``), else SQLite (``sqlite:///PATH`` or a path).
-    A ``StoreUnavailable`` when it cannot be opened."""
-    if uri.startswith(("postgresql://", "postgres://")):
-        from transforms.core.durable.postgres_store import PostgresStore
-
-        return PostgresStore(uri)
-    from transforms.core.durable.sqlite_store import SqliteStore
-
-    return SqliteStore(uri)

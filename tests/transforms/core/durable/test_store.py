@@ -12,7 +12,8 @@ import pytest
 from schemas.proto import state_pb2
 from transforms.core.durable.positions import source_position
 from transforms.core.durable.step import DurableStep, decode_release, encode_release
-from transforms.core.durable.store import JobRefused, StepWrite, StoreUnavailable, open_store
+from transforms.core.durable.store import JobRefused, StepWrite, StoreUnavailable
+from transforms.core.durable.stores import open_store
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
