@@ -55,10 +55,12 @@ def reference_verdicts(joins, tmp_path_factory) -> list[str]:
     return crash.lines(directory / "out", "verdicts")
 
 
-def _kanon_arguments(address: str, topic: str, verdicts: str, output: Path, store: Path, *, stop: str,
+def _kanon_arguments(address: str, topic: str, verdicts: str, output: Path, store: Path | str, *, stop: str,
                      seed: bool = True) -> list[str]:
+    """The k-anonymity job of the crash tests; ``store``: a SQLite file, or a store URI."""
+    uri = store if isinstance(store, str) else f"sqlite:///{store}"
     return ["pipelines.kanon", "--input", f"kafka://{address}/{topic}?group=crash&stop={stop}", "--output",
-            str(output), "--output-topic", f"kafka://{address}/{verdicts}", "--state-store", f"sqlite:///{store}",
+            str(output), "--output-topic", f"kafka://{address}/{verdicts}", "--state-store", uri,
             "--job-id", "kanon-crash", "--progress-seconds", "0.2", *LATENESS, *(["--seed", "3"] if seed else [])]
 
 
@@ -149,19 +151,9 @@ def test_with_secure_noise_restarts_keep_every_drawn_threshold_and_release_each_
         return [*_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / output, store, stop=stop,
                                   seed=False), "--window-hours", "2000", "--k", "100"]
 
-    job = crash.start(arguments("first", "never"))
-    started = "".join(crash.reading(job))
-    feeder = crash.feed(kafka_broker.address, topic, chunks[1:12])
-    printed = started + crash.kill_when_read(job, 3000)
-    feeder.join()
-    assert job.returncode == -signal.SIGKILL, printed
+    crash.killed_while_fed(arguments("first", "never"), kafka_broker.address, topic, chunks[1:12], 3000)
     before = _group_instances(store)
-    job = crash.start(arguments("second", "never"))
-    started = "".join(crash.reading(job))
-    feeder = crash.feed(kafka_broker.address, topic, chunks[12:])
-    printed = started + crash.kill_when_read(job, 8000)
-    feeder.join()
-    assert job.returncode == -signal.SIGKILL, printed
+    crash.killed_while_fed(arguments("second", "never"), kafka_broker.address, topic, chunks[12:], 8000)
     after = _group_instances(store)
     assert before and set(before) <= set(after), (len(before), len(after))
     assert all(after[group] == before[group] for group in before)
@@ -256,19 +248,10 @@ def test_the_kanon_job_restarts_from_a_postgresql_store(kafka_broker, joins, ref
     chunks = crash.chunks(crash.messages(joins))
     produce(kafka_broker.address, topic, chunks[0])
 
-    def arguments(output: str, stop: str) -> list[str]:
-        listed = _kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / output, tmp_path / "unused",
-                                  stop=stop)
-        listed[listed.index("--state-store") + 1] = postgres_url
-        return listed
-
-    job = crash.start(arguments("first", "never"))
-    started = "".join(crash.reading(job))
-    feeder = crash.feed(kafka_broker.address, topic, chunks[1:])
-    printed = started + crash.kill_when_read(job, 5000)
-    feeder.join()
-    assert job.returncode == -signal.SIGKILL, printed
-    again = crash.start(arguments("again", "end"))
+    crash.killed_while_fed(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "first", postgres_url,
+                                            stop="never"), kafka_broker.address, topic, chunks[1:], 5000)
+    again = crash.start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "again", postgres_url,
+                                         stop="end"))
     rest, _ = again.communicate(timeout=300)
     assert again.returncode == 0, rest
     assert "state: job kanon-crash restored" in rest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -116,6 +117,18 @@ def kill_when_read(job: subprocess.Popen, read: int) -> str:
     job.kill()
     rest, _ = job.communicate(timeout=120)
     return "".join(printed) + rest
+
+
+def killed_while_fed(arguments: list[str], address: str, topic: str, pieces: list[list[bytes]], read: int) -> str:
+    """Start the job, feed ``pieces`` to ``topic`` once it reads, and SIGKILL it once it has read ``read``
+    records; its output."""
+    job = start(arguments)
+    started = "".join(reading(job))
+    feeder = feed(address, topic, pieces)
+    printed = started + kill_when_read(job, read)
+    feeder.join()
+    assert job.returncode == -signal.SIGKILL, printed
+    return printed
 
 
 def snapshots(store: Path) -> int:
