@@ -69,7 +69,7 @@ def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipel
     the job's ``check`` of each valid row."""
     return TopicInput(name, endpoint_of(uri, options), spec,
                       options.input_format or DEFAULT_MESSAGE_FORMAT, options.lateness_micros,
-                      f"pm-beam-{pipeline_name}", check, pipeline=pipeline_name)
+                      f"pm-beam-{pipeline_name}", check, pipeline=pipeline_name, emit_seconds=options.snapshot_seconds)
 
 
 def inputs_text(names: list[str], input_format: str | None) -> str:

@@ -16,6 +16,7 @@ from schemas.codecs import FORMATS
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_REAL, PROBABILITY, SEED
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
+from transforms.core.bus.kafka_stream import EMIT_SECONDS
 from transforms.core.device_shards import DEFAULT_SHARDS
 from transforms.core.durable.store import DEFAULT_STORE, STORE_ENVIRONMENT, default_store
 from transforms.core.urls import redact_url
@@ -44,6 +45,7 @@ class RunOptions:
     id_attribute: str | None = None  # pubsub://: the message attribute Pub/Sub deduplicates by
     state_store: str = DEFAULT_STORE  # where a local streaming job from topics keeps its state ("none": in memory)
     job_id: str | None = None  # the job whose state a run restores and continues (default: its consumer group)
+    snapshot_seconds: float = EMIT_SECONDS  # a live topic moves the watermark (a firing, a snapshot) at most this often
 
     @property
     def noise_source(self) -> str:
@@ -73,6 +75,7 @@ class RunOptions:
             "dead_letter_topic": self.dead_letter_topic,
             "state_store": redact_url(self.state_store),
             "job_id": self.job_id,
+            "snapshot_seconds": self.snapshot_seconds,
         }
 
 
@@ -126,6 +129,10 @@ def add_run_options(
                         help="the job a streaming run continues: its state in --state-store is restored and its topics "
                         "are read on from where that state stands; a second run of a running job id is refused "
                         "(default: the consumer group of its first topic)")
+    parser.add_argument("--snapshot-seconds", type=POSITIVE_REAL, default=EMIT_SECONDS, metavar="S",
+                        help="streaming from topics on the local runner: move the watermark of a live topic at most every "
+                        "S seconds, and so fire the stateful steps and write their snapshot at most that often "
+                        f"(default {EMIT_SECONDS:g}; larger: fewer snapshots, verdicts and reports later)")
     if shards:
         parser.add_argument("--shards", type=POSITIVE_INTEGER, default=DEFAULT_SHARDS,
                             help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
@@ -146,4 +153,4 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
     return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
                       args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config,
                       args.progress_seconds, args.expansion_service, args.timestamp_attribute, args.id_attribute,
-                      args.state_store, args.job_id)
+                      args.state_store, args.job_id, args.snapshot_seconds)

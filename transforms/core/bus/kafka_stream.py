@@ -64,7 +64,7 @@ from transforms.core.io import (
 LATE, DUPLICATE = "late", "duplicate"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
 _POLL_SECONDS = 0.1
-_EMIT_SECONDS = 1.0  # a live topic's records are sent to the runner at most this often
+EMIT_SECONDS = 1.0  # by default, a live topic's records (and watermark) are sent to the runner at most this often
 _CATCH_UP_WATERMARK_SECONDS = 30.0  # while a backlog is read, the watermarks the runner sees move at most this often
 _MAX_ELEMENT_BYTES = 3 << 20
 _NEVER = -(1 << 63)  # a time before every event time: nothing is late before the first watermark
@@ -122,6 +122,9 @@ class TopicInput:
     durable: tuple[str, str] | None = None
     resume: tuple[tuple[int, int, int, int], ...] = ()
     pipeline: str = ""  # the job's pipeline (a durable store records whose job an id is)
+    # a live topic's records and watermark go to the runner at most this often: each watermark step is a firing
+    # of the job's stateful steps, and of a durable job a snapshot
+    emit_seconds: float = EMIT_SECONDS
 
 
 @dataclass
@@ -438,6 +441,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
     def _events(self) -> Iterator[Any]:
         yield from self._resumed_dead_letters()
         sent: dict[str, int] = {}
+        emit_seconds = min(reader.source.emit_seconds for reader in self._readers)
         last_sent = time.monotonic()
         stop_at_end = all(reader.topic.stop == "end" for reader in self._readers)
         held: dict[str, tuple[list, list]] = {reader.source.name: ([], []) for reader in self._readers}
@@ -453,8 +457,8 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
                 idle = idle and not got and not lost
             full = any(len(rows) >= _POLL_MESSAGES for rows, _ in held.values())
             now = time.monotonic()
-            if full or now - held_since >= _EMIT_SECONDS:
-                # one element per input at most every _EMIT_SECONDS while the topic is live (each element costs
+            if full or now - held_since >= emit_seconds:
+                # one element per input at most every emit_seconds while the topic is live (each element costs
                 # the runner a bundle in every step, each final hour a timer firing): bounded overhead per second.
                 # A full poll means a backlog: its watermark waits (_CATCH_UP_WATERMARK_SECONDS at most), so that
                 # the stateful steps take the backlog in few firings instead of one per poll
