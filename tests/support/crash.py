@@ -20,8 +20,9 @@ from tests.support.kafka import produce
 from transforms.core.durable.store import FAULT_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[2]
-CHUNKS = 25  # a live topic: once the job reads, the records are produced in this many pieces ...
-PAUSE_SECONDS = 0.2  # ... this far apart, so that the job fires (and snapshots) several times while reading
+CHUNKS = 20  # a live topic: once the job reads, the records are produced in this many pieces ...
+PAUSE_SECONDS = 0.1  # ... this far apart, ...
+SNAPSHOTS = ["--snapshot-seconds", "0.25"]  # ... and the job fires (and snapshots) several times while reading
 
 
 def messages(rows) -> list[bytes]:
