@@ -18,7 +18,7 @@ class _DropFn(beam.DoFn):
         return ()
 
 
-def _drop_devices(rows, replay, main: str, *tags: str) -> beam.pvalue.DoOutputsTuple:
+def _drop_devices(rows, replay, main: str, *tags: str, durable=None) -> beam.pvalue.DoOutputsTuple:
     return rows | "DropDevices" >> beam.ParDo(_DropFn()).with_outputs(DEAD_LETTERS, *tags, main=main)
 
 

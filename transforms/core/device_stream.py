@@ -49,6 +49,9 @@ from transforms.core.state_cache import ProcessStateCache
 END_OF_INPUT = Timestamp(micros=GlobalWindow().max_timestamp().micros // MICROS_PER_MILLI * MICROS_PER_MILLI)
 
 
+_NOTHING_TO_RESTORE, _RESTORED_FROM_SNAPSHOT = 1, 2  # a durable job's RESTORED state, once checked
+
+
 def after_milli(micros: int) -> int:
     """The first millisecond boundary strictly after ``micros``."""
     return (micros // MICROS_PER_MILLI + 1) * MICROS_PER_MILLI
@@ -236,7 +239,7 @@ class DeviceShardFn(InspectedOnceDoFn):
     HINT = ReadModifyWriteStateSpec("hint", BytesCoder())  # a DevicePendingEvents with only source_watermarks
     TIMER_AT = ReadModifyWriteStateSpec("timer_at", VarIntCoder())  # FLUSH's time
     CATCH_AT = ReadModifyWriteStateSpec("catch_at", VarIntCoder())  # CATCH_UP's time
-    RESTORED = ReadModifyWriteStateSpec("restored", VarIntCoder())  # set once the durable snapshot is restored
+    RESTORED = ReadModifyWriteStateSpec("restored", VarIntCoder())  # a durable job's: whether it restored a snapshot
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
     CATCH_UP = TimerSpec("catch_up", TimeDomain.WATERMARK)
     # Whether a device due only for its wake time is replayed at the end of the input: a subclass whose wake then
@@ -295,13 +298,14 @@ class DeviceShardFn(InspectedOnceDoFn):
 
         return _SHARD_CACHE.get(self._id, key, token_state, load)
 
-    def _restore(self, key: int, pending, shard_state, token_state, needed_state) -> list:
+    def _restore(self, key: int, pending, shard_state, token_state, needed_state) -> list | None:
         """A durable job's first element: the shard's last snapshot into Beam state, with the first firing time
-        its buffered events and devices need; returns the release log, which the run emits again."""
+        its buffered events and devices need; returns the release log, which the run emits again (None without a
+        snapshot)."""
         assert self._store is not None
         restored = self._store.restore(state_pb2.DeviceShardState, "devices")
         if restored is None:
-            return []
+            return None
         shard_state.write(restored.shard.SerializeToString())
         dues = []
         for data in restored.pending:
@@ -406,8 +410,9 @@ class DeviceShardFn(InspectedOnceDoFn):
         catch_up=beam.DoFn.TimerParam(CATCH_UP),
     ):
         if self._store is not None and restored.read() is None:
-            restored.write(1)
-            yield from self._restore(key, pending, shard_state, token_state, needed_state)
+            releases = self._restore(key, pending, shard_state, token_state, needed_state)
+            restored.write(_RESTORED_FROM_SNAPSHOT if releases is not None else _NOTHING_TO_RESTORE)
+            yield from releases or ()
         _, records = element  # (shard, (DevicePendingEvents bytes, ...)): a bundle's events per hour, and hints
         hints = self._hints(hint_state)
         needed = needed_read = needed_state.read()
@@ -448,6 +453,7 @@ class DeviceShardFn(InspectedOnceDoFn):
         hint_state=beam.DoFn.StateParam(HINT),
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         catch_at=beam.DoFn.StateParam(CATCH_AT),
+        restored=beam.DoFn.StateParam(RESTORED),
         timer=beam.DoFn.TimerParam(FLUSH),
         catch_up=beam.DoFn.TimerParam(CATCH_UP),
     ):
@@ -459,10 +465,10 @@ class DeviceShardFn(InspectedOnceDoFn):
             if set_at.read() == fired:
                 set_at.clear()
         yield from self._fire(key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at,
-                              catch_at, timer, catch_up)
+                              catch_at, restored, timer, catch_up)
 
     def _fire(self, key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at, catch_at,
-              timer, catch_up) -> Iterator:
+              restored, timer, catch_up) -> Iterator:
         """A firing at ``fired``: replay every device with events before the cut or a wake time at it."""
         shard = self._shard(key, shard_state, token_state)
         record = shard.record
@@ -496,6 +502,9 @@ class DeviceShardFn(InspectedOnceDoFn):
                 touched |= shard.wake.pop(wake)
         outputs: list = []
         released: list = []  # what the firing emits, written to a durable job's store before it is
+        # a job restored from a snapshot reads again from its offsets, and its source no longer knows the ids of
+        # what it read before them: an at-least-once producer's copy of one of those may arrive once more
+        restored_before = restored.read() == _RESTORED_FROM_SNAPSHOT
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
         fresh_bytes = self.codec.encode(fresh)
@@ -509,7 +518,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             if arriving and min(map(_EVENT_TIME, arriving)) < device.cut:  # the device has replayed past some
                 released += map(self._late, [event for event in arriving if event.event_time_micros < device.cut])
                 arriving = [event for event in arriving if event.event_time_micros >= device.cut]
-            if self._store is not None and len(arriving) > 1:  # a restored job may be sent a copy of what it holds
+            if restored_before and len(arriving) > 1:  # a restored job may be sent a copy of what it holds
                 arriving = self._first_copies(arriving, released)
             outputs += self.replay(device_id, device, device.advance(cut, arriving), fired)
             encoded = self.codec.encode(device)

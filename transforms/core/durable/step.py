@@ -71,16 +71,16 @@ class Restored:
     releases: list  # every output the job released, in order (values or TaggedOutputs)
 
 
-def encode_release(output: Any) -> bytes:
-    """A released output (a row, or a ``TaggedOutput`` of one) for the release log."""
-    if isinstance(output, beam.pvalue.TaggedOutput):
-        return pickle.dumps((output.tag, output.value), protocol=5)
-    return pickle.dumps((None, output), protocol=5)
+def encode_releases(outputs: list) -> bytes:
+    """What one snapshot releases (rows, or ``TaggedOutput``s of rows), as one entry of the release log."""
+    tagged = beam.pvalue.TaggedOutput
+    return pickle.dumps([(output.tag, output.value) if isinstance(output, tagged) else (None, output)
+                         for output in outputs], protocol=5)
 
 
-def decode_release(data: bytes) -> Any:
-    tag, value = pickle.loads(data)
-    return value if tag is None else beam.pvalue.TaggedOutput(tag, value)
+def decode_releases(data: bytes) -> list:
+    """The outputs of one entry of the release log, in order."""
+    return [value if tag is None else beam.pvalue.TaggedOutput(tag, value) for tag, value in pickle.loads(data)]
 
 
 def _digest(record: bytes) -> str:
@@ -135,7 +135,7 @@ class StepStore:
                     self._pending.add(key)
                     pending.append(value)
         cast(Any, shard).positions.CopyFrom(restarted(loaded.snapshot.positions))
-        return Restored(shard, pending, [decode_release(data) for data in loaded.releases])
+        return Restored(shard, pending, [output for data in loaded.releases for output in decode_releases(data)])
 
     def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
              ended: bool = False) -> None:
@@ -155,6 +155,6 @@ class StepStore:
                                               positions=cast(Any, shard).positions, ended=ended)
             logged = [*self._emitted, *releases]
             self._store.save(self.step.job_id, self.step.step, StepWrite(
-                snapshot, upserts, frozenset(deletes), tuple(encode_release(output) for output in logged)))
+                snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else ()))
             self._pending = set(held)
             self._emitted = []
