@@ -25,9 +25,10 @@ Starts a local broker (tansu, ``pipelines.local_broker``), generates each job's 
   user gets), and each is paired with a run of the same job without one (``--state-store none``), the two sides
   alternating; the cost is 1 - (rate with the store) / (rate without), on the whole run and (measurement) on the
   sustained rate;
-* **restore**: the device records the last measurement run left in its store, copied under new ids to 100,000
-  devices in a fresh store, restored as a restarted job restores them (the snapshot and every key read, the
-  shard record rebuilt, every device decoded and scheduled), in a fresh process, median of the runs.
+* **restore**: 100,000 device records in a fresh store (the microbenchmark's 20,000 devices half-way through
+  their events, made by the budgeting replay itself, copied under new ids), restored as a restarted job restores
+  them (the snapshot and every key read, the shard's record rebuilt and written, every device decoded), in a
+  fresh process, median of the runs. (A drained run's store holds no device: at the end every epoch expires.)
 
 Datasets: k-anonymity 200,000 joins, 2,000 groups, 30 days; measurement: the Cookie Monster microbenchmark
 (knob1 = 0.1, knob2 = 0.1: 20,000 devices, about 280,000 events), policy cookie_monster. ``--quick``: a tenth of
@@ -287,53 +288,78 @@ def _floor_and_sustained(address: str, topics: dict[str, str], extra: list[str],
             "floor_sustained_events_per_second": round(_sustained(floor, floor_small))}
 
 
+_RECORDS_CHILD = """
+import sys, zlib
+from collections import defaultdict
+from pipelines import measurement
+from schemas.codecs import CONVERSION, IMPRESSION, read_files
+from schemas.proto import state_pb2
+from transforms.budgeting.mechanisms.device import DeviceState, replay, sort_events
+from transforms.budgeting.mechanisms.policies import make_policy
+from transforms.budgeting.state import device_codec
+from transforms.core.device_state import DeviceRecord
+from transforms.core.durable.step import DurableStep
+from transforms.core.mechanisms.noise import SeededSource
+import glob
+data, store, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3])
+job, _ = measurement.parse_job(["--impressions", "x", "--conversions", "y", "--output", "o", "--policy", "cookie_monster"])
+config, policy, source = job.config, make_policy("cookie_monster"), SeededSource(1)
+events = defaultdict(list)
+for prefix, spec in (("impressions-", IMPRESSION), ("conversions-", CONVERSION)):
+    rows, _ = read_files(sorted(glob.glob(f"{data}/{prefix}*")), spec)
+    for row in rows:
+        events[row.device_id].append(row)
+codec, shard, encoded = device_codec(config.capacity_units), state_pb2.DeviceShardState(version=3), []
+for device_id, rows in sorted(events.items()):
+    rows = sort_events(rows)
+    half = rows[: len(rows) // 2 + 1]  # a device half-way through its events, as a running job holds it
+    record = DeviceRecord(DeviceState(config.capacity_units))
+    list(replay(device_id, half, record.state, config, policy, source))
+    record.cut = half[-1].event_time_micros + 1
+    encoded.append((device_id, codec.encode(record)))
+for n in range(wanted):
+    device_id, data_bytes = encoded[n % len(encoded)]
+    shard.devices[f"{device_id}/{n // len(encoded)}"] = data_bytes
+DurableStep(f"sqlite:///{store}", "restore", "devices").open().save(shard, "devices", set(shard.devices), [], [])
+print('{"devices": %d}' % len(encoded))
+"""
+
 _RESTORE_CHILD = """
-import json, sqlite3, sys, time
+import gc, json, sys, time
+from pipelines.release import _STREAMING_GC_THRESHOLDS
 from schemas.proto import state_pb2
 from transforms.budgeting.state import device_codec
 from transforms.core.durable.step import DurableStep
 from transforms.core.mechanisms.budget_units import epsilon_units
-store, job, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store, wanted = sys.argv[1], int(sys.argv[2])
+gc.set_threshold(*_STREAMING_GC_THRESHOLDS)  # as in a streaming run, where the restore happens
 started = time.perf_counter()
-restored = DurableStep(f"sqlite:///{store}", job, "devices").open().restore(state_pb2.DeviceShardState, "devices")
+restored = DurableStep(f"sqlite:///{store}", "restore", "devices").open().restore(state_pb2.DeviceShardState, "devices")
 read = time.perf_counter()
-codec = device_codec(epsilon_units(1))
+codec = device_codec(epsilon_units(1, "down"))
 devices = {device_id: codec.decode(data) for device_id, data in restored.shard.devices.items()}
 shard_bytes = restored.shard.SerializeToString()  # the shard's record, as the step writes it into Beam state
 done = time.perf_counter()
 assert len(devices) == wanted, len(devices)
 print(json.dumps({"seconds": done - started, "read_seconds": read - started, "keys": len(devices),
-                  "store_mb": sum(len(v) for v in restored.shard.devices.values()) / 1e6}))
+                  "records_mb": len(shard_bytes) / 1e6}))
 """
 
 
-def _restore(store: str, runs: int, keys: int = 100_000) -> dict:
-    """The time to restore ``keys`` devices: the device records ``store`` holds (a measurement run's), copied
-    under new ids into a fresh store until there are ``keys``, restored in a fresh process (median of ``runs``)."""
-    import sqlite3
-
-    with sqlite3.connect(store) as source:
-        [(job,)] = source.execute("SELECT job_id FROM steps WHERE step = 'devices'").fetchall()
-        snapshot = source.execute("SELECT snapshot FROM steps WHERE job_id = ?", (job,)).fetchone()[0]
-        devices = source.execute("SELECT key, value FROM keyed WHERE job_id = ? AND key LIKE 'k/%'", (job,)).fetchall()
-    target = os.path.join(tempfile.mkdtemp(prefix="pm-beam-restore-"), "state.sqlite")
-    with sqlite3.connect(target) as copy:
-        from transforms.core.durable.store import SCHEMA
-
-        for statement in SCHEMA:
-            copy.execute(statement)
-        copy.execute("INSERT INTO jobs VALUES (?, 'measurement', 'running')", (job,))
-        copy.execute("INSERT INTO steps VALUES (?, 'devices', ?, 1)", (job, snapshot))
-        copy.executemany("INSERT INTO keyed VALUES (?, 'devices', ?, ?)",
-                         [(job, f"{key}-{n}", value) for n in range(-(-keys // len(devices)))
-                          for key, value in devices][:keys])
-    results = [run_child(_RESTORE_CHILD, [target, job, str(keys)]) for _ in range(runs)]
+def _restore(data: str, runs: int, keys: int = 100_000) -> dict:
+    """The time to restore ``keys`` devices as a restarted job does (the snapshot and every key read from the
+    store, the shard's record rebuilt and written, every device decoded): records of the microbenchmark's devices
+    half-way through their events (impressions and filters, made by the budgeting replay itself), copied under
+    new ids until there are ``keys``, in a fresh SQLite store; timed in a fresh process, median of ``runs``."""
+    store = os.path.join(tempfile.mkdtemp(prefix="pm-beam-restore-"), "state.sqlite")
+    made = run_child(_RECORDS_CHILD, [data, store, str(keys)])
+    results = [run_child(_RESTORE_CHILD, [store, str(keys)]) for _ in range(runs)]
     for result in results:
         print(f"restore of {keys:,} devices: {result['seconds']:.2f} s (store read {result['read_seconds']:.2f} s, "
-              f"{result['store_mb']:.0f} MB of records)", flush=True)
+              f"{result['records_mb']:.0f} MB of records)", flush=True)
     return {"keys": keys, "seconds": round(statistics.median(r["seconds"] for r in results), 3),
             "read_seconds": round(statistics.median(r["read_seconds"] for r in results), 3),
-            "records_mb": round(results[0]["store_mb"], 1), "copied_from_devices": len(devices)}
+            "records_mb": round(results[0]["records_mb"], 1), "distinct_devices": made["devices"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             result = _bench_job("measurement", broker.address, topics, extra, runs, events)
             result["producer_events_per_second"] = round(produced)
             result.update(_floor_and_sustained(broker.address, topics, extra, runs, impressions, conversions, result))
-            result["restore"] = _restore(result["store"], runs)
+            result["restore"] = _restore(data, runs)
             results.append(result)
     print(f"{'job':24}{'events/s (median)':>20}{'ceiling/s':>12}{'ratio':>8}{'peak RSS MB':>13}{'p95 latency s':>15}")
     for result in results:
