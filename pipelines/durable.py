@@ -2,7 +2,8 @@
 from where its state stands, hand its stateful steps their place in the store (``transforms.core.durable``).
 
 A streaming run that reads Kafka topics on the local runner keeps its state in ``--state-store`` (default
-``.pm-beam/state.sqlite``) under ``--job-id`` (default: the consumer group of its first topic). At the start the
+``.pm-beam/state.sqlite``) under ``--job-id`` (default: ``<pipeline>@<consumer group of its first topic>``, so
+that two pipelines reading with the same group are two jobs). At the start the
 driver claims the job (a second process with the same id is refused while the first lives; a drained job is
 refused, its state being final), reads its steps' last snapshots and starts the topic source at the offsets they
 reflect; each stateful step restores its own state on its first element. ``--state-store none`` keeps the state
@@ -63,7 +64,7 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
     if options.state_store == NO_STORE:
         return None
     first = inputs[0]
-    job_id = options.job_id or getattr(first.topic, "group", None) or first.group
+    job_id = options.job_id or f"{first.pipeline}@{getattr(first.topic, 'group', None) or first.group}"
     try:
         store = open_store(options.state_store)
     except StoreUnavailable as error:

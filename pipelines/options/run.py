@@ -44,7 +44,7 @@ class RunOptions:
     timestamp_attribute: str | None = None  # pubsub://: the message attribute with the record's event time
     id_attribute: str | None = None  # pubsub://: the message attribute Pub/Sub deduplicates by
     state_store: str = DEFAULT_STORE  # where a local streaming job from topics keeps its state ("none": in memory)
-    job_id: str | None = None  # the job whose state a run restores and continues (default: its consumer group)
+    job_id: str | None = None  # the job whose state a run restores and continues (default: pipeline@group)
     snapshot_seconds: float = EMIT_SECONDS  # a live topic moves the watermark (a firing, a snapshot) at most this often
 
     @property
@@ -128,7 +128,7 @@ def add_run_options(
     parser.add_argument("--job-id", metavar="ID",
                         help="the job a streaming run continues: its state in --state-store is restored and its topics "
                         "are read on from where that state stands; a second run of a running job id is refused "
-                        "(default: the consumer group of its first topic)")
+                        "(default: PIPELINE@GROUP, the pipeline and the consumer group of its first topic)")
     parser.add_argument("--snapshot-seconds", type=POSITIVE_REAL, default=EMIT_SECONDS, metavar="S",
                         help="streaming from topics on the local runner: move the watermark of a live topic at most every "
                         "S seconds, and so fire the stateful steps and write their snapshot at most that often "
