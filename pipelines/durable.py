@@ -11,6 +11,7 @@ in the runner's memory only, as before: a crash then loses it (README, "What sur
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from pipelines.common import RunFailure
@@ -65,21 +66,18 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
         return None
     first = inputs[0]
     job_id = options.job_id or f"{first.pipeline}@{getattr(first.topic, 'group', None) or first.group}"
-    try:
-        store = open_store(options.state_store)
-    except StoreUnavailable as error:
-        raise RunFailure(f"{error} (--state-store none runs without durable state)") from None
-    try:
-        claim = store.claim(job_id, first.pipeline)
-    except (StoreUnavailable, JobRefused) as error:
-        store.close()
-        raise RunFailure(str(error)) from None
-    try:
-        snapshots = store.snapshots(job_id)
-    except StoreUnavailable as error:
-        claim.release()
-        store.close()
-        raise RunFailure(str(error)) from None
+    with contextlib.ExitStack() as undo:  # what was opened is closed again when a later step fails
+        try:
+            store = open_store(options.state_store)
+            undo.callback(store.close)
+            claim = store.claim(job_id, first.pipeline)
+            undo.callback(claim.release)
+            snapshots = store.snapshots(job_id)
+        except StoreUnavailable as error:
+            raise RunFailure(f"{error} (--state-store none runs without durable state)") from None
+        except JobRefused as error:
+            raise RunFailure(str(error)) from None
+        undo.pop_all()
     resume: dict[str, dict[int, Place]] = {}
     for snapshot in snapshots.values():
         for name, places in resume_places(snapshot.positions).items():

@@ -186,8 +186,7 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
         if self._watermarks or self._positions:
             hint = state_pb2.DevicePendingEvents(version=STATE_VERSION, source_watermarks=self._watermarks,
                                                  positions=self._positions).SerializeToString()
-        yield from per_shard_elements([*self._pending.records(), *self._packed], hint, self._shards,
-                                      self._batches_at if self._batches_at is not None else 0)
+        yield from per_shard_elements([*self._pending.records(), *self._packed], hint, self._shards, self._batches_at)
 
 
 class _ShardCache:

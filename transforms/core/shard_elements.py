@@ -16,10 +16,10 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 
 def per_shard_elements(records: Iterable[tuple[int, int, bytes]], hint: bytes | None, shards: int,
-                       hint_micros: int) -> Iterator[WindowedValue]:
+                       hint_micros: int | None) -> Iterator[WindowedValue]:
     """``(shard, (record bytes, ...))`` for each shard with records, from ``(shard, earliest event time, record)``;
     ``hint`` (a record of the sources' watermarks and positions, or None) goes to every shard, timestamped
-    ``hint_micros``."""
+    ``hint_micros`` (the earliest of the bundle's batches; 0 when it had none)."""
     per_shard: dict[int, tuple[list[bytes], list[int]]] = {}  # shard -> (records, their timestamps)
     for shard, earliest, data in records:
         held, stamps = per_shard.setdefault(shard, ([], []))
@@ -29,6 +29,6 @@ def per_shard_elements(records: Iterable[tuple[int, int, bytes]], hint: bytes | 
         for shard in range(shards):
             held, stamps = per_shard.setdefault(shard, ([], []))
             held.append(hint)
-            stamps.append(hint_micros)
+            stamps.append(hint_micros if hint_micros is not None else 0)
     for shard, (held, stamps) in per_shard.items():
         yield WindowedValue((shard, tuple(held)), Timestamp(micros=min(stamps)), (GlobalWindow(),))

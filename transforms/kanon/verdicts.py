@@ -178,8 +178,7 @@ class _PendingPerBundleFn(InspectedOnceDoFn):
         if self._source_watermark is not None or self._positions:
             hint = state_pb2.KAnonPendingJoins(version=STATE_VERSION, source_watermark_micros=self._source_watermark,
                                                positions=self._positions).SerializeToString()
-        yield from per_shard_elements(records, hint, self._shards,
-                                      self._batches_at if self._batches_at is not None else 0)
+        yield from per_shard_elements(records, hint, self._shards, self._batches_at)
 
 
 class _ShardCache:

@@ -380,11 +380,14 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
 
     def _pieces(self, reader: KafkaTopicReader, rows: list, start: int, end: int) -> Iterator[Any]:
         source = reader.source
-        marks, before = reader.marks, (dict(reader.sent_places), reader.sequence)
-        position = None if marks is None else reader.position_after(marks[start:end], end == len(rows))
+        marks, position, before = reader.marks, None, None
+        if marks is not None:  # a durable job's element says where its partitions stand after it
+            before = (dict(reader.sent_places), reader.sequence)
+            position = reader.position_after(marks[start:end], end == len(rows))
         encoded = self._coder.encode(self._element(source, rows[start:end], reader.watermark_micros, position))
         if len(encoded) > _MAX_ELEMENT_BYTES and end - start > 1:
-            reader.sent_places, reader.sequence = before  # the halves take the number and the positions
+            if before is not None:  # the halves take the number and the positions
+                reader.sent_places, reader.sequence = before
             half = (start + end) // 2
             yield from self._pieces(reader, rows, start, half)
             yield from self._pieces(reader, rows, half, end)

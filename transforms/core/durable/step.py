@@ -32,13 +32,12 @@ from transforms.core.durable.store import StateStore, StepWrite
 from transforms.core.durable.stores import open_store
 from transforms.core.state import STATE_VERSION
 
-_KEY, _PENDING = "k/", "p/"
+_KEY, _PENDING = "k/", "p/"  # a group's or device's record; a buffered input record (by its digest)
 
 
 class StreamEnded(RuntimeError):
     """The runner ended a durable job's input without the topic source's end (its source failed): a firing at the
     end would release every step as final, which the job's input has not made so."""
-  # a group's or device's record; a buffered input record (by its digest)
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,12 @@ def _digest(record: bytes) -> str:
     return _PENDING + hashlib.blake2b(record, digest_size=16).hexdigest()
 
 
-def _without(record: Message, field: str) -> Message:
-    """A copy of ``record`` without its map ``field`` (the per-key records, stored one row each)."""
+def _without(record: Message, *fields: str) -> Message:
+    """A copy of ``record`` without ``fields`` (its map of per-key records, stored one row each; its positions,
+    which the snapshot keeps beside it)."""
     copy = type(record)()
     for descriptor, value in record.ListFields():
-        if descriptor.name == field:
+        if descriptor.name in fields:
             continue
         if descriptor.is_repeated:
             getattr(copy, descriptor.name).extend(value)
@@ -142,8 +142,7 @@ class StepStore:
         """Write a firing's snapshot: the shard record without ``key_field``, the keys ``changed`` since the last
         one (written when the shard's map holds them, deleted when it no longer does), the buffered input records
         now held, and ``releases`` (the outputs the firing is about to emit); ``ended``: the firing took the end
-        of the input. Raises ``StoreUnavailable`` when
-        the store fails: the firing then emits nothing."""
+        of the input. Raises ``StoreUnavailable`` when the store fails: the firing then emits nothing."""
         keyed = getattr(shard, key_field)
         upserts = {_KEY + key: keyed[key] for key in changed if key in keyed}
         deletes = {_KEY + key for key in changed if key not in keyed}
@@ -151,8 +150,9 @@ class StepStore:
             held = {_digest(record): record for record in pending}
             upserts.update((key, record) for key, record in held.items() if key not in self._pending)
             deletes.update(key for key in self._pending if key not in held)
-            snapshot = state_pb2.StepSnapshot(version=STATE_VERSION, shard=_without(shard, key_field).SerializeToString(),
-                                              positions=cast(Any, shard).positions, ended=ended)
+            snapshot = state_pb2.StepSnapshot(
+                version=STATE_VERSION, shard=_without(shard, key_field, "positions").SerializeToString(),
+                positions=cast(Any, shard).positions, ended=ended)
             logged = [*self._emitted, *releases]
             self._store.save(self.step.job_id, self.step.step, StepWrite(
                 snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else ()))

@@ -38,6 +38,8 @@ STORE_ENVIRONMENT = "PM_BEAM_STATE_STORE"  # when set, the store of a run that n
 def default_store() -> str:
     """The store a run uses when ``--state-store`` names none: ``PM_BEAM_STATE_STORE``, else ``DEFAULT_STORE``."""
     return os.environ.get(STORE_ENVIRONMENT) or DEFAULT_STORE
+
+
 DRAINED, RUNNING = "drained", "running"
 
 SCHEMA = (
