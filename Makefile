@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 
-.PHONY: test lint demo demo-stream protos benchmark results clean
+.PHONY: test lint demo demo-stream protos benchmark results dist constraints clean
 
-$(STAMP): setup.py
+# Every dependency at the version constraints.txt pins (the versions CI and the deploy/ images run).
+$(STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]' -c constraints.txt
 	touch $(STAMP)
 
 # One pytest worker per core (pytest-xdist); a test file's tests stay on one worker, with its module fixtures.
@@ -59,5 +60,16 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/event_level_throughput.py
 	$(BIN)/python benchmarks/streaming_throughput.py
 
+# The sdist and the wheel in dist/ (what deploy/ installs into its images), built with the pinned setuptools.
+dist: $(STAMP)
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
+# constraints.txt: every transitive dependency of every extra pinned, for Python 3.11 on Linux (the images' Python).
+# Keeps the current pins and resolves what setup.py changed; `make constraints UPGRADE=--upgrade` moves every pin
+# to the newest release setup.py allows.
+constraints: $(STAMP)
+	$(BIN)/uv pip compile setup.py --all-extras --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+		--custom-compile-command 'make constraints' --quiet $(UPGRADE) -o constraints.txt
+
 clean:
-	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

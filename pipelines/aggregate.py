@@ -2,7 +2,7 @@
 
     python -m pipelines.aggregate --reports PATH --output DIR [--domain PATH]
         [--mode domain|key-discovery|threshold] [--epsilon 10] [--delta 1e-5] [--l1 65536] [--l0 20]
-        [--job-id ID] [--ledger sqlite:///PATH | postgresql://...] [--private-key PATH] [--filtering-ids 0]
+        [--job-id ID] [--ledger sqlite:///PATH | postgresql://...] [--private-key LOCATION] [--filtering-ids 0]
         [--debug] [--no-noise] [--seed N] [Beam options]
 
 Writes ``DIR/summary_report-*.avro`` (``AggregatedFact``; ``.jsonl`` with ``--output-format jsonl``), with
@@ -116,7 +116,8 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "epsilon": str(params.epsilon), "delta": str(params.delta), "l1": params.l1, "l0": params.l0,
             "job_id": run.job.job_id, "ledger": redact_url(run.job.ledger_url), "filtering_ids": list(run.job.filtering_ids),
             "epsilon_star_units": run.job.limits.epsilon_star_units, "max_uses": run.job.limits.max_uses,
-            "encrypted_payloads": bool(run.job.private_keys), "debug": run.job.debug, "noise": run.job.noise,
+            "encrypted_payloads": run.job.private_key is not None,
+            "private_key": redact_url(run.job.private_key), "debug": run.job.debug, "noise": run.job.noise,
             "noise_source": "none" if not run.job.noise else "seeded" if run.seed is not None else "secure",
             "seed": run.seed, "max_error_fraction": run.job.max_error_fraction, "now_seconds": run.job.now_seconds,
         },

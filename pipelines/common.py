@@ -19,6 +19,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
 from pipelines.options.flink import FlinkStateOptions
+from pipelines.runners import RunnerUnavailable, check_runner
 from schemas.codecs import format_of
 from transforms.core.io import INPUT_FILES, InputError, require_input
 
@@ -142,7 +143,8 @@ def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOption
 
     Batch defaults to the in-process ``FnApiRunner`` (the DirectRunner would
     first try to fetch the Prism runner); streaming defaults to the
-    DirectRunner, whose streaming mode supports event-time timers.
+    DirectRunner, whose streaming mode supports event-time timers. A runner that cannot start from here is a
+    ``CliError`` (``pipelines.runners.check_runner``).
     """
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
@@ -150,6 +152,10 @@ def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOption
         standard.streaming = True
     if standard.runner is None:
         standard.runner = "DirectRunner" if standard.streaming else "FnApiRunner"
+    try:
+        check_runner(options)
+    except RunnerUnavailable as error:
+        raise CliError(str(error)) from None
     return options
 
 

@@ -30,6 +30,7 @@ from transforms.core.bus.kafka_stream import DUPLICATE, StreamIncomplete
 from transforms.core.durable.step import StreamEnded
 from transforms.core.durable.store import StoreUnavailable
 from transforms.core.io import INPUT_FILES
+from transforms.core.secrets import SecretUnavailable
 
 
 def staging_dir(output: str) -> str:
@@ -103,9 +104,10 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
             result = pipeline.run()
             result.wait_until_finish()
         except Exception as error:
-            store_failure = _one_line_failure(error, StoreUnavailable)
-            if store_failure is not None:  # the job stopped because its state could not be kept
-                raise common.RunFailure(store_failure) from None
+            for kind in (StoreUnavailable, SecretUnavailable):  # its state could not be kept, a key not read
+                failure = _one_line_failure(error, kind)
+                if failure is not None:
+                    raise common.RunFailure(failure) from None
             if source is not None:  # a stream that failed is the first cause; the steps' errors follow from it
                 _raise_if_incomplete(source)
             failure = _one_line_failure(error, StreamEnded)

@@ -373,18 +373,26 @@ def write_key_file(path: str, keys: Mapping[str, bytes]) -> None:
 
 
 def read_key_file(path: str) -> dict[str, bytes]:
-    """The keys of a key file (``{"keys": [{"id", "key"}]}``) by id; a ValueError naming the problem otherwise."""
+    """The keys of the key file at the local ``path`` by id (``parse_key_file``)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-        keys = {entry["id"]: base64.b64decode(entry["key"], validate=True) for entry in document["keys"]}
+        with open(path, "rb") as handle:
+            data = handle.read()
     except OSError as error:
         raise ValueError(f"cannot read key file {path!r}: {error.strerror}") from None
+    return parse_key_file(data, repr(path))
+
+
+def parse_key_file(data: bytes, where: str) -> dict[str, bytes]:
+    """The keys of a key file's contents (``{"keys": [{"id", "key"}]}``) by id; a ValueError naming ``where`` (the
+    file's location, never its contents) and the problem otherwise."""
+    try:
+        document = json.loads(data)
+        keys = {entry["id"]: base64.b64decode(entry["key"], validate=True) for entry in document["keys"]}
     except (ValueError, KeyError, TypeError):
-        raise ValueError(f'key file {path!r} is not {{"keys": [{{"id": ..., "key": <base64>}}]}}') from None
+        raise ValueError(f'key file {where} is not {{"keys": [{{"id": ..., "key": <base64>}}]}}') from None
     bad = [key_id for key_id, raw in keys.items() if len(raw) != 32]
     if not keys or bad:
-        raise ValueError(f"key file {path!r} must hold raw 32-byte X25519 keys (bad: {bad or 'none found'})")
+        raise ValueError(f"key file {where} must hold raw 32-byte X25519 keys (bad: {bad or 'none found'})")
     return keys
 
 

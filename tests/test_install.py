@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import setuptools
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from schemas.codecs import EVENT_LEVEL_SOURCE, avro_record
 from schemas.frames import COLUMNAR, EVENT_LEVEL_SOURCE_COLUMNS, POSITION, read_frame, source_rows, split_event_level_sources
@@ -132,3 +134,35 @@ def test_kanon_accuracy_without_matplotlib_stops_with_one_line_naming_the_extra(
     assert result.stderr.decode().splitlines() == [
         "error: plotting needs matplotlib: pip install 'privacy-measurement-beam[plots]'"]
     assert not out.exists()
+
+
+def _pins() -> dict[str, str]:
+    """constraints.txt as name -> pinned version (names normalised as PyPI does)."""
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith((" ", "#")):
+            name, _, version = line.partition("==")
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+def test_constraints_pin_every_requirement_of_the_core_and_of_every_extra_within_its_range(monkeypatch):
+    arguments = _setup_arguments(monkeypatch)
+    pins = _pins()
+    requirements = [*arguments["install_requires"], *(text for extra in arguments["extras_require"].values()
+                                                     for text in extra)]
+    for text in requirements:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not pinned: run `make constraints`"
+        assert requirement.specifier.contains(pins[name], prereleases=True), f"{name}=={pins[name]} is not {text}"
+    assert "google-apitools" in pins  # the gcp extra's own dependencies are pinned too, for the images
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install --quiet -e '.[test,dev]' -c constraints.txt" in makefile  # CI installs what is pinned
+
+
+def test_the_gcp_extra_is_beams_own_at_the_core_version(monkeypatch):
+    arguments = _setup_arguments(monkeypatch)
+    beam = next(Requirement(text) for text in arguments["install_requires"] if text.startswith("apache-beam"))
+    (gcp,) = (Requirement(text) for text in arguments["extras_require"]["gcp"])
+    assert gcp.name == "apache-beam" and gcp.extras == {"gcp"} and gcp.specifier == beam.specifier

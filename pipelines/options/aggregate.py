@@ -14,10 +14,10 @@ from fractions import Fraction
 
 from pipelines.common import CliError, CliParser
 from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION
-from schemas.aggregatable import read_key_file
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact
 from transforms.core.mechanisms.budget_units import epsilon_units
-from transforms.summary_reports.aggregation import AggregationJob
+from transforms.core.secrets import SecretUnavailable, is_environment
+from transforms.summary_reports.aggregation import AggregationJob, read_private_keys
 from transforms.summary_reports.ledger import LedgerLimits
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MAX_EPSILON, MODES, AggregationParams
 
@@ -59,7 +59,11 @@ def add_aggregation_options(parser: CliParser) -> None:
                         help="per-unit capacity eps_* of the ledger (default 64)")
     ledger.add_argument("--max-uses", type=POSITIVE_INTEGER, default=1,
                         help="per-unit number of uses l_* (default 1: no requerying)")
-    ledger.add_argument("--private-key", help='key file {"keys": [{"id", "key"}]} of raw X25519 private keys (HPKE payloads)')
+    ledger.add_argument("--private-key", metavar="LOCATION",
+                        help='where the workers read the key file {"keys": [{"id", "key"}]} of raw X25519 private keys '
+                        "(HPKE payloads): a path or Beam file system URL (gs://...), or env:NAME, an environment "
+                        "variable of the workers; read by each worker when it starts, never carried in the job's "
+                        "graph (a path or URL is also checked here first; env:NAME only on the workers)")
 
 
 def filtering_ids(text: str) -> tuple[int, ...]:
@@ -80,11 +84,15 @@ def _params(args: argparse.Namespace) -> AggregationParams:
         raise CliError(str(error)) from None
 
 
-def _private_keys(path: str | None) -> dict:
-    try:
-        return read_key_file(path) if path else {}
-    except ValueError as error:
-        raise CliError(str(error)) from None
+def _private_key(location: str | None) -> str | None:
+    """``--private-key``: a path or URL is read and checked here, before any work, and dropped (the workers read
+    it again); an ``env:NAME`` location exists only where the workers run, so they alone check it."""
+    if location is not None and not is_environment(location):
+        try:
+            read_private_keys(location)
+        except SecretUnavailable as error:
+            raise CliError(str(error)) from None
+    return location
 
 
 def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJob:
@@ -102,7 +110,7 @@ def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJo
         filtering_ids=args.filtering_ids,
         ledger_url=None if args.debug else args.ledger,
         limits=LedgerLimits(epsilon_units(args.epsilon_star, "down"), args.max_uses),
-        private_keys=_private_keys(args.private_key),
+        private_key=_private_key(args.private_key),
         now_seconds=int(time.time()) if args.now is None else args.now,
         max_error_fraction=args.max_error_fraction,
         debug=args.debug,

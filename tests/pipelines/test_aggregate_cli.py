@@ -269,7 +269,7 @@ def test_avro_summary_report_has_minimal_bucket_bytes(tmp_path):
         (["--mode", "key-discovery", "--domain", "d.txt"], "drop --domain"),
         (["--mode", "key-discovery", "--no-noise"], "--debug"),
         (["--mode", "key-discovery", "--filtering-ids", "a"], "--filtering-ids"),
-        (["--mode", "key-discovery", "--private-key", "missing.json"], "cannot read key file"),
+        (["--mode", "key-discovery", "--private-key", "missing.json"], "private keys: cannot read 'missing.json'"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(tmp_path, capsys, arguments, mentions):

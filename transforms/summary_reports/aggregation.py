@@ -25,7 +25,7 @@ import pickle
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import apache_beam as beam
 import fastavro
@@ -39,6 +39,7 @@ from schemas.aggregatable import (
     bucket_from_bytes,
     decode_payloads,
     minimal_bucket_bytes,
+    parse_key_file,
     parse_shared_info,
 )
 from schemas.codecs import FILE_FAILURES, MALFORMED_AVRO
@@ -47,6 +48,7 @@ from schemas.time_units import SECONDS_PER_DAY
 from transforms.core.io import DEAD_LETTERS, write_shard_file
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.mechanisms.noise import RandomSource, SecretSource
+from transforms.core.secrets import SecretUnavailable, read_secret
 from transforms.summary_reports.ledger import Ledger, LedgerError, LedgerLimits, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import (
     AggregationParams,
@@ -82,11 +84,27 @@ class AggregationJob:
     filtering_ids: tuple[int, ...] = (0,)
     ledger_url: str | None = None  # None: a debug run, which charges no budget
     limits: LedgerLimits | None = None
-    private_keys: dict = field(default_factory=dict)  # key id -> raw X25519 private key; empty: clear-text payloads
+    # where the workers read the key file of the HPKE private keys (transforms.core.secrets): never the keys
+    # themselves, which would travel in the job's serialised graph; None: clear-text payloads
+    private_key: str | None = None
     now_seconds: int = 0  # reports scheduled before now - 90 days are too old
     max_error_fraction: float = 0.10  # of the reports read (DESIGN.md, "Command-line conventions")
     debug: bool = False  # only debug-mode reports; a debug output; no ledger
     noise: bool = True
+
+
+def read_private_keys(location: str) -> dict[str, bytes]:
+    """The private keys (id -> raw X25519 key) of the key file at ``location``; ``SecretUnavailable`` naming the
+    location (never the keys) when it cannot be read or is not a key file."""
+    try:
+        return parse_key_file(read_secret(location), repr(location))
+    except (SecretUnavailable, ValueError) as error:
+        raise SecretUnavailable(f"private keys: {error}") from None
+
+
+def make_decrypter(job: AggregationJob) -> PayloadDecrypter | None:
+    """The payload decrypter of a job with ``private_key``, its keys read here and now (on a worker, at setup)."""
+    return None if job.private_key is None else PayloadDecrypter(read_private_keys(job.private_key))
 
 
 def _open_ledger(job: AggregationJob) -> Ledger:
@@ -186,7 +204,7 @@ class _ParseReportsFn(beam.DoFn):
         self._job = job
 
     def setup(self) -> None:
-        self._decrypter = PayloadDecrypter(self._job.private_keys) if self._job.private_keys else None
+        self._decrypter = make_decrypter(self._job)  # the keys are read here, on the worker (never pickled)
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
