@@ -1,0 +1,74 @@
+"""The distribution carries everything (deploy/README.md): ``python -m build`` makes an sdist and a wheel holding
+every module and data file the packages read, and from an environment holding only the wheel, in another working
+directory, every command answers ``--help`` and one tiny batch job of every pipeline runs."""
+from __future__ import annotations
+
+import json
+import tarfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from pipelines.__main__ import COMMANDS
+from tests.support.distribution import ROOT, build_distribution, make_wheel_environment, packaged_files
+
+TINY_JOBS = ROOT / "tests" / "deploy" / "tiny_jobs.py"
+
+
+@pytest.fixture(scope="module")
+def distribution(tmp_path_factory):
+    """(sdist, wheel, the wheel-only environment), built once for this file."""
+    sdist, wheel = build_distribution(tmp_path_factory.mktemp("dist"))
+    return sdist, wheel, make_wheel_environment(wheel, tmp_path_factory.mktemp("venv") / "env")
+
+
+def test_the_sdist_and_the_wheel_carry_every_module_and_data_file(distribution):
+    sdist, wheel, _ = distribution
+    expected = packaged_files()
+    assert {"schemas/avro/join_event.avsc", "schemas/proto/state.proto", "schemas/proto/state_pb2.py"} <= expected
+    assert expected - set(zipfile.ZipFile(wheel).namelist()) == set()
+    with tarfile.open(sdist) as archive:
+        top = f"{sdist.name.removesuffix('.tar.gz')}/"
+        in_sdist = {name.removeprefix(top) for name in archive.getnames()}
+    assert expected | {"setup.py", "README.md"} <= in_sdist
+
+
+def _metadata(wheel: Path) -> tuple[list[str], list[str]]:
+    """(Requires-Dist, Provides-Extra) of the wheel."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        message = Parser().parsestr(archive.read(name).decode())
+    return message.get_all("Requires-Dist"), message.get_all("Provides-Extra")
+
+
+def test_the_wheel_declares_the_core_requirements_and_the_extras_a_user_installs(distribution):
+    requires, extras = _metadata(distribution[1])
+    core = {Requirement(text).name for text in requires if Requirement(text).marker is None}
+    assert core == {"apache-beam", "numpy", "protobuf", "fastavro", "packaging", "cbor2", "pyhpke", "orjson", "polars",
+                    "pyarrow"}
+    assert {"gcp", "kafka", "postgres", "plots", "eval"} <= set(extras)
+    assert 'apache-beam[gcp]==2.77.*; extra == "gcp"' in requires
+
+
+def test_from_the_wheel_alone_every_command_answers_help_and_every_pipeline_runs_a_tiny_batch_job(distribution,
+                                                                                                  tmp_path):
+    environment = distribution[2]
+    console = environment.run([str(environment.bin / "pm-beam"), "--help"], cwd=tmp_path)
+    assert console.returncode == 0 and all(name in console.stdout for name in COMMANDS)
+    result = environment.run(["python", str(TINY_JOBS)], cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert Path(report["imported_from"]).is_relative_to(environment.root)  # the wheel's copy, not the source tree
+    assert report["help"] == dict.fromkeys(COMMANDS, 0)
+    assert report["generate"] == [0] * 5
+    assert set(report["jobs"].values()) == {0}, report["jobs"]
+    out = tmp_path / "out"
+    for job in ("kanon", "measurement-cookie-monster", "ara-reports", "paa-reports", "summary-report", "event-level"):
+        summary = json.loads((out / job / "summary.json").read_text())
+        assert summary["status"] == "ok" and summary["counts"]["read"] > 0, job
+    assert json.loads((out / "summary-report" / "summary.json").read_text())["counts"]["released_buckets"] > 0
+    assert (out / "measurement" / "comparison.csv").exists() and (out / "index.html").exists()
+    assert list((out / "kanon-accuracy").glob("*.png")) and (out / "evaluate" / "report.md").exists()
