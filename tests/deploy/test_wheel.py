@@ -1,6 +1,7 @@
 """The distribution carries everything (deploy/README.md): ``python -m build`` makes an sdist and a wheel holding
 every module and data file the packages read, and from an environment holding only the wheel, in another working
-directory, every command answers ``--help`` and one tiny batch job of every pipeline runs."""
+directory, every command answers ``--help``, one tiny batch job of every pipeline runs, and a streaming job reads
+a topic of a real broker."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from pipelines.__main__ import COMMANDS
+from pipelines.generate import main as generate
 from tests.support.distribution import ROOT, build_distribution, make_wheel_environment, packaged_files
+from tests.support.kafka import fresh_topic, produce
 
 TINY_JOBS = ROOT / "tests" / "deploy" / "tiny_jobs.py"
 
@@ -72,3 +75,22 @@ def test_from_the_wheel_alone_every_command_answers_help_and_every_pipeline_runs
     assert json.loads((out / "summary-report" / "summary.json").read_text())["counts"]["released_buckets"] > 0
     assert (out / "measurement" / "comparison.csv").exists() and (out / "index.html").exists()
     assert list((out / "kanon-accuracy").glob("*.png")) and (out / "evaluate" / "report.md").exists()
+
+
+def test_from_the_wheel_alone_a_streaming_job_reads_a_topic_and_keeps_its_state(distribution, kafka_broker, tmp_path):
+    environment = distribution[2]
+    assert generate(["kanon", "--output", str(tmp_path / "joins"), "--groups", "40", "--joins", "4000", "--days", "2",
+                     "--format", "jsonl", "--seed", "7", "--quiet"]) == 0
+    messages = [line.encode() for path in sorted((tmp_path / "joins").glob("joins-*"))
+                for line in path.read_text().splitlines()]
+    topic = fresh_topic("wheel-joins")
+    produce(kafka_broker.address, topic, messages)
+    store = tmp_path / "state.sqlite"
+    result = environment.run(["python", "-m", "pipelines.kanon", "--input",
+                              f"kafka://{kafka_broker.address}/{topic}?stop=end&group=wheel", "--output", "out",
+                              "--seed", "3", "--state-store", f"sqlite:///{store}"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["parameters"]["streaming"]
+    assert summary["counts"]["read"] == len(messages) and summary["counts"]["verdict_records"] > 0
+    assert store.stat().st_size > 0  # the job's state and offsets, kept as a restart would need them
