@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
+from pipelines import deferred
 from pipelines.options.flink import FlinkStateOptions
 from pipelines.runners import RunnerUnavailable, check_runner
 from schemas.codecs import format_of
@@ -166,9 +167,10 @@ def prepare_output(output_dir: str, prefixes: Iterable[str]) -> None:
     """Create a local output directory and remove what a previous run left: the shards under ``prefixes`` and
     the diagnostics, and any staging directory (``pipelines.release``) of a run that died.
 
-    Remote directories (gs://, s3://) need no creation and are left as they are.
+    Remote directories (gs://, s3://) need no creation and are left as they are; so is the directory of a run
+    being released (``pm-beam release``: its job wrote there, and its staging directory waits there).
     """
-    if "://" in output_dir:
+    if "://" in output_dir or deferred.releasing() is not None:
         return
     try:
         os.makedirs(output_dir, exist_ok=True)
@@ -315,9 +317,16 @@ def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_
     failed (``status`` not ``ok``: its input, or its budget) prints what it read, one ``error:`` line on stderr,
     and exits 1, having released nothing."""
     configure_logging()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    beam_args: list[str] = []
     try:
         job, beam_args = parse_job(argv)
         summary = run(job, beam_args)
+    except deferred.Submitted as submitted:  # a template launch: the runner runs the job, released later
+        manifest = deferred.write_manifest(submitted, parse_job.__module__, deferred.pipeline_arguments(argv, beam_args))
+        print_lines([str(submitted), f"once the job has finished: pm-beam release --output {submitted.output} "
+                     f"(manifest {manifest})"])
+        return 0
     except InputError as error:
         return fail(error)
     except RunFailure as error:  # the run could not finish (a topic source or sink failed): nothing was released

@@ -25,7 +25,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import common, topics
+from pipelines import common, deferred, topics
 from transforms.core.bus.kafka_stream import DUPLICATE, StreamIncomplete
 from transforms.core.durable.step import StreamEnded
 from transforms.core.durable.store import StoreUnavailable
@@ -92,13 +92,27 @@ def _collector_for(streaming: bool) -> Iterator[None]:
 def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool) -> Iterator[tuple]:
     """Build the job's pipeline (``build(pipeline, job, output)``), run it to completion and yield Beam's result
     and its topic source (``pipelines.topics``; None without topic inputs), closed on exit. The caller commits
-    the source's offsets once it has judged the run."""
-    pipeline = beam.Pipeline(options=common.pipeline_options(beam_args, streaming=streaming))
+    the source's offsets once it has judged the run.
+
+    A run that only hands the job over (a template launch) raises ``deferred.Submitted`` once it has; inside
+    ``pm-beam release`` nothing is built or run, and the result is that of a job that ran elsewhere
+    (``pipelines.deferred``)."""
+    if deferred.releasing() is not None:
+        yield deferred.NoMetrics(), None
+        return
+    options = common.pipeline_options(beam_args, streaming=streaming)
+    pipeline = beam.Pipeline(options=options)
     try:
         build(pipeline, job, output)
     except BaseException:
         topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
         raise
+    if deferred.submits_only(options):
+        try:
+            pipeline.run()  # writes the job file, which the launcher submits: nothing runs here
+        finally:
+            topics.discard(pipeline)
+        raise deferred.Submitted(output, None)
     with topics.running(pipeline) as source, _collector_for(streaming):
         try:
             result = pipeline.run()
@@ -145,16 +159,21 @@ def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable
     return the summary: ``summarise(job, result, elapsed seconds, input counts)`` for a released run (reading
     the published outputs), the failure's summary otherwise."""
     started = time.monotonic()
-    staging = staging_dir(output)
-    with completed_run(job, beam_args, build, staging, streaming=streaming) as (result, source):
-        reports = list(common.output_records(staging, INPUT_FILES))
-        counts = common.input_counts(reports, common.dead_letters_by_reason(staging))
-        failure = input_failure(reports, counts, max_error_fraction)
-        publish(staging, output, everything=failure is None)
-        if failure is None and source is not None:
-            source.commit()  # the outputs are flushed and released: the next run starts after what this one read
+    staging = deferred.releasing() or staging_dir(output)
+    try:
+        with completed_run(job, beam_args, build, staging, streaming=streaming) as (result, source):
+            reports = list(common.output_records(staging, INPUT_FILES))
+            counts = common.input_counts(reports, common.dead_letters_by_reason(staging))
+            failure = input_failure(reports, counts, max_error_fraction)
+            publish(staging, output, everything=failure is None)
+            if failure is None and source is not None:
+                source.commit()  # the outputs are flushed and released: the next run starts after what this one read
+    except deferred.Submitted:
+        raise deferred.Submitted(output, staging) from None  # its outputs wait in staging for `pm-beam release`
     if failure is None:
         summary = {**summarise(job, result, time.monotonic() - started, counts), "status": "ok"}
+        if deferred.releasing() is not None:
+            summary["counters_note"] = deferred.COUNTERS_NOTE
     else:
         summary = {
             "pipeline": name,
