@@ -56,6 +56,17 @@ def _die_with_parent() -> None:
         pass
 
 
+def stop_process_group(process: subprocess.Popen, timeout: float = 10) -> None:
+    """Stop a process started in a session of its own, and every process it started, by its process id:
+    SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -114,12 +125,7 @@ class LocalBroker:
         """Stop the broker by its process id: SIGTERM, then SIGKILL after 10 s."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_process_group(process)
         self._log.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._log.name)

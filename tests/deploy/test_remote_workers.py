@@ -6,6 +6,7 @@ module state set only on the driver, a file found by a path relative to the sour
 driver (the aggregation's private keys exist only in the worker pool's environment here)."""
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -87,21 +88,25 @@ def _outputs(output: Path) -> dict:
     return {name: sorted(records) if isinstance(records, list) else records for name, records in outputs.items()}
 
 
-def _run(environment, job: list[str], output: Path, ledger: Path, cwd: Path, *options: str, **variables: str) -> None:
+def _arguments(job: list[str], output: Path, ledger: Path) -> list[str]:
+    """The job's command-line arguments (without its module), writing to ``output`` (and ``ledger``)."""
     ledger_option = ["--ledger", f"sqlite:///{ledger}"] if job[0] == "pipelines.aggregate" else []
-    result = environment.run(["python", "-m", *job, *ledger_option, "--output", str(output), *options], cwd=cwd,
-                             **variables)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [*job[1:], *ledger_option, "--output", str(output)]
 
 
 @pytest.mark.parametrize("name", ["kanon", "measurement", "aggregate", "event-level"])
-def test_a_job_on_external_workers_from_the_wheel_equals_the_job_in_process(setting, name, tmp_path):
+def test_a_job_on_external_workers_from_the_wheel_equals_the_job_in_process(setting, name, tmp_path, monkeypatch):
     environment, data, keys, port = setting
     job = _jobs(data)[name]
     in_process, external = tmp_path / "in-process", tmp_path / "external"
-    # in-process, the workers are the driver: only there does the driver's environment hold the keys
-    _run(environment, job, in_process, tmp_path / "ledger-in-process.db", tmp_path, **{KEYS_VARIABLE: keys})
-    _run(environment, job, external, tmp_path / "ledger-external.db", tmp_path, *external_options(port))
+    # in process (here, on the default runner) the workers are the driver: only there does the driver hold the keys
+    monkeypatch.setenv(KEYS_VARIABLE, keys)
+    assert importlib.import_module(job[0]).main(_arguments(job, in_process, tmp_path / "ledger-in-process.db")) == 0
+    monkeypatch.delenv(KEYS_VARIABLE)
+    # the driver from the wheel-only environment, its workers in the pool's processes
+    result = environment.run(["python", "-m", job[0], *_arguments(job, external, tmp_path / "ledger-external.db"),
+                              *external_options(port)], cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     expected, found = _outputs(in_process), _outputs(external)
     assert len(expected) > 2 and any(records for records in expected.values() if isinstance(records, list))
     assert found == expected

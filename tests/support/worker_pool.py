@@ -3,15 +3,13 @@ contract as Flink's Python worker-pool sidecar (deploy/flink/compose.yaml runs t
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.local_broker import free_port
+from pipelines.local_broker import free_port, stop_process_group
 from tests.support.distribution import WheelEnvironment
 
 WORKER_POOL_COMMAND = ("python", "-m", "apache_beam.runners.worker.worker_pool_main")
@@ -50,10 +48,5 @@ def worker_pool(environment: WheelEnvironment, cwd: Path, **variables: str) -> I
             time.sleep(0.1)
         yield port
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
         log.close()
