@@ -33,6 +33,7 @@ from transforms.summary_reports.ledger import LedgerError, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import AggregationParams
 
 OUTPUT_PREFIXES = (SUMMARY_PREFIX, DEBUG_PREFIX, "dead_letters")
+RECEIPT = "receipt"  # the job's budget outcome, RECEIPT.jsonl: written once the job has judged, charged and released
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def build(pipeline: beam.Pipeline, job: AggregateRun, out: str) -> None:
     letters."""
     result = pipeline | "Aggregate" >> Aggregate(job.job, job.reports, job.domain, make_source(job.seed), out, job.output_format)
     # result["receipt"]: one dict; result["dead_letters"]: DeadLetter
-    for name in ("receipt", WRITTEN):  # small records the driver reads back (and removes) after the run
+    for name in (RECEIPT, WRITTEN):  # small records the driver reads back (and removes) after the run
         result[name] | f"{name}Json" >> beam.Map(json.dumps) | f"Write{name}" >> beam.io.WriteToText(
             f"{out}/{name}", shard_name_template="", file_name_suffix=".jsonl")
     result[DEAD_LETTERS] | "WriteDeadLetters" >> WriteDeadLetters(out)
@@ -98,7 +99,7 @@ def build(pipeline: beam.Pipeline, job: AggregateRun, out: str) -> None:
 def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
     """summary.json: parameters, guarantee, the receipt (budget outcome) and counts read back from the outputs."""
     out = run.output.rstrip("/")
-    receipt, written = (_read_back(f"{out}/{name}.jsonl") for name in ("receipt", WRITTEN))
+    receipt, written = (_read_back(f"{out}/{name}.jsonl") for name in (RECEIPT, WRITTEN))
     receipt = receipt[0]
     stats = receipt.pop("stats")
     dead_by_reason = common.dead_letters_by_reason(out)

@@ -46,7 +46,15 @@ def test_a_submitted_run_releases_nothing_until_released_and_then_exactly_what_a
     manifest = json.loads((submitted / MANIFEST).read_text())
     assert manifest["module"] == "pipelines.kanon" and "hunter2" not in json.dumps(manifest)
     assert "--template_location" not in manifest["arguments"]
-    assert list(submitted.glob(f"{manifest['staging']}/verdicts-*"))  # the job's outputs, staged
+    staged = submitted / manifest["staging"]
+    assert list(staged.glob("verdicts-*"))  # the job's outputs, staged
+    reports = sorted(staged.glob("input_files-*"))
+    for report in reports:  # as if the job were still reading: the release refuses and touches nothing
+        report.rename(report.with_name("unfinished-" + report.name))
+    assert release(["--output", str(submitted)]) == 2
+    assert "the job has not finished" in capsys.readouterr().err and (submitted / MANIFEST).exists()
+    for report in reports:
+        report.with_name("unfinished-" + report.name).rename(report)
     assert release(["--output", str(submitted)]) == 0
     assert _verdicts(submitted) == _verdicts(waited) and _verdicts(waited)
     summary = json.loads((submitted / "summary.json").read_text())
