@@ -37,10 +37,11 @@ class CliParser(argparse.ArgumentParser):
     """The parser of every entry point (DESIGN.md, "Command-line conventions").
 
     Errors become a ``CliError``, so ``main`` reports them in one line and returns 2. Options are never
-    abbreviated (``--epsil`` is not ``--epsilon``). An argument that is neither the parser's own option nor, with
-    ``beam_options``, one that Beam knows is an error naming it and the closest real option: a mistyped option
-    must never be silently ignored. ``parse_known_args`` returns the Beam options; ``parse_args`` accepts none.
-    An old spelling registered with ``add_alias`` still works for one release, with one warning on stderr."""
+    abbreviated (``--epsil`` is not ``--epsilon``). A flag also takes ``=true`` or ``=false``. An argument that is
+    neither the parser's own option nor, with ``beam_options``, one that Beam knows is an error naming it and the
+    closest real option: a mistyped option must never be silently ignored. ``parse_known_args`` returns the Beam
+    options; ``parse_args`` accepts none. An old spelling registered with ``add_alias`` still works for one
+    release, with one warning on stderr."""
 
     def __init__(self, *args, beam_options: bool = False, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
@@ -73,8 +74,25 @@ class CliParser(argparse.ArgumentParser):
             renamed.append(argument)
         return renamed
 
+    def _flag_values(self, args: list[str]) -> list[str]:
+        """``--flag=true`` is ``--flag`` and ``--flag=false`` its absence (a Flex Template passes every parameter,
+        a flag too, as ``--NAME=VALUE``: deploy/dataflow/README.md)."""
+        flags = {option for action in self._actions if isinstance(action, argparse._StoreTrueAction)
+                 for option in action.option_strings}
+        given = []
+        for argument in args:
+            name, equals, value = argument.partition("=")
+            if equals and name in flags:
+                if value.lower() not in ("true", "false"):
+                    self.error(f"{name} takes no value, or =true or =false, got {value!r}")
+                if value.lower() == "true":
+                    given.append(name)
+                continue
+            given.append(argument)
+        return given
+
     def parse_known_args(self, args=None, namespace=None):
-        args = sys.argv[1:] if args is None else list(args)
+        args = self._flag_values(sys.argv[1:] if args is None else list(args))
         aliases = self.aliases
         parsed, rest = super().parse_known_args(self._renamed(args, aliases) if aliases else args, namespace)
         unknown = unknown_arguments(rest) if self.beam_options else rest

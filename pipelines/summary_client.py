@@ -1,7 +1,7 @@
 """The summary-report clients: ARA sources and triggers, or PAA ad events, in; aggregatable reports out.
 
     python -m pipelines.summary_client ara --sources PATH --triggers PATH --output DIR [--l0 20] [--l1 65536]
-        [--public-key KEYFILE [--key-id ID]] [--seed N] [--streaming [--allowed-lateness-seconds S]]
+        [--public-key LOCATION [--key-id ID]] [--seed N] [--streaming [--allowed-lateness-seconds S]]
         [--shards 64] [--format avro|jsonl|pb] [Beam options]
     python -m pipelines.summary_client paa --events PATH --output DIR [--reach-value 32768] [the same options]
 
@@ -22,12 +22,13 @@ import apache_beam as beam
 
 from pipelines import common, release, topics
 from pipelines.options.run import RunOptions, add_run_options, run_options
-from schemas.aggregatable import decode_payload, read_key_file
+from schemas.aggregatable import decode_payload, parse_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.messages import avro_single_object
 from schemas.option_values import POSITIVE_INTEGER
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, WriteRecords, flatten_reads
 from transforms.core.mechanisms.noise import make_source
+from transforms.core.secrets import SecretUnavailable, read_secret
 from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
     REPORTS,
@@ -76,7 +77,9 @@ def _add_common(parser: common.CliParser, unit: str) -> None:
     budget.add_argument("--l1", type=POSITIVE_INTEGER, default=DEFAULT_L1,
                         help=f"Lambda_1: sum of contributed values per {unit} (default {DEFAULT_L1})")
     run = parser.add_argument_group("run")
-    run.add_argument("--public-key", help="encrypt payloads (HPKE) to this key file ({\"keys\": [{\"id\", \"key\"}]})")
+    run.add_argument("--public-key", metavar="LOCATION",
+                     help="encrypt payloads (HPKE) to the key file ({\"keys\": [{\"id\", \"key\"}]}) at this location: "
+                     "a path, a Beam file system URL (gs://...) or env:NAME")
     run.add_argument("--key-id", help="the key of --public-key to use when it holds several")
     add_run_options(run, seed_help="seeded report ids and delays for simulation and tests")
 
@@ -108,10 +111,10 @@ def _public_key(path: str | None, key_id: str | None) -> tuple[str, bytes] | Non
         if key_id is not None:
             raise common.CliError("--key-id needs --public-key")
         return None
-    try:
-        keys = read_key_file(path)
-    except ValueError as error:
-        raise common.CliError(str(error)) from None
+    try:  # a public key, read from any location a secret may be at (a path, a Beam file system URL, env:NAME)
+        keys = parse_key_file(read_secret(path), repr(path))
+    except (SecretUnavailable, ValueError) as error:
+        raise common.CliError(f"public key: {error}") from None
     if key_id is None:
         if len(keys) != 1:
             raise common.CliError(f"key file {path!r} holds {len(keys)} keys: choose one with --key-id")

@@ -6,7 +6,8 @@ own command-line parser, so that a template offers exactly the options the comma
 A template is one pipeline (for summary-client, one client) in one variant: ``NAME`` reads files, ``NAME-streaming``
 reads topics (an input that is a topic makes the job streaming). Each parameter is one option of the parser,
 named as the option without its dashes, because the Flex Template launcher passes every parameter back to the
-program as ``--NAME=VALUE``; its label, help and ``isOptional`` come from the option, and its one validation
+program as ``--NAME=VALUE`` (a flag as ``--NAME=true`` or ``--NAME=false``, which the command line takes); its
+label, help and ``isOptional`` come from the option, and its one validation
 regex (a POSIX egrep expression, as the metadata format asks, written so that Python's ``re`` reads it alike) from
 the option's argparse type or choices. The options a template leaves out are listed, with the reason, in its
 description and in deploy/dataflow/README.md. Format: https://cloud.google.com/dataflow/docs/guides/templates/
@@ -50,7 +51,7 @@ TEXT = Pattern(r"^.+$", "text")
 BY_METAVAR = {"URI": TOPIC, "HOST:PORT": HOST_PORT, "KEY=VALUE": KEY_VALUE, "LOCATION": SECRET}
 DECIMAL = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?"  # what float() and schemas.option_values.Exact read
 
-FLAG = "no value to take, and the launcher passes every parameter as --NAME=VALUE"
+BOOLEAN = Pattern("^(true|false)$", "true")  # a flag, which the command line also takes as --FLAG=true|false
 # add_run_options' options that only the local runner reads (DESIGN.md; docs/durability.md): Dataflow keeps a
 # streaming job's state itself, and a Flex Template launch does not wait for the job it submits
 LOCAL_RUNNER_ONLY = {
@@ -58,10 +59,6 @@ LOCAL_RUNNER_ONLY = {
     "--snapshot-seconds": "how often the local runner snapshots that state",
     "--job-id": "the job whose state --state-store restores, as a Dataflow job goes on by --update",
     "--progress-seconds": "progress lines of a process that waits for the run, which a launch does not",
-}
-CLIENT_KEY = {  # pipelines.summary_client reads the key file with open() on the launching machine
-    "--public-key": "a file the launching process opens, which the launcher VM does not have (gs:// is not read)",
-    "--key-id": "chooses a key of --public-key",
 }
 
 
@@ -89,8 +86,8 @@ class Pipeline:
 PIPELINES = (
     Pipeline(("kanon",), ("--input",), True, LOCAL_RUNNER_ONLY),
     Pipeline(("measurement",), ("--impressions", "--conversions"), True, LOCAL_RUNNER_ONLY),
-    Pipeline(("summary-client", "ara"), ("--sources", "--triggers"), True, {**LOCAL_RUNNER_ONLY, **CLIENT_KEY}),
-    Pipeline(("summary-client", "paa"), ("--events",), True, {**LOCAL_RUNNER_ONLY, **CLIENT_KEY}),
+    Pipeline(("summary-client", "ara"), ("--sources", "--triggers"), True, LOCAL_RUNNER_ONLY),
+    Pipeline(("summary-client", "paa"), ("--events",), True, LOCAL_RUNNER_ONLY),
     Pipeline(("event-level",), ("--sources", "--triggers"), True, LOCAL_RUNNER_ONLY),
     # a budget charged to a ledger on a worker's disk would be lost with the worker: a PostgreSQL ledger, and a job
     # id, so that a launch retried after a failure is not charged twice (deploy/README.md)
@@ -140,8 +137,6 @@ def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def left_out(template: Template, action: argparse.Action) -> str | None:
     """Why the template does not offer the option, or None when it does."""
-    if action.nargs == 0:
-        return FLAG
     return template.pipeline.left_out.get(option_of(action))
 
 
@@ -172,6 +167,8 @@ def pattern(template: Template, action: argparse.Action) -> Pattern:
         return TOPIC if template.streaming else FILES
     if option == "--output":
         return FILES
+    if isinstance(action, argparse._StoreTrueAction):
+        return BOOLEAN
     if action.choices:
         return choices_pattern(tuple(action.choices))
     if isinstance(action.type, Integer | Real | Exact):

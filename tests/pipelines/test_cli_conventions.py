@@ -175,3 +175,20 @@ def test_the_new_spelling_warns_nothing(capsys):
     args, _ = importlib.import_module("pipelines.kanon").build_parser().parse_known_args(
         ["--input", "x", "--output", "o", "--format", "jsonl"])
     assert args.input_format == "jsonl" and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("flag", "expected"), [
+    ([], False), (["--streaming"], True), (["--streaming=true"], True), (["--streaming=True"], True),
+    (["--streaming=false"], False),
+])
+def test_a_flag_also_takes_true_or_false_as_a_template_launcher_passes_it(flag, expected):
+    args, rest = importlib.import_module("pipelines.kanon").build_parser().parse_known_args(
+        ["--input", "x", "--output", "o", *flag])
+    assert args.streaming is expected and rest == []
+
+
+def test_a_flag_with_another_value_is_one_line_naming_it():
+    from pipelines.common import CliError
+    with pytest.raises(CliError, match="--debug takes no value, or =true or =false, got 'yes'"):
+        importlib.import_module("pipelines.aggregate").build_parser().parse_known_args(
+            ["--reports", "r", "--output", "o", "--debug=yes"])

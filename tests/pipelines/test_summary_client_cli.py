@@ -80,13 +80,14 @@ def test_ara_streaming_writes_the_same_reports_as_batch(ara_data, tmp_path, caps
     assert sorted(batch, key=key) == sorted(stream, key=key) and batch
 
 
-def test_paa_with_a_public_key_encrypts_every_payload(paa_data, tmp_path, capsys):
+def test_paa_with_a_public_key_encrypts_every_payload(paa_data, tmp_path, capsys, monkeypatch):
     stats, events = paa_data
     private, public = generate_key_pair()
     write_key_file(str(tmp_path / "public.json"), {"k1": public})
-    output = tmp_path / "out"
+    monkeypatch.setenv("PM_BEAM_TEST_PUBLIC_KEYS", (tmp_path / "public.json").read_text())
+    output = tmp_path / "out"  # the key file from a location: here an environment variable (transforms.core.secrets)
     status, summary, printed = _run(capsys, ["paa", "--events", events, "--output", output, "--public-key",
-                                             tmp_path / "public.json", "--reach-value", "20000"])
+                                             "env:PM_BEAM_TEST_PUBLIC_KEYS", "--reach-value", "20000"])
     assert status == 0
     assert summary["parameters"]["noise_source"] == "secure" and summary["parameters"]["key_id"] == "k1"
     reports = _reports(output)
@@ -109,7 +110,7 @@ def test_paa_with_a_public_key_encrypts_every_payload(paa_data, tmp_path, capsys
         (["--l0", "0"], "argument --l0: must be an integer >= 1, got 0"),
         (["--l1", "100", "--reach-value", "101"], "--reach-value must be in [1, --l1 = 100]"),
         (["--key-id", "x"], "--key-id needs --public-key"),
-        (["--public-key", "/nonexistent/keys.json"], "cannot read key file"),
+        (["--public-key", "/nonexistent/keys.json"], "public key: cannot read '/nonexistent/keys.json'"),
         (["--allowed-lateness-seconds", "-1"], "argument --allowed-lateness-seconds: must be an integer >= 0, got -1"),
     ],
 )
