@@ -25,7 +25,8 @@ TINY_JOBS = ROOT / "tests" / "deploy" / "tiny_jobs.py"
 def distribution(tmp_path_factory):
     """(sdist, wheel, the wheel-only environment), built once for this file."""
     sdist, wheel = build_distribution(tmp_path_factory.mktemp("dist"))
-    return sdist, wheel, make_wheel_environment(wheel, tmp_path_factory.mktemp("venv") / "env")
+    # the extras the tiny jobs need: figures (kanon-accuracy, evaluate) and kafka:// (the streaming job)
+    return sdist, wheel, make_wheel_environment(wheel, tmp_path_factory.mktemp("venv") / "env", ("plots", "kafka"))
 
 
 def test_the_sdist_and_the_wheel_carry_every_module_and_data_file(distribution):
@@ -59,6 +60,10 @@ def test_the_wheel_declares_the_core_requirements_and_the_extras_a_user_installs
 def test_from_the_wheel_alone_every_command_answers_help_and_every_pipeline_runs_a_tiny_batch_job(distribution,
                                                                                                   tmp_path):
     environment = distribution[2]
+    undeclared = environment.run(["python", "-c", "import importlib.util as u; "
+                                  "print([name for name in ('pytest', 'psycopg', 'hypothesis') if u.find_spec(name)])"],
+                                 cwd=tmp_path)
+    assert undeclared.stdout.strip() == "[]"  # what the wheel does not declare (for these extras) is not there
     console = environment.run([str(environment.bin / "pm-beam"), "--help"], cwd=tmp_path)
     assert console.returncode == 0 and all(name in console.stdout for name in COMMANDS)
     result = environment.run(["python", str(TINY_JOBS)], cwd=tmp_path, timeout=600)
