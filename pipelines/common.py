@@ -341,7 +341,8 @@ def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_
         job, beam_args = parse_job(argv)
         summary = run(job, beam_args)
     except deferred.Submitted as submitted:  # a template launch: the runner runs the job, released later
-        manifest = deferred.write_manifest(submitted, parse_job.__module__, deferred.pipeline_arguments(argv, beam_args))
+        manifest = deferred.write_manifest(submitted, deferred.module_of(parse_job),
+                                           deferred.pipeline_arguments(argv, beam_args))
         print_lines([str(submitted), f"once the job has finished: pm-beam release --output {submitted.output} "
                      f"(manifest {manifest})"])
         return 0

@@ -8,21 +8,28 @@ submitting run writes a manifest, ``OUTPUT/submitted.json``: the pipeline's own 
 Beam's, nor ``--kafka-config``, which may hold credentials) and its staging directory. Once the job has finished
 (or been drained), ``pm-beam release --output OUTPUT`` runs the same command with the staged results standing in
 for a run: the input is judged, the outputs published or not, ``summary.json`` written and the manifest removed,
-exactly as a waiting driver does. Beam's counters stay in the runner's job metrics; every count the summary takes
-from the outputs is exact.
+exactly as a waiting driver does. The job marks its own end: a last step, which waits for every other step's
+output (as side inputs), writes ``job-complete.json`` beside its outputs, and a release without it refuses,
+touching nothing. Beam's counters stay in the runner's job metrics; every count the summary takes from the outputs
+is exact.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+from apache_beam.pipeline import PipelineVisitor
+from apache_beam.transforms.window import GlobalWindows
 
 MANIFEST = "submitted.json"
+COMPLETE = "job-complete.json"  # written by the job's last step, once every other step has finished
 COUNTERS_NOTE = ("released by pm-beam release after the job ran elsewhere: Beam's counters are in the runner's job "
                  "metrics (counts read from the outputs are exact; the others are 0 here)")
 UNSAVED_OPTIONS = ("--kafka-config",)  # may hold credentials: left out of the manifest (and so of the release)
@@ -69,6 +76,54 @@ class NoMetrics:
         return {"counters": [], "distributions": [], "gauges": [], "string_sets": [], "bounded_tries": []}
 
 
+class _Leaves(PipelineVisitor):
+    """The PCollections no step reads: what a pipeline ends in (its writes' results)."""
+
+    def __init__(self) -> None:
+        self.produced: dict[int, beam.PCollection] = {}
+        self.read: set[int] = set()
+
+    def visit_transform(self, node) -> None:
+        for value in node.outputs.values():
+            if isinstance(value, beam.PCollection):
+                self.produced[id(value)] = value
+        for value in (*node.inputs, *(side.pvalue for side in node.side_inputs)):
+            self.read.add(id(value))
+
+    def leaves(self) -> list[beam.PCollection]:
+        return [value for key, value in self.produced.items() if key not in self.read]
+
+
+def mark_completion(pipeline: beam.Pipeline, directory: str) -> None:
+    """Adds the job's last step: ``directory/job-complete.json``, written once every PCollection the pipeline
+    ends in is complete (each counted, the counts side inputs of the one element that writes the mark). In a
+    streaming job that is when it is drained."""
+    visitor = _Leaves()
+    pipeline.visit(visitor)
+    counts = [leaf | f"Completion/Window{index}" >> beam.WindowInto(GlobalWindows())
+              | f"Completion/Count{index}" >> beam.combiners.Count.Globally()
+              for index, leaf in enumerate(visitor.leaves())]
+    (pipeline
+     | "Completion/Start" >> beam.Create([directory])
+     | "Completion/Mark" >> beam.Map(_write_mark, *(beam.pvalue.AsSingleton(count) for count in counts)))
+
+
+def _write_mark(directory: str, *counts: int) -> None:
+    with FileSystems.create(f"{directory.rstrip('/')}/{COMPLETE}") as handle:
+        handle.write(json.dumps({"final_steps": len(counts), "elements": sum(counts)}).encode("utf-8") + b"\n")
+
+
+def is_complete(directory: str) -> bool:
+    """Whether the job that writes into ``directory`` has marked its end."""
+    return FileSystems.exists(f"{directory.rstrip('/')}/{COMPLETE}")
+
+
+def remove_mark(directory: str) -> None:
+    """Removes ``directory``'s completion mark, if it has one."""
+    if is_complete(directory):
+        FileSystems.delete([f"{directory.rstrip('/')}/{COMPLETE}"])
+
+
 def pipeline_arguments(argv: list[str], beam_args: list[str]) -> list[str]:
     """``argv`` without the Beam arguments it ended in (``beam_args``, in order) and without ``UNSAVED_OPTIONS``."""
     rest = list(beam_args)
@@ -87,6 +142,16 @@ def pipeline_arguments(argv: list[str], beam_args: list[str]) -> list[str]:
             continue
         kept.append(argument)
     return kept
+
+
+def module_of(function: Callable) -> str:
+    """The importable name of ``function``'s module, also when it runs as ``python -m pipelines.NAME`` (where
+    its module is ``__main__``)."""
+    name = function.__module__
+    if name == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        name = spec.name if spec is not None else name
+    return name
 
 
 def write_manifest(submitted: Submitted, module: str, arguments: list[str]) -> str:

@@ -108,6 +108,7 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
         topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
         raise
     if deferred.submits_only(options):
+        deferred.mark_completion(pipeline, output)  # the job's last step: its end, which no driver waits for
         try:
             pipeline.run()  # writes the job file, which the launcher submits: nothing runs here
         finally:

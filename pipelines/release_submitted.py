@@ -12,10 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from apache_beam.io.filesystems import FileSystems
-
-from pipelines import aggregate, common, deferred
-from transforms.core.io import INPUT_FILES
+from pipelines import common, deferred
 
 
 def build_parser() -> common.CliParser:
@@ -28,14 +25,11 @@ def build_parser() -> common.CliParser:
     return parser
 
 
-def _require_finished(where: str, *, aggregation: bool) -> None:
-    """Refuses, touching nothing, a release whose job has visibly not finished: no input report in its staging
-    directory (written once every input file was read), or no receipt of the Aggregation Service's job (written
-    once it has released). Neither proves the job's end: release only a job its runner reports finished."""
-    pattern = f"{where}/{aggregate.RECEIPT}.jsonl" if aggregation else f"{where}/{INPUT_FILES}-*"
-    if not FileSystems.match([pattern])[0].metadata_list:
-        raise common.CliError(f"the job has not finished: nothing matches {pattern} yet; release it once its runner "
-                              "reports it done (Dataflow: gcloud dataflow jobs show JOB_ID, JOB_STATE_DONE)")
+def _require_finished(where: str) -> None:
+    """Refuses, touching nothing, a release whose job has not marked its end (``deferred.mark_completion``)."""
+    if not deferred.is_complete(where):
+        raise common.CliError(f"the job has not finished: {where}/{deferred.COMPLETE} is not there yet; release it "
+                              "once it has (Dataflow: gcloud dataflow jobs show JOB_ID, JOB_STATE_DONE, or drained)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,13 +42,14 @@ def main(argv: list[str] | None = None) -> int:
             raise common.CliError(f"no job was submitted into {output} (no {deferred.MANIFEST}), or it was released "
                                   "already") from None
         staging = output if manifest["staging"] is None else f"{output}/{manifest['staging']}"
-        _require_finished(staging, aggregation=manifest["staging"] is None)
+        _require_finished(staging)
     except common.InputError as error:
         return common.fail(error)
     module = importlib.import_module(manifest["module"])
     with deferred.releasing_from(staging):
         status = module.main([*manifest["arguments"], "--output", output])
     if status in (0, 1):  # released, or judged and refused: either way the staged results are gone
+        deferred.remove_mark(output)  # published with the outputs: it is not one
         deferred.remove_manifest(output)
     return status
 

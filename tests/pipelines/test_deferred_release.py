@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from pipelines import aggregate, kanon
 from pipelines.common import read_records
-from pipelines.deferred import MANIFEST, pipeline_arguments
+from pipelines.deferred import COMPLETE, MANIFEST, pipeline_arguments
 from pipelines.generate import main as generate
 from pipelines.release_submitted import main as release
 from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +52,13 @@ def test_a_submitted_run_releases_nothing_until_released_and_then_exactly_what_a
     assert "--template_location" not in manifest["arguments"]
     staged = submitted / manifest["staging"]
     assert list(staged.glob("verdicts-*"))  # the job's outputs, staged
-    reports = sorted(staged.glob("input_files-*"))
-    for report in reports:  # as if the job were still reading: the release refuses and touches nothing
-        report.rename(report.with_name("unfinished-" + report.name))
+    mark = staged / COMPLETE  # the job's last step: written once every other step had finished
+    assert json.loads(mark.read_text())["final_steps"] >= 3  # verdicts, dead letters, input report at least
+    mark.rename(tmp_path / "mark")  # as if the job were still running: the release refuses and touches nothing
     assert release(["--output", str(submitted)]) == 2
     assert "the job has not finished" in capsys.readouterr().err and (submitted / MANIFEST).exists()
-    for report in reports:
-        report.with_name("unfinished-" + report.name).rename(report)
+    assert list(staged.glob("verdicts-*"))
+    (tmp_path / "mark").rename(mark)
     assert release(["--output", str(submitted)]) == 0
     assert _verdicts(submitted) == _verdicts(waited) and _verdicts(waited)
     summary = json.loads((submitted / "summary.json").read_text())
@@ -63,6 +67,7 @@ def test_a_submitted_run_releases_nothing_until_released_and_then_exactly_what_a
     assert summary["counts"]["verdict_records"] == waited_summary["counts"]["verdict_records"]
     assert "pm-beam release" in summary["counters_note"]
     assert not (submitted / MANIFEST).exists() and not list(submitted.glob(".staging-*"))
+    assert not (submitted / COMPLETE).exists()  # the mark is not an output
     assert release(["--output", str(submitted)]) == 2  # released once: a second release has nothing to do
     assert "no job was submitted" in capsys.readouterr().err
 
@@ -85,15 +90,24 @@ def test_a_submitted_aggregation_charges_in_its_job_and_is_completed_in_the_ledg
     arguments = ["--reports", reports, "--output", str(output), "--mode", "key-discovery", "--now", str(NOW),
                  "--ledger", f"sqlite:///{ledger}", "--job-id", "deferred", "--seed", "1", "--output-format", "jsonl"]
     assert aggregate.main([*arguments, "--template_location", "job"]) == 0
-    assert not (output / "summary.json").exists()
+    assert not (output / "summary.json").exists() and (output / COMPLETE).exists()
     assert _ledger_status(ledger) == [("deferred", "charged")]  # the job charged its budget before releasing
     assert release(["--output", str(output)]) == 0
-    assert _ledger_status(ledger) == [("deferred", "completed")]
+    assert _ledger_status(ledger) == [("deferred", "completed")] and not (output / COMPLETE).exists()
     summary = json.loads((output / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["receipt"]["status"] == "ok"
     assert summary["counts"]["aggregated_reports"] == 30
     released = [row for path in output.glob("summary_report-*") for row in read_records(str(path))]
     assert len(released) == summary["counts"]["released_buckets"]
+
+
+def test_a_submission_from_python_dash_m_names_the_pipelines_module(joins, tmp_path):
+    output = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "pipelines.kanon", "--input", joins, "--output", str(output),
+                             "--template_location", "job"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((output / MANIFEST).read_text())["module"] == "pipelines.kanon"
+    assert release(["--output", str(output)]) == 0 and list(output.glob("verdicts-*"))
 
 
 def test_the_manifest_keeps_the_pipelines_own_arguments_only():
