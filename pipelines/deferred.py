@@ -26,6 +26,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.pipeline import PipelineVisitor
+from apache_beam.transforms.trigger import AccumulationMode, AfterWatermark
 from apache_beam.transforms.window import GlobalWindows
 
 MANIFEST = "submitted.json"
@@ -100,7 +101,10 @@ def mark_completion(pipeline: beam.Pipeline, directory: str) -> None:
     streaming job that is when it is drained."""
     visitor = _Leaves()
     pipeline.visit(visitor)
-    counts = [leaf | f"Completion/Window{index}" >> beam.WindowInto(GlobalWindows())
+    # one pane per leaf, at the end of the global window: the end of the input, or the drain of a streaming job
+    # (an explicit trigger: Beam refuses the default one on an unbounded PCollection)
+    counts = [leaf | f"Completion/Window{index}" >> beam.WindowInto(
+                  GlobalWindows(), trigger=AfterWatermark(), accumulation_mode=AccumulationMode.DISCARDING)
               | f"Completion/Count{index}" >> beam.combiners.Count.Globally()
               for index, leaf in enumerate(visitor.leaves())]
     (pipeline

@@ -108,6 +108,10 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
         topics.discard(pipeline)  # a topic source the graph had started: closed, its consumers with it
         raise
     if deferred.submits_only(options):
+        if topics.reads_here(pipeline):
+            topics.discard(pipeline)
+            raise common.CliError("--template_location hands the job to a runner that runs it elsewhere (Dataflow); "
+                                  "topics this process reads for the local runner cannot be handed over: drop it")
         deferred.mark_completion(pipeline, output)  # the job's last step: its end, which no driver waits for
         try:
             pipeline.run()  # writes the job file, which the launcher submits: nothing runs here

@@ -202,6 +202,11 @@ def _dead_letter_id(letter: DeadLetter) -> str:
     return hashlib.blake2b(f"{letter.source}\n{letter.reason}\n{letter.raw}".encode(), digest_size=16).hexdigest()
 
 
+def reads_here(pipeline: beam.Pipeline) -> bool:
+    """Whether this process reads the pipeline's topics (``KafkaStreamService``, on the local runner)."""
+    return pipeline in _SERVICES
+
+
 def discard(pipeline: beam.Pipeline) -> None:
     """Close the topic source of a pipeline that will not run (its graph failed to build)."""
     service = _SERVICES.pop(pipeline, None)

@@ -10,14 +10,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apache_beam as beam
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import FixedWindows
 
 from pipelines import aggregate, kanon
 from pipelines.common import read_records
-from pipelines.deferred import COMPLETE, MANIFEST, pipeline_arguments
+from pipelines.deferred import COMPLETE, MANIFEST, mark_completion, pipeline_arguments
 from pipelines.generate import main as generate
 from pipelines.release_submitted import main as release
 from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
+from tests.support.kafka import fresh_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,3 +120,26 @@ def test_the_manifest_keeps_the_pipelines_own_arguments_only():
             "--kafka-config=sasl.username=u", "--template_location", "gs://b/t"]
     beam = ["--runner", "DataflowRunner", "--template_location", "gs://b/t"]
     assert pipeline_arguments(argv, beam) == ["--input", "a", "--seed", "3"]
+
+
+def test_the_completion_mark_of_an_unbounded_pipeline_is_written_when_its_stream_ends(tmp_path):
+    """A streaming job's leaves are unbounded: the mark waits for the end of their global window (a drain on
+    Dataflow; here, the end of a TestStream on the streaming DirectRunner)."""
+    options = PipelineOptions(["--runner", "DirectRunner", "--streaming"])
+    with beam.Pipeline(options=options) as pipeline:
+        stream = (TestStream().add_elements([1, 2]).advance_watermark_to(10).add_elements([3])
+                  .advance_watermark_to_infinity())
+        events = pipeline | stream | beam.WindowInto(FixedWindows(5))
+        _ = events | "Sum" >> beam.CombineGlobally(sum).without_defaults()
+        _ = events | "Double" >> beam.Map(lambda value: 2 * value)
+        assert not (tmp_path / COMPLETE).exists()
+        mark_completion(pipeline, str(tmp_path))
+    assert json.loads((tmp_path / COMPLETE).read_text()) == {"final_steps": 2, "elements": 5}  # 2 sums, 3 doubles
+
+
+def test_a_template_launch_reading_topics_on_the_local_runner_is_refused(kafka_broker, tmp_path, capsys):
+    output = tmp_path / "out"
+    assert kanon.main(["--input", f"kafka://{kafka_broker.address}/{fresh_topic('joins')}?stop=end", "--output", str(output),
+                       "--template_location", "job", "--state-store", "none"]) == 2
+    assert "--template_location" in capsys.readouterr().err
+    assert not (output / MANIFEST).exists()
