@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 
-.PHONY: test lint demo demo-stream protos benchmark results dist constraints clean
+.PHONY: test lint demo demo-stream protos benchmark results audit dist constraints clean
 
 # Every dependency at the version constraints.txt pins (the versions CI and the deploy/ images run).
 $(STAMP): setup.py constraints.txt
@@ -51,6 +51,11 @@ protos: $(STAMP)
 # The committed evaluation (docs/results/report.md): every experiment at the quick size; datasets outside docs/.
 results: $(STAMP)
 	$(BIN)/python -m pipelines.evaluate all --output docs/results --data-dir .eval-data
+
+# The full privacy audit of every mechanism (docs/audit/: report.md, results.json, results.csv, epsilon.png;
+# about 10 minutes); make test runs the quick one (tests/audit/).
+audit: $(STAMP)
+	$(BIN)/python -m pipelines.audit --output docs/audit
 
 # Every throughput benchmark of benchmarks/ (about 20 minutes; figures and method in benchmarks/README.md).
 benchmark: $(STAMP)

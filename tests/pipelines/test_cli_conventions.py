@@ -32,6 +32,7 @@ ENTRY_POINTS = (
     "pipelines.event_level",
     "pipelines.generate",
     "pipelines.demo_report",
+    "pipelines.audit",
 )
 RUNS_BEAM = {"pipelines.kanon", "pipelines.measurement", "pipelines.compare_policies", "pipelines.summary_client",
              "pipelines.aggregate", "pipelines.event_level"}

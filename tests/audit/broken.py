@@ -1,0 +1,102 @@
+"""Deliberately wrong variants of the mechanisms, which exist only here: the audit must catch every one of them.
+
+Each is the kind of mistake published implementations have made (Lyu, Su and Li, "Understanding the Sparse
+Vector Technique for Differential Privacy", VLDB 2017, list several for AboveThreshold) or an off-by-one a
+reviewer could miss: a wrong noise scale, a wrong count in a probability, a budget check that lets the last
+charge through, a threshold without its tail term.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.noise import RandomSource, TruncatedLaplace, randbelow_array
+from transforms.event_level.mechanisms.config import EventLevelConfig
+from transforms.event_level.mechanisms.outputs import count_outputs
+from transforms.event_level.mechanisms.randomized_response import TRUTHFUL, truthful_threshold
+from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThresholdInstance
+from transforms.kanon.mechanisms.accounting import DrawParameters
+from transforms.kanon.mechanisms.batch_replay import GroupJoins
+from transforms.summary_reports.mechanisms.aggregation import AggregationParams
+
+
+def double_epsilon_tlap(draw: DrawParameters) -> TruncatedLaplace:
+    """TLap sampled at 2 eps (a Laplace scale of Delta / (2 eps)) for a draw that claims eps."""
+    return TruncatedLaplace(2 * float(draw.epsilon), float(draw.delta))
+
+
+class ThresholdRedrawingAboveThreshold(AboveThreshold):
+    """AboveThreshold that draws a fresh threshold noise for every comparison instead of once per instance."""
+
+    def compare(self, instance: AboveThresholdInstance, steps: np.ndarray, counts: np.ndarray, source: RandomSource,
+                stream_key: tuple[Hashable, ...]) -> int | None:
+        if instance.latched:
+            return 0
+        noises = self.step_noise.sample_keyed_array(source, stream_key, len(counts))
+        thresholds = self.threshold_noise.sample_keyed_array(source, stream_key, len(counts))
+        hits = np.flatnonzero(counts + noises >= self.k + thresholds)
+        if hits.size == 0:
+            return None
+        instance.latched = True
+        return int(hits[0])
+
+
+def join_counts(joins: GroupJoins, window_steps: int) -> tuple[int, np.ndarray]:
+    """``batch_replay.window_counts`` that counts joins in the window instead of distinct users, so a user who
+    joins at every step adds up to w to a count."""
+    first = int(joins.steps.min())
+    length = int(joins.steps.max()) + window_steps - first + 1
+    delta = (np.bincount(joins.steps - first, minlength=length)
+             - np.bincount(joins.steps + window_steps - first, minlength=length))
+    return first, np.cumsum(delta)[:-1]
+
+
+@dataclass(frozen=True)
+class HalfScaleAggregationParams(AggregationParams):
+    """The Aggregation Service with a discrete Laplace scale of L1 / (2 eps) instead of L1 / eps."""
+
+    @property
+    def scale(self) -> Fraction:
+        return Fraction(self.l1) / (2 * self.epsilon)
+
+
+@dataclass(frozen=True)
+class NoTailKeyDiscoveryParams(AggregationParams):
+    """Key discovery with tau = L1, without its ln(L0 / delta) / eps term."""
+
+    @property
+    def tau(self) -> float:
+        return float(self.l1)
+
+
+def respond_with_one_state_too_few(config: EventLevelConfig, epsilon: Fraction, source: RandomSource,
+                                   size: int) -> np.ndarray:
+    """Randomized response whose truthful probability counts |O| - 1 states instead of |O|."""
+    k = count_outputs(config)
+    threshold = np.uint64(truthful_threshold(k - 1, epsilon))
+    words = source.random_words(size)
+    randomised = np.flatnonzero(words >= threshold)
+    out = np.full(words.size, TRUTHFUL, dtype=np.int64)
+    out[randomised] = randbelow_array(source, np.full(randomised.size, k, dtype=np.uint64))
+    return out
+
+
+class OverdrawingFilterTable(FilterTable):
+    """A privacy filter that accepts a charge whenever some budget is left, so the last charge can overdraw."""
+
+    def try_consume(self, key: Hashable, units: int) -> bool:
+        spent = self.consumed.get(key, 0)
+        if spent >= self.capacity_units:
+            self.consumed.setdefault(key, 0)
+            return False
+        self.consumed[key] = spent + units
+        return True
+
+    def can_pay(self, key: Hashable, units: int) -> bool:
+        return self.consumed.get(key, 0) < self.capacity_units
+
+

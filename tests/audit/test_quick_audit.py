@@ -1,0 +1,35 @@
+"""The quick audit of every mechanism (the catalogue's quick sample sizes): no bound above its claim.
+
+Each bound holds with confidence 1 - 1e-6 (``CONFIDENCE``): for a mechanism that keeps its claim, the bound
+exceeds the claimed epsilon with probability at most 1e-6, so a case fails falsely with probability at most
+1e-6, and this file (one test per case) with probability at most 1e-6 times the number of cases. Noise comes
+from the secure source, as in the pipelines: the runs are not reproducible, the statement holds for every run.
+"""
+from __future__ import annotations
+
+import pytest
+
+from audit.auditor import run_audit
+from audit.case import AuditCase
+from audit.catalogue import all_cases
+
+CONFIDENCE = 1 - 1e-6
+CASES = all_cases()
+
+
+def test_the_catalogue_covers_every_mechanism_the_issue_names() -> None:
+    subjects = {case.name.split("@")[0] for case in CASES}
+    assert subjects == {
+        "kanon.tlap", "kanon.above_threshold", "kanon.stream", "aggregation.noisy_sum", "aggregation.key_discovery",
+        "aggregation.threshold", "summary_reports.ara", "summary_reports.paa", "event_level.navigation",
+        "event_level.event", "budgeting.cookie_monster", "budgeting.ara_like", "budgeting.ipa_like",
+    }
+    assert len({case.name for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_the_mechanism_keeps_its_claim(case: AuditCase) -> None:
+    result = run_audit(case, case.quick_samples, CONFIDENCE)
+    assert result.samples == case.quick_samples and result.hits_given <= result.samples
+    assert result.bound.lower <= case.claimed_epsilon, result.to_json()
+    assert result.consistent
