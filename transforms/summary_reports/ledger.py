@@ -398,6 +398,28 @@ class _SqlLedger(Ledger):
         return f"{type(self).__name__}({self.where}, {self.limits.describe()})"
 
 
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while SQLite answers "database is locked", up to the busy timeout.
+
+    Why a loop: switching a new file (still in rollback-journal mode) to WAL reads the file and then takes its
+    write lock. A connection that already reads and asks for the write lock while another connection holds it
+    gets SQLITE_BUSY at once, without the busy handler (waiting could deadlock). So when several processes open a
+    new ledger at once, all but the one switching the file could fail with "database is locked" despite the
+    busy timeout (found by tests/transforms/summary_reports/test_ledger_contention.py: 8 processes opening a new
+    ledger together; shown deterministically there with a connection holding the write lock). The error ends that
+    statement and its read; once the file is in WAL mode (kept in the file), the pragma only reads the mode.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 class _SqliteLedger(_SqlLedger):
     """One SQLite file: WAL, synchronous=FULL, ``BEGIN IMMEDIATE`` around every charge."""
 
@@ -409,7 +431,7 @@ class _SqliteLedger(_SqlLedger):
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS ledger_request (budget_key TEXT NOT NULL, hour INTEGER NOT NULL)")
