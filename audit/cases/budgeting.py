@@ -49,7 +49,7 @@ def _events(side: str, queries: int, query_epsilon: Fraction) -> list:
     return sort_events((impressions if side == D else []) + conversions)
 
 
-def make_filter_case(policy: str, query_epsilon: Fraction = Fraction(1, 4), queries: int = 5,
+def make_filter_case(policy: str, query_epsilon: Fraction = Fraction(1, 2), queries: int = 3,
                      filters_of: FilterFactory = FilterTable) -> AuditCase:
     """The device-epoch audit for ``policy``; ``filters_of`` makes the privacy filters (on the device, and
     IPA-like's central ones), which a test may replace by a broken filter."""

@@ -9,6 +9,7 @@ truth.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -40,8 +41,11 @@ def make_randomized_response_case(source_type: str, epsilon: Fraction,
     def sample(side: str, n: int, source: RandomSource) -> np.ndarray:
         return reported_outputs(respond, config, epsilon, k - 1 if side == D else 0, n, source)
 
-    # P[o = truth | other truth] = 1 / (e^eps + k - 1): the samples for about 100 such hits on D'
-    expected = int(min(2e8, max(1e6, 100 * (float(np.exp(float(epsilon))) + k))))
+    # P[o = x | x'] = 1 / (e^eps + k - 1). With h hits on D' the bound is within about 3.3 / sqrt(h) of the
+    # event's ln-ratio (the 99.9 % interval), so h = 4356 / eps^2 hits bring it within 5 % of eps, and at least
+    # 100 hits are drawn; at least 1e6 and at most 2e8 samples (eps = 14 needs 1.2e8).
+    hits = max(100.0, 4356 / float(epsilon) ** 2)
+    expected = int(min(2e8, max(1e6, hits * (math.exp(float(epsilon)) + k))))
     return AuditCase(
         name=f"event_level.{source_type}@eps={float(epsilon):g}",
         mechanism=f"event-level: randomized response, {source_type} source (|O| = {k})",
