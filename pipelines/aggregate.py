@@ -2,6 +2,7 @@
 
     python -m pipelines.aggregate --reports PATH --output DIR [--domain PATH]
         [--mode domain|key-discovery|threshold] [--epsilon 10] [--delta 1e-5] [--l1 65536] [--l0 20]
+        [--max-contributions-per-report N] [--max-report-value-sum N]
         [--job-id ID] [--ledger sqlite:///PATH | postgresql://...] [--private-key LOCATION] [--filtering-ids 0]
         [--debug] [--no-noise] [--seed N] [Beam options]
 
@@ -24,6 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import common, release
 from pipelines.options.aggregate import add_aggregation_options, aggregation_job
 from pipelines.options.run import OUTPUT_HELP
+from schemas.limits import MAX_KEY_ID_CHARS, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_ENTRIES, MAX_SHARED_INFO_CHARS
 from schemas.option_values import SEED
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.core.mechanisms.noise import make_source
@@ -121,6 +123,10 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "private_key": redact_url(run.job.private_key), "debug": run.job.debug, "noise": run.job.noise,
             "noise_source": "none" if not run.job.noise else "seeded" if run.seed is not None else "secure",
             "seed": run.seed, "max_error_fraction": run.job.max_error_fraction, "now_seconds": run.job.now_seconds,
+            "max_contributions_per_report": run.job.payload_limits.max_contributions,
+            "max_report_value_sum": run.job.payload_limits.max_value_sum, "max_payload_entries": MAX_PAYLOAD_ENTRIES,
+            "max_payload_bytes": MAX_PAYLOAD_BYTES, "max_shared_info_chars": MAX_SHARED_INFO_CHARS,
+            "max_key_id_chars": MAX_KEY_ID_CHARS,
         },
         "privacy": {"guarantee": params.guarantee(run.job.noise), "scale": str(params.scale),
                     "tau": params.tau if params.mode == "key-discovery" else None,

@@ -18,9 +18,12 @@ encode with it, through the same ``pyhpke`` library. Keys are raw 32-byte X25519
 the public key endpoint, ``{"keys": [{"id": "...", "key": "<base64>"}]}`` (private key files use the same
 shape).
 
-Validation reasons (stable strings, counted per reason): ``malformed_shared_info``, ``missing_field:<name>``,
-``invalid_field:<name>``, ``unsupported_version``, ``unknown_api``, ``unknown_key_id``,
-``undecryptable_payload``, ``malformed_payload``, ``wrong_operation``.
+Validation reasons (stable strings, counted per reason): ``malformed_report``, ``malformed_shared_info``,
+``missing_field:<name>``, ``invalid_field:<name>``, ``oversized_field:<name>`` (``payload``, ``shared_info`` or
+``key_id`` longer than its bound), ``unsupported_version``, ``unknown_api``, ``unknown_key_id``,
+``undecryptable_payload``, ``malformed_payload``, ``wrong_operation``, ``too_many_payload_entries`` (more entries
+than a payload padded to the largest allowed size holds), ``too_many_contributions`` and ``value_sum_over_bound``
+(a report over the job's ``PayloadLimits``). The bounds and their sources are in ``schemas.limits``.
 """
 from __future__ import annotations
 
@@ -36,6 +39,14 @@ import numpy as np
 import orjson
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 
+from schemas.limits import (
+    CONTRIBUTION_BUDGET,
+    MAX_KEY_ID_CHARS,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_ENTRIES,
+    MAX_REPORT_CONTRIBUTIONS,
+    MAX_SHARED_INFO_CHARS,
+)
 from schemas.rows import APIS, ATTRIBUTION_APIS, SharedInfo
 
 SUPPORTED_MAJOR_VERSIONS = ("0", "1")
@@ -50,6 +61,12 @@ _SUITE = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, AEAD
 _ENC_BYTES = 32  # X25519 encapsulated key
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
+TOO_MANY_PAYLOAD_ENTRIES = "too_many_payload_entries"
+TOO_MANY_CONTRIBUTIONS = "too_many_contributions"
+VALUE_SUM_OVER_BOUND = "value_sum_over_bound"
+# A payload is three containers deep (map, list, entry maps); one more level lets a tag wrap it (RFC 8949's
+# self-described CBOR). Anything deeper is refused by the CBOR decoder before it builds it.
+_MAX_CBOR_DEPTH = 4
 
 
 class ReportError(ValueError):
@@ -58,6 +75,47 @@ class ReportError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class PayloadLimits(NamedTuple):
+    """What one report's payload may carry: at most ``max_contributions`` non-null contributions whose values sum to
+    at most ``max_value_sum`` (null contributions, the padding, do not count). The defaults are the specifications'
+    (``schemas.limits``): 20 contributions, L1 = 65536."""
+
+    max_contributions: int = MAX_REPORT_CONTRIBUTIONS
+    max_value_sum: int = CONTRIBUTION_BUDGET
+
+    def reason(self, contributions: int, value_sum: int) -> str | None:
+        """The dead-letter reason of a payload with ``contributions`` non-null contributions summing to
+        ``value_sum``, or None within the limits (too many contributions is judged first)."""
+        if contributions > self.max_contributions:
+            return TOO_MANY_CONTRIBUTIONS
+        if value_sum > self.max_value_sum:
+            return VALUE_SUM_OVER_BOUND
+        return None
+
+
+SPEC_LIMITS = PayloadLimits()
+
+
+def report_fields(record: object) -> tuple[bytes, str, str]:
+    """The ``(payload, key_id, shared_info)`` of a decoded ``AggregatableReport`` record (``key_id`` missing = ""),
+    each of its type and the payload and key id within their bounds; a ReportError with the reason otherwise.
+    (``parse_shared_info`` bounds ``shared_info``.)"""
+    if type(record) is not dict:
+        raise ReportError("malformed_report")
+    payload, key_id, text = record.get("payload"), record.get("key_id", ""), record.get("shared_info")
+    if type(payload) is not bytes:
+        raise ReportError("missing_field:payload" if payload is None else "invalid_field:payload")
+    if type(text) is not str:
+        raise ReportError("missing_field:shared_info" if text is None else "invalid_field:shared_info")
+    if type(key_id) is not str:
+        raise ReportError("invalid_field:key_id")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ReportError("oversized_field:payload")
+    if len(key_id) > MAX_KEY_ID_CHARS:
+        raise ReportError("oversized_field:key_id")
+    return payload, key_id, text
 
 
 # ------------------------------------------------------------------------------------------------
@@ -94,8 +152,18 @@ def parse_shared_info(text: str) -> SharedInfo:
 
     Every api needs ``version``, ``api``, ``report_id`` (a UUID), ``reporting_origin`` and
     ``scheduled_report_time``; Attribution Reporting also needs ``attribution_destination``.
-    The major version must be one the public service supports (0 or 1).
+    The major version must be one the public service supports (0 or 1). Text longer than
+    ``MAX_SHARED_INFO_CHARS``, or that is not Unicode text, is refused before it is parsed.
     """
+    if type(text) is not str:
+        raise ReportError("malformed_shared_info")
+    if len(text) > MAX_SHARED_INFO_CHARS:
+        raise ReportError("oversized_field:shared_info")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: not Unicode text (no budget key can be hashed from it)
+            raise ReportError("malformed_shared_info") from None
     match = _BROWSER_SHARED_INFO.fullmatch(text)
     if match is not None:
         api, destination, debug, report_id, origin, scheduled, registration, version = match.groups()
@@ -136,7 +204,7 @@ def _checked_shared_info(info: dict) -> SharedInfo:
     match = _VERSION.fullmatch(version)
     if match is None:
         raise ReportError("invalid_field:version")
-    if str(int(match.group(1))) not in SUPPORTED_MAJOR_VERSIONS:
+    if (match.group(1).lstrip("0") or "0") not in SUPPORTED_MAJOR_VERSIONS:  # no int(): any number of digits
         raise ReportError("unsupported_version")
     api = _required_text(info, "api")
     if api not in APIS:
@@ -197,21 +265,30 @@ def encode_payload(contributions: Iterable[tuple[int, int, int]], pad_to: int = 
     return cbor2.dumps({"operation": "histogram", "data": data}, canonical=True)
 
 
-def decode_payload(payload: bytes) -> list[tuple[int, int, int]]:
+def decode_payload(payload: bytes, limits: PayloadLimits = SPEC_LIMITS) -> list[tuple[int, int, int]]:
     """The contributions ``(bucket, value, filtering id)`` of a clear-text CBOR payload, null contributions
-    (bucket 0, value 0) dropped. (Plain tuples: this runs for every report of a job.)
+    (bucket 0, value 0) dropped, within ``limits``. (Plain tuples: this runs for every report of a job.)
 
-    Buckets are 1 to 16 big-endian bytes, values 1 to 4, filtering ids (optional, 0 when absent) 1 to 8.
+    Buckets are 1 to 16 big-endian bytes, values 1 to 4, filtering ids (optional, 0 when absent) 1 to 8. Hostile
+    payloads are refused cheaply: one over ``MAX_PAYLOAD_BYTES`` before it is decoded; one nested deeper than a
+    payload is, or with a duplicate map key or a map key that is not a string, by the CBOR decoder; one with more
+    than ``MAX_PAYLOAD_ENTRIES`` entries before they are read.
     """
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ReportError("oversized_field:payload")
     try:
-        document = cbor2.loads(payload)
+        document = cbor2.loads(payload, max_depth=_MAX_CBOR_DEPTH, allow_duplicate_keys=False,
+                               strict_hashable_types=True)
     except Exception:  # noqa: BLE001 - cbor2 raises several types for malformed input
         raise ReportError("malformed_payload") from None
     if type(document) is not dict or type(document.get("data")) is not list:
         raise ReportError("malformed_payload")
     if document.get("operation") != "histogram":
         raise ReportError("wrong_operation")
+    if len(document["data"]) > MAX_PAYLOAD_ENTRIES:
+        raise ReportError(TOO_MANY_PAYLOAD_ENTRIES)
     contributions = []
+    value_sum = 0
     from_bytes = int.from_bytes
     for entry in document["data"]:
         if type(entry) is not dict:
@@ -224,6 +301,10 @@ def decode_payload(payload: bytes) -> list[tuple[int, int, int]]:
         bucket, value = from_bytes(bucket, "big"), from_bytes(value, "big")
         if bucket or value:
             contributions.append((bucket, value, from_bytes(filtering_id, "big")))
+            value_sum += value
+    reason = limits.reason(len(contributions), value_sum)
+    if reason is not None:
+        raise ReportError(reason)
     return contributions
 
 
@@ -277,19 +358,32 @@ def _decode_same_layout(payloads: list[bytes], entries: int) -> tuple[np.ndarray
     return fits, (matrix[:, :, _ID_AT], values, buckets[:, :, 0], buckets[:, :, 1])
 
 
-def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
+def _limit_reasons(kept: np.ndarray, values: np.ndarray, limits: PayloadLimits) -> np.ndarray:
+    """``PayloadLimits.reason`` for every row of a same-layout matrix at once: the index in ``_LIMIT_REASONS`` of
+    each payload's reason (0 within the limits), from its non-null contributions ``kept`` and their ``values``."""
+    counts = kept.sum(axis=1)
+    sums = np.where(kept, values, 0).sum(axis=1, dtype=np.uint64)  # < 24 values below 2^32: exact
+    return np.where(counts > limits.max_contributions, 1, np.where(sums > limits.max_value_sum, 2, 0))
+
+
+_LIMIT_REASONS = ("", TOO_MANY_CONTRIBUTIONS, VALUE_SUM_OVER_BOUND)  # by code; 0: within the limits
+
+
+def decode_payloads(payloads: list[bytes], limits: PayloadLimits = SPEC_LIMITS) -> PayloadColumns:
     """``decode_payload`` for many clear-text payloads at once.
 
     Payloads in the canonical layout (every payload ``encode_payload`` or Chromium writes with one-byte
-    filtering ids) are decoded together with numpy: their bytes are checked against the layout, and ids,
-    values and buckets are read from fixed offsets. Every other payload goes through ``decode_payload``, so
-    the result, and the reason of a payload that fails, are the same as decoding one by one.
+    filtering ids) are decoded together with numpy: their bytes are checked against the layout, ids, values
+    and buckets are read from fixed offsets, and ``limits`` are checked per row. Every other payload goes
+    through ``decode_payload``, so the result, and the reason of a payload that fails, are the same as decoding
+    one by one.
     """
     by_length: dict[int, list[int]] = {}
     for index, payload in enumerate(payloads):
         by_length.setdefault(len(payload), []).append(index)
     parts: list[tuple[np.ndarray, ...]] = []
     others: list[int] = []
+    errors: dict[int, str] = {}
     for length, indexes in by_length.items():
         entries, rest = divmod(length - _HEADER_SIZE, _ENTRY_SIZE)
         if rest or not 0 <= entries < 24:
@@ -299,14 +393,17 @@ def decode_payloads(payloads: list[bytes]) -> PayloadColumns:
         owners = np.asarray(indexes, dtype=np.int64)
         others.extend(owners[~fits].tolist())
         kept = fits[:, None] & ((high != 0) | (low != 0) | (values != 0))
+        over = _limit_reasons(kept, values, limits)
+        refused = np.flatnonzero(over)
+        errors.update(zip(owners[refused].tolist(), [_LIMIT_REASONS[code] for code in over[refused].tolist()], strict=True))
+        kept[refused] = False
         owner = np.broadcast_to(owners[:, None], kept.shape)
         parts.append((owner[kept], high[kept].astype(np.uint64), low[kept].astype(np.uint64),
                       values[kept].astype(np.uint64), ids[kept].astype(np.uint64)))
-    errors: dict[int, str] = {}
     rows: list[tuple[int, int, int, int, int]] = []
     for index in others:
         try:
-            contributions = decode_payload(payloads[index])
+            contributions = decode_payload(payloads[index], limits)
             rows.extend((index, bucket >> 64, bucket & _LOW, value, fid) for bucket, value, fid in contributions)
         except ReportError as error:
             errors[index] = error.reason
@@ -383,13 +480,16 @@ def read_key_file(path: str) -> dict[str, bytes]:
 
 
 def parse_key_file(data: bytes, where: str) -> dict[str, bytes]:
-    """The keys of a key file's contents (``{"keys": [{"id", "key"}]}``) by id; a ValueError naming ``where`` (the
-    file's location, never its contents) and the problem otherwise."""
+    """The keys of a key file's contents (``{"keys": [{"id", "key"}]}``, distinct string ids) by id; a ValueError
+    naming ``where`` (the file's location, never its contents) and the problem otherwise."""
+    shape = f'key file {where} is not {{"keys": [{{"id": <distinct strings>, "key": <base64>}}]}}'
     try:
-        document = json.loads(data)
-        keys = {entry["id"]: base64.b64decode(entry["key"], validate=True) for entry in document["keys"]}
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(f'key file {where} is not {{"keys": [{{"id": ..., "key": <base64>}}]}}') from None
+        entries = json.loads(data)["keys"]
+        keys = {entry["id"]: base64.b64decode(entry["key"], validate=True) for entry in entries}
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: pathologically nested JSON
+        raise ValueError(shape) from None
+    if len(keys) != len(entries) or not all(type(key_id) is str for key_id in keys):
+        raise ValueError(shape)
     bad = [key_id for key_id, raw in keys.items() if len(raw) != 32]
     if not keys or bad:
         raise ValueError(f"key file {where} must hold raw 32-byte X25519 keys (bad: {bad or 'none found'})")

@@ -10,9 +10,11 @@ bad data: a pipeline reading a file of mixed quality keeps the good records,
 sends the rest to the dead-letter sink, and ``read == parsed + dead_lettered``.
 
 Reasons (stable strings, counted per reason in every run's summary):
-``malformed_json``, ``malformed_avro`` (ends the file), ``malformed_protobuf``, ``truncated_protobuf`` (ends the
-file), ``unreadable_file`` (an I/O or decompression error; ends the file), ``not_an_object``,
-``missing_field:<name>``, ``empty_field:<name>``,
+``malformed_json``, ``malformed_avro`` (a corrupt header or block, or a writer schema or block that
+``schemas.avro_files`` refuses; ends the file), ``malformed_protobuf``, ``truncated_protobuf`` (ends the file),
+``oversized_record`` (a JSON line or protobuf message longer than ``MAX_RECORD_BYTES``, 1 MiB; reading goes on),
+``unreadable_file`` (an I/O or decompression error; ends the file), ``not_an_object``, ``missing_field:<name>``,
+``empty_field:<name>``,
 ``invalid_text:<name>`` (not Unicode text, e.g. a lone surrogate), ``wrong_type:<name>``, ``negative_timestamp:<name>``,
 ``absurd_timestamp:<name>``; for conversions and their attribution requests also ``negative_value:<name>``,
 ``non_finite:<name>``, ``nonpositive:<name>`` (epsilon, sensitivities, window, n), ``report_sensitivity_above_query``,
@@ -33,11 +35,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, Union
 
-import fastavro
 from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]  # private: not in the stubs
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]  # private: not in the stubs
 from google.protobuf.message import DecodeError, Message
 
+from schemas.avro_files import open_avro
 from schemas.field_kinds import MESSAGE_LISTS, FieldSpec, convert_fields, fast_validator
 from schemas.proto import events_pb2
 from schemas.rows import (
@@ -54,6 +56,13 @@ from schemas.rows import (
 
 FORMATS = ("avro", "jsonl", "pb")
 MALFORMED_AVRO, TRUNCATED_PROTOBUF, UNREADABLE_FILE = "malformed_avro", "truncated_protobuf", "unreadable_file"
+OVERSIZED_RECORD = "oversized_record"
+# One record of a JSON Lines or protobuf file is at most this long (an event is a few hundred bytes): a longer one
+# is a dead letter, read past without being held, so a hostile or corrupt file cannot exhaust memory.
+MAX_RECORD_BYTES = 1 << 20
+OVERSIZED_RAW_BYTES = 256  # what an oversized record's dead letter keeps of it
+READ_CHUNK_BYTES = 1 << 20
+MAX_VARINT_BYTES = 10
 # Dead-letter reasons that mean the rest of a file was lost: a corrupt Avro header or block (Avro cannot
 # resynchronise), a protobuf file cut inside a message, a file that cannot be read or decompressed. Any of them
 # fails the run (DESIGN.md, "Command-line conventions"): half a file is not an answer.
@@ -170,12 +179,41 @@ def parse_json_line(spec: EventSpec, line: str, source: str) -> Parsed:
     return _parsed(spec, record, lambda: line, source)
 
 
+def _oversized(prefix: bytes, source: str) -> DeadLetter:
+    """The dead letter of a record longer than ``MAX_RECORD_BYTES``: its first bytes only, so it stays small."""
+    return DeadLetter(raw=base64.b64encode(prefix[:OVERSIZED_RAW_BYTES]).decode(), reason=OVERSIZED_RECORD, source=source)
+
+
+def _bounded_lines(handle: IO[bytes], limit: int) -> Iterator[bytes | None]:
+    """The lines of ``handle`` without their newline, None for a line longer than ``limit`` bytes, read in chunks
+    so that memory stays bounded whatever the file holds (a compressed file can expand without bound)."""
+    pending, skipping = b"", False  # skipping: inside a line already reported as too long
+    while chunk := handle.read(READ_CHUNK_BYTES):
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        for part in parts:
+            if skipping:
+                skipping = False  # the end of the long line
+                continue
+            yield part if len(part) <= limit else None
+        if len(pending) > limit:
+            if not skipping:
+                yield None
+            pending, skipping = b"", True
+    if pending and not skipping:
+        yield pending
+
+
 def read_jsonl(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parsed]:
-    """Every non-blank line of a JSON Lines file; undecodable bytes are a ``malformed_json`` dead letter."""
-    for number, line_bytes in enumerate(handle, start=1):
+    """Every non-blank line of a JSON Lines file; undecodable bytes are a ``malformed_json`` dead letter, a line of
+    more than ``MAX_RECORD_BYTES`` an ``oversized_record`` one."""
+    for number, line_bytes in enumerate(_bounded_lines(handle, MAX_RECORD_BYTES), start=1):
+        if line_bytes is None:
+            yield _oversized(b"", f"{source}:{number}")
+            continue
         try:
             # utf-8-sig on the first line: a byte-order mark some editors write is not part of the record
-            line = line_bytes.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+            line = line_bytes.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r")
         except UnicodeDecodeError:
             yield DeadLetter(raw=base64.b64encode(line_bytes).decode(), reason="malformed_json", source=f"{source}:{number}")
             continue
@@ -197,13 +235,14 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
     Fields are read by name whatever the writer schema, so files written with
     extra fields, or with a field of the wrong type, still decode and the
     record is judged by ``validate``. A corrupt block (bad header, sync marker
-    or codec data) ends the file with one ``malformed_avro`` dead letter
-    naming the position, since Avro cannot resynchronise inside a block.
+    or codec data), or a writer schema or block ``open_avro`` refuses, ends the
+    file with one ``malformed_avro`` dead letter naming the position, since
+    Avro cannot resynchronise inside a block.
     """
     accept = spec.accept or (lambda record: None)
     index = 0
     try:
-        records = fastavro.reader(handle)
+        records = open_avro(handle)
     except Exception as error:  # noqa: BLE001 - fastavro raises many types for a corrupt header
         yield DeadLetter(raw=f"{type(error).__name__}: {error}", reason=MALFORMED_AVRO, source=f"{source}#0")
         return
@@ -245,28 +284,73 @@ def _proto_mapping(spec: EventSpec, message: Message) -> dict:
     return record
 
 
+class _Chunks:
+    """A file read in chunks, so that only what is being parsed is in memory: ``data[cursor:]`` are the next bytes,
+    at file offset ``offset``."""
+
+    __slots__ = ("handle", "data", "cursor", "base")
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle, self.data, self.cursor, self.base = handle, b"", 0, 0
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.cursor
+
+    def available(self, n: int) -> int:
+        """Reads until ``n`` bytes are available (or the file ends); how many are."""
+        if len(self.data) - self.cursor < n:
+            self.base += self.cursor
+            self.data, self.cursor = self.data[self.cursor:], 0
+            while len(self.data) < n and (chunk := self.handle.read(max(READ_CHUNK_BYTES, n - len(self.data)))):
+                self.data += chunk
+        return len(self.data) - self.cursor
+
+    def skip(self, n: int) -> bool:
+        """Drops the next ``n`` bytes a chunk at a time; False when the file ends first."""
+        while n:
+            step = min(n, READ_CHUNK_BYTES)
+            if self.available(step) < step:
+                return False
+            self.cursor += step
+            n -= step
+        return True
+
+
 def read_delimited_proto(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parsed]:
     """Every message of a file of varint-length-prefixed protobuf messages.
 
     A message that does not parse is one ``malformed_protobuf`` dead letter and
-    reading goes on with the next length prefix; a truncated tail (a length
-    running past the end of the file, or no length at all) is one final
-    ``truncated_protobuf`` dead letter: the file is broken (``FILE_FAILURES``).
+    reading goes on with the next length prefix; a message longer than
+    ``MAX_RECORD_BYTES`` is an ``oversized_record`` dead letter (its bytes are
+    skipped unread); a truncated tail (a length running past the end of the
+    file, or no length at all) is one final ``truncated_protobuf`` dead letter:
+    the file is broken (``FILE_FAILURES``). The file is read in chunks.
     """
-    data = handle.read()
-    position, index = 0, 0
-    while position < len(data):
-        raw_source = f"{source}@{position}"
+    chunks = _Chunks(handle)
+    while chunks.available(MAX_VARINT_BYTES):
+        raw_source = f"{source}@{chunks.offset}"
+        data, position = chunks.data, chunks.cursor
         try:
             length, start = _DecodeVarint(data, position)
         except (IndexError, DecodeError):
             yield DeadLetter(raw=base64.b64encode(data[position:]).decode(), reason=TRUNCATED_PROTOBUF, source=raw_source)
             return
-        end = start + length
-        payload = data[start:end]
-        if end > len(data):
-            yield DeadLetter(raw=base64.b64encode(data[position:]).decode(), reason=TRUNCATED_PROTOBUF, source=raw_source)
+        if length > MAX_RECORD_BYTES:
+            prefix = data[position:position + OVERSIZED_RAW_BYTES]
+            chunks.cursor = start
+            if not chunks.skip(length):
+                yield DeadLetter(raw=base64.b64encode(prefix).decode(), reason=TRUNCATED_PROTOBUF, source=raw_source)
+                return
+            yield _oversized(prefix, raw_source)
+            continue
+        size = start - position + length  # the length prefix and the message
+        if chunks.available(size) < size:
+            tail = chunks.data[chunks.cursor:]
+            yield DeadLetter(raw=base64.b64encode(tail).decode(), reason=TRUNCATED_PROTOBUF, source=raw_source)
             return
+        payload = chunks.data[chunks.cursor + size - length:chunks.cursor + size]
+        chunks.cursor += size
         message = spec.proto_type()
         try:
             message.ParseFromString(payload)
@@ -274,7 +358,6 @@ def read_delimited_proto(spec: EventSpec, handle: IO[bytes], source: str) -> Ite
             yield DeadLetter(raw=base64.b64encode(payload).decode(), reason="malformed_protobuf", source=raw_source)
         else:
             yield _parsed(spec, _proto_mapping(spec, message), functools.partial(_base64_text, payload), raw_source)
-        position, index = end, index + 1
 
 
 READERS: dict[str, Callable[[EventSpec, IO[bytes], str], Iterator[Parsed]]] = {

@@ -8,7 +8,8 @@ path, never a second definition of validity:
 
 * it is taken only when polars reads the file and every field of the spec comes out with the column type the
   project's own schema gives it (``EVENT_LEVEL_SOURCE_COLUMNS``); files written with another schema, a codec
-  polars does not read (bzip2, xz, zstandard) or a corrupt block return None and go through ``read_avro``;
+  polars does not read (bzip2, xz, zstandard) or a corrupt block, or on which polars panics (a writer schema with
+  a map, some corrupt blocks), return None and go through ``read_avro``;
   so does every file when polars is not installed (``COLUMNAR`` is False): the row path gives the same rows
   and dead letters, only slower;
 * the vectorised test accepts a subset of what the row path's ``accept`` accepts (printable ASCII
@@ -83,7 +84,9 @@ def read_frame(handle: IO[bytes], columns: dict[str, pl.DataType]) -> pl.DataFra
         return None
     try:
         frame = pl.read_avro(handle)
-    except Exception:  # noqa: BLE001 - polars raises several types for unreadable files; the row path judges them
+    # polars raises several types for unreadable files, and panics (a BaseException) on some writer schemas (maps)
+    # and corrupt blocks: the row path judges them all
+    except (Exception, pl.exceptions.PanicException):  # noqa: BLE001
         return None
     if any(frame.schema.get(name) != dtype for name, dtype in columns.items()):
         return None

@@ -1,8 +1,9 @@
 """The options of the Aggregation Service job (Ghazi et al. Alg. 1) and their reading into an ``AggregationJob``.
 
-Two groups: the release (mode, epsilon, delta, the contribution bounds L1 and L0, which filtering ids, the
-error threshold, the job time) and the privacy-budget ledger (job id, ledger URL, per-unit capacity and uses,
-decryption keys), each option one field of ``AggregationJob``, ``AggregationParams`` or ``LedgerLimits``.
+Two groups: the release (mode, epsilon, delta, the contribution bounds L1 and L0 and the per-report limits that
+enforce them, which filtering ids, the error threshold, the job time) and the privacy-budget ledger (job id, ledger
+URL, per-unit capacity and uses, decryption keys), each option one field of ``AggregationJob``,
+``AggregationParams``, ``PayloadLimits`` or ``LedgerLimits``.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fractions import Fraction
 
 from pipelines.common import CliError, CliParser
 from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION
+from schemas.aggregatable import PayloadLimits
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.secrets import SecretUnavailable, is_environment
@@ -37,6 +39,12 @@ def add_aggregation_options(parser: CliParser) -> None:
     release.add_argument("--l1", type=POSITIVE_INTEGER, default=DEFAULT_L1, help=f"contribution budget L1 (default {DEFAULT_L1})")
     release.add_argument("--l0", type=POSITIVE_INTEGER, default=DEFAULT_L0,
                          help=f"contributions per report L0 (default {DEFAULT_L0})")
+    release.add_argument("--max-contributions-per-report", type=POSITIVE_INTEGER,
+                         help="a report with more non-null contributions is a dead letter too_many_contributions "
+                         "(default: --l0; at most --l0, which the guarantee assumes)")
+    release.add_argument("--max-report-value-sum", type=POSITIVE_INTEGER,
+                         help="a report whose values sum to more is a dead letter value_sum_over_bound "
+                         "(default: --l1; at most --l1, which the guarantee assumes)")
     release.add_argument("--filtering-ids", type=filtering_ids, default="0",
                          help="comma-separated filtering ids to aggregate (default 0)")
     release.add_argument("--max-error-fraction", type=PROBABILITY, default=DEFAULT_MAX_ERROR_FRACTION,
@@ -84,6 +92,21 @@ def _params(args: argparse.Namespace) -> AggregationParams:
         raise CliError(str(error)) from None
 
 
+def payload_limits(args: argparse.Namespace, params: AggregationParams) -> PayloadLimits:
+    """The per-report limits: ``--max-contributions-per-report`` and ``--max-report-value-sum``, by default L0 and L1,
+    never above them (the release's guarantee holds for reports within L0 and L1, docs/aggregation.md "Limits")."""
+    limits = PayloadLimits(
+        params.l0 if args.max_contributions_per_report is None else args.max_contributions_per_report,
+        params.l1 if args.max_report_value_sum is None else args.max_report_value_sum,
+    )
+    for option, value, bound, name in (("--max-contributions-per-report", limits.max_contributions, params.l0, "--l0"),
+                                       ("--max-report-value-sum", limits.max_value_sum, params.l1, "--l1")):
+        if value > bound:
+            raise CliError(f"{option} {value} is above {name} {bound}, which the guarantee assumes of every report: "
+                           f"raise {name} with it")
+    return limits
+
+
 def _private_key(location: str | None) -> str | None:
     """``--private-key``: a path or URL is read and checked here, before any work, and dropped (the workers read
     it again); an ``env:NAME`` location exists only where the workers run, so they alone check it."""
@@ -115,4 +138,5 @@ def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJo
         max_error_fraction=args.max_error_fraction,
         debug=args.debug,
         noise=not args.no_noise,
+        payload_limits=payload_limits(args, params),
     )

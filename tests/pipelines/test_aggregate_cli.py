@@ -44,7 +44,7 @@ def debug_reports(tmp_path) -> Path:
     """Debug-mode reports with known sums: bucket b gets 10 * b from each of 3 reports; one duplicate report
     id, one contribution with filtering id 1, one report that is not in debug mode."""
     records = [record(shared_info(i, debug=True), [(b, 10 * b, 0) for b in (1, 2, 3)]) for i in range(3)]
-    records.append(record(shared_info(0, debug=True), [(1, 99_999, 0)]))  # duplicate of report 0: dropped
+    records.append(record(shared_info(0, debug=True), [(1, 9_999, 0)]))  # duplicate of report 0: dropped
     records.append(record(shared_info(7, debug=True), [(4, 5, 1), (2, 1, 0)]))
     records.append(record(shared_info(8), [(1, 1_000, 0)]))  # not a debug report
     return write_avro(str(tmp_path / "reports.avro"), records) and tmp_path / "reports.avro"
@@ -69,11 +69,12 @@ def test_debug_run_without_noise_gives_exact_sums_and_annotations(debug_reports,
 
 def test_filtering_ids_choose_the_contributions(debug_reports, tmp_path):
     output = tmp_path / "out"
-    assert _run(debug_reports, output, "--mode", "key-discovery", "--l1", "1", "--debug", "--no-noise",
+    domain = _domain(tmp_path / "domain.txt", [4])
+    assert _run(debug_reports, output, "--mode", "threshold", "--domain", str(domain), "--debug", "--no-noise",
                 "--filtering-ids", "1") == 0
     debug = _facts(output, "debug_summary_report")
     assert {b: row["unnoised_metric"] for b, row in debug.items()} == {4: 5}
-    assert {b: row["metric"] for b, row in _facts(output).items()} == {4: 5}  # 5 > tau = 2.45 with L1 = 1
+    assert {b: row["metric"] for b, row in _facts(output).items()} == {4: 5}
 
 
 def _reason_records(tmp_path: Path) -> tuple[Path, dict]:
@@ -223,16 +224,16 @@ def test_encrypted_reports_are_opened_with_the_key_file(tmp_path):
     records.append(record(shared_info(9, api=API_PROTECTED_AUDIENCE, debug=True), [(5, 7, 0)], public_key=stranger))
     reports = write_avro(str(tmp_path / "r.avro"), records)
     output = tmp_path / "out"
-    assert _run(Path(reports), output, "--mode", "key-discovery", "--l1", "1", "--debug", "--no-noise",
-                "--private-key", str(tmp_path / "private.json"), "--max-error-fraction", "0.25") == 0
+    assert _run(Path(reports), output, "--mode", "key-discovery", "--l1", "7", "--debug", "--no-noise",
+                "--private-key", str(tmp_path / "private.json"), "--max-error-fraction", "0.25") == 0  # tau = 17.2
     assert _facts(output)[5]["metric"] == 28
     assert _summary(output)["counts"]["dead_lettered_by_reason"] == {"undecryptable_payload": 1}
 
 
 @pytest.mark.parametrize("mode", ["domain", "key-discovery", "threshold"])
 def test_released_buckets_follow_each_mode_rule_with_seeded_noise(tmp_path, mode):
-    # Buckets with sums from 0 to ~1.5 tau so that noise decides some of them.
-    records = [record(shared_info(i, debug=True), [(1 + i % 40, 4_000 * (1 + i % 40), 0)]) for i in range(400)]
+    # Buckets with sums from 0 to ~1.5 tau so that noise decides some of them (every report within L1).
+    records = [record(shared_info(i, debug=True), [(1 + i % 40, 1_000 * (1 + i % 40), 0)]) for i in range(1600)]
     reports = write_avro(str(tmp_path / "r.avro"), records)
     extra = [] if mode == "key-discovery" else ["--domain", str(_domain(tmp_path / "d.txt", range(0, 60, 2)))]
     output = tmp_path / "out"
@@ -289,7 +290,8 @@ def test_ledger_limits_that_differ_from_the_ledgers_are_refused(tmp_path, capsys
 
 def test_portable_runner_loopback_gives_the_same_sums(debug_reports, tmp_path):
     output = tmp_path / "out"
-    assert _run(debug_reports, output, "--mode", "key-discovery", "--l1", "1", "--debug", "--no-noise",
+    domain = _domain(tmp_path / "domain.txt", [1, 2, 3])
+    assert _run(debug_reports, output, "--mode", "threshold", "--domain", str(domain), "--debug", "--no-noise",
                 "--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK") == 0
     assert {b: row["metric"] for b, row in _facts(output).items()} == {1: 30, 2: 61, 3: 90}
 

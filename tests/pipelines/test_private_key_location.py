@@ -44,7 +44,7 @@ def reports(tmp_path, keys) -> Path:
 
 def _arguments(reports: Path, output: Path, location: str) -> list[str]:
     return ["--reports", str(reports), "--output", str(output), "--now", str(NOW), "--output-format", "jsonl",
-            "--mode", "key-discovery", "--l1", "1", "--debug", "--no-noise", "--private-key", location]
+            "--mode", "key-discovery", "--l1", "7", "--debug", "--no-noise", "--private-key", location]  # tau = 17.2
 
 
 def _raw_pickle(data: bytes) -> bytes:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import cbor2
 import pytest
@@ -110,7 +111,7 @@ def test_short_bucket_and_value_bytes_are_big_endian_numbers():
 
 
 def test_encoded_payload_round_trips_with_padding_in_canonical_order():
-    contributions = [(9, 100, 0), (2**128 - 1, 65536, 1)]
+    contributions = [(9, 100, 0), (2**128 - 1, 65436, 1)]  # values summing to the bound L1 = 65536
     payload = encode_payload(contributions, pad_to=20)
     assert cbor2.loads(payload)["data"][0] == {"id": b"\0", "value": (100).to_bytes(4, "big"), "bucket": (9).to_bytes(16, "big")}
     assert len(cbor2.loads(payload)["data"]) == 20
@@ -195,15 +196,17 @@ def test_bucket_byte_forms():
 
 def test_decoding_many_payloads_together_equals_decoding_each():
     """The vectorised path (canonical layout) and the fallback (every other encoding, bad payloads) together give
-    what ``decode_payload`` gives payload by payload, reasons included."""
+    what ``decode_payload`` gives payload by payload, reasons included, under the same limits."""
     import random
 
-    from schemas.aggregatable import decode_payloads
+    from schemas.aggregatable import PayloadLimits, decode_payloads
 
     rng = random.Random(1)
+    limits = PayloadLimits(max_contributions=15, max_value_sum=2**17)
     payloads = []
     for index in range(1500):
-        contributions = [(rng.getrandbits(128), rng.getrandbits(32), rng.choice([0, 0, 1]))
+        bits = rng.choice([12, 12, 12, 32])  # a quarter of the payloads over the value sum bound
+        contributions = [(rng.getrandbits(128), rng.getrandbits(bits), rng.choice([0, 0, 1]))
                          for _ in range(rng.randint(0, 20))]
         if index % 7 == 0:
             contributions = [(0, 0, 0), *contributions, (5, 0, 0), (0, 3, 0)]
@@ -221,18 +224,21 @@ def test_decoding_many_payloads_together_equals_decoding_each():
         else:
             payload = encode_payload(contributions, pad_to=20).replace(b"histogram", b"histogrum")
         payloads.append(payload)
-    columns = decode_payloads(payloads)
+    columns = decode_payloads(payloads, limits)
     found: dict[int, list] = {}
     for owner, high, low, value, fid in zip(columns.owner.tolist(), columns.high.tolist(), columns.low.tolist(),
                                             columns.values.tolist(), columns.filtering_ids.tolist(), strict=True):
         found.setdefault(owner, []).append(((high << 64) | low, value, fid))
     for index, payload in enumerate(payloads):
         try:
-            expected = decode_payload(payload)
+            expected = decode_payload(payload, limits)
         except ReportError as error:
             expected = error.reason
         assert columns.errors.get(index, found.get(index, [])) == expected, index
-    assert len(columns.errors) == 500 and decode_payloads([]).owner.size == 0
+    reasons = Counter(columns.errors.values())
+    assert reasons["malformed_payload"] + reasons["wrong_operation"] == 500
+    assert reasons["too_many_contributions"] > 50 and reasons["value_sum_over_bound"] > 50
+    assert len(found) > 300 and decode_payloads([]).owner.size == 0
 
 
 def test_the_browser_serialisation_shortcut_agrees_with_the_json_path():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
 from datetime import datetime
@@ -109,7 +110,7 @@ def test_jsonl_file_reports_every_bad_line_with_its_line_number():
         GOOD,
         DeadLetter(raw="{broken", reason="malformed_json", source="dir/joins.jsonl:4"),
         DeadLetter(
-            raw=base64.b64encode(b"\xff\xfe not utf-8\n").decode(), reason="malformed_json", source="dir/joins.jsonl:5"
+            raw=base64.b64encode(b"\xff\xfe not utf-8").decode(), reason="malformed_json", source="dir/joins.jsonl:5"
         ),
         DeadLetter(raw=json.dumps(record(user_id="")), reason="empty_field:user_id", source="dir/joins.jsonl:6"),
         GOOD._replace(event_time_micros=T + 1),
@@ -328,6 +329,28 @@ def test_delimited_proto_round_trip():
     rows = [GOOD, GOOD._replace(user_id="ü" * 200, event_time_micros=MAX_EVENT_TIME_MICROS - 1)]  # 2-byte prefix
     data = b"".join(encode_delimited(events_pb2.JoinEvent(**row_to_dict(r))) for r in rows)
     assert read(read_delimited_proto, data) == rows
+
+
+def test_records_longer_than_the_bound_are_dead_letters_and_reading_goes_on():
+    """A JSON line or a protobuf message of more than MAX_RECORD_BYTES is one ``oversized_record`` dead letter
+    keeping only its first bytes; the records after it are read. A gzip file whose one line expands to 64 MiB is
+    read in bounded chunks (the line is never held whole)."""
+    from schemas.codecs import MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES
+
+    long_line = "x" * (MAX_RECORD_BYTES + 1)
+    out = read(read_jsonl, jsonl_bytes([json.dumps(record()), long_line, json.dumps(record())]), "l.jsonl")
+    assert out == [GOOD, DeadLetter("", "oversized_record", "l.jsonl:2"), GOOD]
+    bomb = gzip.compress(b"{" + b" " * (64 << 20))
+    with gzip.open(io.BytesIO(bomb)) as handle:
+        assert list(read_jsonl(JOIN_EVENT, handle, "b.jsonl.gz")) == [DeadLetter("", "oversized_record", "b.jsonl.gz:1")]
+    big = _VarintBytes(MAX_RECORD_BYTES + 1) + b"\x0a" * (MAX_RECORD_BYTES + 1)
+    good = delimited(**record())
+    out = read(read_delimited_proto, good + big + good, "o.pb")
+    prefix = base64.b64encode(big[:OVERSIZED_RAW_BYTES]).decode()
+    assert out == [GOOD, DeadLetter(prefix, "oversized_record", f"o.pb@{len(good)}"), GOOD]
+    endless = _VarintBytes(1 << 40) + b"\x00" * 100  # a length past the end of the file: the file is broken
+    assert read(read_delimited_proto, endless, "e.pb") == [
+        DeadLetter(base64.b64encode(endless[:OVERSIZED_RAW_BYTES]).decode(), "truncated_protobuf", "e.pb@0")]
 
 
 # --------------------------------------------------------------------------- all formats

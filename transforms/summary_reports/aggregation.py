@@ -28,20 +28,22 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
-import fastavro
 import numpy as np
 from apache_beam.io import fileio
 
 from schemas.aggregatable import (
     BUCKET_BYTES,
     PayloadDecrypter,
+    PayloadLimits,
     ReportError,
     bucket_from_bytes,
     decode_payloads,
     minimal_bucket_bytes,
     parse_key_file,
     parse_shared_info,
+    report_fields,
 )
+from schemas.avro_files import open_avro
 from schemas.codecs import FILE_FAILURES, MALFORMED_AVRO
 from schemas.rows import DeadLetter
 from schemas.time_units import SECONDS_PER_DAY
@@ -91,6 +93,7 @@ class AggregationJob:
     max_error_fraction: float = 0.10  # of the reports read (DESIGN.md, "Command-line conventions")
     debug: bool = False  # only debug-mode reports; a debug output; no ledger
     noise: bool = True
+    payload_limits: PayloadLimits = PayloadLimits()  # a report over them is a dead letter
 
 
 def read_private_keys(location: str) -> dict[str, bytes]:
@@ -161,27 +164,15 @@ def _raw_report(record) -> str:
 
 
 def _avro_records(handle, path: str) -> Iterator:
-    """The records of an Avro file; a corrupt header or block ends the file with one ``malformed_avro`` dead letter."""
+    """The records of an Avro file; a corrupt header or block, or a writer schema or block ``open_avro`` refuses, ends
+    the file with one ``malformed_avro`` dead letter."""
     index = 0
     try:
-        for record in fastavro.reader(handle):
+        for record in open_avro(handle):
             yield record
             index += 1
     except Exception as error:  # noqa: BLE001 - fastavro raises many types for corrupt input
         yield DeadLetter(f"{type(error).__name__}: {error}", MALFORMED_AVRO, f"{path}#{index}")
-
-
-def _report_fields(record) -> tuple[bytes, str, str]:
-    if type(record) is not dict:
-        raise ReportError("malformed_report")
-    payload, key_id, text = record.get("payload"), record.get("key_id", ""), record.get("shared_info")
-    if type(payload) is not bytes:
-        raise ReportError("missing_field:payload" if payload is None else "invalid_field:payload")
-    if type(text) is not str:
-        raise ReportError("missing_field:shared_info" if text is None else "invalid_field:shared_info")
-    if type(key_id) is not str:
-        raise ReportError("invalid_field:key_id")
-    return payload, key_id, text
 
 
 class _Batch:
@@ -221,7 +212,7 @@ class _ParseReportsFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, record)
                     continue
                 try:
-                    payload, key_id, text = _report_fields(record)
+                    payload, key_id, text = report_fields(record)
                     info = parse_shared_info(text)
                     if info.scheduled_report_time < oldest:
                         raise ReportError("report_too_old")
@@ -255,7 +246,7 @@ class _ParseReportsFn(beam.DoFn):
         """Decode a batch's payloads, dead-letter the bad ones, and send the rest to their report shards."""
         if not batch.payloads:
             return
-        decoded = decode_payloads(batch.payloads)
+        decoded = decode_payloads(batch.payloads, self._job.payload_limits)
         for index, reason in sorted(decoded.errors.items()):
             stats["dead_lettered:" + reason] += 1
             letter = DeadLetter(_raw_report(batch.records[index]), reason, f"{path}#{batch.positions[index]}")

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from schemas.limits import CONTRIBUTION_BUDGET, MAX_REPORT_CONTRIBUTIONS
 from schemas.rows import ATTRIBUTION_APIS, SharedInfo, version_at_least
 from schemas.time_units import SECONDS_PER_HOUR
 from transforms.core.mechanisms.budget_units import as_fraction
@@ -42,8 +43,8 @@ from transforms.core.mechanisms.noise import DiscreteLaplace, RandomSource, Trun
 
 MODES = ("domain", "key-discovery", "threshold")
 MAX_EPSILON = Fraction(64)
-DEFAULT_L1 = 65536  # Lambda_1 = 2^16, Ghazi et al. Sec. 2.1
-DEFAULT_L0 = 20  # contributions per report in the ARA payload
+DEFAULT_L1 = CONTRIBUTION_BUDGET  # Lambda_1 = 2^16, Ghazi et al. Sec. 2.1
+DEFAULT_L0 = MAX_REPORT_CONTRIBUTIONS  # contributions per report in the ARA payload
 
 
 @dataclass(frozen=True)

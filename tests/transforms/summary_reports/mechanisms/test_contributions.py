@@ -23,7 +23,7 @@ from transforms.summary_reports.report_records import report_record_of, shared_i
 EVENT_MICROS = 1_700_000_000_123_456
 
 
-def report(source, key=("ara", "dev", "t1"), contributions=((5, 7), (1 << 127, 65536))) -> ClientReport:
+def report(source, key=("ara", "dev", "t1"), contributions=((5, 7), (1 << 127, 65529))) -> ClientReport:  # L1 = 65536
     return make_report(source, key, api="attribution-reporting", reporting_origin="https://adtech.test",
                        destination="https://shop.test", event_time_micros=EVENT_MICROS, contributions=contributions)
 
@@ -79,7 +79,7 @@ def test_clear_text_record_is_padded_to_twenty_contributions():
         "attribution-reporting", r.report_id, "https://shop.test", None)
     assert info.scheduled_report_time == r.scheduled_report_time
     assert len(cbor2.loads(record["payload"])["data"]) == PAD_TO
-    assert decode_payload(record["payload"]) == [(5, 7, 0), (1 << 127, 65536, 0)]
+    assert decode_payload(record["payload"]) == [(5, 7, 0), (1 << 127, 65529, 0)]
 
 
 def test_null_reports_have_the_same_shape():
