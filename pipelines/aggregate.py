@@ -4,7 +4,7 @@
         [--mode domain|key-discovery|threshold] [--epsilon 10] [--delta 1e-5] [--l1 65536] [--l0 20]
         [--max-contributions-per-report N] [--max-report-value-sum N]
         [--job-id ID] [--ledger sqlite:///PATH | postgresql://...] [--private-key LOCATION] [--filtering-ids 0]
-        [--debug] [--no-noise] [--seed N] [Beam options]
+        [--debug] [--local-test] [--no-noise] [--seed N] [Beam options]
 
 Writes ``DIR/summary_report-*.avro`` (``AggregatedFact``; ``.jsonl`` with ``--output-format jsonl``), with
 ``--debug`` also ``DIR/debug_summary_report-*`` (SENSITIVE: unnoised sums), ``DIR/dead_letters-*.jsonl`` and
@@ -35,6 +35,8 @@ from transforms.summary_reports.ledger import LedgerError, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import AggregationParams
 
 OUTPUT_PREFIXES = (SUMMARY_PREFIX, DEBUG_PREFIX, "dead_letters")
+LOCAL_TEST_GUARANTEE = ("none: nothing in this run is private (local test mode, as the Aggregation Service's Local "
+                        "Testing Tool: clear-text reports, no ledger, no budget charged)")
 RECEIPT = "receipt"  # the job's budget outcome, RECEIPT.jsonl: written once the job has judged, charged and released
 
 
@@ -120,7 +122,8 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "job_id": run.job.job_id, "ledger": redact_url(run.job.ledger_url), "filtering_ids": list(run.job.filtering_ids),
             "epsilon_star_units": run.job.limits.epsilon_star_units, "max_uses": run.job.limits.max_uses,
             "encrypted_payloads": run.job.private_key is not None,
-            "private_key": redact_url(run.job.private_key), "debug": run.job.debug, "noise": run.job.noise,
+            "private_key": redact_url(run.job.private_key), "debug": run.job.debug, "local_test": run.job.local_test,
+            "noise": run.job.noise,
             "noise_source": "none" if not run.job.noise else "seeded" if run.seed is not None else "secure",
             "seed": run.seed, "max_error_fraction": run.job.max_error_fraction, "now_seconds": run.job.now_seconds,
             "max_contributions_per_report": run.job.payload_limits.max_contributions,
@@ -128,7 +131,8 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "max_payload_bytes": MAX_PAYLOAD_BYTES, "max_shared_info_chars": MAX_SHARED_INFO_CHARS,
             "max_key_id_chars": MAX_KEY_ID_CHARS,
         },
-        "privacy": {"guarantee": params.guarantee(run.job.noise), "scale": str(params.scale),
+        "privacy": {"guarantee": LOCAL_TEST_GUARANTEE if run.job.local_test else params.guarantee(run.job.noise),
+                    "scale": str(params.scale),
                     "tau": params.tau if params.mode == "key-discovery" else None,
                     "threshold": params.public_threshold if params.mode == "threshold" else None},
         "counts": {
@@ -177,6 +181,8 @@ def run(job: AggregateRun, beam_args: list[str]) -> dict:
             open_ledger(ledger_url, limits).close()
         except LedgerError as error:
             raise common.CliError(f"ledger: {error}") from None
+    if job.job.local_test:
+        print(f"LOCAL TEST MODE: {LOCAL_TEST_GUARANTEE}", file=sys.stderr, flush=True)
     print(f"aggregation: {len(files)} report file(s), mode {job.params.mode}, epsilon {float(job.params.epsilon):g}, "
           f"job id {job.job.job_id}", flush=True)
     summary = release_job(job, beam_args)

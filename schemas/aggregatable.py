@@ -6,7 +6,8 @@ An aggregatable report (Ghazi et al. Sec. 2.1: the tuple (r, k, v, m)) travels a
 * ``shared_info`` is a JSON object kept as the exact string the browser wrote (it is authenticated by the
   encryption, so it is never re-serialised): ``version``, ``api``, ``report_id`` (a UUID: the r of Ghazi et al.),
   ``reporting_origin``, ``scheduled_report_time`` and ``source_registration_time`` (decimal strings of seconds
-  since the Unix epoch), ``attribution_destination`` (Attribution Reporting only) and ``debug_mode``.
+  since the Unix epoch, or integral JSON numbers as the service's own test data writes them), ``attribution_destination``
+  (Attribution Reporting only) and ``debug_mode`` (``"enabled"``; absent or ``"disabled"`` otherwise).
 * ``payload`` is the CBOR map ``{"operation": "histogram", "data": [{"bucket": <= 16-byte big-endian,
   "value": <= 4-byte big-endian, "id": optional <= 8-byte filtering id}, ...]}``: the contributions (k, v),
   in clear text (debug payloads, the Local Testing Tool) or HPKE-encrypted (RFC 9180, DHKEM(X25519,
@@ -142,6 +143,8 @@ def _seconds(info: Mapping, name: str, required: bool) -> str | None:
         if required:
             raise ReportError(f"missing_field:{name}")
         return None
+    if type(value) in (int, float) and 0 <= value < 10**12 and float(value).is_integer():
+        return str(int(value))  # a number, as the service's local testing tool writes it (1640995200.000000000)
     if type(value) is not str or not value.isdigit() or not value.isascii() or len(value) > 12:
         raise ReportError(f"invalid_field:{name}")
     return value
@@ -217,7 +220,7 @@ def _checked_shared_info(info: dict) -> SharedInfo:
     registration = _seconds(info, "source_registration_time", required=False)
     destination = _required_text(info, "attribution_destination") if api in ATTRIBUTION_APIS else None
     debug = info.get("debug_mode")
-    if debug not in (None, "enabled"):
+    if debug not in (None, "enabled", "disabled"):  # "disabled": as the service's own test data writes it
         raise ReportError("invalid_field:debug_mode")
     return SharedInfo(version, api, report_id.lower(), origin, scheduled, registration, destination, debug == "enabled")
 

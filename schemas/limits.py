@@ -31,3 +31,5 @@ MAX_PAYLOAD_BYTES = 65_536
 MAX_KEY_ID_CHARS = 128  # a public key's id
 # shared_info, several times what a browser writes (two origins, a UUID, two timestamps, a version, the api)
 MAX_SHARED_INFO_CHARS = 4_096
+# the most the values of any payload can sum to (MAX_PAYLOAD_ENTRIES entries of 4-byte values): a bound that bounds nothing
+UNBOUNDED_VALUE_SUM = MAX_PAYLOAD_ENTRIES * (2**32 - 1)

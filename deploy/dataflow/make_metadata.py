@@ -91,7 +91,10 @@ PIPELINES = (
     Pipeline(("event-level",), ("--sources", "--triggers"), True, LOCAL_RUNNER_ONLY),
     # a budget charged to a ledger on a worker's disk would be lost with the worker: a PostgreSQL ledger, and a job
     # id, so that a launch retried after a failure is not charged twice (deploy/README.md)
-    Pipeline(("aggregate",), ("--reports", "--domain"), False, required={"--ledger": POSTGRES, "--job-id": TEXT}),
+    # --local-test releases without privacy (the service's Local Testing Tool): a local tool, never a launched job
+    Pipeline(("aggregate",), ("--reports", "--domain"), False,
+             {"--local-test": "a local testing mode in which nothing is private, never a production job"},
+             required={"--ledger": POSTGRES, "--job-id": TEXT}),
 )
 # The Beam pipelines with no template, and why (tests/deploy checks that every other one has templates).
 NOT_TEMPLATED = {

@@ -16,6 +16,7 @@ from fractions import Fraction
 from pipelines.common import CliError, CliParser
 from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION
 from schemas.aggregatable import PayloadLimits
+from schemas.limits import UNBOUNDED_VALUE_SUM
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.secrets import SecretUnavailable, is_environment
@@ -57,10 +58,14 @@ def add_aggregation_options(parser: CliParser) -> None:
                          "scheduled more than 90 days earlier are dead letters")
     release.add_argument("--debug", action="store_true", help="debug run: debug-mode reports only, a debug output "
                          "with unnoised sums (SENSITIVE), no budget charged")
-    release.add_argument("--no-noise", action="store_true", help="with --debug: release exact sums")
+    release.add_argument("--no-noise", action="store_true", help="with --debug or --local-test: release exact sums")
+    release.add_argument("--local-test", action="store_true",
+                         help="the Aggregation Service's local testing mode (its Local Testing Tool): NOTHING IN THE "
+                         "RUN IS PRIVATE; clear-text payloads (key id no_key), --no-noise without --debug, no ledger "
+                         "opened and no budget charged, no per-report value-sum bound unless given")
     ledger = parser.add_argument_group("privacy-budget ledger")
     ledger.add_argument("--job-id", help="job id; re-running the same id after a crash never charges twice (default: a new UUID)")
-    ledger.add_argument("--ledger", default=os.environ.get("PM_BEAM_LEDGER", DEFAULT_LEDGER),
+    ledger.add_argument("--ledger",
                         help="privacy-budget ledger: sqlite:///PATH or postgresql://... "
                         f"(default $PM_BEAM_LEDGER or {DEFAULT_LEDGER})")
     ledger.add_argument("--epsilon-star", type=POSITIVE_EXACT, default=Fraction(64),
@@ -94,7 +99,14 @@ def _params(args: argparse.Namespace) -> AggregationParams:
 
 def payload_limits(args: argparse.Namespace, params: AggregationParams) -> PayloadLimits:
     """The per-report limits: ``--max-contributions-per-report`` and ``--max-report-value-sum``, by default L0 and L1,
-    never above them (the release's guarantee holds for reports within L0 and L1, docs/aggregation.md "Limits")."""
+    never above them (the release's guarantee holds for reports within L0 and L1, docs/aggregation.md "Limits").
+    A local test, which guarantees nothing, has no value-sum bound unless one is given (the service's own test data
+    sums millions per report), and may give one above L1."""
+    if args.local_test:
+        return PayloadLimits(
+            params.l0 if args.max_contributions_per_report is None else args.max_contributions_per_report,
+            UNBOUNDED_VALUE_SUM if args.max_report_value_sum is None else args.max_report_value_sum,
+        )
     limits = PayloadLimits(
         params.l0 if args.max_contributions_per_report is None else args.max_contributions_per_report,
         params.l1 if args.max_report_value_sum is None else args.max_report_value_sum,
@@ -118,6 +130,12 @@ def _private_key(location: str | None) -> str | None:
     return location
 
 
+def ledger_url(given: str | None) -> str:
+    """``--ledger``, else ``$PM_BEAM_LEDGER``, else the default file (resolved here, so that a ledger given
+    explicitly can be told from the default)."""
+    return given if given is not None else os.environ.get("PM_BEAM_LEDGER", DEFAULT_LEDGER)
+
+
 def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJob:
     """The job the options describe; ``CliError`` for bad or inconsistent values."""
     params = _params(args)
@@ -125,18 +143,21 @@ def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJo
         raise CliError("--mode domain needs --domain (or choose --mode key-discovery or threshold)")
     if args.mode == "key-discovery" and has_domain:
         raise CliError("--mode key-discovery discovers its keys from the reports: drop --domain or choose another mode")
-    if args.no_noise and not args.debug:
-        raise CliError("--no-noise is for debug runs only: add --debug")
+    if args.no_noise and not (args.debug or args.local_test):
+        raise CliError("--no-noise is for debug runs and local tests only: add --debug or --local-test")
+    if args.local_test and args.ledger is not None:
+        raise CliError("--local-test never opens a ledger (nothing is charged): drop --ledger")
     return AggregationJob(
         params=params,
         job_id=args.job_id or str(uuid.uuid4()),
         filtering_ids=args.filtering_ids,
-        ledger_url=None if args.debug else args.ledger,
+        ledger_url=None if args.debug or args.local_test else ledger_url(args.ledger),
         limits=LedgerLimits(epsilon_units(args.epsilon_star, "down"), args.max_uses),
         private_key=_private_key(args.private_key),
         now_seconds=int(time.time()) if args.now is None else args.now,
         max_error_fraction=args.max_error_fraction,
         debug=args.debug,
+        local_test=args.local_test,
         noise=not args.no_noise,
         payload_limits=payload_limits(args, params),
     )

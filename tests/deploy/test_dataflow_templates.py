@@ -29,7 +29,7 @@ LEFT_OUT = {
     ("summary-client", "ara"): LOCAL_RUNNER_ONLY,
     ("summary-client", "paa"): LOCAL_RUNNER_ONLY,
     ("event-level",): LOCAL_RUNNER_ONLY,
-    ("aggregate",): set(),
+    ("aggregate",): {"--local-test"},  # nothing private: a local tool only
 }
 # Optional on the command line, required on Dataflow, where the default would be wrong: the ledger (a sqlite file
 # on a worker's disk would lose the budget) and the job id (a retried launch must not charge twice).

@@ -268,7 +268,8 @@ def test_avro_summary_report_has_minimal_bucket_bytes(tmp_path):
         (["--delta", "x"], "--delta"),
         (["--mode", "domain"], "--domain"),
         (["--mode", "key-discovery", "--domain", "d.txt"], "drop --domain"),
-        (["--mode", "key-discovery", "--no-noise"], "--debug"),
+        (["--mode", "key-discovery", "--no-noise"], "add --debug or --local-test"),
+        (["--mode", "key-discovery", "--local-test", "--ledger", "sqlite:///l.db"], "drop --ledger"),
         (["--mode", "key-discovery", "--filtering-ids", "a"], "--filtering-ids"),
         (["--mode", "key-discovery", "--private-key", "missing.json"], "private keys: cannot read 'missing.json'"),
     ],
@@ -278,6 +279,27 @@ def test_bad_options_exit_2_with_one_line(tmp_path, capsys, arguments, mentions)
     assert main(["--reports", reports, "--output", str(tmp_path / "o"), *arguments]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and mentions in err and "\n" not in err
+
+
+def test_local_test_mode_says_nothing_is_private_and_never_opens_a_ledger(tmp_path, capsys, monkeypatch):
+    """--local-test (the service's Local Testing Tool): exact sums without --debug, a report over L1 aggregated,
+    no ledger file created (not even the default one), and the guarantee says nothing is private."""
+    monkeypatch.chdir(tmp_path)
+    ledger = tmp_path / "ledger.db"
+    monkeypatch.setenv("PM_BEAM_LEDGER", f"sqlite:///{ledger}")
+    reports = write_avro(str(tmp_path / "r.avro"), [record(shared_info(0), [(1, 1_000_000, 0)]),
+                                                   record(shared_info(1), [(1, 7, 0), (2, 5, 0)])])
+    assert _run(Path(reports), tmp_path / "out", "--mode", "key-discovery", "--local-test", "--no-noise") == 0
+    printed = capsys.readouterr()
+    assert printed.err.startswith("LOCAL TEST MODE: none: nothing in this run is private")
+    summary = _summary(tmp_path / "out")
+    assert summary["privacy"]["guarantee"].startswith("none: nothing in this run is private")
+    assert summary["parameters"]["local_test"] and summary["parameters"]["ledger"] is None
+    assert summary["receipt"]["charge"] == "none" and not ledger.exists() and not (tmp_path / ".pm-beam").exists()
+    assert {b: row["metric"] for b, row in _facts(tmp_path / "out").items()} == {1: 1_000_007}  # 5 < tau
+    assert _run(Path(reports), tmp_path / "again", "--mode", "key-discovery", "--seed", "1",  # a real job
+                "--max-error-fraction", "1") == 0
+    assert _summary(tmp_path / "again")["counts"]["dead_lettered_by_reason"] == {"value_sum_over_bound": 1}
 
 
 def test_ledger_limits_that_differ_from_the_ledgers_are_refused(tmp_path, capsys):

@@ -66,7 +66,9 @@ def test_shared_info_of_private_aggregation_needs_no_destination():
         (_info(report_id="not-a-uuid"), "invalid_field:report_id"),
         (_info(reporting_origin=""), "invalid_field:reporting_origin"),
         (_info(scheduled_report_time=None), "missing_field:scheduled_report_time"),
-        (_info(scheduled_report_time=1700000000), "invalid_field:scheduled_report_time"),
+        (_info(scheduled_report_time=1700000000.5), "invalid_field:scheduled_report_time"),
+        (_info(scheduled_report_time=-5), "invalid_field:scheduled_report_time"),
+        (_info(scheduled_report_time=True), "invalid_field:scheduled_report_time"),
         (_info(scheduled_report_time="-5"), "invalid_field:scheduled_report_time"),
         (_info(source_registration_time="soon"), "invalid_field:source_registration_time"),
         (_info(attribution_destination=None), "missing_field:attribution_destination"),
@@ -75,6 +77,14 @@ def test_shared_info_of_private_aggregation_needs_no_destination():
 )
 def test_each_shared_info_problem_has_its_reason(text, reason):
     assert _reason(lambda: parse_shared_info(text)) == reason
+
+
+def test_times_may_be_integral_json_numbers_as_the_services_own_test_data_writes_them():
+    """The Aggregation Service's library test sets write ``"scheduled_report_time":1640995200.000000000``."""
+    text = _info(scheduled_report_time=0, source_registration_time=1640995100).replace(
+        '"scheduled_report_time": 0', '"scheduled_report_time": 1640995200.000000000')
+    info = parse_shared_info(text)
+    assert (info.scheduled_report_time, info.source_registration_time) == (1640995200, "1640995100")
 
 
 def test_version_zero_is_supported_and_compared():

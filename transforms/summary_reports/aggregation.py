@@ -92,6 +92,7 @@ class AggregationJob:
     now_seconds: int = 0  # reports scheduled before now - 90 days are too old
     max_error_fraction: float = 0.10  # of the reports read (DESIGN.md, "Command-line conventions")
     debug: bool = False  # only debug-mode reports; a debug output; no ledger
+    local_test: bool = False  # the service's local testing mode: nothing private, no ledger
     noise: bool = True
     payload_limits: PayloadLimits = PayloadLimits()  # a report over them is a dead letter
 
