@@ -56,6 +56,7 @@ setup(
         "orjson>=3.10",
         "polars>=1.30",
         "pyarrow>=14",
+        "publicsuffixlist>=1.0",  # sites (registrable domains) of Attribution Reporting origins
     ],
     extras_require={
         "postgres": POSTGRES,

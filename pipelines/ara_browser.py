@@ -1,0 +1,196 @@
+"""One device's browser under the Attribution Reporting specification: parsed registrations in, reports out
+as the browser sends them (URL, time, JSON body). What ``python -m pipelines.interop`` (Chrome's interop cases)
+and ``python -m pipelines.registrations`` (registration logs, Beam) share.
+
+* ``BrowserConfig``: the vendor parameters of Chrome's interop ``default_config.json`` that this project
+  implements; ``UNIMPLEMENTED_CONFIG`` names the features behind the others.
+* ``replay_device``: the registrations of one device, in time order, through the attribution storage with the
+  event-level and aggregatable clients' specification modes; every report, in the order it is sent.
+* ``report_record``: a report as ``{"report_url", "report_time", "payload"}``, the interop suite's output form
+  (the payload is the report body the browser POSTs, with aggregatable contributions in clear).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.registration_log import ParsedRegistration
+from schemas.registrations import SourceRegistration
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_attribution import AttributionStorage, replay
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.event_level.mechanisms.ara_spec import SpecEventLevel, SpecEventReport
+from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatable, SpecAggregatableReport
+
+EVENT_REPORT_PATH = "/.well-known/attribution-reporting/report-event-attribution"
+AGGREGATE_REPORT_PATH = "/.well-known/attribution-reporting/report-aggregate-attribution"
+DEBUG_REPORT_PATH = "/.well-known/attribution-reporting/debug/"
+API = "attribution-reporting"
+REPORT_VERSION = "1.0"
+MICROS_PER_MILLI = 1_000
+
+# interop configuration keys this project does not implement, and the feature each one controls
+UNIMPLEMENTED_CONFIG = {
+    "max_sources_per_origin": "source storage limit per origin",
+    "max_destinations_per_source_site_reporting_site": "destination limits",
+    "max_destinations_per_rate_limit_window": "destination limits",
+    "max_destinations_per_rate_limit_window_reporting_site": "destination limits",
+    "destination_rate_limit_window_in_minutes": "destination limits",
+    "max_destinations_per_reporting_site_per_day": "destination limits",
+    "rate_limit_max_source_registration_reporting_origins": "reporting-origin rate limits",
+    "rate_limit_max_attribution_reporting_origins": "reporting-origin rate limits",
+    "rate_limit_max_reporting_origins_per_source_reporting_site": "reporting-origin rate limits",
+    "rate_limit_origins_per_site_window_in_days": "reporting-origin rate limits",
+    "max_event_level_reports_per_destination": "report storage limits per destination",
+    "max_aggregatable_reports_per_destination": "report storage limits per destination",
+    "max_event_level_channel_capacity_scopes_navigation": "attribution scopes",
+    "max_event_level_channel_capacity_scopes_event": "attribution scopes",
+    "max_trigger_state_cardinality": "trigger state cardinality limit",
+    "max_aggregatable_debug_budget_per_context_site": "aggregatable debug reports",
+    "max_aggregatable_debug_reports_per_source": "aggregatable debug reports",
+}
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    """The vendor parameters this project implements (Chrome's interop ``default_config.json`` defaults)."""
+
+    rate_limit_max_attributions: int = 100
+    rate_limit_time_window_in_days: int = 30
+    max_settable_event_level_epsilon: float = 14.0
+    max_event_level_channel_capacity_navigation: float = 11.46173
+    max_event_level_channel_capacity_event: float = 6.5
+    max_aggregatable_reports_per_source: int = 20
+    aggregatable_report_min_delay: int = 10  # minutes
+    aggregatable_report_delay_span: int = 50  # minutes
+    aggregation_coordinator_origins: tuple[str, ...] = ("https://coordinator.test",)
+
+    @classmethod
+    def from_json(cls, values: Mapping[str, Any]) -> tuple[BrowserConfig, dict[str, Any]]:
+        """The configuration ``values`` set (strings as the interop files write them), and the keys it does not
+        know or implement (key -> value)."""
+        kwargs: dict[str, Any] = {}
+        others: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in cls.__dataclass_fields__:
+                others[key] = value
+            elif key == "aggregation_coordinator_origins":
+                kwargs[key] = tuple(value)
+            elif key in ("max_settable_event_level_epsilon", "max_event_level_channel_capacity_navigation",
+                         "max_event_level_channel_capacity_event"):
+                kwargs[key] = float(value)
+            else:
+                kwargs[key] = int(value)
+        return cls(**kwargs), others
+
+
+@dataclass
+class DeviceReports:
+    """What replaying one device gave: its reports and each part's outcome counts."""
+
+    reports: list[SpecEventReport | SpecAggregatableReport]
+    refused_sources: list[tuple[SourceRegistration, ValueError]] = field(default_factory=list)
+    event_level_outcomes: dict[str, int] = field(default_factory=dict)
+    aggregatable_outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def new_storage(config: BrowserConfig, random_source: RandomSource | None,
+                fixed_delay: bool) -> tuple[AttributionStorage, SpecEventLevel, SpecAggregatable]:
+    """A browser's storage with both clients. ``random_source``: each source's randomized response, report
+    delays and null reports where the log does not fix them (None: truthful, no null reports). ``fixed_delay``:
+    aggregatable reports at the largest delay (the interop suite's convention)."""
+    window = config.rate_limit_time_window_in_days * MICROS_PER_DAY
+    event_level = SpecEventLevel(
+        random_source=random_source,
+        capacity_bits={"navigation": config.max_event_level_channel_capacity_navigation,
+                       "event": config.max_event_level_channel_capacity_event},
+        max_epsilon=config.max_settable_event_level_epsilon,
+        max_attributions=config.rate_limit_max_attributions, rate_limit_window_micros=window,
+    )
+    aggregatable = SpecAggregatable(
+        random_source=random_source,
+        fixed_delay_seconds=(config.aggregatable_report_min_delay + config.aggregatable_report_delay_span) * 60
+        if fixed_delay else None,
+        min_delay_seconds=config.aggregatable_report_min_delay * 60,
+        delay_span_seconds=config.aggregatable_report_delay_span * 60,
+        max_reports_per_source=config.max_aggregatable_reports_per_source,
+        max_attributions=config.rate_limit_max_attributions, rate_limit_window_micros=window,
+    )
+    return AttributionStorage([event_level, aggregatable]), event_level, aggregatable
+
+
+def replay_device(registrations: Iterable[ParsedRegistration], config: BrowserConfig,
+                  random_source: RandomSource | None = None, fixed_delay: bool = False) -> DeviceReports:
+    """Every report of one device's registrations (sorted here by time, stable)."""
+    storage, event_level, aggregatable = new_storage(config, random_source, fixed_delay)
+    ordered = sorted(registrations, key=lambda parsed: parsed.registration.time_micros)
+    events = [
+        (parsed.registration,
+         [parsed.randomized_response, None] if isinstance(parsed.registration, SourceRegistration)
+         else [None, parsed.null_report_days])
+        for parsed in ordered
+    ]
+    reports, refused = replay(storage, events)
+    return DeviceReports(reports, refused, dict(event_level.outcomes), dict(aggregatable.outcomes))
+
+
+def _millis(micros: int) -> str:
+    return str(micros // MICROS_PER_MILLI)
+
+
+def _seconds(micros: int) -> str:
+    return str(micros // MICROS_PER_SECOND)
+
+
+def _debug_keys(payload: dict[str, Any], source_key: int | None, trigger_key: int | None) -> None:
+    if source_key is not None:
+        payload["source_debug_key"] = str(source_key)
+    if trigger_key is not None:
+        payload["trigger_debug_key"] = str(trigger_key)
+
+
+def event_report_record(report: SpecEventReport) -> dict[str, Any]:
+    """An event-level report: its URL, time and body (spec "serialize an event-level report")."""
+    destinations = report.attribution_destination
+    payload: dict[str, Any] = {
+        "attribution_destination": destinations[0] if len(destinations) == 1 else list(destinations),
+        "randomized_trigger_rate": report.randomized_trigger_rate,
+        "scheduled_report_time": _seconds(report.report_time_micros),
+        "source_event_id": str(report.source_event_id),
+        "source_type": report.source_type,
+        "trigger_data": str(report.trigger_data),
+    }
+    _debug_keys(payload, report.source_debug_key, report.trigger_debug_key)
+    return {"report_url": report.reporting_origin + EVENT_REPORT_PATH, "report_time": _millis(report.report_time_micros),
+            "payload": payload}
+
+
+def aggregatable_report_record(report: SpecAggregatableReport) -> dict[str, Any]:
+    """An aggregatable report: its URL, time and body with the histogram contributions in clear (spec
+    "serialize an aggregatable report"; the encrypted payload's plaintext as ``histograms``)."""
+    shared_info: dict[str, Any] = {
+        "api": API,
+        "attribution_destination": report.attribution_destination,
+        "reporting_origin": report.reporting_origin,
+        "scheduled_report_time": _seconds(report.report_time_micros),
+        "version": REPORT_VERSION,
+    }
+    if report.source_registration_time_seconds is not None:
+        shared_info["source_registration_time"] = str(report.source_registration_time_seconds)
+    payload: dict[str, Any] = {
+        "aggregation_coordinator_origin": report.aggregation_coordinator_origin,
+        "histograms": [{"id": "0", "key": hex(key), "value": value} for key, value in report.contributions],
+        "shared_info": shared_info,
+    }
+    if report.trigger_context_id is not None:
+        payload["trigger_context_id"] = report.trigger_context_id
+    _debug_keys(payload, report.source_debug_key, report.trigger_debug_key)
+    return {"report_url": report.reporting_origin + AGGREGATE_REPORT_PATH,
+            "report_time": _millis(report.report_time_micros), "payload": payload}
+
+
+def report_record(report: SpecEventReport | SpecAggregatableReport) -> dict[str, Any]:
+    if isinstance(report, SpecEventReport):
+        return event_report_record(report)
+    return aggregatable_report_record(report)

@@ -1,0 +1,554 @@
+"""Parse ``Attribution-Reporting-Register-Source`` and ``-Register-Trigger`` header JSON as the Attribution
+Reporting API specification defines it (W3C/WICG "Attribution Reporting", "Parsing source-registration JSON"
+and "Parsing trigger-registration JSON"; the field rules and limits follow Chrome's
+``components/attribution_reporting`` parsers, whose error names the reasons below mirror in snake case).
+
+``parse_source`` and ``parse_trigger`` take the decoded JSON value and the request's context and return a
+``schemas.registrations`` record, or raise ``HeaderError`` whose ``reason`` is a stable snake-case name (the
+pipelines' dead-letter reason). Durations are clamped and rounded here, as the specification says:
+
+* ``expiry``: seconds, clamped to [1 day, 30 days] (default 30 days); an event source's is rounded to the
+  nearest whole day;
+* ``event_report_windows``: start and ends, the ends clamped to [1 hour, expiry]; without it, a navigation
+  source reports at 2 days, 7 days and its last end (those before it), an event source at its last end, the last
+  end being ``event_report_window`` (clamped to [1 hour, expiry]) or else the expiry;
+* ``aggregatable_report_window``: clamped to [1 hour, expiry] (default expiry).
+
+Fields of the specification this project does not implement (``UNSUPPORTED_SOURCE_FIELDS``,
+``UNSUPPORTED_TRIGGER_FIELDS``) are not errors: ``unsupported_fields`` names them, so a caller can say a
+registration uses a feature that is out of scope instead of silently ignoring it.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from publicsuffixlist import PublicSuffixList
+
+from schemas.limits import MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
+from schemas.registrations import (
+    EVENT,
+    EXCLUDE,
+    INCLUDE,
+    NAVIGATION,
+    AggregatableDedupKey,
+    AggregatableTriggerData,
+    AggregatableValues,
+    EventTriggerData,
+    FilterConfig,
+    FilterPair,
+    SourceRegistration,
+    TriggerRegistration,
+)
+from schemas.time_units import MICROS_PER_SECOND, SECONDS_PER_DAY
+
+SOURCE_HEADER = "Attribution-Reporting-Register-Source"
+TRIGGER_HEADER = "Attribution-Reporting-Register-Trigger"
+
+MAX_DESTINATIONS = 3
+MAX_FILTER_KEYS = 50  # source filter_data: keys, values per key
+MAX_FILTER_VALUES = 50
+MAX_FILTER_STRING = 25  # characters of a filter key or value
+MAX_AGGREGATION_KEYS = 20
+MAX_AGGREGATION_KEY_ID = 25
+MAX_EVENT_LEVEL_REPORTS = 20
+MAX_REPORT_WINDOWS = 5
+MAX_TRIGGER_DATA = 32
+MAX_TRIGGER_CONTEXT_ID = 64
+MAX_AGGREGATABLE_VALUE = 65_536
+MAX_EVENT_LEVEL_EPSILON = 14.0
+MIN_REPORT_WINDOW_SECONDS = 3_600
+DEFAULT_NAVIGATION_WINDOWS = (2 * SECONDS_PER_DAY, 7 * SECONDS_PER_DAY)
+DEFAULT_TRIGGER_DATA = {NAVIGATION: tuple(range(8)), EVENT: (0, 1)}
+DEFAULT_MAX_REPORTS = {NAVIGATION: 3, EVENT: 1}
+LOOKBACK_WINDOW = "_lookback_window"
+SOURCE_TYPE_FILTER = "source_type"
+UINT64 = 2**64
+INT64 = 2**63
+UINT32 = 2**32
+
+UNSUPPORTED_SOURCE_FIELDS = {
+    "attribution_scopes": "attribution scopes",
+    "named_budgets": "named budgets",
+    "trigger_specs": "full flexible event-level configurations (trigger_specs)",
+    "max_event_states": "attribution scopes",
+    "aggregatable_debug_reporting": "aggregatable debug reports",
+    "destination_limit_priority": "destination limit priorities",
+}
+UNSUPPORTED_TRIGGER_FIELDS = {
+    "attribution_scopes": "attribution scopes",
+    "named_budgets": "named budgets",
+    "aggregatable_debug_reporting": "aggregatable debug reports",
+    "aggregatable_filtering_id_max_bytes": "filtering ids",
+}
+
+_DIGITS = re.compile(r"[0-9]+")
+_SIGNED_DIGITS = re.compile(r"-?[0-9]+")
+_HEX_KEY = re.compile(r"0[xX][0-9a-fA-F]{1,32}")
+_SUFFIXES = PublicSuffixList()
+
+
+class HeaderError(ValueError):
+    """An invalid registration header: ``reason`` is the dead-letter reason, the message says where."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------------------------
+# Origins and sites
+# --------------------------------------------------------------------------------------------
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of an http(s) URL, or None if it is not one."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname
+    default_port = {"http": 80, "https": 443}[parts.scheme]
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default_port) else "")
+
+
+def is_trustworthy(origin: str) -> bool:
+    """A potentially trustworthy origin (Secure Contexts): https, or http on a loopback host."""
+    parts = urlsplit(origin)
+    return parts.scheme == "https" or parts.hostname in ("localhost", "127.0.0.1", "::1")
+
+
+def site_of(origin: str) -> str:
+    """The site (scheme and registrable domain, Public Suffix List) of an origin: ``https://a.b.example`` ->
+    ``https://b.example``. A host that is an IP address or has no registrable domain is its own site."""
+    parts = urlsplit(origin)
+    host = parts.hostname or ""
+    registrable = None if re.fullmatch(r"[0-9.]+|\[?[0-9a-fA-F:]+\]?", host) else _SUFFIXES.privatesuffix(host)
+    return f"{parts.scheme}://{registrable or host}"
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------
+
+
+def _integral_number(value: Any) -> int | None:
+    """An integral JSON number (``3`` or ``3.0``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _uint64_string(value: Any, reason: str) -> int:
+    if not isinstance(value, str) or not _DIGITS.fullmatch(value) or int(value) >= UINT64:
+        raise HeaderError(reason, f"expected a base-10 uint64 string, got {value!r}")
+    return int(value)
+
+
+def _int64_string(value: Any, reason: str) -> int:
+    if not isinstance(value, str) or not _SIGNED_DIGITS.fullmatch(value) or not -INT64 <= int(value) < INT64:
+        raise HeaderError(reason, f"expected a base-10 int64 string, got {value!r}")
+    return int(value)
+
+
+def _duration(value: Any, reason: str) -> int:
+    """A non-negative duration in seconds: an integral number or a base-10 uint64 string."""
+    number = _integral_number(value)
+    if number is None and isinstance(value, str) and _DIGITS.fullmatch(value):
+        number = int(value)
+    if number is None or number < 0 or number >= UINT64:
+        raise HeaderError(reason, f"expected a non-negative number of seconds, got {value!r}")
+    return number
+
+
+def _debug_key(value: Any) -> int | None:
+    """A debug key: an invalid one is dropped, not an error (spec)."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value) and int(value) < UINT64:
+        return int(value)
+    return None
+
+
+def _bool(value: Any, reason: str) -> bool:
+    if not isinstance(value, bool):
+        raise HeaderError(reason, f"expected true or false, got {value!r}")
+    return value
+
+
+def _dict(value: Any, reason: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise HeaderError(reason, f"expected a dictionary, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, reason: str) -> Sequence[Any]:
+    if not isinstance(value, list):
+        raise HeaderError(reason, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _hex_key(value: Any, reason: str) -> int:
+    if not isinstance(value, str) or not _HEX_KEY.fullmatch(value):
+        raise HeaderError(reason, f"expected a hexadecimal 128-bit key such as '0x159', got {value!r}")
+    return int(value, 16)
+
+
+# --------------------------------------------------------------------------------------------
+# Filters
+# --------------------------------------------------------------------------------------------
+
+
+def _filter_values(key: str, values: Any, reason: str, limit: bool) -> tuple[str, ...]:
+    values = _list(values, f"{reason}_list_invalid")
+    if limit and len(values) > MAX_FILTER_VALUES:
+        raise HeaderError(f"{reason}_list_too_long", f"{key!r} has {len(values)} values (at most {MAX_FILTER_VALUES})")
+    out = []
+    for item in values:
+        if not isinstance(item, str):
+            raise HeaderError(f"{reason}_value_invalid", f"{key!r} values must be strings, got {item!r}")
+        if limit and len(item) > MAX_FILTER_STRING:
+            raise HeaderError(f"{reason}_value_too_long", f"{item[:40]!r} (at most {MAX_FILTER_STRING} characters)")
+        out.append(item)
+    return tuple(out)
+
+
+def parse_filter_data(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A source's ``filter_data``: at most 50 keys of at most 50 values, strings of at most 25 characters;
+    ``source_type`` and keys starting with ``_`` are reserved."""
+    data = _dict(value, "filter_data_wrong_type")
+    if len(data) > MAX_FILTER_KEYS:
+        raise HeaderError("filter_data_too_many_keys", f"{len(data)} keys (at most {MAX_FILTER_KEYS})")
+    out = []
+    for key, values in data.items():
+        if key == SOURCE_TYPE_FILTER:
+            raise HeaderError("filter_data_has_source_type_key", "filter_data must not set 'source_type'")
+        if key.startswith("_"):
+            raise HeaderError("filter_data_key_reserved", f"filter_data key {key!r} starts with '_'")
+        if len(key) > MAX_FILTER_STRING:
+            raise HeaderError("filter_data_key_too_long", f"{key[:40]!r} (at most {MAX_FILTER_STRING} characters)")
+        out.append((key, _filter_values(key, values, "filter_data", limit=True)))
+    return tuple(sorted(out))
+
+
+def _filter_config(value: Any) -> FilterConfig:
+    data = _dict(value, "filters_wrong_type")
+    lookback, out = None, []
+    for key, values in data.items():
+        if key == LOOKBACK_WINDOW:
+            seconds = _integral_number(values)
+            if seconds is None or seconds <= 0:
+                raise HeaderError("filters_lookback_window_value_invalid", f"expected a positive number, got {values!r}")
+            lookback = seconds * MICROS_PER_SECOND
+            continue
+        if key.startswith("_"):
+            raise HeaderError("filters_key_reserved", f"filter key {key!r} starts with '_'")
+        out.append((key, _filter_values(key, values, "filters", limit=False)))
+    return FilterConfig(tuple(sorted(out)), lookback)
+
+
+def _filter_list(value: Any) -> tuple[FilterConfig, ...]:
+    """``filters`` / ``not_filters``: one dictionary, or a list of them (any one matching is a match)."""
+    if isinstance(value, list):
+        return tuple(_filter_config(item) for item in value)
+    return (_filter_config(value),)
+
+
+def parse_filter_pair(entry: Mapping[str, Any]) -> FilterPair:
+    """The ``filters`` and ``not_filters`` of a trigger or of one of its entries."""
+    filters = _filter_list(entry["filters"]) if "filters" in entry else ()
+    not_filters = _filter_list(entry["not_filters"]) if "not_filters" in entry else ()
+    return FilterPair(filters, not_filters)
+
+
+# --------------------------------------------------------------------------------------------
+# Sources
+# --------------------------------------------------------------------------------------------
+
+
+def _destinations(value: Any) -> tuple[str, ...]:
+    if value is None:
+        raise HeaderError("destination_missing", "a source needs a 'destination'")
+    items = value if isinstance(value, list) else [value]
+    if not items or len(items) > MAX_DESTINATIONS:
+        raise HeaderError("destination_list_too_long" if items else "destination_missing",
+                          f"{len(items)} destinations (1 to {MAX_DESTINATIONS})")
+    sites: list[str] = []
+    for item in items:
+        origin = origin_of(item) if isinstance(item, str) else None
+        if origin is None:
+            raise HeaderError("destination_wrong_type", f"expected an http(s) URL, got {item!r}")
+        if not is_trustworthy(origin):
+            raise HeaderError("destination_untrustworthy", f"{origin} is not potentially trustworthy")
+        site = site_of(origin)
+        if site not in sites:
+            sites.append(site)
+    return tuple(sorted(sites))
+
+
+def _expiry(header: Mapping[str, Any], source_type: str) -> int:
+    expiry = MAX_EXPIRY_SECONDS
+    if "expiry" in header:
+        expiry = min(max(_duration(header["expiry"], "expiry_value_invalid"), MIN_EXPIRY_SECONDS), MAX_EXPIRY_SECONDS)
+    if source_type == EVENT:  # rounded to the nearest day
+        expiry = (expiry + SECONDS_PER_DAY // 2) // SECONDS_PER_DAY * SECONDS_PER_DAY
+    return expiry
+
+
+def _clamp_window(seconds: int, expiry: int) -> int:
+    return min(max(seconds, MIN_REPORT_WINDOW_SECONDS), expiry)
+
+
+def _event_report_windows(header: Mapping[str, Any], source_type: str, expiry: int) -> tuple[int, tuple[int, ...]]:
+    """(start, ends) of the event-level report windows, in seconds after registration."""
+    if "event_report_window" in header and "event_report_windows" in header:
+        raise HeaderError("both_event_report_window_fields_found", "give event_report_window or event_report_windows")
+    if "event_report_windows" not in header:  # the default windows, ending at the expiry or event_report_window
+        last = expiry
+        if "event_report_window" in header:
+            last = _clamp_window(_duration(header["event_report_window"], "event_report_window_value_invalid"), expiry)
+        defaults = DEFAULT_NAVIGATION_WINDOWS if source_type == NAVIGATION else ()
+        return 0, tuple(end for end in defaults if end < last) + (last,)
+    windows = _dict(header["event_report_windows"], "event_report_windows_wrong_type")
+    start = _duration(windows.get("start_time", 0), "event_report_windows_start_time_invalid")
+    if start > expiry:
+        raise HeaderError("event_report_windows_start_time_invalid", f"start_time {start} is after the expiry {expiry}")
+    ends = _list(windows.get("end_times"), "event_report_windows_end_times_missing")
+    if not ends or len(ends) > MAX_REPORT_WINDOWS:
+        raise HeaderError("event_report_windows_end_times_list_invalid", f"{len(ends)} end times (1 to {MAX_REPORT_WINDOWS})")
+    clamped, previous = [], start
+    for end in ends:
+        seconds = _clamp_window(_duration(end, "event_report_windows_end_time_value_invalid"), expiry)
+        if seconds <= previous:
+            raise HeaderError("event_report_windows_end_time_not_increasing", f"end time {seconds} after {previous}")
+        clamped.append(seconds)
+        previous = seconds
+    return start, tuple(clamped)
+
+
+def _aggregation_keys(value: Any) -> tuple[tuple[str, int], ...]:
+    keys = _dict(value, "aggregation_keys_wrong_type")
+    if len(keys) > MAX_AGGREGATION_KEYS:
+        raise HeaderError("aggregation_keys_too_many_keys", f"{len(keys)} keys (at most {MAX_AGGREGATION_KEYS})")
+    out = []
+    for name, key in keys.items():
+        if len(name) > MAX_AGGREGATION_KEY_ID:
+            raise HeaderError("aggregation_keys_key_too_long", f"{name[:40]!r} (at most {MAX_AGGREGATION_KEY_ID} characters)")
+        out.append((name, _hex_key(key, "aggregation_keys_value_invalid")))
+    return tuple(out)
+
+
+def _trigger_data(header: Mapping[str, Any], source_type: str) -> tuple[tuple[int, ...], str]:
+    matching = header.get("trigger_data_matching", "modulus")
+    if matching not in ("modulus", "exact"):
+        raise HeaderError("trigger_data_matching_value_invalid", f"expected 'modulus' or 'exact', got {matching!r}")
+    if "trigger_data" not in header:
+        return DEFAULT_TRIGGER_DATA[source_type], matching
+    values = _list(header["trigger_data"], "trigger_data_list_invalid")
+    if len(values) > MAX_TRIGGER_DATA:
+        raise HeaderError("trigger_data_list_too_long", f"{len(values)} values (at most {MAX_TRIGGER_DATA})")
+    out = []
+    for item in values:
+        number = _integral_number(item)
+        if number is None or not 0 <= number < UINT32:
+            raise HeaderError("trigger_data_value_invalid", f"expected a uint32, got {item!r}")
+        out.append(number)
+    if len(set(out)) != len(out):
+        raise HeaderError("duplicate_trigger_data", f"{out}")
+    out.sort()
+    if matching == "modulus" and out != list(range(len(out))):
+        raise HeaderError("trigger_data_matching_modulus_invalid", f"modulus matching needs 0..n-1, got {out}")
+    return tuple(out), matching
+
+
+def parse_source(
+    header: Any, *, time_micros: int, context_origin: str, reporting_origin: str, source_type: str,
+    debug_permission: bool = False,
+) -> SourceRegistration:
+    """The source an ``Attribution-Reporting-Register-Source`` header registers (spec "parse source-registration
+    JSON"). ``source_type``: NAVIGATION or EVENT (from the request's Attribution-Reporting-Eligible)."""
+    header = _dict(header, "root_wrong_type")
+    destinations = _destinations(header.get("destination"))
+    source_event_id = _uint64_string(header["source_event_id"], "source_event_id_value_invalid") \
+        if "source_event_id" in header else 0
+    priority = _int64_string(header["priority"], "priority_value_invalid") if "priority" in header else 0
+    expiry = _expiry(header, source_type)
+    start, ends = _event_report_windows(header, source_type, expiry)
+    aggregatable_window = expiry
+    if "aggregatable_report_window" in header:
+        aggregatable_window = _clamp_window(
+            _duration(header["aggregatable_report_window"], "aggregatable_report_window_value_invalid"), expiry)
+    max_reports = DEFAULT_MAX_REPORTS[source_type]
+    if "max_event_level_reports" in header:
+        number = _integral_number(header["max_event_level_reports"])
+        if number is None or not 0 <= number <= MAX_EVENT_LEVEL_REPORTS:
+            raise HeaderError("max_event_level_reports_value_invalid",
+                              f"expected an integer in [0, {MAX_EVENT_LEVEL_REPORTS}], got {header['max_event_level_reports']!r}")
+        max_reports = number
+    epsilon = MAX_EVENT_LEVEL_EPSILON
+    if "event_level_epsilon" in header:
+        value = header["event_level_epsilon"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_EVENT_LEVEL_EPSILON:
+            raise HeaderError("event_level_epsilon_value_invalid", f"expected a number in [0, 14], got {value!r}")
+        epsilon = float(value)
+    trigger_data, matching = _trigger_data(header, source_type)
+    return SourceRegistration(
+        time_micros=time_micros,
+        source_site=site_of(context_origin),
+        reporting_origin=reporting_origin,
+        source_type=source_type,
+        source_event_id=source_event_id,
+        destination_sites=destinations,
+        expiry_seconds=expiry,
+        priority=priority,
+        filter_data=parse_filter_data(header["filter_data"]) if "filter_data" in header else (),
+        aggregation_keys=_aggregation_keys(header["aggregation_keys"]) if "aggregation_keys" in header else (),
+        event_report_window_start_seconds=start,
+        event_report_window_ends=ends,
+        aggregatable_report_window_seconds=aggregatable_window,
+        max_event_level_reports=max_reports,
+        trigger_data=trigger_data,
+        trigger_data_matching=matching,
+        event_level_epsilon=epsilon,
+        debug_key=_debug_key(header.get("debug_key")) if debug_permission else None,
+        debug_permission=debug_permission,
+        debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Triggers
+# --------------------------------------------------------------------------------------------
+
+
+def _event_trigger_data(value: Any) -> tuple[EventTriggerData, ...]:
+    out = []
+    for item in _list(value, "event_trigger_data_wrong_type"):
+        entry = _dict(item, "event_trigger_data_wrong_type")
+        out.append(EventTriggerData(
+            trigger_data=_uint64_string(entry["trigger_data"], "trigger_data_value_invalid")
+            if "trigger_data" in entry else 0,
+            priority=_int64_string(entry["priority"], "event_priority_value_invalid") if "priority" in entry else 0,
+            deduplication_key=_uint64_string(entry["deduplication_key"], "event_dedup_key_value_invalid")
+            if "deduplication_key" in entry else None,
+            filters=parse_filter_pair(entry),
+        ))
+    return tuple(out)
+
+
+def _aggregatable_trigger_data(value: Any) -> tuple[AggregatableTriggerData, ...]:
+    out = []
+    for item in _list(value, "aggregatable_trigger_data_wrong_type"):
+        entry = _dict(item, "aggregatable_trigger_data_wrong_type")
+        if "key_piece" not in entry:
+            raise HeaderError("aggregatable_trigger_data_key_piece_missing", "each entry needs a 'key_piece'")
+        names = _list(entry.get("source_keys", []), "aggregatable_trigger_data_source_keys_invalid")
+        if any(not isinstance(name, str) or len(name) > MAX_AGGREGATION_KEY_ID for name in names):
+            raise HeaderError("aggregatable_trigger_data_source_keys_invalid", f"{names!r}")
+        out.append(AggregatableTriggerData(
+            _hex_key(entry["key_piece"], "aggregatable_trigger_data_key_piece_invalid"), tuple(names),
+            parse_filter_pair(entry),
+        ))
+    return tuple(out)
+
+
+def _value_dictionary(value: Any) -> tuple[tuple[str, int], ...]:
+    values = _dict(value, "aggregatable_values_wrong_type")
+    out = []
+    for name, number in values.items():
+        if len(name) > MAX_AGGREGATION_KEY_ID:
+            raise HeaderError("aggregatable_values_key_too_long", f"{name[:40]!r} (at most {MAX_AGGREGATION_KEY_ID} characters)")
+        integer = _integral_number(number)
+        if integer is None or not 1 <= integer <= MAX_AGGREGATABLE_VALUE:
+            raise HeaderError("aggregatable_values_value_invalid",
+                              f"{name!r}: expected an integer in [1, {MAX_AGGREGATABLE_VALUE}], got {number!r}")
+        out.append((name, integer))
+    return tuple(out)
+
+
+def _aggregatable_values(value: Any) -> tuple[AggregatableValues, ...]:
+    if isinstance(value, dict):
+        return (AggregatableValues(_value_dictionary(value)),) if value else ()
+    out = []
+    for item in _list(value, "aggregatable_values_wrong_type"):
+        entry = _dict(item, "aggregatable_values_wrong_type")
+        out.append(AggregatableValues(_value_dictionary(entry.get("values")), parse_filter_pair(entry)))
+    return tuple(out)
+
+
+def _aggregatable_dedup_keys(value: Any) -> tuple[AggregatableDedupKey, ...]:
+    out = []
+    for item in _list(value, "aggregatable_dedup_key_wrong_type"):
+        entry = _dict(item, "aggregatable_dedup_key_wrong_type")
+        key = entry.get("deduplication_key")
+        out.append(AggregatableDedupKey(
+            None if key is None else _uint64_string(key, "aggregatable_dedup_key_value_invalid"),
+            parse_filter_pair(entry),
+        ))
+    return tuple(out)
+
+
+def parse_trigger(
+    header: Any, *, time_micros: int, context_origin: str, reporting_origin: str,
+    coordinator_origins: Sequence[str], debug_permission: bool = False,
+) -> TriggerRegistration:
+    """The trigger an ``Attribution-Reporting-Register-Trigger`` header registers (spec "parse trigger-registration
+    JSON"). ``coordinator_origins``: the allowed aggregation coordinators, the first the default."""
+    header = _dict(header, "root_wrong_type")
+    coordinator = coordinator_origins[0]
+    if "aggregation_coordinator_origin" in header:
+        value = header["aggregation_coordinator_origin"]
+        origin = origin_of(value) if isinstance(value, str) else None
+        if origin is None or origin not in coordinator_origins:
+            raise HeaderError("aggregation_coordinator_value_invalid", f"{value!r} is not an allowed coordinator")
+        coordinator = origin
+    registration_time = header.get("aggregatable_source_registration_time", EXCLUDE)
+    if registration_time not in (INCLUDE, EXCLUDE):
+        raise HeaderError("aggregatable_source_registration_time_value_invalid",
+                          f"expected 'include' or 'exclude', got {registration_time!r}")
+    context_id = header.get("trigger_context_id")
+    if context_id is not None and (
+        not isinstance(context_id, str) or not 0 < len(context_id) <= MAX_TRIGGER_CONTEXT_ID
+        or registration_time == INCLUDE
+    ):
+        raise HeaderError("trigger_context_id_invalid_value",
+                          f"a string of 1 to {MAX_TRIGGER_CONTEXT_ID} characters, only with source registration time excluded")
+    return TriggerRegistration(
+        time_micros=time_micros,
+        destination_site=site_of(context_origin),
+        reporting_origin=reporting_origin,
+        reporting_site=site_of(reporting_origin),
+        event_trigger_data=_event_trigger_data(header.get("event_trigger_data", [])),
+        aggregatable_trigger_data=_aggregatable_trigger_data(header.get("aggregatable_trigger_data", [])),
+        aggregatable_values=_aggregatable_values(header.get("aggregatable_values", {})),
+        aggregatable_dedup_keys=_aggregatable_dedup_keys(header.get("aggregatable_deduplication_keys", [])),
+        filters=parse_filter_pair(header),
+        aggregation_coordinator_origin=coordinator,
+        source_registration_time=registration_time,
+        trigger_context_id=context_id,
+        debug_key=_debug_key(header.get("debug_key")) if debug_permission else None,
+        debug_permission=debug_permission,
+        debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
+    )
+
+
+def unsupported_fields(header: Any, source: bool) -> list[str]:
+    """The features of the specification this project does not implement that ``header`` uses."""
+    if not isinstance(header, dict):
+        return []
+    table = UNSUPPORTED_SOURCE_FIELDS if source else UNSUPPORTED_TRIGGER_FIELDS
+    found = [feature for field, feature in table.items() if field in header]
+    if not source and isinstance(header.get("aggregatable_values"), (dict, list)):
+        entries = header["aggregatable_values"]
+        entries = [entries] if isinstance(entries, dict) else [e.get("values") for e in entries if isinstance(e, dict)]
+        if any(isinstance(v, dict) for entry in entries if isinstance(entry, dict) for v in entry.values()):
+            found.append("filtering ids")
+    return sorted(set(found))

@@ -1,0 +1,177 @@
+"""Registration logs: what a browser received, one request per entry, in the form of Chrome's Attribution
+Reporting interop suite (``content/test/data/attribution_reporting/interop/README.md``): the request's time and
+context, and each response with its ``Attribution-Reporting-Register-Source`` / ``-Register-Trigger`` header.
+
+    {"timestamp": "1643235573000",                     # milliseconds since the Unix epoch, base-10 string
+     "registration_request": {"context_origin": "https://publisher.example",
+                              "Attribution-Reporting-Eligible": "navigation-source"},   # or event-source, trigger
+     "responses": [{"url": "https://adtech.example/register", "debug_permission": false,
+                    "timestamp": "1643235573000",      # optional: defaults to the request's
+                    "randomized_response": null,       # optional: a source's fixed randomized response
+                    "null_aggregatable_reports_days": null,   # optional: a trigger's fixed null-report days
+                    "response": {"Attribution-Reporting-Register-Source": {...}}}],
+     "device_id": "d42"}                               # optional: whose browser (a log of many devices)
+
+The header may be the JSON value itself (as in the interop cases) or its text (as on the wire). ``parse_entry``
+turns one entry into the registrations it makes and, for each response that makes none, a ``RegistrationFailure``
+with its reason: a dead letter. Nothing here runs attribution.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.registration_headers import (
+    SOURCE_HEADER,
+    TRIGGER_HEADER,
+    HeaderError,
+    is_trustworthy,
+    origin_of,
+    parse_source,
+    parse_trigger,
+    unsupported_fields,
+)
+from schemas.registrations import EVENT, NAVIGATION, SourceRegistration, TriggerRegistration
+
+ELIGIBLE_HEADER = "Attribution-Reporting-Eligible"
+MICROS_PER_MILLI = 1_000
+_ELIGIBILITY = {"navigation-source": NAVIGATION, "event-source": EVENT}
+
+
+@dataclass(frozen=True)
+class ParsedRegistration:
+    """A source or trigger a response registered, with the randomness the log fixes for it, if any."""
+
+    registration: SourceRegistration | TriggerRegistration
+    device_id: str
+    randomized_response: tuple[tuple[int, int], ...] | None = None  # sources: fake (trigger data, window) reports
+    null_report_days: tuple[int, ...] | None = None  # triggers: lookback days the null-report rule chose
+    unsupported: tuple[str, ...] = ()  # features of the specification it uses that this project lacks
+
+
+@dataclass(frozen=True)
+class RegistrationFailure:
+    """A response that registers nothing, and why (a dead letter)."""
+
+    reason: str
+    detail: str
+    device_id: str
+    time_millis: int | None
+    header: str | None  # the header name, when the header was the problem
+    unsupported: tuple[str, ...] = ()  # features of the specification the header uses that this project lacks
+
+
+def _millis(value: Any, reason: str) -> int:
+    if not isinstance(value, str) or not value.isdigit():
+        raise HeaderError(reason, f"expected milliseconds as a base-10 string, got {value!r}")
+    return int(value)
+
+
+def _eligibility(value: Any) -> set[str]:
+    """The registrations a request is eligible for (a structured-header dictionary of bare keys); without the
+    header, triggers only."""
+    if value is None:
+        return {"trigger"}
+    if not isinstance(value, str):
+        raise HeaderError("eligibility_invalid", f"{ELIGIBLE_HEADER} must be a string, got {value!r}")
+    return {item.strip().split(";")[0] for item in value.split(",") if item.strip()}
+
+
+def _header_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError as error:
+            raise HeaderError("invalid_json", str(error)) from None
+    return value
+
+
+def _randomized_response(value: Any) -> tuple[tuple[int, int], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(item, dict) and isinstance(item.get("trigger_data"), int) and isinstance(item.get("report_window_index"), int)
+        for item in value
+    ):
+        raise HeaderError("randomized_response_invalid",
+                          f"expected a list of {{trigger_data, report_window_index}}, got {value!r}")
+    return tuple((item["trigger_data"], item["report_window_index"]) for item in value)
+
+
+def _null_days(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(day, int) and not isinstance(day, bool) and day >= 0 for day in value):
+        raise HeaderError("null_aggregatable_reports_days_invalid", f"expected a list of days >= 0, got {value!r}")
+    return tuple(value)
+
+
+def parse_entry(entry: Any, coordinator_origins: Sequence[str]) -> list[ParsedRegistration | RegistrationFailure]:
+    """The registrations (and failures) of one log entry, in response order."""
+    device = str(entry.get("device_id", "")) if isinstance(entry, dict) else ""
+    try:
+        if not isinstance(entry, dict) or not isinstance(entry.get("registration_request"), dict):
+            raise HeaderError("entry_invalid", "an entry needs a registration_request dictionary")
+        request = entry["registration_request"]
+        request_time = _millis(entry.get("timestamp"), "timestamp_invalid")
+        context_value = request.get("context_origin")
+        context = origin_of(context_value) if isinstance(context_value, str) else None
+        if context is None:
+            raise HeaderError("context_origin_invalid", f"{request.get('context_origin')!r} is not an http(s) origin")
+        eligible = _eligibility(request.get(ELIGIBLE_HEADER))
+        responses = entry.get("responses")
+        if not isinstance(responses, list) or not responses:
+            raise HeaderError("entry_invalid", "an entry needs a non-empty list of responses")
+    except HeaderError as error:
+        return [RegistrationFailure(error.reason, str(error), device, None, None)]
+    out: list[ParsedRegistration | RegistrationFailure] = []
+    for response in responses:
+        out.append(_parse_response(response, request_time, context, eligible, device, coordinator_origins))
+    return out
+
+
+def _parse_response(response: Any, request_time: int, context: str, eligible: set[str], device: str,
+                    coordinator_origins: Sequence[str]) -> ParsedRegistration | RegistrationFailure:
+    time_millis, header_name = None, None
+    unsupported: tuple[str, ...] = ()
+    try:
+        if not isinstance(response, dict) or not isinstance(response.get("response"), dict):
+            raise HeaderError("response_invalid", "a response needs a 'response' dictionary of headers")
+        time_millis = _millis(response["timestamp"], "timestamp_invalid") if "timestamp" in response else request_time
+        url = response.get("url")
+        reporting = origin_of(url) if isinstance(url, str) else None
+        if reporting is None or not is_trustworthy(reporting):
+            raise HeaderError("reporting_origin_untrustworthy", f"{url!r} is not a potentially trustworthy URL")
+        headers = response["response"]
+        has_source, has_trigger = SOURCE_HEADER in headers, TRIGGER_HEADER in headers
+        if has_source and has_trigger:
+            raise HeaderError("source_and_trigger_headers", "a response registers a source or a trigger, not both")
+        if not has_source and not has_trigger:
+            raise HeaderError("no_registration_header", f"neither {SOURCE_HEADER} nor {TRIGGER_HEADER}")
+        debug = response.get("debug_permission", False) is True
+        header_name = SOURCE_HEADER if has_source else TRIGGER_HEADER
+        value = _header_value(headers[header_name])
+        unsupported = tuple(unsupported_fields(value, source=has_source))
+        time_micros = time_millis * MICROS_PER_MILLI
+        if has_source:
+            source_types = [kind for name, kind in _ELIGIBILITY.items() if name in eligible]
+            if not source_types:
+                raise HeaderError("source_ineligible", f"the request is not eligible for sources ({sorted(eligible)})")
+            return ParsedRegistration(
+                parse_source(value, time_micros=time_micros, context_origin=context, reporting_origin=reporting,
+                             source_type=source_types[0], debug_permission=debug),
+                device, randomized_response=_randomized_response(response.get("randomized_response")),
+                unsupported=unsupported,
+            )
+        if "trigger" not in eligible:
+            raise HeaderError("trigger_ineligible", f"the request is not eligible for triggers ({sorted(eligible)})")
+        return ParsedRegistration(
+            parse_trigger(value, time_micros=time_micros, context_origin=context, reporting_origin=reporting,
+                          coordinator_origins=coordinator_origins, debug_permission=debug),
+            device, null_report_days=_null_days(response.get("null_aggregatable_reports_days")),
+            unsupported=unsupported,
+        )
+    except HeaderError as error:
+        return RegistrationFailure(error.reason, str(error), device, time_millis, header_name, unsupported)

@@ -1,0 +1,140 @@
+"""Attribution Reporting registrations as the browser holds them once their headers are parsed: sources and
+triggers with the Attribution Reporting API specification's fields (W3C/WICG "Attribution Reporting", sections
+"Attribution source" and "Attribution trigger"; Chrome's ``attribution_reporting::SourceRegistration`` and
+``TriggerRegistration``).
+
+``schemas.registration_headers`` builds them from ``Attribution-Reporting-Register-Source`` /
+``-Register-Trigger`` header JSON; the clients' specification modes
+(``transforms.event_level.mechanisms.ara_spec``, ``transforms.summary_reports.mechanisms.ara_spec``) read them.
+Plain frozen records, no parsing and no I/O here. Times: integer microseconds since the Unix epoch; durations in
+seconds, as the headers give them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAVIGATION = "navigation"
+EVENT = "event"
+INCLUDE = "include"  # aggregatable_source_registration_time
+EXCLUDE = "exclude"
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """One filter of a ``filters`` / ``not_filters`` list: filter key -> values (sorted by key), and the
+    ``_lookback_window`` in microseconds if given (spec: "filter config")."""
+
+    values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    lookback_window_micros: int | None = None
+
+
+@dataclass(frozen=True)
+class FilterPair:
+    """``filters`` and ``not_filters``: matches when some config of ``filters`` matches (or there is none) and
+    some config of ``not_filters`` matches negated (or there is none) (spec: "match an attribution source
+    against filters and negated filters")."""
+
+    filters: tuple[FilterConfig, ...] = ()
+    not_filters: tuple[FilterConfig, ...] = ()
+
+
+NO_FILTERS = FilterPair()
+
+
+@dataclass(frozen=True)
+class SourceRegistration:
+    """An attribution source as registered (spec "attribution source"), its durations already clamped and
+    rounded as the specification says (``registration_headers.parse_source``)."""
+
+    time_micros: int
+    source_site: str  # scheme://registrable domain of the page that registered it
+    reporting_origin: str
+    source_type: str  # NAVIGATION or EVENT
+    source_event_id: int
+    destination_sites: tuple[str, ...]
+    expiry_seconds: int
+    priority: int = 0
+    filter_data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sorted by key; "source_type" is implied
+    aggregation_keys: tuple[tuple[str, int], ...] = ()  # key id -> 128-bit key, in header order
+    event_report_window_start_seconds: int = 0
+    event_report_window_ends: tuple[int, ...] = ()  # seconds after registration, strictly increasing
+    aggregatable_report_window_seconds: int = 0
+    max_event_level_reports: int = 0
+    trigger_data: tuple[int, ...] = ()  # the trigger data values the source reports
+    trigger_data_matching: str = "modulus"  # or "exact"
+    event_level_epsilon: float = 14.0
+    debug_key: int | None = None  # kept only with debug permission
+    debug_permission: bool = False  # the registration could set debug keys (Chrome: third-party cookies allowed)
+    debug_reporting: bool = False
+
+
+@dataclass(frozen=True)
+class EventTriggerData:
+    """One entry of a trigger's ``event_trigger_data``."""
+
+    trigger_data: int = 0
+    priority: int = 0
+    deduplication_key: int | None = None
+    filters: FilterPair = NO_FILTERS
+
+
+@dataclass(frozen=True)
+class AggregatableTriggerData:
+    """One entry of ``aggregatable_trigger_data``: a key piece ORed into the named source keys."""
+
+    key_piece: int
+    source_keys: tuple[str, ...] = ()
+    filters: FilterPair = NO_FILTERS
+
+
+@dataclass(frozen=True)
+class AggregatableValues:
+    """One entry of ``aggregatable_values`` (the dictionary form is one entry without filters)."""
+
+    values: tuple[tuple[str, int], ...]
+    filters: FilterPair = NO_FILTERS
+
+
+@dataclass(frozen=True)
+class AggregatableDedupKey:
+    """One entry of ``aggregatable_deduplication_keys``; a matching entry without a key deduplicates nothing."""
+
+    deduplication_key: int | None = None
+    filters: FilterPair = NO_FILTERS
+
+
+@dataclass(frozen=True)
+class TriggerRegistration:
+    """An attribution trigger as registered (spec "attribution trigger")."""
+
+    time_micros: int
+    destination_site: str
+    reporting_origin: str
+    reporting_site: str  # the registrable domain of the reporting origin, as rate limits key it
+    event_trigger_data: tuple[EventTriggerData, ...] = ()
+    aggregatable_trigger_data: tuple[AggregatableTriggerData, ...] = ()
+    aggregatable_values: tuple[AggregatableValues, ...] = ()
+    aggregatable_dedup_keys: tuple[AggregatableDedupKey, ...] = ()
+    filters: FilterPair = NO_FILTERS
+    aggregation_coordinator_origin: str = ""
+    source_registration_time: str = EXCLUDE  # INCLUDE: the day-rounded source time goes into shared_info
+    trigger_context_id: str | None = None
+    debug_key: int | None = None  # kept only with debug permission
+    debug_permission: bool = False
+    debug_reporting: bool = False
+
+    @property
+    def has_aggregatable_data(self) -> bool:
+        """Whether the trigger asks for an aggregatable report at all (spec: its aggregatable values are not
+        empty); only such a trigger can produce null reports."""
+        return bool(self.aggregatable_values) or bool(self.aggregatable_trigger_data)
+
+
+def debug_keys(source: SourceRegistration, trigger: TriggerRegistration | None) -> tuple[int | None, int | None]:
+    """The (source, trigger) debug keys a report carries: only when both registrations had debug permission
+    (a fake report, without a trigger: the source's key, if it had permission)."""
+    if trigger is None:
+        return source.debug_key, None
+    if not (source.debug_permission and trigger.debug_permission):
+        return None, None
+    return source.debug_key, trigger.debug_key

@@ -1,0 +1,202 @@
+"""The event-level client in the Attribution Reporting specification's mode: registrations as Chrome receives
+them (``schemas.registrations``), reports as Chrome sends them (W3C/WICG "Attribution Reporting", "Triggering
+event-level attribution"; Chrome's ``AttributionStorageSql::MaybeCreateEventLevelReport``).
+
+Ghazi et al.'s Alg. 4 (``client.py``) is the same mechanism in its general form (summary buckets over trigger
+values). With the specification's defaults (one report per attributed trigger, up to the source's
+``max_event_level_reports``) it decides the same reports, except for what the specification adds and this
+module implements:
+
+* **Trigger data selection**: the first ``event_trigger_data`` entry whose filters match the source.
+* **Deduplication**: an entry whose ``deduplication_key`` the source has already reported is dropped.
+* **Report windows**: the trigger must fall in [start, last end) after the source; its report is due at the end
+  of the window it falls in (``event_report_window_ends``).
+* **Trigger data mapping**: ``modulus`` (trigger data mod the number of values) or ``exact``.
+* **Randomized response**: a source whose randomized response is not "truthful" sends its fake reports
+  (chosen at registration, Alg. 8) and no real one.
+* **Priority and replacement**: once the source has ``max_event_level_reports`` reports, a trigger whose
+  priority is higher than the lowest of the source's pending reports due at the same time replaces it (the
+  most recent of equally low ones); otherwise it is dropped.
+* **Attribution rate limit**: at most ``max_attributions`` event-level attributions per (source site,
+  destination site, reporting site) in ``rate_limit_window_micros`` before the trigger (a replaced report gives
+  its attribution back). An attribution is dated by its source's registration time, as Chrome's rate-limit
+  records are (the interop case ``rate_limit_max_attributions`` depends on it).
+
+Every trigger's outcome (``outcomes``) is counted under the specification's result names. No Beam import here.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from schemas.registrations import NAVIGATION, SourceRegistration, TriggerRegistration, debug_keys
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_attribution import filters_match, split_due
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.event_level.mechanisms.config import MAX_EPSILON, EventLevelConfig, uniform_config
+from transforms.event_level.mechanisms.information_gain import check_configuration
+from transforms.event_level.mechanisms.randomized_response import randomized_response
+
+CHANNEL_CAPACITY_BITS = {NAVIGATION: 11.46173, "event": 6.5}  # Chrome's default limits (interop default_config)
+RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
+MAX_ATTRIBUTIONS = 100
+
+
+@dataclass(frozen=True)
+class SpecEventReport:
+    """An event-level report as the browser sends it (spec "event-level report")."""
+
+    reporting_origin: str
+    attribution_destination: tuple[str, ...]  # the source's destination sites
+    source_event_id: int
+    trigger_data: int
+    source_type: str
+    randomized_trigger_rate: float
+    report_time_micros: int  # the end of the report window: also ``scheduled_report_time``
+    trigger_time_micros: int
+    trigger_priority: int = 0
+    source_debug_key: int | None = None
+    trigger_debug_key: int | None = None
+
+
+@dataclass
+class SpecEventSource:
+    """The event-level state of one stored source."""
+
+    config: EventLevelConfig
+    rate: float
+    fake: list[SpecEventReport] | None  # None: truthful (Alg. 8's ⊥)
+    pending: list[SpecEventReport] = field(default_factory=list)  # its real reports not yet sent
+    reports: int = 0  # reports created for it, fake ones included
+    dedup_keys: set[int] = field(default_factory=set)
+
+
+def source_config(source: SourceRegistration) -> EventLevelConfig:
+    """The source's output space O (Sec. 2.2): its trigger data, windows and max_event_level_reports."""
+    return uniform_config(
+        source.source_type, expiry_seconds=source.expiry_seconds, max_event_level_reports=source.max_event_level_reports,
+        trigger_data=source.trigger_data, window_ends=source.event_report_window_ends,
+        matching=source.trigger_data_matching,
+    )
+
+
+def window_index(source: SourceRegistration, trigger_time_micros: int) -> int | str:
+    """The index of the report window ``trigger_time_micros`` falls in, or why none."""
+    elapsed = trigger_time_micros - source.time_micros
+    if elapsed < source.event_report_window_start_seconds * MICROS_PER_SECOND:
+        return "report_window_not_started"
+    for index, end in enumerate(source.event_report_window_ends):
+        if elapsed < end * MICROS_PER_SECOND:
+            return index
+    return "report_window_passed"
+
+
+@dataclass
+class SpecEventLevel:
+    """The event-level ``AttributionPart`` of ``transforms.core.mechanisms.ara_attribution``.
+
+    ``random_source`` draws each source's randomized response (Alg. 8) when the caller does not fix it;
+    ``capacity_bits``: the channel capacity limits per source type (a source above its limit is refused,
+    ``ConfigurationError``); the rate limit as described in the module docstring."""
+
+    random_source: RandomSource | None = None
+    capacity_bits: dict[str, float] = field(default_factory=lambda: dict(CHANNEL_CAPACITY_BITS))
+    max_epsilon: float = MAX_EPSILON  # the browser's largest settable epsilon: a source's is capped to it
+    max_attributions: int = MAX_ATTRIBUTIONS
+    rate_limit_window_micros: int = RATE_LIMIT_WINDOW_MICROS
+    outcomes: Counter = field(default_factory=Counter)
+    _due: list[SpecEventReport] = field(default_factory=list)  # every report not yet released
+    _attributions: list[tuple[tuple[str, str, str], int, SpecEventReport]] = field(default_factory=list)
+
+    def register_source(self, source: SourceRegistration, choice: Sequence[tuple[int, int]] | None) -> SpecEventSource:
+        """The source's state. ``choice``: its randomized response fixed by the caller, as (trigger data, window
+        index) fake reports (an empty list: no report; None: draw it from ``random_source``, or truthful when
+        there is none)."""
+        config = source_config(source)
+        epsilon = min(source.event_level_epsilon, self.max_epsilon)
+        checked = check_configuration(config, epsilon, self.capacity_bits[source.source_type])
+        fake: list[tuple[int, int]] | None
+        if choice is not None:
+            fake = list(choice)
+        elif self.random_source is not None:
+            output = randomized_response(config, epsilon, self.random_source)
+            fake = None if output is None else [
+                (config.trigger_specs[t].value, w) for (t, w), n in zip(config.cells, output, strict=True) for _ in range(n)
+            ]
+        else:
+            fake = None
+        state = SpecEventSource(config, checked.randomized_trigger_rate, None)
+        if fake is not None:
+            state.fake = [self._report(source, state, data, window, None) for data, window in fake]
+            state.reports = len(state.fake)
+            self._due.extend(state.fake)
+        return state
+
+    def _report(self, source: SourceRegistration, state: SpecEventSource, trigger_data: int, window: int,
+                trigger: TriggerRegistration | None, priority: int = 0) -> SpecEventReport:
+        return SpecEventReport(
+            source.reporting_origin, source.destination_sites, source.source_event_id, trigger_data, source.source_type,
+            state.rate, source.time_micros + source.event_report_window_ends[window] * MICROS_PER_SECOND,
+            source.time_micros if trigger is None else trigger.time_micros, priority, *debug_keys(source, trigger),
+        )
+
+    def attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
+                  trigger: TriggerRegistration, choice: object = None) -> None:
+        self.outcomes[self._attribute(source, state, trigger)] += 1
+
+    def _attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
+                   trigger: TriggerRegistration) -> str:
+        if not trigger.event_trigger_data:
+            return "not_registered"
+        if source is None or state is None:
+            return "no_matching_sources"
+        entry = next((e for e in trigger.event_trigger_data if filters_match(source, trigger.time_micros, e.filters)), None)
+        if entry is None:
+            return "no_matching_configurations"
+        if entry.deduplication_key is not None and entry.deduplication_key in state.dedup_keys:
+            return "deduplicated"
+        window = window_index(source, trigger.time_micros)
+        if isinstance(window, str):
+            return window
+        spec = state.config.spec_for(entry.trigger_data)
+        if spec is None:
+            return "no_matching_trigger_data"
+        if state.fake is not None:
+            return "falsely_attributed_source" if state.fake else "never_attributed_source"
+        report = self._report(source, state, spec.value, window, trigger, entry.priority)
+        state.pending = [r for r in state.pending if r.report_time_micros > trigger.time_micros]  # sent: final
+        replaced = None
+        if state.reports >= source.max_event_level_reports:
+            same_time = [r for r in state.pending if r.report_time_micros == report.report_time_micros]
+            if not same_time:
+                return "excessive_reports"
+            replaced = min(same_time, key=lambda r: (r.trigger_priority, -r.trigger_time_micros))
+            if replaced.trigger_priority >= entry.priority:
+                return "priority_too_low"
+        key = (source.source_site, trigger.destination_site, trigger.reporting_site)
+        if not self._within_rate_limit(key, trigger.time_micros, replaced):
+            return "excessive_attributions"
+        if replaced is not None:
+            state.pending = [r for r in state.pending if r is not replaced]
+            self._due = [r for r in self._due if r is not replaced]
+            self._attributions = [a for a in self._attributions if a[2] is not replaced]
+        else:
+            state.reports += 1
+        state.pending.append(report)
+        self._due.append(report)
+        self._attributions.append((key, source.time_micros, report))
+        if entry.deduplication_key is not None:
+            state.dedup_keys.add(entry.deduplication_key)
+        return "success_dropped_lower_priority" if replaced is not None else "success"
+
+    def _within_rate_limit(self, key: tuple[str, str, str], time_micros: int, replaced: SpecEventReport | None) -> bool:
+        start = time_micros - self.rate_limit_window_micros
+        count = sum(1 for k, t, report in self._attributions if k == key and t > start and report is not replaced)
+        return count < self.max_attributions
+
+    def release(self, until_micros: int) -> list[SpecEventReport]:
+        """The reports due by ``until_micros``, in report-time order; they can no longer be replaced."""
+        due, self._due = split_due(self._due, until_micros)
+        return due
+

@@ -1,0 +1,200 @@
+"""The ARA summary-report client in the Attribution Reporting specification's mode: registrations as Chrome
+receives them (``schemas.registrations``), aggregatable reports as Chrome sends them (W3C/WICG "Attribution
+Reporting", "Triggering aggregatable attribution" and "Null attribution reports"; Chrome's
+``AttributionStorageSql::MaybeCreateAggregatableAttributionReport``).
+
+Ghazi et al.'s Alg. 2 (``ara_client.py``) is this client with every trigger answered by one (possibly null)
+report. The specification answers a trigger that has aggregatable data with a report when it is attributed
+within budget, and otherwise sends null reports only as its null-report rule says:
+
+* **Report window**: the trigger must come before the source's ``aggregatable_report_window`` ends.
+* **Deduplication**: the first ``aggregatable_deduplication_keys`` entry whose filters match gives the key; a
+  key the source has already reported drops the trigger.
+* **Contributions**: each source key OR the key pieces of the matching ``aggregatable_trigger_data`` entries
+  that name it, with the value the first matching ``aggregatable_values`` entry gives it; none: no report.
+* **Limits**: at most ``max_reports_per_source`` (20) reports per source; the values of all its reports sum
+  to at most the budget L1 = 65,536 (``ContributionBudget``: a report that would exceed it is dropped whole).
+* **Attribution rate limit**: as the event-level client, counted separately for aggregatable reports.
+* **Null reports**: with ``aggregatable_source_registration_time: "include"``, one null report per lookback
+  day chosen by the null-report rule (each of days 0..30 with probability 0.008), except the attributed
+  source's day when a real report was made, each carrying that day's ``source_registration_time``; with
+  ``"exclude"``, one null report (probability 0.05) when no real report was made. A null report has one
+  contribution (0, 0).
+* **Report time**: the trigger time plus a delay uniform in [min_delay, min_delay + delay_span] (10 and 50
+  minutes), or ``fixed_delay_seconds``.
+
+No Beam import here.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from schemas.limits import CONTRIBUTION_BUDGET
+from schemas.registrations import INCLUDE, SourceRegistration, TriggerRegistration, debug_keys
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_attribution import filters_match, split_due
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.summary_reports.mechanisms.contributions import ContributionBudget, ContributionLimits, keyed_below
+
+MAX_REPORTS_PER_SOURCE = 20
+MIN_DELAY_SECONDS = 10 * 60
+DELAY_SPAN_SECONDS = 50 * 60
+NULL_REPORT_RATE_INCLUDE = 0.008
+NULL_REPORT_RATE_EXCLUDE = 0.05
+MAX_LOOKBACK_DAYS = 30
+RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
+MAX_ATTRIBUTIONS = 100
+# the budget charges only the sum: the number of contributions is bounded per report by the key count (20)
+_SPEC_LIMITS = ContributionLimits(l0=2**31, l1=CONTRIBUTION_BUDGET)
+
+
+@dataclass(frozen=True)
+class SpecAggregatableReport:
+    """An aggregatable report as the browser sends it, its histogram contributions in clear."""
+
+    reporting_origin: str
+    attribution_destination: str  # the trigger's destination site
+    report_time_micros: int
+    contributions: tuple[tuple[int, int], ...]  # (key, value); a null report: ((0, 0),)
+    aggregation_coordinator_origin: str
+    source_registration_time_seconds: int | None = None  # with "include" only
+    trigger_context_id: str | None = None
+    source_debug_key: int | None = None
+    trigger_debug_key: int | None = None
+    is_null: bool = False
+
+
+@dataclass
+class SpecAggregatableSource:
+    """The aggregatable state of one stored source."""
+
+    budget: ContributionBudget = field(default_factory=ContributionBudget)
+    reports: int = 0
+    dedup_keys: set[int] = field(default_factory=set)
+
+
+def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> list[tuple[int, int]]:
+    """(key, value) per source key the trigger gives a value, in the source's key order (spec "create
+    aggregatable contributions")."""
+    keys = dict(source.aggregation_keys)
+    for entry in trigger.aggregatable_trigger_data:
+        if filters_match(source, trigger.time_micros, entry.filters):
+            for name in entry.source_keys:
+                if name in keys:
+                    keys[name] |= entry.key_piece
+    values = next((dict(entry.values) for entry in trigger.aggregatable_values
+                   if filters_match(source, trigger.time_micros, entry.filters)), {})
+    return [(key, values[name]) for name, key in keys.items() if values.get(name, 0) > 0]
+
+
+def day_floor_seconds(time_micros: int) -> int:
+    return time_micros // MICROS_PER_DAY * (MICROS_PER_DAY // MICROS_PER_SECOND)
+
+
+@dataclass
+class SpecAggregatable:
+    """The aggregatable ``AttributionPart`` of ``transforms.core.mechanisms.ara_attribution``.
+
+    ``random_source`` draws report delays and null reports when the caller does not fix them; with neither,
+    delays are the largest (``min + span``) and no null report is sent."""
+
+    random_source: RandomSource | None = None
+    fixed_delay_seconds: int | None = None
+    max_reports_per_source: int = MAX_REPORTS_PER_SOURCE
+    max_attributions: int = MAX_ATTRIBUTIONS
+    rate_limit_window_micros: int = RATE_LIMIT_WINDOW_MICROS
+    min_delay_seconds: int = MIN_DELAY_SECONDS
+    delay_span_seconds: int = DELAY_SPAN_SECONDS
+    outcomes: Counter = field(default_factory=Counter)
+    _due: list[SpecAggregatableReport] = field(default_factory=list)
+    _attributions: list[tuple[tuple[str, str, str], int]] = field(default_factory=list)
+
+    def register_source(self, source: SourceRegistration, choice: object = None) -> SpecAggregatableSource:
+        return SpecAggregatableSource()
+
+    def attribute(self, source: SourceRegistration | None, state: SpecAggregatableSource | None,
+                  trigger: TriggerRegistration, choice: Sequence[int] | None = None) -> None:
+        """``choice``: the lookback days the null-report rule chose for this trigger (None: draw them)."""
+        if not trigger.has_aggregatable_data:
+            self.outcomes["not_registered"] += 1
+            return
+        outcome, report = self._attribute(source, state, trigger)
+        self.outcomes[outcome] += 1
+        if report is not None:
+            self._due.append(report)
+        days = self._null_report_days(trigger) if choice is None else list(choice)
+        source_day = None if report is None or source is None else \
+            (day_floor_seconds(trigger.time_micros) - day_floor_seconds(source.time_micros)) // 86_400
+        if trigger.source_registration_time == INCLUDE:
+            for day in sorted(set(days)):
+                if day != source_day:
+                    self._due.append(self._null_report(trigger, day_floor_seconds(trigger.time_micros) - day * 86_400))
+        elif report is None and days:
+            self._due.append(self._null_report(trigger, None))
+
+    def _attribute(self, source: SourceRegistration | None, state: SpecAggregatableSource | None,
+                   trigger: TriggerRegistration) -> tuple[str, SpecAggregatableReport | None]:
+        if source is None or state is None:
+            return "no_matching_sources", None
+        if trigger.time_micros >= source.time_micros + source.aggregatable_report_window_seconds * MICROS_PER_SECOND:
+            return "report_window_passed", None
+        dedup = next((entry for entry in trigger.aggregatable_dedup_keys
+                      if filters_match(source, trigger.time_micros, entry.filters)), None)
+        dedup_key = None if dedup is None else dedup.deduplication_key
+        if dedup_key is not None and dedup_key in state.dedup_keys:
+            return "deduplicated", None
+        found = contributions(source, trigger)
+        if not found:
+            return "no_histograms", None
+        if state.reports >= self.max_reports_per_source:
+            return "excessive_reports", None
+        key = (source.source_site, trigger.destination_site, trigger.reporting_site)
+        start = trigger.time_micros - self.rate_limit_window_micros
+        if sum(1 for k, t in self._attributions if k == key and t > start) >= self.max_attributions:
+            return "excessive_attributions", None
+        if not state.budget.charge([value for _, value in found], _SPEC_LIMITS):
+            return "insufficient_budget", None
+        state.reports += 1
+        self._attributions.append((key, source.time_micros))  # dated by the source, as the event-level client
+        if dedup_key is not None:
+            state.dedup_keys.add(dedup_key)
+        include = trigger.source_registration_time == INCLUDE
+        return "success", SpecAggregatableReport(
+            trigger.reporting_origin, trigger.destination_site, self._report_time(trigger), tuple(found),
+            trigger.aggregation_coordinator_origin, day_floor_seconds(source.time_micros) if include else None,
+            trigger.trigger_context_id, *debug_keys(source, trigger),
+        )
+
+    def _report_time(self, trigger: TriggerRegistration) -> int:
+        if self.fixed_delay_seconds is not None:
+            delay = self.fixed_delay_seconds
+        elif self.random_source is not None:
+            delay = self.min_delay_seconds + keyed_below(
+                self.random_source, ("aggregatable-delay", trigger.reporting_origin, trigger.time_micros),
+                self.delay_span_seconds + 1)
+        else:
+            delay = self.min_delay_seconds + self.delay_span_seconds
+        return trigger.time_micros + delay * MICROS_PER_SECOND
+
+    def _null_report_days(self, trigger: TriggerRegistration) -> list[int]:
+        if self.random_source is None:
+            return []
+        key = ("null-reports", trigger.reporting_origin, trigger.time_micros)
+        if trigger.source_registration_time == INCLUDE:
+            draws = self.random_source.keyed_uniforms(key, MAX_LOOKBACK_DAYS + 1)
+            return [day for day, u in enumerate(draws) if u < NULL_REPORT_RATE_INCLUDE]
+        return [0] if self.random_source.keyed_uniform(key) < NULL_REPORT_RATE_EXCLUDE else []
+
+    def _null_report(self, trigger: TriggerRegistration, registration_day_seconds: int | None) -> SpecAggregatableReport:
+        return SpecAggregatableReport(
+            trigger.reporting_origin, trigger.destination_site, self._report_time(trigger), ((0, 0),),
+            trigger.aggregation_coordinator_origin, registration_day_seconds, trigger.trigger_context_id,
+            is_null=True,
+        )
+
+    def release(self, until_micros: int) -> list[SpecAggregatableReport]:
+        """The reports due by ``until_micros``, in report-time order."""
+        due, self._due = split_due(self._due, until_micros)
+        return due
