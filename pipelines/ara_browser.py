@@ -32,7 +32,6 @@ MICROS_PER_MILLI = 1_000
 
 # interop configuration keys this project does not implement, and the feature each one controls
 UNIMPLEMENTED_CONFIG = {
-    "max_sources_per_origin": "source storage limit per origin",
     "max_destinations_per_source_site_reporting_site": "destination limits",
     "max_destinations_per_rate_limit_window": "destination limits",
     "max_destinations_per_rate_limit_window_reporting_site": "destination limits",
@@ -42,8 +41,6 @@ UNIMPLEMENTED_CONFIG = {
     "rate_limit_max_attribution_reporting_origins": "reporting-origin rate limits",
     "rate_limit_max_reporting_origins_per_source_reporting_site": "reporting-origin rate limits",
     "rate_limit_origins_per_site_window_in_days": "reporting-origin rate limits",
-    "max_event_level_reports_per_destination": "report storage limits per destination",
-    "max_aggregatable_reports_per_destination": "report storage limits per destination",
     "max_event_level_channel_capacity_scopes_navigation": "attribution scopes",
     "max_event_level_channel_capacity_scopes_event": "attribution scopes",
     "max_trigger_state_cardinality": "trigger state cardinality limit",
@@ -65,6 +62,9 @@ class BrowserConfig:
     aggregatable_report_min_delay: int = 10  # minutes
     aggregatable_report_delay_span: int = 50  # minutes
     aggregation_coordinator_origins: tuple[str, ...] = ("https://coordinator.test",)
+    max_sources_per_origin: int = 1024
+    max_event_level_reports_per_destination: int = 1024
+    max_aggregatable_reports_per_destination: int = 1024
 
     @classmethod
     def from_json(cls, values: Mapping[str, Any]) -> tuple[BrowserConfig, dict[str, Any]]:
@@ -95,19 +95,26 @@ class DeviceReports:
     aggregatable_outcomes: dict[str, int] = field(default_factory=dict)
 
 
+def event_level_client(config: BrowserConfig, random_source: RandomSource | None = None) -> SpecEventLevel:
+    """The event-level client with ``config``'s limits (its ``check`` says whether a source is accepted)."""
+    return SpecEventLevel(
+        random_source=random_source,
+        capacity_bits={"navigation": config.max_event_level_channel_capacity_navigation,
+                       "event": config.max_event_level_channel_capacity_event},
+        max_epsilon=config.max_settable_event_level_epsilon,
+        max_attributions=config.rate_limit_max_attributions,
+        rate_limit_window_micros=config.rate_limit_time_window_in_days * MICROS_PER_DAY,
+        max_reports_per_destination=config.max_event_level_reports_per_destination,
+    )
+
+
 def new_storage(config: BrowserConfig, random_source: RandomSource | None,
                 fixed_delay: bool) -> tuple[AttributionStorage, SpecEventLevel, SpecAggregatable]:
     """A browser's storage with both clients. ``random_source``: each source's randomized response, report
     delays and null reports where the log does not fix them (None: truthful, no null reports). ``fixed_delay``:
     aggregatable reports at the largest delay (the interop suite's convention)."""
     window = config.rate_limit_time_window_in_days * MICROS_PER_DAY
-    event_level = SpecEventLevel(
-        random_source=random_source,
-        capacity_bits={"navigation": config.max_event_level_channel_capacity_navigation,
-                       "event": config.max_event_level_channel_capacity_event},
-        max_epsilon=config.max_settable_event_level_epsilon,
-        max_attributions=config.rate_limit_max_attributions, rate_limit_window_micros=window,
-    )
+    event_level = event_level_client(config, random_source)
     aggregatable = SpecAggregatable(
         random_source=random_source,
         fixed_delay_seconds=(config.aggregatable_report_min_delay + config.aggregatable_report_delay_span) * 60
@@ -116,8 +123,10 @@ def new_storage(config: BrowserConfig, random_source: RandomSource | None,
         delay_span_seconds=config.aggregatable_report_delay_span * 60,
         max_reports_per_source=config.max_aggregatable_reports_per_source,
         max_attributions=config.rate_limit_max_attributions, rate_limit_window_micros=window,
+        max_reports_per_destination=config.max_aggregatable_reports_per_destination,
     )
-    return AttributionStorage([event_level, aggregatable]), event_level, aggregatable
+    storage = AttributionStorage([event_level, aggregatable], max_sources_per_origin=config.max_sources_per_origin)
+    return storage, event_level, aggregatable
 
 
 def replay_device(registrations: Iterable[ParsedRegistration], config: BrowserConfig,

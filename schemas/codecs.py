@@ -204,21 +204,40 @@ def _bounded_lines(handle: IO[bytes], limit: int) -> Iterator[bytes | None]:
         yield pending
 
 
-def read_jsonl(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parsed]:
-    """Every non-blank line of a JSON Lines file; undecodable bytes are a ``malformed_json`` dead letter, a line of
-    more than ``MAX_RECORD_BYTES`` an ``oversized_record`` one."""
+def read_json_lines(handle: IO[bytes], source: str, loads: Callable[[str], Any] = json.loads
+                    ) -> Iterator[tuple[str, str, Any] | DeadLetter]:
+    """(where, line, decoded value) for every non-blank line of a JSON Lines file: undecodable bytes or JSON are a
+    ``malformed_json`` dead letter, a line of more than ``MAX_RECORD_BYTES`` an ``oversized_record`` one.
+    ``loads``: the JSON decoder (any that raises ``ValueError`` on bad input)."""
     for number, line_bytes in enumerate(_bounded_lines(handle, MAX_RECORD_BYTES), start=1):
+        where = f"{source}:{number}"
         if line_bytes is None:
-            yield _oversized(b"", f"{source}:{number}")
+            yield _oversized(b"", where)
             continue
         try:
             # utf-8-sig on the first line: a byte-order mark some editors write is not part of the record
             line = line_bytes.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r")
         except UnicodeDecodeError:
-            yield DeadLetter(raw=base64.b64encode(line_bytes).decode(), reason="malformed_json", source=f"{source}:{number}")
+            yield DeadLetter(raw=base64.b64encode(line_bytes).decode(), reason="malformed_json", source=where)
             continue
-        if line.strip():
-            yield parse_json_line(spec, line, f"{source}:{number}")
+        if not line.strip():
+            continue
+        try:
+            value = loads(line)
+        except (ValueError, RecursionError):  # RecursionError: pathologically nested input
+            yield DeadLetter(raw=line, reason="malformed_json", source=where)
+            continue
+        yield where, line, value
+
+
+def read_jsonl(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parsed]:
+    """Every non-blank line of a JSON Lines file as a row of ``spec`` or a dead letter (``read_json_lines``)."""
+    for item in read_json_lines(handle, source):
+        if isinstance(item, DeadLetter):
+            yield item
+        else:
+            where, line, record = item
+            yield _parsed(spec, record, functools.partial(str, line), where)
 
 
 def avro_record(spec: EventSpec, record: Any, source: str, index: int) -> Parsed:

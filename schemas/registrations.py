@@ -48,6 +48,7 @@ class SourceRegistration:
 
     time_micros: int
     source_site: str  # scheme://registrable domain of the page that registered it
+    source_origin: str  # the origin of that page
     reporting_origin: str
     source_type: str  # NAVIGATION or EVENT
     source_event_id: int
@@ -127,7 +128,7 @@ class TriggerRegistration:
     def has_aggregatable_data(self) -> bool:
         """Whether the trigger asks for an aggregatable report at all (spec: its aggregatable values are not
         empty); only such a trigger can produce null reports."""
-        return bool(self.aggregatable_values) or bool(self.aggregatable_trigger_data)
+        return bool(self.aggregatable_trigger_data) or any(entry.values for entry in self.aggregatable_values)
 
 
 def debug_keys(source: SourceRegistration, trigger: TriggerRegistration | None) -> tuple[int | None, int | None]:

@@ -5,7 +5,9 @@ The input of ``python -m pipelines.summary_client ara`` (ARA-SR-Client, Ghazi et
 ``DIR/sources-SSSSS-of-NNNNN.<ext>`` and ``DIR/triggers-SSSSS-of-NNNNN.<ext>`` (Avro with
 ``schemas/avro/ara_source.avsc`` / ``ara_trigger.avsc``, JSON Lines or delimited protobuf), the output domain
 of every bucket a report can hold, ``DIR/domain.avro`` (for ``python -m pipelines.aggregate --domain``), and
-``DIR/generation.json`` (parameters, model constants, counts).
+``DIR/generation.json`` (parameters, model constants, counts). With ``--registrations`` it also writes the same
+sources and triggers as Attribution Reporting registration logs, ``DIR/registrations-SSSSS-of-NNNNN.jsonl`` (see
+"Registration logs" below), for ``python -m pipelines.registrations`` and real browsers' logs alike.
 
 The model
 ---------
@@ -35,6 +37,20 @@ Times are UTC microseconds in ``[start, start + days)``; ``start`` defaults to 2
   the price lognormal (median $40, sigma 0.8) capped at $500. So a purchase takes at most half the
   per-source contribution budget L1 = 65536 and a source pays for at least two purchases, the kind of scaling
   an ad-tech chooses for ARA.
+* **Registration logs** (``--registrations``): one line per source or trigger, a ``schemas/registration_log.py``
+  entry with ``device_id``, ``timestamp`` (``event_time_micros // 1000``, a string) and one response from
+  ``reporting_origin + "/register-source"`` (or ``"/register-trigger"``), its header JSON given as a value:
+
+  - a source is requested by the publisher ``https://publisher-(g mod ARA_PUBLISHERS).example`` (g its campaign,
+    ``ARA_PUBLISHERS`` = 3), ``Attribution-Reporting-Eligible`` ``navigation-source`` for a click, else
+    ``event-source``; its header has ``destination``, ``source_event_id`` = ``N * 2**32 + K`` (source ``sN-K``),
+    ``priority``, ``expiry`` (views only), ``filter_data`` ``{"category": srcFilt}`` and ``aggregation_keys``
+    ``{name: key}``, all numbers as base-10 strings;
+  - a trigger is requested by its shop (``context_origin`` the destination, no eligibility header); its header
+    has ``filters`` ``{"category": [category]}``, ``event_trigger_data`` ``[{"trigger_data": category index}]``,
+    ``aggregatable_trigger_data`` (the key piece and both source keys) and ``aggregatable_values`` ``{name: value}``;
+  - a device's lines follow its sources and triggers merged by time (sources first at equal times), devices in
+    order; bad records (``--bad-fraction``) are only in the sources and triggers files, never in the log.
 
 Ids: devices ``device-N`` (zero padded to the digits of ``--devices``), sources ``sN-K`` and triggers ``tN-K``
 (device N's K-th). Devices are generated in chunks of ``ARA_CHUNK_DEVICES``, each from its own random stream
@@ -47,13 +63,16 @@ invalid keys, triggers values above 65536). The same seed gives the same files b
 from __future__ import annotations
 
 import argparse
+import heapq
 import math
 import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import orjson
 
 from schemas.codecs import FORMATS
 from schemas.formats import load_avro_schema
@@ -71,6 +90,8 @@ ARA_CATALOGUE = ("sneakers", "sandals", "boots", "shirts", "pants", "jackets", "
 ARA_CATEGORIES_PER_ADVERTISER = 4
 ARA_CAMPAIGNS_PER_ADVERTISER = 4
 ARA_AD_TECHS = 2
+ARA_PUBLISHERS = 3  # registration logs: a source's publisher is publisher-(campaign mod 3)
+ARA_SOURCE_EVENT_ID_SHIFT = 32  # registration logs: source sN-K has source_event_id N << 32 | K
 ARA_IMPRESSIONS_PER_DAY = 2.0
 ARA_CLICK_SHARE = 0.10
 ARA_VIEW_CONVERSION, ARA_CLICK_CONVERSION = 0.01, 0.05
@@ -91,8 +112,8 @@ ARA_MAX_DEVICES = 100_000_000
 @dataclass(frozen=True)
 class AraStats:
     """What ``generate_ara`` wrote: valid ``sources`` (``clicks`` of them) and ``triggers`` (``organic_triggers``
-    of them without an ad behind), bad records per kind and by the reason they read back with, the files and
-    the number of buckets in the domain."""
+    of them without an ad behind), bad records per kind and by the reason they read back with, the number of
+    buckets in the domain, the registration-log entries (0 without ``--registrations``) and the files."""
 
     devices: int
     sources: int
@@ -103,9 +124,11 @@ class AraStats:
     bad_triggers: int
     bad_by_reason: dict
     domain_buckets: int
+    registrations: int = 0  # registration-log entries (``--registrations``)
     source_files: list[str] = field(default_factory=list)
     trigger_files: list[str] = field(default_factory=list)
     domain_files: list[str] = field(default_factory=list)
+    registration_files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,10 @@ def _site(advertiser: int) -> str:
 
 def _ad_tech(advertiser: int) -> str:
     return f"https://adtech-{advertiser % ARA_AD_TECHS}.example"
+
+
+def _publisher(campaign: int) -> str:
+    return f"https://publisher-{campaign % ARA_PUBLISHERS}.example"
 
 
 def _key(kind: int, campaign: int, category: int | None = None) -> int:
@@ -165,9 +192,9 @@ def _trigger_record(device: str, time_micros: int, trigger_id: str, advertiser: 
 
 
 def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: int, *, days: int, rate: float,
-           start: int, width: int) -> tuple[list[dict], list[dict], int, int]:
+           start: int, width: int) -> tuple[list[dict], list[dict], int, int, list[int]]:
     """Devices ``[lo, hi)``: their sources and triggers (Avro form, device by device, each in time order), the
-    number of clicks and of organic triggers."""
+    number of clicks and of organic triggers, and each source's campaign."""
     rng = datafiles.stream(seq, chunk)
     span = days * MICROS_PER_DAY
     end = start + span
@@ -215,14 +242,68 @@ def _chunk(model: _Model, seq: np.random.SeedSequence, chunk: int, lo: int, hi: 
     for (d, t, a, category), price in purchases:
         k = seen[d] = seen.get(d, -1) + 1
         triggers.append(_trigger_record(names[d], t, f"t{lo + d}-{k}", a, category, price))
-    return sources, triggers, int(click.sum()), int(organic_counts.sum())
+    return sources, triggers, int(click.sum()), int(organic_counts.sum()), campaign.tolist()
+
+
+def _source_entry(row: dict, campaign: int) -> dict:
+    """A source row as a registration-log entry (the module docstring's "Registration logs")."""
+    device_index, k = row["source_id"][1:].split("-")
+    header: dict = {
+        "destination": row["destination"],
+        "source_event_id": str(int(device_index) << ARA_SOURCE_EVENT_ID_SHIFT | int(k)),
+        "priority": str(row["priority"]),
+    }
+    if row["expiry_seconds"] is not None:
+        header["expiry"] = str(row["expiry_seconds"])
+    header["filter_data"] = {"category": list(row["filter_data"])}
+    header["aggregation_keys"] = {key["name"]: key["key"] for key in row["aggregation_keys"]}
+    return {
+        "device_id": row["device_id"], "timestamp": str(row["event_time_micros"] // 1000),
+        "registration_request": {
+            "context_origin": _publisher(campaign),
+            "Attribution-Reporting-Eligible": "navigation-source" if row["priority"] == ARA_CLICK_PRIORITY
+            else "event-source",
+        },
+        "responses": [{"url": row["reporting_origin"] + "/register-source",
+                       "response": {"Attribution-Reporting-Register-Source": header}}],
+    }
+
+
+def _trigger_entry(row: dict) -> dict:
+    """A trigger row as a registration-log entry (the module docstring's "Registration logs")."""
+    header = {
+        "filters": {"category": list(row["filters"])},
+        "event_trigger_data": [{"trigger_data": str(ARA_CATALOGUE.index(row["filters"][0]))}],
+        "aggregatable_trigger_data": [{"key_piece": data["key_piece"], "source_keys": list(data["source_keys"])}
+                                      for data in row["aggregatable_trigger_data"]],
+        "aggregatable_values": {value["name"]: value["value"] for value in row["aggregatable_values"]},
+    }
+    return {
+        "device_id": row["device_id"], "timestamp": str(row["event_time_micros"] // 1000),
+        "registration_request": {"context_origin": row["destination"]},
+        "responses": [{"url": row["reporting_origin"] + "/register-trigger",
+                       "response": {"Attribution-Reporting-Register-Trigger": header}}],
+    }
+
+
+def registration_lines(sources: list[dict], triggers: list[dict], campaigns: list[int]) -> list[bytes]:
+    """The registration log of a chunk's rows (``_chunk``'s): one JSON line per source and trigger, device by
+    device, each device's merged by time with sources first at equal times."""
+    keyed = heapq.merge(
+        ((row["device_id"], row["event_time_micros"], 0, i) for i, row in enumerate(sources)),
+        ((row["device_id"], row["event_time_micros"], 1, i) for i, row in enumerate(triggers)),
+    )
+    return [orjson.dumps(_source_entry(sources[i], campaigns[i]) if kind == 0 else _trigger_entry(triggers[i])) + b"\n"
+            for _, _, kind, i in keyed]
 
 
 def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int = 30,
                  impressions_per_day: float = ARA_IMPRESSIONS_PER_DAY, start: str | int = ARA_START, seed: int = 0,
-                 fmt: str = "avro", shards: int = 1, bad_fraction: float = 0.0, progress: bool = True) -> AraStats:
+                 fmt: str = "avro", shards: int = 1, bad_fraction: float = 0.0, progress: bool = True,
+                 registrations: bool = False) -> AraStats:
     """Write the dataset of the module docstring to ``out_dir`` and return what was written. ``start`` is an ISO
-    8601 date(-time) or epoch microseconds. Raises ``ValueError`` for a bad option (the message names it)."""
+    8601 date(-time) or epoch microseconds; ``registrations`` also writes the registration logs. Raises
+    ``ValueError`` for a bad option (the message names it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     devices = datafiles.check_integer("--devices", devices, 1, ARA_MAX_DEVICES)
@@ -234,12 +315,12 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         raise ValueError(f"--bad-fraction must be in [0, 1), got {bad_fraction}")
     start_micros = datafiles.time_span_start(start, days)
 
-    out = datafiles.prepare_output(out_dir, ("sources", "triggers"))
+    out = datafiles.prepare_output(out_dir, ("sources", "triggers", "registrations"))
     (model_seq, row_seq, bad_seq, _), sync_marker = datafiles.seed_streams(seed, 4)
     model = _model(np.random.default_rng(model_seq))
     log = datafiles.Progress(DATASET, progress)
     width = len(str(devices - 1))
-    totals = {"sources": 0, "clicks": 0, "triggers": 0, "organic": 0, "devices": 0}
+    totals = {"sources": 0, "clicks": 0, "triggers": 0, "organic": 0, "devices": 0, "registrations": 0}
     bad = {kind: datafiles.BadRecords(fmt, message, id_field, bad_fraction, datafiles.stream(bad_seq, index), extra)
            for index, (kind, message, id_field, extra) in enumerate((
                ("sources", events_pb2.AraSource, "source_id",
@@ -255,8 +336,8 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         generation is cheap next to the encoding, and memory stays one chunk)."""
         message = events_pb2.AraSource if kind == "sources" else events_pb2.AraTrigger
         for c, lo, hi in datafiles.chunk_ranges(devices, ARA_CHUNK_DEVICES, shard, shards):
-            sources, triggers, clicks, organic = _chunk(model, row_seq, c, lo, hi, days=days, rate=impressions_per_day,
-                                                        start=start_micros, width=width)
+            sources, triggers, clicks, organic, _ = _chunk(model, row_seq, c, lo, hi, days=days,
+                                                           rate=impressions_per_day, start=start_micros, width=width)
             rows = sources if kind == "sources" else triggers
             if kind == "sources":
                 totals.update(sources=totals["sources"] + len(sources), clicks=totals["clicks"] + clicks,
@@ -273,6 +354,18 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         for s, path in enumerate(paths):
             datafiles.write_file(path, fmt, load_avro_schema(schema) if fmt == "avro" else None, sync_marker, records(kind, s))
         written[kind] = [str(path) for path in paths]
+    written["registrations"] = []
+    if registrations:
+        for s, path in enumerate(datafiles.shard_paths(out, "registrations", shards, "jsonl")):
+            with open(path, "wb") as handle:
+                for c, lo, hi in datafiles.chunk_ranges(devices, ARA_CHUNK_DEVICES, s, shards):
+                    sources, triggers, _, _, campaigns = _chunk(model, row_seq, c, lo, hi, days=days,
+                                                                rate=impressions_per_day, start=start_micros, width=width)
+                    lines = registration_lines(sources, triggers, campaigns)
+                    handle.write(b"".join(lines))
+                    totals["registrations"] += len(lines)
+                    log(f"registrations: {hi:,} / {devices:,} devices ({totals['registrations']:,} registrations)")
+            written["registrations"].append(str(path))
     domain = ara_domain(model)
     domain_path = datafiles.write_domain(out / "domain.avro", domain, sync_marker)
     stats = AraStats(
@@ -280,11 +373,12 @@ def generate_ara(out_dir: str | os.PathLike, *, devices: int = 5_000, days: int 
         organic_triggers=totals["organic"], bad_sources=bad["sources"].written, bad_triggers=bad["triggers"].written,
         bad_by_reason=datafiles.merged_counts(bad["sources"].by_reason, bad["triggers"].by_reason),
         domain_buckets=len(set(domain)), source_files=written["sources"], trigger_files=written["triggers"],
-        domain_files=[str(domain_path)],
+        domain_files=[str(domain_path)], registrations=totals["registrations"],
+        registration_files=written["registrations"],
     )
     parameters = {"devices": devices, "days": days, "impressions_per_day": impressions_per_day, "seed": seed,
                   "format": fmt, "shards": shards, "bad_fraction": bad_fraction, "start": iso_micros(start_micros),
-                  "start_micros": start_micros}
+                  "start_micros": start_micros, "registrations": registrations}
     datafiles.write_generation_json(out, DATASET, parameters, ara_model(model), stats)
     return stats
 
@@ -307,6 +401,12 @@ def ara_model(model: _Model) -> dict:
         "key_piece": "1 + category index in the catalogue", "count_value": ARA_COUNT_VALUE,
         "price": f"lognormal, median {ARA_PRICE_MEDIAN}, sigma {ARA_PRICE_SIGMA}, capped at {ARA_PRICE_CAP}",
         "value": f"ceil(price * {ARA_VALUE_PER_DOLLAR})", "chunk_devices": ARA_CHUNK_DEVICES,
+        "registration_log": {
+            "publisher": f"https://publisher-(campaign mod {ARA_PUBLISHERS}).example",
+            "source_event_id": f"device index * 2**{ARA_SOURCE_EVENT_ID_SHIFT} + K (source sN-K)",
+            "eligible": "navigation-source for clicks, event-source for views",
+            "trigger_context_origin": "the trigger's destination",
+        },
     }
 
 
@@ -322,6 +422,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"sources per device and day (default {ARA_IMPRESSIONS_PER_DAY})")
     parser.add_argument("--shards", type=datafiles.SHARDS, default=1, help="files per kind (default 1)")
     datafiles.add_bad_fraction_argument(parser)
+    parser.add_argument("--registrations", action="store_true",
+                        help="also write the sources and triggers as registration logs, registrations-*.jsonl")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -329,11 +431,17 @@ def run_cli(args: argparse.Namespace) -> int:
     began = time.monotonic()
     stats = generate_ara(args.output, devices=args.devices, days=args.days, impressions_per_day=args.impressions_per_day,
                          start=args.start, seed=args.seed, fmt=args.format, shards=args.shards,
-                         bad_fraction=args.bad_fraction, progress=not args.quiet)
+                         bad_fraction=args.bad_fraction, progress=not args.quiet, registrations=args.registrations)
+    logged = f", {stats.registrations:,} registrations logged" if args.registrations else ""
     print(f"generate {DATASET}: wrote {stats.devices:,} devices, {stats.sources:,} sources ({stats.clicks:,} clicks) "
           f"and {stats.triggers:,} triggers ({stats.organic_triggers:,} organic), "
-          f"{stats.bad_sources + stats.bad_triggers:,} bad records, in {time.monotonic() - began:.1f} s")
+          f"{stats.bad_sources + stats.bad_triggers:,} bad records{logged}, in {time.monotonic() - began:.1f} s")
     print(f"  domain: {stats.domain_buckets:,} buckets")
-    datafiles.print_outputs(stats, args.output)
+    # the files of every kind written (print_outputs would print an empty line for the log when it is off)
+    for kind, paths in (("sources", stats.source_files), ("triggers", stats.trigger_files),
+                        ("domains", stats.domain_files), ("registrations", stats.registration_files)):
+        if paths:
+            print(f"  {kind}: {', '.join(paths)}")
+    print(f"  summary: {Path(args.output) / 'generation.json'}")
     return 0
 

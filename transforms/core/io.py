@@ -320,9 +320,10 @@ class CountDeadLetters(beam.PTransform):
         return dead_letters | beam.Map(count)
 
 
-def row_json_line(row: NamedTuple) -> str:
-    """A row as one JSON line (JSON Lines outputs, and the ``raw`` of a dead letter made from a row)."""
-    return json.dumps(row_to_dict(row), sort_keys=False)
+def row_json_line(row: NamedTuple | dict) -> str:
+    """A row (or a record that already is a mapping) as one JSON line (JSON Lines outputs, and the ``raw`` of a
+    dead letter made from a row)."""
+    return json.dumps(record_of(row), sort_keys=False)
 
 
 def record_of(row: Any) -> dict:

@@ -4,6 +4,8 @@ Reporting", "Triggering attribution"; Chrome's ``AttributionStorageSql``).
 
 For a trigger registered at time t on destination site D by reporting origin R:
 
+0. **Source storage limit**: a source is not stored when ``max_sources_per_origin`` unexpired sources of the
+   same source origin are (``SourceStorageLimit``).
 1. **Matching sources**: the active stored sources of R that list D among their destination sites, registered
    at or before t and not expired (t < registration + expiry).
 2. **The source to attribute**: of those, the one of highest priority, ties to the most recently registered.
@@ -91,17 +93,28 @@ class AttributionPart(Protocol):
         """The reports whose report time is at or before ``until_micros``, no longer replaceable."""
 
 
+class SourceStorageLimit(ValueError):
+    """A source the storage refuses: its origin already has ``max_sources_per_origin`` unexpired sources."""
+
+    reason = "source_storage_limit"
+
+
 @dataclass
 class AttributionStorage:
     """A browser's attribution storage for one device: the stored sources and the parts' states of them."""
 
     parts: Sequence[AttributionPart]
+    max_sources_per_origin: int = 1024
     sources: list[StoredSource] = field(default_factory=list)
     registered: int = 0  # sources ever stored: the next one's registration order
 
     def register_source(self, source: SourceRegistration, choices: Sequence[Any] | None = None) -> StoredSource:
         """Store ``source``; ``choices``: one per part (see ``AttributionPart.register_source``)."""
         choices = choices or [None] * len(self.parts)
+        stored_of_origin = sum(1 for stored in self.sources if stored.registration.source_origin == source.source_origin
+                               and stored.expires_micros > source.time_micros)
+        if stored_of_origin >= self.max_sources_per_origin:
+            raise SourceStorageLimit(f"{source.source_origin} has {stored_of_origin} sources stored")
         stored = StoredSource(source, self.registered, source.time_micros + source.expiry_seconds * MICROS_PER_SECOND)
         self.registered += 1
         stored.states = [part.register_source(source, choice) for part, choice in zip(self.parts, choices, strict=True)]

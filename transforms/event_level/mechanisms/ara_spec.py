@@ -17,6 +17,8 @@ module implements:
 * **Priority and replacement**: once the source has ``max_event_level_reports`` reports, a trigger whose
   priority is higher than the lowest of the source's pending reports due at the same time replaces it (the
   most recent of equally low ones); otherwise it is dropped.
+* **Storage limit**: at most ``max_reports_per_destination`` unsent reports per destination site (a
+  replacement adds none).
 * **Attribution rate limit**: at most ``max_attributions`` event-level attributions per (source site,
   destination site, reporting site) in ``rate_limit_window_micros`` before the trigger (a replaced report gives
   its attribution back). An attribution is dated by its source's registration time, as Chrome's rate-limit
@@ -26,6 +28,7 @@ Every trigger's outcome (``outcomes``) is counted under the specification's resu
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,12 +38,13 @@ from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import filters_match, split_due
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.mechanisms.config import MAX_EPSILON, EventLevelConfig, uniform_config
-from transforms.event_level.mechanisms.information_gain import check_configuration
+from transforms.event_level.mechanisms.information_gain import ConfigurationCheck, check_configuration
 from transforms.event_level.mechanisms.randomized_response import randomized_response
 
 CHANNEL_CAPACITY_BITS = {NAVIGATION: 11.46173, "event": 6.5}  # Chrome's default limits (interop default_config)
 RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
 MAX_ATTRIBUTIONS = 100
+MAX_REPORTS_PER_DESTINATION = 1024
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class SpecEventReport:
     randomized_trigger_rate: float
     report_time_micros: int  # the end of the report window: also ``scheduled_report_time``
     trigger_time_micros: int
+    destination_site: str  # the trigger's (empty for a fake report), as the storage limit counts it
     trigger_priority: int = 0
     source_debug_key: int | None = None
     trigger_debug_key: int | None = None
@@ -74,11 +79,22 @@ class SpecEventSource:
 
 def source_config(source: SourceRegistration) -> EventLevelConfig:
     """The source's output space O (Sec. 2.2): its trigger data, windows and max_event_level_reports."""
-    return uniform_config(
-        source.source_type, expiry_seconds=source.expiry_seconds, max_event_level_reports=source.max_event_level_reports,
-        trigger_data=source.trigger_data, window_ends=source.event_report_window_ends,
-        matching=source.trigger_data_matching,
-    )
+    return _config(source.source_type, source.expiry_seconds, source.max_event_level_reports, source.trigger_data,
+                   source.event_report_window_ends, source.trigger_data_matching)
+
+
+# Sources share a few configurations (the defaults above all): building and checking one is most of a source's
+# registration, so both are memoised (the configuration and its check are immutable).
+@functools.lru_cache(maxsize=4096)
+def _config(source_type: str, expiry_seconds: int, max_reports: int, trigger_data: tuple[int, ...],
+            window_ends: tuple[int, ...], matching: str) -> EventLevelConfig:
+    return uniform_config(source_type, expiry_seconds=expiry_seconds, max_event_level_reports=max_reports,
+                          trigger_data=trigger_data, window_ends=window_ends, matching=matching)
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked(config: EventLevelConfig, epsilon: float, capacity_bits: float) -> ConfigurationCheck:
+    return check_configuration(config, epsilon, capacity_bits)
 
 
 def window_index(source: SourceRegistration, trigger_time_micros: int) -> int | str:
@@ -105,6 +121,7 @@ class SpecEventLevel:
     max_epsilon: float = MAX_EPSILON  # the browser's largest settable epsilon: a source's is capped to it
     max_attributions: int = MAX_ATTRIBUTIONS
     rate_limit_window_micros: int = RATE_LIMIT_WINDOW_MICROS
+    max_reports_per_destination: int = MAX_REPORTS_PER_DESTINATION
     outcomes: Counter = field(default_factory=Counter)
     _due: list[SpecEventReport] = field(default_factory=list)  # every report not yet released
     _attributions: list[tuple[tuple[str, str, str], int, SpecEventReport]] = field(default_factory=list)
@@ -113,9 +130,7 @@ class SpecEventLevel:
         """The source's state. ``choice``: its randomized response fixed by the caller, as (trigger data, window
         index) fake reports (an empty list: no report; None: draw it from ``random_source``, or truthful when
         there is none)."""
-        config = source_config(source)
-        epsilon = min(source.event_level_epsilon, self.max_epsilon)
-        checked = check_configuration(config, epsilon, self.capacity_bits[source.source_type])
+        config, epsilon, checked = self.check(source)
         fake: list[tuple[int, int]] | None
         if choice is not None:
             fake = list(choice)
@@ -133,12 +148,20 @@ class SpecEventLevel:
             self._due.extend(state.fake)
         return state
 
+    def check(self, source: SourceRegistration) -> tuple[EventLevelConfig, float, ConfigurationCheck]:
+        """The source's configuration, epsilon (capped at ``max_epsilon``) and check; ``ConfigurationError``
+        (reason ``information_gain_too_high``, ...) when the browser refuses the source."""
+        config = source_config(source)
+        epsilon = min(source.event_level_epsilon, self.max_epsilon)
+        return config, epsilon, _checked(config, epsilon, self.capacity_bits[source.source_type])
+
     def _report(self, source: SourceRegistration, state: SpecEventSource, trigger_data: int, window: int,
                 trigger: TriggerRegistration | None, priority: int = 0) -> SpecEventReport:
         return SpecEventReport(
             source.reporting_origin, source.destination_sites, source.source_event_id, trigger_data, source.source_type,
             state.rate, source.time_micros + source.event_report_window_ends[window] * MICROS_PER_SECOND,
-            source.time_micros if trigger is None else trigger.time_micros, priority, *debug_keys(source, trigger),
+            source.time_micros if trigger is None else trigger.time_micros, "" if trigger is None else trigger.destination_site,
+            priority, *debug_keys(source, trigger),
         )
 
     def attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
@@ -177,6 +200,9 @@ class SpecEventLevel:
         key = (source.source_site, trigger.destination_site, trigger.reporting_site)
         if not self._within_rate_limit(key, trigger.time_micros, replaced):
             return "excessive_attributions"
+        if replaced is None and sum(1 for r in self._due if r.destination_site == trigger.destination_site) \
+                >= self.max_reports_per_destination:
+            return "no_capacity_for_conversion_destination"
         if replaced is not None:
             state.pending = [r for r in state.pending if r is not replaced]
             self._due = [r for r in self._due if r is not replaced]

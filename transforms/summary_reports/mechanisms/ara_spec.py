@@ -15,6 +15,7 @@ within budget, and otherwise sends null reports only as its null-report rule say
 * **Limits**: at most ``max_reports_per_source`` (20) reports per source; the values of all its reports sum
   to at most the budget L1 = 65,536 (``ContributionBudget``: a report that would exceed it is dropped whole).
 * **Attribution rate limit**: as the event-level client, counted separately for aggregatable reports.
+* **Storage limit**: at most ``max_reports_per_destination`` unsent reports per destination site.
 * **Null reports**: with ``aggregatable_source_registration_time: "include"``, one null report per lookback
   day chosen by the null-report rule (each of days 0..30 with probability 0.008), except the attributed
   source's day when a real report was made, each carrying that day's ``source_registration_time``; with
@@ -46,6 +47,7 @@ NULL_REPORT_RATE_EXCLUDE = 0.05
 MAX_LOOKBACK_DAYS = 30
 RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
 MAX_ATTRIBUTIONS = 100
+MAX_REPORTS_PER_DESTINATION = 1024
 # the budget charges only the sum: the number of contributions is bounded per report by the key count (20)
 _SPEC_LIMITS = ContributionLimits(l0=2**31, l1=CONTRIBUTION_BUDGET)
 
@@ -105,6 +107,7 @@ class SpecAggregatable:
     max_reports_per_source: int = MAX_REPORTS_PER_SOURCE
     max_attributions: int = MAX_ATTRIBUTIONS
     rate_limit_window_micros: int = RATE_LIMIT_WINDOW_MICROS
+    max_reports_per_destination: int = MAX_REPORTS_PER_DESTINATION
     min_delay_seconds: int = MIN_DELAY_SECONDS
     delay_span_seconds: int = DELAY_SPAN_SECONDS
     outcomes: Counter = field(default_factory=Counter)
@@ -154,6 +157,9 @@ class SpecAggregatable:
         start = trigger.time_micros - self.rate_limit_window_micros
         if sum(1 for k, t in self._attributions if k == key and t > start) >= self.max_attributions:
             return "excessive_attributions", None
+        if sum(1 for r in self._due if not r.is_null and r.attribution_destination == trigger.destination_site) \
+                >= self.max_reports_per_destination:
+            return "no_capacity_for_conversion_destination", None
         if not state.budget.charge([value for _, value in found], _SPEC_LIMITS):
             return "insufficient_budget", None
         state.reports += 1

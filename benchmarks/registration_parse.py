@@ -1,0 +1,109 @@
+"""Parse rate of the Attribution Reporting registration adapter (issue 20: at least 50,000 registrations/s).
+
+    python benchmarks/registration_parse.py [--quick] [--json PATH] [--runs 3] [--data DIR]
+
+Generates the synthetic ARA dataset once with its registration log (``python -m pipelines.generate ara --devices N
+--registrations --format jsonl --seed 1``: about 60 registrations per device, 93 % sources, header JSON as
+browsers receive it; cached under --data). Then, each in a fresh process and alternating:
+
+* **the adapter**: every line of the log decoded (``orjson.loads``, as the pipeline decodes it) and parsed by
+  ``schemas.registration_log.parse_entry`` (the request, the response, the header by the specification's rules,
+  sites by the Public Suffix List), exactly what ``python -m pipelines.registrations`` does per line before the
+  replay;
+* **the reference, same data**: the lines decoded by ``orjson.loads`` only, the floor any parser of this format pays.
+
+Reports the median registrations per second of each, their ratio, and the peak RSS. With ``--pipeline``, also runs
+the whole ``python -m pipelines.registrations`` job on the log (in-memory FnApiRunner, seeded) and reports its
+registrations per second end to end. Never part of the test suite.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from harness import ROOT, benchmark_parser, cached, compare, pipeline_child, run_child, runs_of, write_json
+
+FULL, QUICK = 20_000, 2_000  # devices
+
+_ADAPTER_CHILD = """
+import glob, json, resource, sys, time
+import orjson
+from schemas.registration_log import ParsedRegistration, parse_entry
+lines = [line for path in sorted(glob.glob(sys.argv[1])) for line in open(path, "rb")]
+started = time.perf_counter()
+parsed = failed = 0
+coordinators = ("https://coordinator.test",)
+for line in lines:
+    for result in parse_entry(orjson.loads(line), coordinators):
+        if isinstance(result, ParsedRegistration):
+            parsed += 1
+        else:
+            failed += 1
+seconds = time.perf_counter() - started
+print(json.dumps({"seconds": seconds, "registrations": parsed + failed, "failed": failed,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+_REFERENCE_CHILD = """
+import glob, json, resource, sys, time
+import orjson
+lines = [line for path in sorted(glob.glob(sys.argv[1])) for line in open(path, "rb")]
+started = time.perf_counter()
+registrations = sum(len(orjson.loads(line)["responses"]) for line in lines)
+seconds = time.perf_counter() - started
+print(json.dumps({"seconds": seconds, "registrations": registrations,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+_PIPELINE_CHILD = pipeline_child("pipelines.registrations", {
+    "registrations": 'summary["counts"]["read"]', "dead": 'summary["counts"]["dead_lettered"]',
+    "event_level_reports": 'summary["counts"]["event_level_reports"]',
+    "aggregatable_reports": 'summary["counts"]["aggregatable_reports"]'})
+
+
+def _dataset(data_dir: str, devices: int) -> str:
+    """The registration log of ``devices`` devices (generated unless cached); its glob."""
+    if not cached(data_dir, {"devices": devices, "seed": 1, "registrations": True}):
+        from synthetic.ara import generate_ara  # noqa: PLC0415 - only when generating
+        print(f"generating {devices:,} devices into {data_dir} ...", flush=True)
+        generate_ara(data_dir, devices=devices, seed=1, fmt="jsonl", registrations=True, progress=False)
+    return os.path.join(data_dir, "registrations-*.jsonl")
+
+
+def main() -> int:
+    parser = benchmark_parser(__doc__, f"{QUICK:,} devices instead of {FULL:,}")
+    parser.add_argument("--pipeline", action="store_true", help="also time python -m pipelines.registrations end to end")
+    args = parser.parse_args()
+    sys.path.insert(0, ROOT)
+    devices = QUICK if args.quick else FULL
+    data_dir = args.data or os.path.join(tempfile.gettempdir(), f"pmbeam-bench-registrations-{devices}")
+    log = _dataset(data_dir, devices)
+    adapter, reference = [], []
+    for index in range(runs_of(args)):
+        adapter.append(run_child(_ADAPTER_CHILD, [log]))
+        reference.append(run_child(_REFERENCE_CHILD, [log]))
+        print(f"run {index + 1}: adapter {adapter[-1]['seconds']:.2f} s, orjson.loads only {reference[-1]['seconds']:.2f} s",
+              flush=True)
+    if any(run["failed"] for run in adapter):
+        raise SystemExit(f"the adapter refused {adapter[0]['failed']} generated registrations")
+    result = compare("registration_parse", adapter, reference, "registrations",
+                     {"devices": devices, "registrations": adapter[0]["registrations"]})
+    print(f"adapter: {result['events_per_second']:,} registrations/s (median), peak RSS {result['peak_rss_mb']:,.0f} MB")
+    print(f"orjson.loads only: {result['reference_events_per_second']:,} registrations/s; ratio {result['ratio']:.2f}")
+    print("target: at least 50,000 registrations/s")
+    if args.pipeline:
+        with tempfile.TemporaryDirectory() as output:
+            job = run_child(_PIPELINE_CHILD, ["--registrations", log, "--output", output, "--seed", "1"])
+        rate = job["registrations"] / job["seconds"]
+        result["pipeline"] = {**{k: round(v, 3) if isinstance(v, float) else v for k, v in job.items()},
+                              "registrations_per_second": round(rate)}
+        print(f"python -m pipelines.registrations end to end: {rate:,.0f} registrations/s, {job['seconds']:.1f} s, "
+              f"{job['event_level_reports']:,} event-level and {job['aggregatable_reports']:,} aggregatable reports, "
+              f"peak RSS {job['peak_rss_mb']:,.0f} MB")
+    write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

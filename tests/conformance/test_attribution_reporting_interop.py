@@ -1,0 +1,124 @@
+"""Chrome's Attribution Reporting interop suite, through ``python -m pipelines.interop``.
+
+Every case of ``attribution_reporting_interop/`` (copied unmodified from Chromium, BSD licence: see its NOTICE.md)
+is replayed through this project's browser (the header parser, the attribution storage, the event-level and
+aggregatable clients in their specification modes) and its reports compared exactly with the case's, verbose
+debug reports left out. The issue's 14 cases must pass; no case may fail (a case that needs a feature this
+project lacks is "out of scope", naming it); and the README's conformance table must say what the runner says.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pipelines import interop
+from schemas import jsonc
+
+SUITE = Path(__file__).parent / "attribution_reporting_interop"
+CASES = sorted(path for path in SUITE.glob("*.json") if path.name != interop.DEFAULT_CONFIG_NAME)
+DEFAULT_CONFIG = jsonc.loads((SUITE / interop.DEFAULT_CONFIG_NAME).read_text())
+README = Path(__file__).parents[2] / "README.md"
+REQUIRED = ("basic", "basic_aggregatable", "event_level_trigger_priority", "dedup_key", "expired_source",
+            "event_report_window", "most_recent_source", "max_event_level_reports_per_source",
+            "aggregatable_report_window", "event_level_trigger_filter_data", "aggregatable_dedup_key",
+            "aggregatable_budget", "null_aggregatable_report", "parse_failures")
+PASSED = (interop.PASS, interop.PASS_NO_DEBUG)
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_the_required_cases_pass(name):
+    result = interop.run_case(SUITE / f"{name}.json", DEFAULT_CONFIG)
+    assert result.result in PASSED, result.line()
+
+
+@pytest.mark.parametrize("path", CASES, ids=[path.stem for path in CASES])
+def test_no_case_fails(path):
+    result = interop.run_case(path, DEFAULT_CONFIG)
+    assert result.result != interop.FAIL, result.line()
+    if result.result == interop.OUT_OF_SCOPE:
+        assert result.detail  # the missing feature is named
+
+
+def test_every_case_compares_reports():
+    """The suite is not passed vacuously: the cases that pass compare hundreds of reports, none of them debug."""
+    results = [interop.run_case(path, DEFAULT_CONFIG) for path in CASES]
+    assert sum(result.compared_reports for result in results if result.result in PASSED) >= 50
+    assert all(result.compared_reports == result.expected_reports for result in results if result.result in PASSED)
+
+
+def _readme_table() -> dict[str, str]:
+    """The README's interop rows: case -> result."""
+    text = README.read_text()
+    section = text[text.index("### Chrome's Attribution Reporting interop suite"):]
+    section = section[:section.index("\n## ")] if "\n## " in section else section
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE)
+    return {case: result.strip() for case, result in rows}
+
+
+def test_the_readme_table_says_what_the_runner_says():
+    table = _readme_table()
+    assert set(table) == {path.stem for path in CASES}
+    for path in CASES:
+        result = interop.run_case(path, DEFAULT_CONFIG)
+        expected = result.result if result.result != interop.OUT_OF_SCOPE else f"out of scope: {result.detail}"
+        assert table[path.stem] == expected, path.stem
+
+
+# ------------------------------------------------------------------------------------------ the runner itself
+
+
+def _write_case(tmp_path: Path, name: str, case: dict) -> Path:
+    (tmp_path / interop.DEFAULT_CONFIG_NAME).write_text((SUITE / interop.DEFAULT_CONFIG_NAME).read_text())
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(case))
+    return path
+
+
+def test_the_runner_passes_and_prints_a_line_per_case(capsys):
+    assert interop.main([str(SUITE / "basic.json"), str(SUITE / "basic_aggregatable.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["basic", "pass", "(debug", "reports", "not", "compared)"]
+    assert lines[1].split() == ["basic_aggregatable", "pass"]
+    assert lines[-1] == "2 cases: 2 passed (1 without their debug reports), 0 failed, 0 out of scope"
+
+
+def test_a_wrong_expectation_fails_with_the_first_difference(tmp_path, capsys):
+    case = jsonc.loads((SUITE / "basic_aggregatable.json").read_text())
+    case["output"]["reports"][0]["report_time"] = "3601001"  # the aggregatable report, one millisecond late
+    path = _write_case(tmp_path, "late", case)
+    results = tmp_path / "results.json"
+    assert interop.main([str(path), "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert "late" in out and "fail: expected report not sent" in out and '"report_time":"3601001"' in out
+    assert "nearest sent" in out and '"report_time":"3601000"' in out
+    assert json.loads(results.read_text())[0]["result"] == interop.FAIL
+
+
+def test_an_unexpected_report_fails(tmp_path):
+    case = jsonc.loads((SUITE / "basic_aggregatable.json").read_text())
+    case["output"]["reports"] = case["output"]["reports"][1:]  # the event-level report only
+    result = interop.run_case(_write_case(tmp_path, "missing", case), DEFAULT_CONFIG)
+    assert result.result == interop.FAIL
+    assert result.detail.startswith("unexpected report:") and "report-aggregate-attribution" in result.detail
+
+
+def test_an_unimplemented_feature_is_out_of_scope_and_named(tmp_path):
+    case = jsonc.loads((SUITE / "basic.json").read_text())
+    case["api_config"] = {"max_destinations_per_source_site_reporting_site": "2"}
+    source = case["input"]["registrations"][0]["responses"][0]["response"]["Attribution-Reporting-Register-Source"]
+    source["attribution_scopes"] = {"values": ["a"], "limit": 1}
+    result = interop.run_case(_write_case(tmp_path, "scoped", case), DEFAULT_CONFIG)
+    assert result.result == interop.OUT_OF_SCOPE
+    assert result.detail == "attribution scopes, destination limits"
+
+
+def test_an_unreadable_case_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "broken.json"
+    path.write_text("{ not json")
+    assert interop.main([str(path)]) == 2
+    assert capsys.readouterr().err.startswith("interop: error: ")
+    path.write_text(json.dumps({"input": {}}))
+    assert interop.main([str(path)]) == 2
