@@ -13,6 +13,8 @@ COMMANDS = {
     "evaluate": ("pipelines.evaluate", "reproduce the Cookie Monster evaluation and Appendix D bias detection"),
     "summary-client": ("pipelines.summary_client", "ARA and PAA clients: aggregatable reports (Ghazi et al. Alg. 2, 3)"),
     "event-level": ("pipelines.event_level", "ARA event-level reports with randomized response (Ghazi et al. Alg. 4, 8)"),
+    "registrations": ("pipelines.registrations", "registration logs (header JSON) in, the reports browsers send out"),
+    "interop": ("pipelines.interop", "Chrome's Attribution Reporting interop cases against this project's browser"),
     "collect-reports": ("pipelines.collect_reports", "aggregatable reports from a topic into the service's hourly batch layout"),
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "release": ("pipelines.release_submitted", "judge and publish a job submitted as a template, once it has finished"),

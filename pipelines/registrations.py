@@ -14,7 +14,7 @@ storage with the event-level and aggregatable clients in their specification mod
 
 * each source draws its randomized response (Alg. 8 of Ghazi et al.; eps from the source, at most 14), so its
   event-level reports are eps-DP; a source above the channel-capacity limit is a dead letter
-  ``source_channel_capacity_limit``;
+  ``source_channel_capacity_limit`` (``source_trigger_state_cardinality_limit`` above 2^32 - 1 outputs);
 * aggregatable reports get a delay uniform in [10, 60] minutes and null reports at the specification's rates.
 
 Randomness is secure by default, seeded with ``--seed`` (simulation and tests); a log's own
@@ -56,7 +56,9 @@ from transforms.summary_reports.report_records import report_record_of
 METRICS_NAMESPACE = "pmbeam.registrations"
 EVENT_LEVEL, AGGREGATABLE = "event_level_reports", "aggregatable_reports"
 OUTPUT_PREFIXES = (EVENT_LEVEL, AGGREGATABLE)
-CAPACITY_REASON = "source_channel_capacity_limit"
+# a source the browser refuses, under Chrome's names for it (its verbose debug report types)
+REFUSAL_REASONS = {"information_gain_too_high": "source_channel_capacity_limit",
+                   "too_many_states": "source_trigger_state_cardinality_limit"}
 ALGORITHM = ("the Attribution Reporting specification's attribution (Chrome's behaviour): event-level reports with "
              "randomized response (Ghazi et al. Alg. 8), aggregatable reports within a 65,536 budget per source")
 
@@ -91,7 +93,7 @@ class _ParseLogFn(beam.DoFn):
             try:
                 self._event_level.check(result.registration)
             except ConfigurationError as error:
-                return (CAPACITY_REASON if error.reason == "information_gain_too_high" else error.reason), str(error)
+                return REFUSAL_REASONS.get(error.reason, error.reason), str(error)
         return None
 
     def process(self, readable: fileio.ReadableFile):
@@ -180,6 +182,8 @@ def parse_job(argv: list[str] | None) -> tuple[RegistrationsJob, list[str]]:
     options = run_options(args, (args.registrations,))
     if options.streaming:
         raise common.CliError("python -m pipelines.registrations runs in batch only (no --streaming, no topic input)")
+    if options.output_topic:
+        raise common.CliError("python -m pipelines.registrations writes its reports to files, not to --output-topic")
     if options.input_format not in (None, "jsonl"):
         raise common.CliError(f"registration logs are JSON Lines; --format {options.input_format} is not supported")
     return RegistrationsJob(args.registrations, options, BrowserConfig()), beam_args

@@ -31,6 +31,7 @@ TEMPLATES=(
   "summary-client-paa-streaming summary-client paa"
   "event-level event-level"
   "event-level-streaming event-level"
+  "registrations registrations"
   "aggregate aggregate"
 )
 

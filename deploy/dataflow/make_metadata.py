@@ -92,6 +92,13 @@ PIPELINES = (
     # a budget charged to a ledger on a worker's disk would be lost with the worker: a PostgreSQL ledger, and a job
     # id, so that a launch retried after a failure is not charged twice (deploy/README.md)
     # --local-test releases without privacy (the service's Local Testing Tool): a local tool, never a launched job
+    # registration logs are files, replayed in batch
+    Pipeline(("registrations",), ("--registrations",), False, {
+        **LOCAL_RUNNER_ONLY,
+        "--streaming": "batch only: registration logs are files",
+        "--allowed-lateness-seconds": "batch only: registration logs are files",
+        "--output-topic": "the reports are files (event-level JSON Lines, aggregatable Avro)",
+    }),
     Pipeline(("aggregate",), ("--reports", "--domain"), False,
              {"--local-test": "a local testing mode in which nothing is private, never a production job"},
              required={"--ledger": POSTGRES, "--job-id": TEXT}),

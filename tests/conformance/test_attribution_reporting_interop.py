@@ -54,7 +54,7 @@ def _readme_table() -> dict[str, str]:
     text = README.read_text()
     section = text[text.index("### Chrome's Attribution Reporting interop suite"):]
     section = section[:section.index("\n## ")] if "\n## " in section else section
-    rows = re.findall(r"^\| `([a-z0-9_]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE)
+    rows = re.findall(r"^\| Chrome interop \| `([a-z0-9_]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE)
     return {case: result.strip() for case, result in rows}
 
 

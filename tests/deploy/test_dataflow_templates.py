@@ -30,6 +30,7 @@ LEFT_OUT = {
     ("summary-client", "paa"): LOCAL_RUNNER_ONLY,
     ("event-level",): LOCAL_RUNNER_ONLY,
     ("aggregate",): {"--local-test"},  # nothing private: a local tool only
+    ("registrations",): LOCAL_RUNNER_ONLY | {"--streaming", "--allowed-lateness-seconds", "--output-topic"},
 }
 # Optional on the command line, required on Dataflow, where the default would be wrong: the ledger (a sqlite file
 # on a worker's disk would lose the budget) and the job id (a retried launch must not charge twice).
@@ -73,7 +74,7 @@ def test_each_pipeline_has_a_batch_template_and_the_streaming_ones_a_streaming_o
     assert set(TEMPLATES) == {
         "kanon", "kanon-streaming", "measurement", "measurement-streaming", "summary-client-ara",
         "summary-client-ara-streaming", "summary-client-paa", "summary-client-paa-streaming", "event-level",
-        "event-level-streaming", "aggregate"}
+        "event-level-streaming", "registrations", "aggregate"}
     for name, template in TEMPLATES.items():
         assert json.loads(template.path.read_text())["streaming"] is name.endswith("-streaming")
 

@@ -52,7 +52,7 @@ def test_the_wheel_declares_the_core_requirements_and_the_extras_a_user_installs
     requires, extras = _metadata(distribution[1])
     core = {Requirement(text).name for text in requires if Requirement(text).marker is None}
     assert core == {"apache-beam", "numpy", "protobuf", "fastavro", "packaging", "cbor2", "pyhpke", "orjson", "polars",
-                    "pyarrow"}
+                    "pyarrow", "publicsuffixlist"}
     assert {"gcp", "kafka", "postgres", "plots", "eval"} <= set(extras)
     assert 'apache-beam[gcp]==2.77.*; extra == "gcp"' in requires
 
@@ -74,7 +74,8 @@ def test_from_the_wheel_alone_every_command_answers_help_and_every_pipeline_runs
     assert report["generate"] == [0] * 5
     assert set(report["jobs"].values()) == {0}, report["jobs"]
     out = tmp_path / "out"
-    for job in ("kanon", "measurement-cookie-monster", "ara-reports", "paa-reports", "summary-report", "event-level"):
+    for job in ("kanon", "measurement-cookie-monster", "ara-reports", "paa-reports", "summary-report", "event-level",
+                "registrations"):
         summary = json.loads((out / job / "summary.json").read_text())
         assert summary["status"] == "ok" and summary["counts"]["read"] > 0, job
     assert json.loads((out / "summary-report" / "summary.json").read_text())["counts"]["released_buckets"] > 0

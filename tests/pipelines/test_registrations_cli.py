@@ -1,0 +1,179 @@
+"""``python -m pipelines.registrations`` end to end: the synthetic ARA dataset's registration log in, the reports
+of the browser's specification modes out, checked against an in-process replay of every device, then summed by
+``python -m pipelines.aggregate``."""
+from __future__ import annotations
+
+import collections
+import glob
+import json
+from pathlib import Path
+
+import fastavro
+import orjson
+import pytest
+
+from pipelines import aggregate, registrations
+from pipelines.ara_browser import BrowserConfig, event_report_record, replay_device
+from schemas.aggregatable import decode_payload
+from schemas.registration_log import ParsedRegistration, parse_entry
+from synthetic.ara import generate_ara
+from tests.support.cli import run_main
+from transforms.core.mechanisms.noise import SeededSource
+from transforms.event_level.mechanisms.ara_spec import SpecEventReport
+
+SEED = 7
+JOB_TIME = 1_705_000_000  # 2024-01-11: the generated reports (2024-01-01 to 2024-01-11) are not yet too old
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ara")
+    stats = generate_ara(out, devices=60, days=10, impressions_per_day=4, seed=2, fmt="jsonl", registrations=True,
+                         progress=False)
+    return stats, out
+
+
+@pytest.fixture(scope="module")
+def released(log, tmp_path_factory):
+    _, data = log
+    output = tmp_path_factory.mktemp("registrations")
+    status = registrations.main(["--registrations", str(data / "registrations-*.jsonl"), "--output", str(output),
+                                 "--seed", str(SEED)])
+    assert status == 0
+    return output, json.loads((output / "summary.json").read_text())
+
+
+def _lines(path_glob: str) -> list[bytes]:
+    return [line for path in sorted(glob.glob(path_glob)) for line in Path(path).read_bytes().splitlines()]
+
+
+def test_counts_reconcile(log, released):
+    stats, _ = log
+    _, summary = released
+    counts = summary["counts"]
+    assert counts["read"] == counts["parsed"] == stats.sources + stats.triggers
+    assert counts["dead_lettered"] == 0
+    assert counts["devices"] == stats.devices
+    assert sum(counts["aggregatable_outcomes"].values()) == stats.triggers  # every trigger has aggregatable data
+    assert summary["parameters"]["noise_source"] == "seeded"
+
+
+def test_reports_equal_an_in_process_replay_of_every_device(log, released):
+    """The Beam job sends exactly what replaying each device's registrations in process sends, with the same
+    per-device randomness."""
+    _, data = log
+    output, summary = released
+    devices = collections.defaultdict(list)
+    for line in _lines(str(data / "registrations-*.jsonl")):
+        for result in parse_entry(orjson.loads(line), BrowserConfig().aggregation_coordinator_origins):
+            assert isinstance(result, ParsedRegistration)
+            devices[result.device_id].append(result)
+    expected_event, expected_aggregatable = [], []
+    for device_id, parsed in devices.items():
+        source = SeededSource(SEED).keyed_child(("registrations", device_id))
+        for report in replay_device(parsed, BrowserConfig(), random_source=source).reports:
+            if isinstance(report, SpecEventReport):
+                expected_event.append(json.dumps(event_report_record(report), sort_keys=True))
+            else:
+                expected_aggregatable.append(report)
+    actual_event = [json.dumps(json.loads(line), sort_keys=True) for line in _lines(str(output / "event_level_reports-*"))]
+    assert sorted(actual_event) == sorted(expected_event) and actual_event
+    assert summary["counts"]["event_level_reports"] == len(expected_event)
+    actual = []
+    for path in glob.glob(str(output / "aggregatable_reports-*.avro")):
+        with open(path, "rb") as handle:
+            for record in fastavro.reader(handle):
+                info = json.loads(record["shared_info"])
+                contributions = tuple((bucket, value) for bucket, value, _ in decode_payload(record["payload"]) if value)
+                actual.append((info["reporting_origin"], info["attribution_destination"],
+                               int(info["scheduled_report_time"]), contributions))
+    expected = [(r.reporting_origin, r.attribution_destination, r.report_time_micros // 1_000_000,
+                 () if r.is_null else r.contributions) for r in expected_aggregatable]
+    assert sorted(actual) == sorted(expected)
+    assert sum(1 for *_, contributions in actual if contributions) > 0
+
+
+def test_the_same_seed_gives_the_same_reports(log, released, tmp_path):
+    _, data = log
+    output, _ = released
+    assert registrations.main(["--registrations", str(data / "registrations-*.jsonl"), "--output", str(tmp_path),
+                               "--seed", str(SEED)]) == 0
+    assert sorted(_lines(str(tmp_path / "event_level_reports-*"))) == sorted(_lines(str(output / "event_level_reports-*")))
+
+
+def test_the_aggregation_service_sums_the_reports(log, released, tmp_path):
+    """The released aggregatable reports are what ``pipelines.aggregate`` reads: with no noise, in local test
+    mode, the summary report over the generator's domain is the sum of the contributions."""
+    stats, data = log
+    output, _ = released
+    sums: collections.Counter = collections.Counter()
+    for path in glob.glob(str(output / "aggregatable_reports-*.avro")):
+        with open(path, "rb") as handle:
+            for record in fastavro.reader(handle):
+                for bucket, value, _ in decode_payload(record["payload"]):
+                    sums[bucket] += value
+    status = aggregate.main(["--reports", str(output / "aggregatable_reports-*.avro"), "--domain",
+                             str(data / "domain.avro"), "--output", str(tmp_path), "--local-test", "--no-noise",
+                             "--now", str(JOB_TIME)])
+    assert status == 0
+    summary = {}
+    for path in glob.glob(str(tmp_path / "summary_report*")):
+        with open(path, "rb") as handle:
+            for row in fastavro.reader(handle):
+                summary[int.from_bytes(row["bucket"], "big")] = row["metric"]
+    assert summary and {bucket: metric for bucket, metric in summary.items() if metric} == \
+        {bucket: total for bucket, total in sums.items() if total}
+
+
+def _entry(device: str, time_ms: int, headers: dict, eligible: str | None = None,
+           context: str = "https://publisher.example") -> str:
+    request = {"context_origin": context}
+    if eligible:
+        request["Attribution-Reporting-Eligible"] = eligible
+    return json.dumps({"device_id": device, "timestamp": str(time_ms), "registration_request": request,
+                       "responses": [{"url": "https://adtech.example/register", "response": headers}]})
+
+
+def test_dead_letters_carry_the_specification_reasons(tmp_path, capsys):
+    source = {"destination": "https://shop.example", "source_event_id": "1"}
+    greedy = {**source, "max_event_level_reports": 5}  # 118,755 states: 16.6 bits at eps 14, above 11.46
+    huge = {**source, "max_event_level_reports": 20, "trigger_data": list(range(32)),
+            "event_report_windows": {"end_times": [3600, 7200, 10800, 14400, 18000]}}  # more than 2^32 - 1 states
+    lines = [
+        _entry("d1", 1_000, {"Attribution-Reporting-Register-Source": source}, "navigation-source"),
+        _entry("d1", 2_000, {"Attribution-Reporting-Register-Source": greedy}, "navigation-source"),
+        _entry("d1", 2_500, {"Attribution-Reporting-Register-Source": huge}, "navigation-source"),
+        _entry("d1", 3_000, {"Attribution-Reporting-Register-Trigger": {"event_trigger_data": {}}},
+               context="https://shop.example"),
+        _entry("d1", 4_000, {"Attribution-Reporting-Register-Trigger": {"event_trigger_data": [{"trigger_data": "1"}]}},
+               context="https://shop.example"),
+        "not json",
+    ]
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out"
+    status, summary, printed = run_main(registrations.main, capsys, [
+        "--registrations", log_path, "--output", output, "--seed", 1, "--max-error-fraction", 0.9])
+    assert status == 0, printed
+    counts = summary["counts"]
+    assert (counts["read"], counts["parsed"], counts["dead_lettered"]) == (6, 2, 4)
+    assert counts["dead_lettered_by_reason"] == {"source_channel_capacity_limit": 1, "event_trigger_data_wrong_type": 1,
+                                                 "malformed_json": 1, "source_trigger_state_cardinality_limit": 1}
+    assert counts["event_level_outcomes"] == {"success": 1} or counts["event_level_outcomes"] == {
+        "falsely_attributed_source": 1} or counts["event_level_outcomes"] == {"never_attributed_source": 1}
+
+
+def test_a_log_of_nothing_valid_releases_nothing(tmp_path, capsys):
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text("not json\n{}\n")
+    output = tmp_path / "out"
+    status, _, printed = run_main(registrations.main, capsys, ["--registrations", log_path, "--output", output])
+    assert status == 1
+    assert "none of the 2 records read is valid" in printed
+    assert not glob.glob(str(output / "event_level_reports-*")) and not glob.glob(str(output / "aggregatable_reports-*"))
+
+
+def test_streaming_is_refused(tmp_path, capsys):
+    status = registrations.main(["--registrations", str(tmp_path / "x.jsonl"), "--output", str(tmp_path), "--streaming"])
+    assert status == 2
+    assert "batch only" in capsys.readouterr().err
