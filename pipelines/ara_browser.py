@@ -18,7 +18,7 @@ from typing import Any
 from schemas.registration_log import ParsedRegistration
 from schemas.registrations import SourceRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
-from transforms.core.mechanisms.ara_attribution import AttributionStorage, replay
+from transforms.core.mechanisms.ara_attribution import AttributionStorage, OriginLimits, replay
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.mechanisms.ara_spec import SpecEventLevel, SpecEventReport
 from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatable, SpecAggregatableReport
@@ -37,15 +37,17 @@ UNIMPLEMENTED_CONFIG = {
     "max_destinations_per_rate_limit_window_reporting_site": "destination limits",
     "destination_rate_limit_window_in_minutes": "destination limits",
     "max_destinations_per_reporting_site_per_day": "destination limits",
-    "rate_limit_max_source_registration_reporting_origins": "reporting-origin rate limits",
-    "rate_limit_max_attribution_reporting_origins": "reporting-origin rate limits",
-    "rate_limit_max_reporting_origins_per_source_reporting_site": "reporting-origin rate limits",
-    "rate_limit_origins_per_site_window_in_days": "reporting-origin rate limits",
     "max_event_level_channel_capacity_scopes_navigation": "attribution scopes",
     "max_event_level_channel_capacity_scopes_event": "attribution scopes",
-    "max_trigger_state_cardinality": "trigger state cardinality limit",
     "max_aggregatable_debug_budget_per_context_site": "aggregatable debug reports",
     "max_aggregatable_debug_reports_per_source": "aggregatable debug reports",
+    # the interop harness's feature switches of a case
+    "needs_attribution_scopes": "attribution scopes",
+    "needs_aggregatable_debug": "aggregatable debug reports",
+    "needs_aggregatable_named_budgets": "named budgets",
+    "needs_source_destination_limit": "destination limits",
+    "needs_cross_app_web": "cross app and web attribution (Android)",
+    "retry_after_new_navigation": "report delivery (network connectivity and retries)",
 }
 
 
@@ -63,6 +65,11 @@ class BrowserConfig:
     aggregatable_report_delay_span: int = 50  # minutes
     aggregation_coordinator_origins: tuple[str, ...] = ("https://coordinator.test",)
     max_sources_per_origin: int = 1024
+    max_trigger_state_cardinality: int = 2**32 - 1
+    rate_limit_max_source_registration_reporting_origins: int = 100
+    rate_limit_max_attribution_reporting_origins: int = 10
+    rate_limit_max_reporting_origins_per_source_reporting_site: int = 1
+    rate_limit_origins_per_site_window_in_days: int = 1
     max_event_level_reports_per_destination: int = 1024
     max_aggregatable_reports_per_destination: int = 1024
 
@@ -102,6 +109,7 @@ def event_level_client(config: BrowserConfig, random_source: RandomSource | None
         capacity_bits={"navigation": config.max_event_level_channel_capacity_navigation,
                        "event": config.max_event_level_channel_capacity_event},
         max_epsilon=config.max_settable_event_level_epsilon,
+        max_trigger_states=config.max_trigger_state_cardinality,
         max_attributions=config.rate_limit_max_attributions,
         rate_limit_window_micros=config.rate_limit_time_window_in_days * MICROS_PER_DAY,
         max_reports_per_destination=config.max_event_level_reports_per_destination,
@@ -125,7 +133,14 @@ def new_storage(config: BrowserConfig, random_source: RandomSource | None,
         max_attributions=config.rate_limit_max_attributions, rate_limit_window_micros=window,
         max_reports_per_destination=config.max_aggregatable_reports_per_destination,
     )
-    storage = AttributionStorage([event_level, aggregatable], max_sources_per_origin=config.max_sources_per_origin)
+    limits = OriginLimits(
+        sources=config.rate_limit_max_source_registration_reporting_origins,
+        attributions=config.rate_limit_max_attribution_reporting_origins, window_micros=window,
+        per_site=config.rate_limit_max_reporting_origins_per_source_reporting_site,
+        site_window_micros=config.rate_limit_origins_per_site_window_in_days * MICROS_PER_DAY,
+        sources_per_origin=config.max_sources_per_origin,
+    )
+    storage = AttributionStorage([event_level, aggregatable], limits)
     return storage, event_level, aggregatable
 
 
@@ -187,6 +202,8 @@ def aggregatable_report_record(report: SpecAggregatableReport) -> dict[str, Any]
     }
     if report.source_registration_time_seconds is not None:
         shared_info["source_registration_time"] = str(report.source_registration_time_seconds)
+    if report.source_debug_key is not None and report.trigger_debug_key is not None:
+        shared_info["debug_mode"] = "enabled"  # a report with both debug keys is also sent in clear for debugging
     payload: dict[str, Any] = {
         "aggregation_coordinator_origin": report.aggregation_coordinator_origin,
         "histograms": [{"id": "0", "key": hex(key), "value": value} for key, value in report.contributions],

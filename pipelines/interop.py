@@ -109,6 +109,8 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
     config, others = BrowserConfig.from_json({**default_config, **overrides})
     features = sorted({UNIMPLEMENTED_CONFIG.get(key, f"configuration key {key!r}") for key in others
                        if key in overrides or key not in UNIMPLEMENTED_CONFIG})
+    if any(isinstance(entry, dict) and "connection" in entry for entry in case["input"]["registrations"]):
+        features.append("report delivery (network connectivity and retries)")
     parsed: list[ParsedRegistration] = []
     for entry in case["input"]["registrations"]:
         for result in parse_entry(entry, config.aggregation_coordinator_origins):

@@ -426,6 +426,7 @@ def parse_source(
         source_site=site_of(context_origin),
         source_origin=context_origin,
         reporting_origin=reporting_origin,
+        reporting_site=site_of(reporting_origin),
         source_type=source_type,
         source_event_id=source_event_id,
         destination_sites=destinations,
@@ -538,11 +539,10 @@ def parse_trigger(
                           f"expected 'include' or 'exclude', got {registration_time!r}")
     context_id = header.get("trigger_context_id")
     if context_id is not None and (
-        not isinstance(context_id, str) or not 0 < len(context_id) <= MAX_TRIGGER_CONTEXT_ID
-        or registration_time == INCLUDE
+        not isinstance(context_id, str) or len(context_id) > MAX_TRIGGER_CONTEXT_ID or registration_time == INCLUDE
     ):
         raise HeaderError("trigger_context_id_invalid_value",
-                          f"a string of 1 to {MAX_TRIGGER_CONTEXT_ID} characters, only with source registration time excluded")
+                          f"a string of at most {MAX_TRIGGER_CONTEXT_ID} characters, only with source registration time excluded")
     return TriggerRegistration(
         time_micros=time_micros,
         destination_site=site_of(context_origin),

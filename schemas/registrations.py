@@ -50,6 +50,7 @@ class SourceRegistration:
     source_site: str  # scheme://registrable domain of the page that registered it
     source_origin: str  # the origin of that page
     reporting_origin: str
+    reporting_site: str  # the registrable domain of the reporting origin, as rate limits key it
     source_type: str  # NAVIGATION or EVENT
     source_event_id: int
     destination_sites: tuple[str, ...]
@@ -132,10 +133,8 @@ class TriggerRegistration:
 
 
 def debug_keys(source: SourceRegistration, trigger: TriggerRegistration | None) -> tuple[int | None, int | None]:
-    """The (source, trigger) debug keys a report carries: only when both registrations had debug permission
-    (a fake report, without a trigger: the source's key, if it had permission)."""
-    if trigger is None:
-        return source.debug_key, None
-    if not (source.debug_permission and trigger.debug_permission):
+    """The (source, trigger) debug keys a report carries: both, when both registrations set one (each only with
+    debug permission), else none (Chrome; the interop cases ``success_debug_*``). A fake report has none."""
+    if trigger is None or source.debug_key is None or trigger.debug_key is None:
         return None, None
     return source.debug_key, trigger.debug_key

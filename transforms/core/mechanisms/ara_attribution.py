@@ -4,15 +4,17 @@ Reporting", "Triggering attribution"; Chrome's ``AttributionStorageSql``).
 
 For a trigger registered at time t on destination site D by reporting origin R:
 
-0. **Source storage limit**: a source is not stored when ``max_sources_per_origin`` unexpired sources of the
-   same source origin are (``SourceStorageLimit``).
+0. **Source limits** (``OriginLimits``): a source is not stored (``SourceRefused``) when ``sources_per_origin``
+   unexpired sources of its source origin are, or when its reporting origin would be one too many for its
+   (source site, reporting site) in a day or for its (source site, destination site) in 30 days.
 1. **Matching sources**: the active stored sources of R that list D among their destination sites, registered
    at or before t and not expired (t < registration + expiry).
 2. **The source to attribute**: of those, the one of highest priority, ties to the most recently registered.
 3. **Top-level filters**: the trigger's ``filters`` / ``not_filters`` must match that source's filter data
    (``filters_match``); if not, the trigger is attributed to nothing.
 4. **Deactivation**: otherwise every other matching source is deactivated ("losing sources"): no later
-   trigger can be attributed to it.
+   trigger can be attributed to it. An attribution whose reporting origin would be one too many for its (source
+   site, destination site) in 30 days is refused (``excessive_reporting_origins``).
 5. Each part (``AttributionPart``: event-level, aggregatable) then decides, on its own state of that source,
    what reports the trigger makes. A part sees unattributed triggers too (for null reports).
 
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schemas.registrations import FilterConfig, FilterPair, SourceRegistration, TriggerRegistration
-from schemas.time_units import MICROS_PER_SECOND
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 
 SOURCE_TYPE_KEY = "source_type"
 
@@ -85,40 +87,91 @@ class AttributionPart(Protocol):
         """The part's state of a newly stored source; ``choice`` fixes the part's randomness for it (or None
         to draw it)."""
 
-    def attribute(self, source: SourceRegistration | None, state: Any, trigger: TriggerRegistration, choice: Any) -> None:
+    def attribute(self, source: SourceRegistration | None, state: Any, trigger: TriggerRegistration, choice: Any,
+                  refused: str | None = None) -> bool:
         """Handle ``trigger``, attributed to ``source`` (whose part state is ``state``), or to nothing (both
-        None); ``choice`` fixes the part's randomness for it (or None to draw it)."""
+        None); ``choice`` fixes the part's randomness for it (or None to draw it); ``refused``: why the storage
+        refuses the attribution (a rate limit), if it does. Whether a report was made for it."""
 
     def release(self, until_micros: int) -> list[Any]:
         """The reports whose report time is at or before ``until_micros``, no longer replaceable."""
 
 
-class SourceStorageLimit(ValueError):
-    """A source the storage refuses: its origin already has ``max_sources_per_origin`` unexpired sources."""
+class SourceRefused(ValueError):
+    """A source the storage does not store, and why (``reason``: Chrome's name for it)."""
 
-    reason = "source_storage_limit"
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class OriginLimits:
+    """The specification's limits on reporting origins (Chrome's defaults, the interop ``default_config.json``):
+    distinct reporting origins per (source site, destination site) over ``window_micros`` among stored sources
+    (``sources``) and among attributions (``attributions``), and per (source site, reporting site) over
+    ``site_window_micros`` among stored sources (``per_site``); and stored sources per source origin."""
+
+    sources: int = 100
+    attributions: int = 10
+    window_micros: int = 30 * MICROS_PER_DAY
+    per_site: int = 1
+    site_window_micros: int = MICROS_PER_DAY
+    sources_per_origin: int = 1024
+
+
+def _distinct_origins(records: Iterable[tuple[tuple[str, str], str, int]], key: tuple[str, str], since: int) -> set[str]:
+    return {origin for k, origin, time in records if k == key and time > since}
 
 
 @dataclass
 class AttributionStorage:
-    """A browser's attribution storage for one device: the stored sources and the parts' states of them."""
+    """A browser's attribution storage for one device: the stored sources and the parts' states of them, and
+    the records its rate limits count (kept after their sources expire, as Chrome's rate-limit table)."""
 
     parts: Sequence[AttributionPart]
-    max_sources_per_origin: int = 1024
+    limits: OriginLimits = OriginLimits()
     sources: list[StoredSource] = field(default_factory=list)
     registered: int = 0  # sources ever stored: the next one's registration order
+    # ((source site, destination site), reporting origin, time) per stored source and destination
+    source_origins: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
+    # ((source site, reporting site), reporting origin, time) per stored source
+    site_origins: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
+    # ((source site, destination site), reporting origin, time) per attribution that made a report
+    attribution_origins: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
+
+    def _refusal(self, source: SourceRegistration) -> SourceRefused | None:
+        limits, now = self.limits, source.time_micros
+        stored_of_origin = sum(1 for stored in self.sources if stored.registration.source_origin == source.source_origin
+                               and stored.expires_micros > now)
+        if stored_of_origin >= limits.sources_per_origin:
+            return SourceRefused("source_storage_limit", f"{source.source_origin} has {stored_of_origin} sources stored")
+        origins = _distinct_origins(self.site_origins, (source.source_site, source.reporting_site),
+                                    now - limits.site_window_micros)
+        if source.reporting_origin not in origins and len(origins) >= limits.per_site:
+            return SourceRefused("source_reporting_origin_per_site_limit",
+                                 f"{len(origins)} reporting origins of {source.reporting_site} for {source.source_site}")
+        for destination in source.destination_sites:
+            origins = _distinct_origins(self.source_origins, (source.source_site, destination), now - limits.window_micros)
+            if source.reporting_origin not in origins and len(origins) >= limits.sources:
+                return SourceRefused("source_success_excessive_reporting_origins",
+                                     f"{len(origins)} reporting origins for {source.source_site} and {destination}")
+        return None
 
     def register_source(self, source: SourceRegistration, choices: Sequence[Any] | None = None) -> StoredSource:
-        """Store ``source``; ``choices``: one per part (see ``AttributionPart.register_source``)."""
+        """Step 0, then store ``source``; ``choices``: one per part (see ``AttributionPart.register_source``).
+        ``SourceRefused`` when a limit keeps it out; a part may refuse it too (a ``ValueError``)."""
         choices = choices or [None] * len(self.parts)
-        stored_of_origin = sum(1 for stored in self.sources if stored.registration.source_origin == source.source_origin
-                               and stored.expires_micros > source.time_micros)
-        if stored_of_origin >= self.max_sources_per_origin:
-            raise SourceStorageLimit(f"{source.source_origin} has {stored_of_origin} sources stored")
+        refusal = self._refusal(source)
+        if refusal is not None:
+            raise refusal
         stored = StoredSource(source, self.registered, source.time_micros + source.expiry_seconds * MICROS_PER_SECOND)
-        self.registered += 1
         stored.states = [part.register_source(source, choice) for part, choice in zip(self.parts, choices, strict=True)]
+        self.registered += 1
         self.sources.append(stored)
+        self.site_origins.append(((source.source_site, source.reporting_site), source.reporting_origin, source.time_micros))
+        for destination in source.destination_sites:
+            self.source_origins.append(((source.source_site, destination), source.reporting_origin, source.time_micros))
         return stored
 
     def matching_sources(self, trigger: TriggerRegistration) -> list[StoredSource]:
@@ -142,11 +195,18 @@ class AttributionStorage:
             for stored in matching:
                 if stored is not chosen:
                     stored.active = False
-        for position, (part, choice) in enumerate(zip(self.parts, choices, strict=True)):
-            if chosen is None:
+        if chosen is None:
+            for part, choice in zip(self.parts, choices, strict=True):
                 part.attribute(None, None, trigger, choice)
-            else:
-                part.attribute(chosen.registration, chosen.states[position], trigger, choice)
+            return None
+        key = (chosen.registration.source_site, trigger.destination_site)
+        origins = _distinct_origins(self.attribution_origins, key, trigger.time_micros - self.limits.window_micros)
+        refused = "excessive_reporting_origins" if trigger.reporting_origin not in origins \
+            and len(origins) >= self.limits.attributions else None
+        made = [part.attribute(chosen.registration, chosen.states[position], trigger, choice, refused)
+                for position, (part, choice) in enumerate(zip(self.parts, choices, strict=True))]
+        if any(made):  # dated by the source, as the clients' attribution rate limits (Chrome's records are)
+            self.attribution_origins.append((key, trigger.reporting_origin, chosen.registration.time_micros))
         return chosen
 
     def release(self, until_micros: int) -> list[Any]:

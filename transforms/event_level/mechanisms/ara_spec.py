@@ -37,7 +37,13 @@ from schemas.registrations import NAVIGATION, SourceRegistration, TriggerRegistr
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import filters_match, split_due
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.event_level.mechanisms.config import MAX_EPSILON, EventLevelConfig, uniform_config
+from transforms.event_level.mechanisms.config import (
+    MAX_EPSILON,
+    MAX_STATES,
+    ConfigurationError,
+    EventLevelConfig,
+    uniform_config,
+)
 from transforms.event_level.mechanisms.information_gain import ConfigurationCheck, check_configuration
 from transforms.event_level.mechanisms.randomized_response import randomized_response
 
@@ -119,6 +125,7 @@ class SpecEventLevel:
     random_source: RandomSource | None = None
     capacity_bits: dict[str, float] = field(default_factory=lambda: dict(CHANNEL_CAPACITY_BITS))
     max_epsilon: float = MAX_EPSILON  # the browser's largest settable epsilon: a source's is capped to it
+    max_trigger_states: int = MAX_STATES  # the largest output set |O| a source may have
     max_attributions: int = MAX_ATTRIBUTIONS
     rate_limit_window_micros: int = RATE_LIMIT_WINDOW_MICROS
     max_reports_per_destination: int = MAX_REPORTS_PER_DESTINATION
@@ -153,7 +160,10 @@ class SpecEventLevel:
         (reason ``information_gain_too_high``, ...) when the browser refuses the source."""
         config = source_config(source)
         epsilon = min(source.event_level_epsilon, self.max_epsilon)
-        return config, epsilon, _checked(config, epsilon, self.capacity_bits[source.source_type])
+        checked = _checked(config, epsilon, self.capacity_bits[source.source_type])
+        if checked.states > self.max_trigger_states:
+            raise ConfigurationError("too_many_states", f"|O| = {checked.states} exceeds {self.max_trigger_states}")
+        return config, epsilon, checked
 
     def _report(self, source: SourceRegistration, state: SpecEventSource, trigger_data: int, window: int,
                 trigger: TriggerRegistration | None, priority: int = 0) -> SpecEventReport:
@@ -165,11 +175,15 @@ class SpecEventLevel:
         )
 
     def attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
-                  trigger: TriggerRegistration, choice: object = None) -> None:
-        self.outcomes[self._attribute(source, state, trigger)] += 1
+                  trigger: TriggerRegistration, choice: object = None, refused: str | None = None) -> bool:
+        """The specification's event-level attribution of ``trigger`` (``refused``: a rate limit of the storage
+        refuses it); whether a report was made."""
+        outcome = self._attribute(source, state, trigger, refused)
+        self.outcomes[outcome] += 1
+        return outcome.startswith("success")
 
     def _attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
-                   trigger: TriggerRegistration) -> str:
+                   trigger: TriggerRegistration, refused: str | None) -> str:
         if not trigger.event_trigger_data:
             return "not_registered"
         if source is None or state is None:
@@ -197,6 +211,8 @@ class SpecEventLevel:
             replaced = min(same_time, key=lambda r: (r.trigger_priority, -r.trigger_time_micros))
             if replaced.trigger_priority >= entry.priority:
                 return "priority_too_low"
+        if refused is not None:
+            return refused
         key = (source.source_site, trigger.destination_site, trigger.reporting_site)
         if not self._within_rate_limit(key, trigger.time_micros, replaced):
             return "excessive_attributions"

@@ -19,10 +19,10 @@ within budget, and otherwise sends null reports only as its null-report rule say
 * **Null reports**: with ``aggregatable_source_registration_time: "include"``, one null report per lookback
   day chosen by the null-report rule (each of days 0..30 with probability 0.008), except the attributed
   source's day when a real report was made, each carrying that day's ``source_registration_time``; with
-  ``"exclude"``, one null report (probability 0.05) when no real report was made. A null report has one
-  contribution (0, 0).
+  ``"exclude"``, one null report (probability 0.05; always for a trigger with a ``trigger_context_id``) when
+  no real report was made. A null report has one contribution (0, 0).
 * **Report time**: the trigger time plus a delay uniform in [min_delay, min_delay + delay_span] (10 and 50
-  minutes), or ``fixed_delay_seconds``.
+  minutes), or ``fixed_delay_seconds``; no delay for a trigger with a ``trigger_context_id``.
 
 No Beam import here.
 """
@@ -78,8 +78,8 @@ class SpecAggregatableSource:
 
 
 def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> list[tuple[int, int]]:
-    """(key, value) per source key the trigger gives a value, in the source's key order (spec "create
-    aggregatable contributions")."""
+    """(key, value) per source key the trigger gives a value, in the order of the key ids (spec "create
+    aggregatable contributions"; Chrome keeps them in a sorted map)."""
     keys = dict(source.aggregation_keys)
     for entry in trigger.aggregatable_trigger_data:
         if filters_match(source, trigger.time_micros, entry.filters):
@@ -88,7 +88,7 @@ def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> l
                     keys[name] |= entry.key_piece
     values = next((dict(entry.values) for entry in trigger.aggregatable_values
                    if filters_match(source, trigger.time_micros, entry.filters)), {})
-    return [(key, values[name]) for name, key in keys.items() if values.get(name, 0) > 0]
+    return [(keys[name], values[name]) for name in sorted(keys) if values.get(name, 0) > 0]
 
 
 def day_floor_seconds(time_micros: int) -> int:
@@ -118,12 +118,14 @@ class SpecAggregatable:
         return SpecAggregatableSource()
 
     def attribute(self, source: SourceRegistration | None, state: SpecAggregatableSource | None,
-                  trigger: TriggerRegistration, choice: Sequence[int] | None = None) -> None:
-        """``choice``: the lookback days the null-report rule chose for this trigger (None: draw them)."""
+                  trigger: TriggerRegistration, choice: Sequence[int] | None = None, refused: str | None = None) -> bool:
+        """The specification's aggregatable attribution of ``trigger`` and its null reports; ``choice``: the
+        lookback days the null-report rule chose for it (None: draw them); ``refused``: a rate limit of the
+        storage refuses it. Whether a (non-null) report was made."""
         if not trigger.has_aggregatable_data:
             self.outcomes["not_registered"] += 1
-            return
-        outcome, report = self._attribute(source, state, trigger)
+            return False
+        outcome, report = self._attribute(source, state, trigger, refused)
         self.outcomes[outcome] += 1
         if report is not None:
             self._due.append(report)
@@ -134,11 +136,12 @@ class SpecAggregatable:
             for day in sorted(set(days)):
                 if day != source_day:
                     self._due.append(self._null_report(trigger, day_floor_seconds(trigger.time_micros) - day * 86_400))
-        elif report is None and days:
+        elif report is None and (days or trigger.trigger_context_id is not None):
             self._due.append(self._null_report(trigger, None))
+        return report is not None
 
     def _attribute(self, source: SourceRegistration | None, state: SpecAggregatableSource | None,
-                   trigger: TriggerRegistration) -> tuple[str, SpecAggregatableReport | None]:
+                   trigger: TriggerRegistration, refused: str | None) -> tuple[str, SpecAggregatableReport | None]:
         if source is None or state is None:
             return "no_matching_sources", None
         if trigger.time_micros >= source.time_micros + source.aggregatable_report_window_seconds * MICROS_PER_SECOND:
@@ -153,6 +156,8 @@ class SpecAggregatable:
             return "no_histograms", None
         if state.reports >= self.max_reports_per_source:
             return "excessive_reports", None
+        if refused is not None:
+            return refused, None
         key = (source.source_site, trigger.destination_site, trigger.reporting_site)
         start = trigger.time_micros - self.rate_limit_window_micros
         if sum(1 for k, t in self._attributions if k == key and t > start) >= self.max_attributions:
@@ -174,7 +179,9 @@ class SpecAggregatable:
         )
 
     def _report_time(self, trigger: TriggerRegistration) -> int:
-        if self.fixed_delay_seconds is not None:
+        if trigger.trigger_context_id is not None:
+            delay = 0  # a report with a context id is sent at once (its null reports always are, below)
+        elif self.fixed_delay_seconds is not None:
             delay = self.fixed_delay_seconds
         elif self.random_source is not None:
             delay = self.min_delay_seconds + keyed_below(
