@@ -36,6 +36,7 @@ from schemas.registrations import (
     EXCLUDE,
     INCLUDE,
     NAVIGATION,
+    NO_FILTERS,
     AggregatableDedupKey,
     AggregatableTriggerData,
     AggregatableValues,
@@ -282,6 +283,8 @@ def _filter_list(value: Any) -> tuple[FilterConfig, ...]:
 
 def parse_filter_pair(entry: Mapping[str, Any]) -> FilterPair:
     """The ``filters`` and ``not_filters`` of a trigger or of one of its entries."""
+    if "filters" not in entry and "not_filters" not in entry:
+        return NO_FILTERS
     filters = _filter_list(entry["filters"]) if "filters" in entry else ()
     not_filters = _filter_list(entry["not_filters"]) if "not_filters" in entry else ()
     return FilterPair(filters, not_filters)
@@ -567,7 +570,7 @@ def unsupported_fields(header: Any, source: bool) -> list[str]:
     if not isinstance(header, dict):
         return []
     table = UNSUPPORTED_SOURCE_FIELDS if source else UNSUPPORTED_TRIGGER_FIELDS
-    found = [table[field] for field in table.keys() & header.keys()]
+    found = [] if table.keys().isdisjoint(header) else [table[field] for field in table.keys() & header.keys()]
     if not source and isinstance(header.get("aggregatable_values"), (dict, list)):
         entries = header["aggregatable_values"]
         entries = [entries] if isinstance(entries, dict) else [e.get("values") for e in entries if isinstance(e, dict)]

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -43,8 +42,7 @@ TRIGGER_ONLY = frozenset({"trigger"})
 _ELIGIBILITY = {"navigation-source": NAVIGATION, "event-source": EVENT}
 
 
-@dataclass(frozen=True)
-class ParsedRegistration:
+class ParsedRegistration(NamedTuple):
     """A source or trigger a response registered, with the randomness the log fixes for it, if any."""
 
     registration: SourceRegistration | TriggerRegistration
@@ -54,8 +52,7 @@ class ParsedRegistration:
     unsupported: tuple[str, ...] = ()  # features of the specification it uses that this project lacks
 
 
-@dataclass(frozen=True)
-class RegistrationFailure:
+class RegistrationFailure(NamedTuple):
     """A response that registers nothing, and why (a dead letter)."""
 
     reason: str

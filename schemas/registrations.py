@@ -6,12 +6,13 @@ triggers with the Attribution Reporting API specification's fields (W3C/WICG "At
 ``schemas.registration_headers`` builds them from ``Attribution-Reporting-Register-Source`` /
 ``-Register-Trigger`` header JSON; the clients' specification modes
 (``transforms.event_level.mechanisms.ara_spec``, ``transforms.summary_reports.mechanisms.ara_spec``) read them.
-Plain frozen records, no parsing and no I/O here. Times: integer microseconds since the Unix epoch; durations in
-seconds, as the headers give them.
+Plain immutable records (NamedTuples: a parse builds several per registration, and a NamedTuple is three times
+quicker to build than a frozen dataclass), no parsing and no I/O here. Times: integer microseconds since the Unix
+epoch; durations in seconds, as the headers give them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NAVIGATION = "navigation"
 EVENT = "event"
@@ -19,8 +20,7 @@ INCLUDE = "include"  # aggregatable_source_registration_time
 EXCLUDE = "exclude"
 
 
-@dataclass(frozen=True)
-class FilterConfig:
+class FilterConfig(NamedTuple):
     """One filter of a ``filters`` / ``not_filters`` list: filter key -> values (sorted by key), and the
     ``_lookback_window`` in microseconds if given (spec: "filter config")."""
 
@@ -28,8 +28,7 @@ class FilterConfig:
     lookback_window_micros: int | None = None
 
 
-@dataclass(frozen=True)
-class FilterPair:
+class FilterPair(NamedTuple):
     """``filters`` and ``not_filters``: matches when some config of ``filters`` matches (or there is none) and
     some config of ``not_filters`` matches negated (or there is none) (spec: "match an attribution source
     against filters and negated filters")."""
@@ -41,8 +40,7 @@ class FilterPair:
 NO_FILTERS = FilterPair()
 
 
-@dataclass(frozen=True)
-class SourceRegistration:
+class SourceRegistration(NamedTuple):
     """An attribution source as registered (spec "attribution source"), its durations already clamped and
     rounded as the specification says (``registration_headers.parse_source``)."""
 
@@ -70,8 +68,7 @@ class SourceRegistration:
     debug_reporting: bool = False
 
 
-@dataclass(frozen=True)
-class EventTriggerData:
+class EventTriggerData(NamedTuple):
     """One entry of a trigger's ``event_trigger_data``."""
 
     trigger_data: int = 0
@@ -80,8 +77,7 @@ class EventTriggerData:
     filters: FilterPair = NO_FILTERS
 
 
-@dataclass(frozen=True)
-class AggregatableTriggerData:
+class AggregatableTriggerData(NamedTuple):
     """One entry of ``aggregatable_trigger_data``: a key piece ORed into the named source keys."""
 
     key_piece: int
@@ -89,24 +85,21 @@ class AggregatableTriggerData:
     filters: FilterPair = NO_FILTERS
 
 
-@dataclass(frozen=True)
-class AggregatableValues:
+class AggregatableValues(NamedTuple):
     """One entry of ``aggregatable_values`` (the dictionary form is one entry without filters)."""
 
     values: tuple[tuple[str, int], ...]
     filters: FilterPair = NO_FILTERS
 
 
-@dataclass(frozen=True)
-class AggregatableDedupKey:
+class AggregatableDedupKey(NamedTuple):
     """One entry of ``aggregatable_deduplication_keys``; a matching entry without a key deduplicates nothing."""
 
     deduplication_key: int | None = None
     filters: FilterPair = NO_FILTERS
 
 
-@dataclass(frozen=True)
-class TriggerRegistration:
+class TriggerRegistration(NamedTuple):
     """An attribution trigger as registered (spec "attribution trigger")."""
 
     time_micros: int

@@ -3,8 +3,6 @@ specification and Chrome's ``components/attribution_reporting`` parsers define i
 the reasons of invalid headers), origins and sites, and ``schemas.registrations.debug_keys``."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from schemas.registration_headers import (
@@ -807,7 +805,7 @@ def test_debug_keys_need_both_keys_each_with_its_permission():
     source = _source(debug_key="1", debug_permission=True)
     trigger = _trigger(debug_key="2", debug_permission=True)
     assert debug_keys(source, trigger) == (1, 2)
-    assert debug_keys(source, dataclasses.replace(trigger, debug_permission=False, debug_key=None)) == (None, None)
+    assert debug_keys(source, trigger._replace(debug_permission=False, debug_key=None)) == (None, None)
     assert debug_keys(_source(debug_key="1"), trigger) == (None, None)
     assert debug_keys(source, _trigger(debug_permission=True)) == (None, None)
 
@@ -818,9 +816,9 @@ def test_a_fake_report_has_no_debug_keys():
 
 def test_registrations_are_frozen():
     source = _source()
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         source.priority = 1  # type: ignore[misc]
-    assert dataclasses.replace(source, priority=1).priority == 1
+    assert source._replace(priority=1).priority == 1
 
 
 # --------------------------------------------------------------------------------------------
