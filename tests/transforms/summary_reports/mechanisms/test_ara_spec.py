@@ -1,0 +1,112 @@
+"""The ARA summary client's specification mode (``transforms.summary_reports.mechanisms.ara_spec``): report delays,
+null-report rates, the per-source limits and the contribution rules, on hand-built registrations.
+
+Each statistical test fails falsely with probability about 2e-9 (a count or a mean outside 6 standard deviations
+of its expectation, by the normal approximation)."""
+from __future__ import annotations
+
+import math
+import statistics
+
+from schemas.registrations import (
+    EXCLUDE,
+    INCLUDE,
+    NAVIGATION,
+    AggregatableTriggerData,
+    AggregatableValues,
+    SourceRegistration,
+    TriggerRegistration,
+)
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.mechanisms.noise import SeededSource
+from transforms.summary_reports.mechanisms.ara_spec import (
+    MAX_LOOKBACK_DAYS,
+    NULL_REPORT_RATE_EXCLUDE,
+    NULL_REPORT_RATE_INCLUDE,
+    SpecAggregatable,
+    contributions,
+)
+
+DAY = 86_400
+SHOP = "https://shop.example"
+N = 4_000
+SPACING = 10_000  # seconds between triggers
+
+
+def source(time_s: float = 0) -> SourceRegistration:
+    return SourceRegistration(
+        time_micros=int(time_s * MICROS_PER_SECOND), source_site="https://news.example",
+        source_origin="https://news.example", reporting_origin="https://adtech.example",
+        reporting_site="https://adtech.example", source_type=NAVIGATION, source_event_id=1, destination_sites=(SHOP,),
+        expiry_seconds=30 * DAY, aggregatable_report_window_seconds=30 * DAY,
+        aggregation_keys=(("b", 0x100), ("a", 0x1)))
+
+
+def trigger(time_s: float, values: dict[str, int] | None = None, registration_time: str = EXCLUDE,
+            context_id: str | None = None) -> TriggerRegistration:
+    return TriggerRegistration(
+        time_micros=int(time_s * MICROS_PER_SECOND), destination_site=SHOP, reporting_origin="https://adtech.example",
+        reporting_site="https://adtech.example",
+        aggregatable_trigger_data=(AggregatableTriggerData(0x10, ("a",)),),
+        aggregatable_values=(AggregatableValues(tuple((values or {"a": 5}).items())),),
+        source_registration_time=registration_time, trigger_context_id=context_id)
+
+
+def within_6_sd(count: int, n: int, p: float) -> bool:
+    return abs(count - n * p) <= 6 * math.sqrt(n * p * (1 - p))
+
+
+def test_delays_are_uniform_between_10_and_60_minutes():
+    """One trigger a second, each to a source of its own (so no per-source limit binds) with its own value, which
+    tells which trigger a report is of."""
+    client = SpecAggregatable(random_source=SeededSource(5), max_attributions=N, max_reports_per_destination=N)
+    src = source()
+    for i in range(N):
+        client.attribute(src, client.register_source(src, None), trigger(i, {"a": i + 1}), [])
+    delays = [report.report_time_micros // MICROS_PER_SECOND - (report.contributions[0][1] - 1)
+              for report in client.release(2**62)]
+    assert len(delays) == N and min(delays) >= 600 and max(delays) <= 3_600
+    sd_of_mean = 3_000 / math.sqrt(12) / math.sqrt(N)
+    assert abs(statistics.fmean(delays) - 2_100) <= 6 * sd_of_mean
+    assert len(set(delays)) > 1_000  # drawn, not fixed
+
+
+def test_null_reports_excluded_come_at_5_percent_of_unattributed_triggers():
+    client = SpecAggregatable(random_source=SeededSource(6))
+    for i in range(N):
+        client.attribute(None, None, trigger(SPACING * i), None)
+    reports = client.release(2**62)
+    assert all(report.is_null and report.contributions == ((0, 0),) for report in reports)
+    assert all(report.source_registration_time_seconds is None for report in reports)
+    assert within_6_sd(len(reports), N, NULL_REPORT_RATE_EXCLUDE)
+
+
+def test_null_reports_included_come_at_0_8_percent_of_each_lookback_day():
+    client = SpecAggregatable(random_source=SeededSource(7))
+    n = 2_000
+    for i in range(n):
+        client.attribute(None, None, trigger(DAY * 40 + SPACING * i, registration_time=INCLUDE), None)
+    reports = client.release(2**62)
+    assert within_6_sd(len(reports), n * (MAX_LOOKBACK_DAYS + 1), NULL_REPORT_RATE_INCLUDE)
+    assert all(report.source_registration_time_seconds % DAY == 0 for report in reports)
+
+
+def test_a_trigger_context_id_sends_at_once_and_always_a_null_report_when_nothing_is_attributed():
+    client = SpecAggregatable(random_source=SeededSource(8))
+    client.attribute(None, None, trigger(100, context_id="x"), None)
+    [report] = client.release(2**62)
+    assert report.is_null and report.report_time_micros == 100 * MICROS_PER_SECOND and report.trigger_context_id == "x"
+
+
+def test_contributions_in_key_id_order_with_the_key_pieces_ored():
+    assert contributions(source(), trigger(5, {"a": 3, "b": 4, "c": 9})) == [(0x11, 3), (0x100, 4)]
+
+
+def test_the_budget_of_65536_per_source_drops_a_report_whole():
+    client = SpecAggregatable()
+    src = source()
+    state = client.register_source(src, None)
+    for time_s, values in [(1, {"a": 65_530, "b": 7}), (2, {"a": 65_535}), (3, {"a": 2}), (4, {"b": 1})]:
+        client.attribute(src, state, trigger(time_s, values), [])
+    assert client.outcomes == {"insufficient_budget": 2, "success": 2}
+    assert [report.contributions for report in client.release(2**62)] == [((0x11, 65_535),), ((0x100, 1),)]
