@@ -145,14 +145,17 @@ def new_storage(config: BrowserConfig, random_source: RandomSource | None,
 
 
 def replay_device(registrations: Iterable[ParsedRegistration], config: BrowserConfig,
-                  random_source: RandomSource | None = None, fixed_delay: bool = False) -> DeviceReports:
-    """Every report of one device's registrations (sorted here by time, stable)."""
-    storage, event_level, aggregatable = new_storage(config, random_source, fixed_delay)
+                  random_source: RandomSource | None = None, *, test_choices: bool = False) -> DeviceReports:
+    """Every report of one device's registrations (sorted here by time, stable). With ``test_choices`` (the
+    interop suite's test harness, never a real log: the log would then choose the noise), the randomized responses
+    and null-report days the registrations fix are used and aggregatable reports take the largest delay;
+    without, everything is drawn from ``random_source``."""
+    storage, event_level, aggregatable = new_storage(config, random_source, fixed_delay=test_choices)
     ordered = sorted(registrations, key=lambda parsed: parsed.registration.time_micros)
     events = [
         (parsed.registration,
-         [parsed.randomized_response, None] if isinstance(parsed.registration, SourceRegistration)
-         else [None, parsed.null_report_days])
+         None if not test_choices else [parsed.randomized_response, None]
+         if isinstance(parsed.registration, SourceRegistration) else [None, parsed.null_report_days])
         for parsed in ordered
     ]
     reports, refused = replay(storage, events)

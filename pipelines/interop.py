@@ -124,7 +124,7 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
     debug_left_out = len(expected) < len(expected_all)
     if features:
         return CaseResult(name, description, OUT_OF_SCOPE, ", ".join(sorted(set(features))), len(expected), 0)
-    device = replay_device(parsed, config, random_source=None, fixed_delay=True)
+    device = replay_device(parsed, config, random_source=None, test_choices=True)
     actual = [report_record(report) for report in device.reports]
     difference = first_difference(expected, actual)
     if difference is not None:

@@ -12,7 +12,10 @@ context, and each response with its ``Attribution-Reporting-Register-Source`` / 
                     "response": {"Attribution-Reporting-Register-Source": {...}}}],
      "device_id": "d42"}                               # optional: whose browser (a log of many devices)
 
-The header may be the JSON value itself (as in the interop cases) or its text (as on the wire). ``parse_entry``
+The header may be the JSON value itself (as in the interop cases) or its text (as on the wire). The fixed
+``randomized_response`` and ``null_aggregatable_reports_days`` are the interop harness's: they are parsed and
+carried, and only ``python -m pipelines.interop`` uses them (``pipelines.ara_browser.replay_device``'s
+``test_choices``); a pipeline draws its noise whatever a log says. ``parse_entry``
 turns one entry into the registrations it makes and, for each response that makes none, a ``RegistrationFailure``
 with its reason: a dead letter. Nothing here runs attribution.
 """

@@ -177,3 +177,17 @@ def test_streaming_is_refused(tmp_path, capsys):
     status = registrations.main(["--registrations", str(tmp_path / "x.jsonl"), "--output", str(tmp_path), "--streaming"])
     assert status == 2
     assert "batch only" in capsys.readouterr().err
+
+
+def test_a_log_cannot_choose_the_noise():
+    """A real log's ``randomized_response`` (the interop harness's way of fixing a source's randomized response)
+    is ignored outside the interop runner: here it asks for a source that is never attributed."""
+    fixed = {"Attribution-Reporting-Register-Source": {"destination": "https://shop.example", "source_event_id": "1"}}
+    entries = [json.loads(_entry("d1", 1_000, fixed, "navigation-source")),
+               json.loads(_entry("d1", 2_000, {"Attribution-Reporting-Register-Trigger": {
+                   "event_trigger_data": [{"trigger_data": "1"}]}}, context="https://shop.example"))]
+    entries[0]["responses"][0]["randomized_response"] = []
+    parsed = [result for entry in entries for result in parse_entry(entry, BrowserConfig().aggregation_coordinator_origins)]
+    assert parsed[0].randomized_response == ()
+    assert len(replay_device(parsed, BrowserConfig()).reports) == 1  # truthful: the trigger is reported
+    assert replay_device(parsed, BrowserConfig(), test_choices=True).reports == []  # the harness's fixed choice
