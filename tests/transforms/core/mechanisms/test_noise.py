@@ -1075,3 +1075,23 @@ def test_truncated_exact_vectorised_edge_cases():
         TruncatedDiscreteLaplace(Fraction(7, 2), 9).sample_array(ReproducibleSource(62), 100),
         TruncatedDiscreteLaplace(Fraction(7, 2), 9).sample_array(ReproducibleSource(62), 100),
     )
+
+
+@pytest.mark.parametrize(("key", "encoded"), [
+    ((), b"i1:0"),
+    (("report", 7), b"i1:2s6:reporti1:7"),
+    (("é☃", -12, np.int64(5)), b"i1:3s5:\xc3\xa9\xe2\x98\x83i3:-12i1:5"),
+    ((10**20,), b"i1:1i21:100000000000000000000"),
+])
+def test_key_encoding_is_the_documented_self_delimiting_form(key, encoded):
+    """Every keyed draw of a seeded run hashes this encoding: it must never change (a change would change every
+    seeded result)."""
+    from transforms.core.mechanisms.noise.sources import _encode_key  # noqa: PLC0415 - private, tested here only
+    assert _encode_key(key) == encoded
+
+
+@pytest.mark.parametrize("bad", [True, 1.5, None, b"x"])
+def test_key_elements_are_str_or_int(bad):
+    from transforms.core.mechanisms.noise.sources import _encode_key  # noqa: PLC0415
+    with pytest.raises(TypeError):
+        _encode_key(("x", bad))

@@ -142,9 +142,12 @@ class SecureSource(RandomSource):
 
 def _encode_item(value: str | int) -> bytes:
     """Self-delimiting, typed encoding of one key element: b"i<len>:<decimal>" or b"s<len>:<utf-8>"."""
-    if type(value) is str:  # the common case first: this runs for every report id and keyed draw
+    if type(value) is str:  # the common cases first, by %-formatting: this runs for every report id and keyed draw
         body = value.encode("utf-8")
-        return b"s" + str(len(body)).encode("ascii") + b":" + body
+        return b"s%d:%b" % (len(body), body)
+    if type(value) is int:
+        digits = b"%d" % value
+        return b"i%d:%b" % (len(digits), digits)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         body, tag = str(int(value)).encode("ascii"), b"i"
     elif isinstance(value, str):
@@ -156,7 +159,7 @@ def _encode_item(value: str | int) -> bytes:
 
 def _encode_key(key: tuple) -> bytes:
     """A key's canonical encoding: its length, then each element (``_encode_item``)."""
-    return _encode_item(len(key)) + b"".join([_encode_item(item) for item in key])
+    return b"".join([_encode_item(len(key)), *map(_encode_item, key)])
 
 
 class SeededSource(RandomSource):
