@@ -1,0 +1,120 @@
+"""The Cookie Monster evaluation at a chosen scale: time, events per second and peak RSS per experiment, against a
+baseline revision of the code on the same run (issue 21: the full Sec. 8 suite plus Appendix D at the paper's
+scale in under 60 minutes on 2 cores, peak RSS at most 16 GB).
+
+    python benchmarks/evaluation_scale.py [--scale 1] [--experiments patcg criteo ...] [--size full|quick|tiny]
+        [--runs 1] [--baseline REV] [--json PATH] [--data DIR]
+
+Each experiment runs as ``python -m pipelines.evaluate EXPERIMENT --SIZE --scale S --output TMP --quiet`` in a fresh
+process, cold (its datasets generated into a fresh directory, which the run's time includes) unless ``--data``
+names a directory of datasets to reuse. Its events are the impressions and conversions its ``results.json``
+records. With ``--baseline REV`` the same runs are made with the code of git revision REV (checked out once into a
+temporary worktree) and each experiment's ratio is baseline seconds / current seconds. Reports the median seconds
+over ``--runs``, events per second, the peak RSS of the run's process, and the totals. Never part of the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from harness import ROOT, write_json
+
+EXPERIMENTS = ("microbenchmark-knob1", "microbenchmark-knob2", "patcg", "criteo", "bias-detection")
+TARGET_SECONDS, TARGET_RSS_MB = 3_600, 16 * 1024
+
+_CHILD = """
+import json, resource, sys, time
+from pipelines.evaluate import main
+started = time.perf_counter()
+status = main(sys.argv[1:])
+seconds = time.perf_counter() - started
+print(json.dumps({"status": status, "seconds": seconds,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _events(results_path: str, experiment: str) -> int | None:
+    """The impressions and conversions the experiment's results record, when they do."""
+    try:
+        with open(results_path, encoding="utf-8") as handle:
+            found = json.load(handle)["experiments"]
+    except (OSError, KeyError, ValueError):
+        return None
+    data = next(iter(found.values()), {}).get("settings", {}).get("data", {}) if found else {}
+    if "impressions" in data and "conversions" in data:
+        return int(data["impressions"]) + int(data["conversions"])
+    return None
+
+
+def run_once(root: str, experiment: str, size: str, scale: float, data: str | None) -> dict:
+    """One cold (or ``data``-warm) run of ``experiment`` with the code under ``root``."""
+    with tempfile.TemporaryDirectory() as output:
+        arguments = [experiment, f"--{size}", "--output", output, "--quiet",
+                     "--data-dir", data or os.path.join(output, "data")]
+        if experiment in ("patcg", "criteo"):
+            arguments += ["--scale", str(scale)]
+        env = dict(os.environ, PYTHONPATH=root)
+        done = subprocess.run([sys.executable, "-c", _CHILD, *arguments], capture_output=True, text=True, env=env,
+                              cwd=root)
+        if done.returncode != 0:
+            raise SystemExit(f"{experiment} failed under {root}:\n{done.stderr[-3000:]}")
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        measured["events"] = _events(os.path.join(output, "results.json"), experiment)
+        return measured
+
+
+def measure(root: str, experiments: list[str], args: argparse.Namespace, label: str) -> dict:
+    results = {}
+    for experiment in experiments:
+        runs = [run_once(root, experiment, args.size, args.scale, args.data) for _ in range(args.runs)]
+        seconds = statistics.median(run["seconds"] for run in runs)
+        events = runs[0]["events"]
+        results[experiment] = {
+            "seconds": round(seconds, 1), "runs": [round(run["seconds"], 1) for run in runs],
+            "peak_rss_mb": round(max(run["peak_rss_mb"] for run in runs)), "events": events,
+            "events_per_second": round(events / seconds) if events else None,
+        }
+        print(f"{label} {experiment}: {seconds:,.1f} s, peak RSS {results[experiment]['peak_rss_mb']:,} MB"
+              + (f", {events:,} events, {events / seconds:,.0f} events/s" if events else ""), flush=True)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="patcg and criteo scale (default 1: the paper's)")
+    parser.add_argument("--experiments", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
+    parser.add_argument("--size", choices=("full", "quick", "tiny"), default="full", help="sweep size (default full)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per experiment and side (default 1)")
+    parser.add_argument("--baseline", metavar="REV", help="also run the code of this git revision and compare")
+    parser.add_argument("--data", help="reuse the datasets in this directory (default: generate them per run)")
+    parser.add_argument("--json", help="write the results as JSON here")
+    args = parser.parse_args()
+    result = {"name": "evaluation_scale", "scale": args.scale, "size": args.size, "runs": args.runs,
+              "current": measure(ROOT, args.experiments, args, "current")}
+    if args.baseline:
+        with tempfile.TemporaryDirectory() as worktree:
+            subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", worktree, args.baseline], check=True,
+                           capture_output=True)
+            try:
+                result["baseline"] = {"revision": args.baseline, **measure(worktree, args.experiments, args, "baseline")}
+            finally:
+                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", worktree], check=False)
+        for experiment in args.experiments:
+            current, baseline = result["current"][experiment], result["baseline"][experiment]
+            current["ratio_to_baseline"] = round(baseline["seconds"] / current["seconds"], 2)
+    total = sum(entry["seconds"] for entry in result["current"].values())
+    peak = max(entry["peak_rss_mb"] for entry in result["current"].values())
+    result["total_seconds"], result["peak_rss_mb"] = round(total, 1), peak
+    print(f"total {total:,.0f} s (target {TARGET_SECONDS:,} s at scale 1, --full), peak RSS {peak:,} MB "
+          f"(target {TARGET_RSS_MB:,} MB)")
+    write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
