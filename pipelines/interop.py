@@ -36,7 +36,7 @@ from pipelines.ara_browser import (
 )
 from pipelines.common import CliParser
 from schemas import jsonc
-from schemas.registration_log import ParsedRegistration, RegistrationFailure, parse_entry
+from schemas.registration_log import ParsedRegistration, parse_entry
 
 PASS = "pass"
 PASS_NO_DEBUG = "pass (debug reports not compared)"
@@ -115,10 +115,8 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
     for entry in case["input"]["registrations"]:
         for result in parse_entry(entry, config.aggregation_coordinator_origins):
             features.extend(result.unsupported)
-            if isinstance(result, ParsedRegistration):
+            if isinstance(result, ParsedRegistration):  # a failure registers nothing, as in the browser
                 parsed.append(result)
-            elif not isinstance(result, RegistrationFailure):  # pragma: no cover - parse_entry returns only these
-                raise TypeError(result)
     expected_all = case["output"].get("reports", [])
     expected = [r for r in expected_all if DEBUG_REPORT_PATH not in str(r.get("report_url", ""))]
     debug_left_out = len(expected) < len(expected_all)

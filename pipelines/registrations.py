@@ -29,7 +29,6 @@ Writes ``DIR/event_level_reports-*.jsonl`` (report URL, time and body, as the in
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -50,7 +49,7 @@ from transforms.core.mechanisms.noise import RandomSource, make_source
 from transforms.event_level.mechanisms.ara_spec import SpecEventReport
 from transforms.event_level.mechanisms.config import ConfigurationError
 from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatableReport
-from transforms.summary_reports.mechanisms.contributions import ClientReport
+from transforms.summary_reports.mechanisms.contributions import ClientReport, report_id
 from transforms.summary_reports.report_records import report_record_of
 
 METRICS_NAMESPACE = "pmbeam.registrations"
@@ -130,7 +129,7 @@ def client_report(report: SpecAggregatableReport, source: RandomSource, key: tup
     """An aggregatable report in the Aggregation Service's form (a fresh report id; a null report has no
     contribution, the payload is padded either way)."""
     return ClientReport(
-        API_ATTRIBUTION_REPORTING, str(uuid.UUID(hex=source.keyed_token(("report-id", *key)), version=4)),
+        API_ATTRIBUTION_REPORTING, report_id(source, key),
         report.reporting_origin, report.attribution_destination, report.report_time_micros // 1_000_000,
         () if report.is_null else report.contributions,
     )

@@ -22,6 +22,15 @@ MAX_AGGREGATION_ENTRIES = 20  # aggregation keys, trigger data and values each h
 CONTRIBUTION_BUDGET = 65_536  # L1 = 2^16: the sum of the values one source (ARA) or report may contribute
 MAX_AGGREGATABLE_VALUE = CONTRIBUTION_BUDGET  # one value is at most the contribution budget
 
+# A source's event-level configuration (Ghazi et al. Sec. 2.2; the Attribution Reporting specification): what the
+# event-level client checks and the registration-header parser enforces.
+MAX_TRIGGER_DATA = 32  # "trigSpec ... is a list of at most 32 elements"
+MAX_REPORT_WINDOWS = 5  # "at most five reporting windows"
+MAX_EVENT_LEVEL_REPORTS = 20
+MAX_EVENT_LEVEL_EPSILON = 14.0
+DEFAULT_MAX_REPORTS = {"navigation": 3, "event": 1}  # by source type
+DEFAULT_TRIGGER_DATA_CARDINALITY = {"navigation": 8, "event": 2}
+
 # One aggregatable report, as the Aggregation Service job reads it.
 MAX_REPORT_CONTRIBUTIONS = 20  # non-null contributions: ARA's limit, Private Aggregation's Shared Storage default
 MAX_PAYLOAD_ENTRIES = 1_000  # entries of a payload, null (padding) ones included: the largest maxContributions

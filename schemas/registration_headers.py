@@ -30,7 +30,18 @@ from urllib.parse import urlsplit
 
 from publicsuffixlist import PublicSuffixList
 
-from schemas.limits import MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
+from schemas.limits import (
+    DEFAULT_MAX_REPORTS,
+    DEFAULT_TRIGGER_DATA_CARDINALITY,
+    MAX_AGGREGATABLE_VALUE,
+    MAX_AGGREGATION_ENTRIES,
+    MAX_EVENT_LEVEL_EPSILON,
+    MAX_EVENT_LEVEL_REPORTS,
+    MAX_EXPIRY_SECONDS,
+    MAX_REPORT_WINDOWS,
+    MAX_TRIGGER_DATA,
+    MIN_EXPIRY_SECONDS,
+)
 from schemas.registrations import (
     EVENT,
     EXCLUDE,
@@ -55,18 +66,11 @@ MAX_DESTINATIONS = 3
 MAX_FILTER_KEYS = 50  # source filter_data: keys, values per key
 MAX_FILTER_VALUES = 50
 MAX_FILTER_STRING = 25  # characters of a filter key or value
-MAX_AGGREGATION_KEYS = 20
 MAX_AGGREGATION_KEY_ID = 25
-MAX_EVENT_LEVEL_REPORTS = 20
-MAX_REPORT_WINDOWS = 5
-MAX_TRIGGER_DATA = 32
 MAX_TRIGGER_CONTEXT_ID = 64
-MAX_AGGREGATABLE_VALUE = 65_536
-MAX_EVENT_LEVEL_EPSILON = 14.0
 MIN_REPORT_WINDOW_SECONDS = 3_600
 DEFAULT_NAVIGATION_WINDOWS = (2 * SECONDS_PER_DAY, 7 * SECONDS_PER_DAY)
-DEFAULT_TRIGGER_DATA = {NAVIGATION: tuple(range(8)), EVENT: (0, 1)}
-DEFAULT_MAX_REPORTS = {NAVIGATION: 3, EVENT: 1}
+DEFAULT_TRIGGER_DATA = {kind: tuple(range(n)) for kind, n in DEFAULT_TRIGGER_DATA_CARDINALITY.items()}
 LOOKBACK_WINDOW = "_lookback_window"
 SOURCE_TYPE_FILTER = "source_type"
 UINT64 = 2**64
@@ -360,8 +364,8 @@ def _event_report_windows(header: Mapping[str, Any], source_type: str, expiry: i
 
 def _aggregation_keys(value: Any) -> tuple[tuple[str, int], ...]:
     keys = _dict(value, "aggregation_keys_wrong_type")
-    if len(keys) > MAX_AGGREGATION_KEYS:
-        raise HeaderError("aggregation_keys_too_many_keys", f"{len(keys)} keys (at most {MAX_AGGREGATION_KEYS})")
+    if len(keys) > MAX_AGGREGATION_ENTRIES:
+        raise HeaderError("aggregation_keys_too_many_keys", f"{len(keys)} keys (at most {MAX_AGGREGATION_ENTRIES})")
     out = []
     for name, key in keys.items():
         if len(name) > MAX_AGGREGATION_KEY_ID:

@@ -38,13 +38,12 @@ from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 SOURCE_TYPE_KEY = "source_type"
 
 
-def _config_matches(source: SourceRegistration, trigger_time_micros: int, config: FilterConfig, negated: bool) -> bool:
+def _config_matches(source: SourceRegistration, data: dict[str, tuple[str, ...]], trigger_time_micros: int,
+                    config: FilterConfig, negated: bool) -> bool:
     if config.lookback_window_micros is not None:
         within = trigger_time_micros - source.time_micros <= config.lookback_window_micros
         if within == negated:
             return False
-    data = dict(source.filter_data)
-    data[SOURCE_TYPE_KEY] = (source.source_type,)
     for key, values in config.values:
         source_values = data.get(key)
         if source_values is None:
@@ -59,14 +58,15 @@ def _config_matches(source: SourceRegistration, trigger_time_micros: int, config
     return True
 
 
-def _any_matches(source: SourceRegistration, trigger_time_micros: int, configs: Sequence[FilterConfig], negated: bool) -> bool:
-    return not configs or any(_config_matches(source, trigger_time_micros, config, negated) for config in configs)
-
-
 def filters_match(source: SourceRegistration, trigger_time_micros: int, pair: FilterPair) -> bool:
     """Whether ``pair`` (filters and not_filters) matches ``source`` for a trigger at ``trigger_time_micros``."""
-    return (_any_matches(source, trigger_time_micros, pair.filters, negated=False)
-            and _any_matches(source, trigger_time_micros, pair.not_filters, negated=True))
+    if not pair.filters and not pair.not_filters:
+        return True
+    data = {**dict(source.filter_data), SOURCE_TYPE_KEY: (source.source_type,)}  # once per pair, not per config
+    return all(
+        not configs or any(_config_matches(source, data, trigger_time_micros, config, negated) for config in configs)
+        for configs, negated in ((pair.filters, False), (pair.not_filters, True))
+    )
 
 
 @dataclass(eq=False)
@@ -97,6 +97,40 @@ class AttributionPart(Protocol):
         """The reports whose report time is at or before ``until_micros``, no longer replaceable."""
 
 
+RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
+MAX_ATTRIBUTIONS = 100
+
+
+@dataclass
+class AttributionRateLimit:
+    """The attribution rate limit of one kind of report: at most ``max_attributions`` attributions per (source
+    site, destination site, reporting site) in the ``window_micros`` before the trigger. An attribution is dated by
+    its source's registration time, as Chrome's rate-limit records are (the interop cases
+    ``rate_limit_max_attributions`` and ``rate_limit_max_attribution_reporting_endpoints`` depend on it). Each
+    record names what it counts, so that a report replaced later gives its attribution back (``forget``)."""
+
+    max_attributions: int = MAX_ATTRIBUTIONS
+    window_micros: int = RATE_LIMIT_WINDOW_MICROS
+    records: list[tuple[tuple[str, str, str], int, Any]] = field(default_factory=list)
+
+    @staticmethod
+    def _key(source: SourceRegistration, trigger: TriggerRegistration) -> tuple[str, str, str]:
+        return (source.source_site, trigger.destination_site, trigger.reporting_site)
+
+    def allows(self, source: SourceRegistration, trigger: TriggerRegistration, ignoring: Any = None) -> bool:
+        """Whether one more attribution fits (not counting the record of ``ignoring``, about to be replaced)."""
+        key, start = self._key(source, trigger), trigger.time_micros - self.window_micros
+        count = sum(1 for k, time, item in self.records
+                    if k == key and time > start and (ignoring is None or item is not ignoring))
+        return count < self.max_attributions
+
+    def record(self, source: SourceRegistration, trigger: TriggerRegistration, item: Any = None) -> None:
+        self.records.append((self._key(source, trigger), source.time_micros, item))
+
+    def forget(self, item: Any) -> None:
+        self.records = [record for record in self.records if record[2] is not item]
+
+
 class SourceRefused(ValueError):
     """A source the storage does not store, and why (``reason``: Chrome's name for it)."""
 
@@ -114,7 +148,7 @@ class OriginLimits:
 
     sources: int = 100
     attributions: int = 10
-    window_micros: int = 30 * MICROS_PER_DAY
+    window_micros: int = RATE_LIMIT_WINDOW_MICROS
     per_site: int = 1
     site_window_micros: int = MICROS_PER_DAY
     sources_per_origin: int = 1024

@@ -34,8 +34,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas.registrations import NAVIGATION, SourceRegistration, TriggerRegistration, debug_keys
-from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
-from transforms.core.mechanisms.ara_attribution import filters_match, split_due
+from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_attribution import (
+    MAX_ATTRIBUTIONS,
+    RATE_LIMIT_WINDOW_MICROS,
+    AttributionRateLimit,
+    filters_match,
+    split_due,
+)
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.mechanisms.config import (
     MAX_EPSILON,
@@ -48,8 +54,6 @@ from transforms.event_level.mechanisms.information_gain import ConfigurationChec
 from transforms.event_level.mechanisms.randomized_response import randomized_response
 
 CHANNEL_CAPACITY_BITS = {NAVIGATION: 11.46173, "event": 6.5}  # Chrome's default limits (interop default_config)
-RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
-MAX_ATTRIBUTIONS = 100
 MAX_REPORTS_PER_DESTINATION = 1024
 
 
@@ -131,7 +135,10 @@ class SpecEventLevel:
     max_reports_per_destination: int = MAX_REPORTS_PER_DESTINATION
     outcomes: Counter = field(default_factory=Counter)
     _due: list[SpecEventReport] = field(default_factory=list)  # every report not yet released
-    _attributions: list[tuple[tuple[str, str, str], int, SpecEventReport]] = field(default_factory=list)
+    _rate_limit: AttributionRateLimit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rate_limit = AttributionRateLimit(self.max_attributions, self.rate_limit_window_micros)
 
     def register_source(self, source: SourceRegistration, choice: Sequence[tuple[int, int]] | None) -> SpecEventSource:
         """The source's state. ``choice``: its randomized response fixed by the caller, as (trigger data, window
@@ -213,8 +220,7 @@ class SpecEventLevel:
                 return "priority_too_low"
         if refused is not None:
             return refused
-        key = (source.source_site, trigger.destination_site, trigger.reporting_site)
-        if not self._within_rate_limit(key, trigger.time_micros, replaced):
+        if not self._rate_limit.allows(source, trigger, ignoring=replaced):
             return "excessive_attributions"
         if replaced is None and sum(1 for r in self._due if r.destination_site == trigger.destination_site) \
                 >= self.max_reports_per_destination:
@@ -222,20 +228,15 @@ class SpecEventLevel:
         if replaced is not None:
             state.pending = [r for r in state.pending if r is not replaced]
             self._due = [r for r in self._due if r is not replaced]
-            self._attributions = [a for a in self._attributions if a[2] is not replaced]
+            self._rate_limit.forget(replaced)
         else:
             state.reports += 1
         state.pending.append(report)
         self._due.append(report)
-        self._attributions.append((key, source.time_micros, report))
+        self._rate_limit.record(source, trigger, report)
         if entry.deduplication_key is not None:
             state.dedup_keys.add(entry.deduplication_key)
         return "success_dropped_lower_priority" if replaced is not None else "success"
-
-    def _within_rate_limit(self, key: tuple[str, str, str], time_micros: int, replaced: SpecEventReport | None) -> bool:
-        start = time_micros - self.rate_limit_window_micros
-        count = sum(1 for k, t, report in self._attributions if k == key and t > start and report is not replaced)
-        return count < self.max_attributions
 
     def release(self, until_micros: int) -> list[SpecEventReport]:
         """The reports due by ``until_micros``, in report-time order; they can no longer be replaced."""

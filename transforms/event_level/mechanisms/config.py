@@ -21,7 +21,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from schemas.limits import MAX_EXPIRY_SECONDS, MIN_EXPIRY_SECONDS
+from schemas.limits import (
+    DEFAULT_MAX_REPORTS,
+    DEFAULT_TRIGGER_DATA_CARDINALITY,
+    MAX_EVENT_LEVEL_EPSILON,
+    MAX_EVENT_LEVEL_REPORTS,
+    MAX_EXPIRY_SECONDS,
+    MAX_REPORT_WINDOWS,
+    MAX_TRIGGER_DATA,
+    MIN_EXPIRY_SECONDS,
+)
 from schemas.time_units import SECONDS_PER_DAY
 
 NAVIGATION = "navigation"
@@ -31,16 +40,13 @@ MODULUS = "modulus"
 EXACT = "exact"
 MATCHING_MODES = (MODULUS, EXACT)
 
-MAX_TRIGGER_DATA = 32  # "trigSpec ... is a list of at most 32 elements" (Sec. 2.2)
-MAX_WINDOWS = 5  # "at most five reporting windows" (Sec. 2.2)
-MAX_EVENT_LEVEL_REPORTS = 20
+MAX_WINDOWS = MAX_REPORT_WINDOWS
 MAX_TRIGGER_DATA_VALUE = 2**32 - 1
 DEFAULT_EXPIRY_SECONDS = MAX_EXPIRY_SECONDS
 MAX_STATES = 2**32 - 1
-MAX_EPSILON = 14.0
+MAX_EPSILON = MAX_EVENT_LEVEL_EPSILON
 INFORMATION_GAIN_LIMITS = {NAVIGATION: 11.5, EVENT: 6.5}  # bits
-DEFAULT_MAX_REPORTS = {NAVIGATION: 3, EVENT: 1}
-DEFAULT_CARDINALITY = {NAVIGATION: 8, EVENT: 2}
+DEFAULT_CARDINALITY = DEFAULT_TRIGGER_DATA_CARDINALITY
 MAX_EPSILON_TOLERANCE = 1e-9  # max_epsilon's bisection stops when its bracket is this narrow
 
 # Reasons (the first word of every ConfigurationError message).

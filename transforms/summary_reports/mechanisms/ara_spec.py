@@ -35,18 +35,27 @@ from dataclasses import dataclass, field
 from schemas.limits import CONTRIBUTION_BUDGET
 from schemas.registrations import INCLUDE, SourceRegistration, TriggerRegistration, debug_keys
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
-from transforms.core.mechanisms.ara_attribution import filters_match, split_due
+from transforms.core.mechanisms.ara_attribution import (
+    MAX_ATTRIBUTIONS,
+    RATE_LIMIT_WINDOW_MICROS,
+    AttributionRateLimit,
+    filters_match,
+    split_due,
+)
 from transforms.core.mechanisms.noise import RandomSource
-from transforms.summary_reports.mechanisms.contributions import ContributionBudget, ContributionLimits, keyed_below
+from transforms.summary_reports.mechanisms.contributions import (
+    MAX_DELAY_SECONDS,
+    MIN_DELAY_SECONDS,
+    ContributionBudget,
+    ContributionLimits,
+    keyed_below,
+)
 
 MAX_REPORTS_PER_SOURCE = 20
-MIN_DELAY_SECONDS = 10 * 60
-DELAY_SPAN_SECONDS = 50 * 60
+DELAY_SPAN_SECONDS = MAX_DELAY_SECONDS - MIN_DELAY_SECONDS
 NULL_REPORT_RATE_INCLUDE = 0.008
 NULL_REPORT_RATE_EXCLUDE = 0.05
 MAX_LOOKBACK_DAYS = 30
-RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
-MAX_ATTRIBUTIONS = 100
 MAX_REPORTS_PER_DESTINATION = 1024
 # the budget charges only the sum: the number of contributions is bounded per report by the key count (20)
 _SPEC_LIMITS = ContributionLimits(l0=2**31, l1=CONTRIBUTION_BUDGET)
@@ -112,7 +121,10 @@ class SpecAggregatable:
     delay_span_seconds: int = DELAY_SPAN_SECONDS
     outcomes: Counter = field(default_factory=Counter)
     _due: list[SpecAggregatableReport] = field(default_factory=list)
-    _attributions: list[tuple[tuple[str, str, str], int]] = field(default_factory=list)
+    _rate_limit: AttributionRateLimit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rate_limit = AttributionRateLimit(self.max_attributions, self.rate_limit_window_micros)
 
     def register_source(self, source: SourceRegistration, choice: object = None) -> SpecAggregatableSource:
         return SpecAggregatableSource()
@@ -158,9 +170,7 @@ class SpecAggregatable:
             return "excessive_reports", None
         if refused is not None:
             return refused, None
-        key = (source.source_site, trigger.destination_site, trigger.reporting_site)
-        start = trigger.time_micros - self.rate_limit_window_micros
-        if sum(1 for k, t in self._attributions if k == key and t > start) >= self.max_attributions:
+        if not self._rate_limit.allows(source, trigger):
             return "excessive_attributions", None
         if sum(1 for r in self._due if not r.is_null and r.attribution_destination == trigger.destination_site) \
                 >= self.max_reports_per_destination:
@@ -168,7 +178,7 @@ class SpecAggregatable:
         if not state.budget.charge([value for _, value in found], _SPEC_LIMITS):
             return "insufficient_budget", None
         state.reports += 1
-        self._attributions.append((key, source.time_micros))  # dated by the source, as the event-level client
+        self._rate_limit.record(source, trigger)
         if dedup_key is not None:
             state.dedup_keys.add(dedup_key)
         include = trigger.source_registration_time == INCLUDE

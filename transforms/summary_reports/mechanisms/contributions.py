@@ -96,16 +96,20 @@ def keyed_below(source: RandomSource, key: tuple, n: int) -> int:
     return int(source.keyed_token(key), 16) % n
 
 
+def report_id(source: RandomSource, key: tuple) -> str:
+    """The random UUID r of the report of the event named by ``key``, drawn from ``source`` for ``key``."""
+    return str(uuid.UUID(hex=source.keyed_token(("report", *key)), version=4))
+
+
 def make_report(
     source: RandomSource, key: tuple, *, api: str, reporting_origin: str, destination: str | None,
     event_time_micros: int, contributions: Iterable[tuple[int, int]] = (),
 ) -> ClientReport:
     """The report of the event named by ``key`` (the client, the device and the event's id): a random UUID r and
     a delay uniform on [10 minutes, 1 hour] after the event, drawn from ``source`` for ``key``."""
-    report_id = str(uuid.UUID(hex=source.keyed_token(("report", *key)), version=4))
     delay = MIN_DELAY_SECONDS + keyed_below(source, ("delay", *key), MAX_DELAY_SECONDS - MIN_DELAY_SECONDS + 1)
     return ClientReport(
-        api, report_id, reporting_origin, destination, event_time_micros // MICROS_PER_SECOND + delay,
+        api, report_id(source, key), reporting_origin, destination, event_time_micros // MICROS_PER_SECOND + delay,
         tuple(contributions),
     )
 
