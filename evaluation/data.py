@@ -26,10 +26,10 @@ PROGRESS_EVERY = 1_000_000
 
 @dataclass
 class Population:
-    """Per querier: devices with any event for it and devices that converted for it; the data's time span."""
+    """Per querier: how many devices had any event for it and how many converted for it; the data's time span."""
 
-    any_event: dict[str, set] = field(default_factory=dict)
-    converted: dict[str, set] = field(default_factory=dict)
+    any_event: dict[str, int] = field(default_factory=dict)
+    converted: dict[str, int] = field(default_factory=dict)
     first_micros: int | None = None
     last_micros: int | None = None
 
@@ -69,6 +69,8 @@ def load_dataset(
     population = Population()
     dataset = Dataset(name, {}, population)
     advertisers_of: dict[str, set] = {}  # advertiser site -> the queriers asking about it
+    any_event: dict[str, set] = {}  # querier -> devices (counted at the end)
+    converted: dict[str, set] = {}
     kept: list = []
 
     def valid(pattern: str, spec: EventSpec, row_type: type):
@@ -84,18 +86,20 @@ def load_dataset(
     for row in valid(conversions, CONVERSION, Conversion):
         dataset.conversions += 1
         kept.append(row)
-        population.converted.setdefault(row.querier_site, set()).add(row.device_id)
-        population.any_event.setdefault(row.querier_site, set()).add(row.device_id)
+        converted.setdefault(row.querier_site, set()).add(row.device_id)
+        any_event.setdefault(row.querier_site, set()).add(row.device_id)
         advertisers_of.setdefault(row.advertiser_site, set()).add(row.querier_site)
     converting = {row.device_id for row in kept}
     for row in valid(impressions, IMPRESSION, Impression):
         dataset.impressions += 1
         for querier in advertisers_of.get(row.advertiser_site, ()):
-            population.any_event[querier].add(row.device_id)
+            any_event[querier].add(row.device_id)
         if row.device_id in converting:
             kept.append(row)
         if progress and dataset.impressions % PROGRESS_EVERY == 0:
             print(f"  {name}: {dataset.impressions:,} impressions read ({time.monotonic() - began:.0f} s)",
                   file=sys.stderr, flush=True)
     dataset.devices = devices_in_order(kept)
+    population.any_event = {querier: len(devices) for querier, devices in any_event.items()}
+    population.converted = {querier: len(devices) for querier, devices in converted.items()}
     return dataset

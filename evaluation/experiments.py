@@ -194,14 +194,14 @@ BIAS_VALUE = MICRO_VALUE  # the microbenchmark's query global sensitivity Delta
 
 def _request_epsilon(result: RunResult) -> float:
     """The epsilon the run's reports requested (one value in the microbenchmark)."""
-    return result.simulation.reports[0].requested_epsilon if result.simulation.reports else 0.0
+    return result.record.first_requested_epsilon
 
 
 def _bound_draws(result: RunResult, bias: BiasDetection, repetitions: int, seed: int) -> list[dict]:
     """Per executed query: the true L1 bias, the noise-free count, and the bound over ``repetitions`` draws of
     the counting coordinate's noise (discrete Laplace on the release grid, the query's own scale)."""
     source = SeededSource(seed)
-    batches = {(b.querier_site, b.query_key, b.batch_index): b for b in result.simulation.batches}
+    batches = {(b.querier_site, b.query_key, b.batch_index): b for b in result.record.batches}
     rows = []
     for query in result.queries:
         if not query.executed:

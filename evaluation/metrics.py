@@ -32,15 +32,16 @@ relative to a batch sum is that of a full-size batch.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
 from evaluation.data import Population
-from transforms.budgeting.mechanisms.queries import EXECUTED, QueryBatch, batch_order, report_order
-from transforms.budgeting.mechanisms.simulation import Simulation
-from transforms.core.mechanisms.budget_units import units_float
+from evaluation.run_record import RunRecord, exact_float_sum
+from transforms.budgeting.mechanisms.queries import EXECUTED, QueryBatch, batch_order
+from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, units_float
 from transforms.core.mechanisms.noise import DEFAULT_GRANULARITY, DiscreteLaplace, SeededSource, laplace_scale_for
 from transforms.core.mechanisms.time_steps import EpochClock
 
@@ -72,48 +73,51 @@ class BudgetMetrics:
     cumulative_average_all: list[float] = field(default_factory=list)  # after each submitted query
 
 
-def span_of(simulation: Simulation, population: Population, clock: EpochClock) -> range:
+def span_of(record: RunRecord, population: Population, clock: EpochClock) -> range:
     """The evaluation span: from the first to the last epoch holding data or requested by a report."""
-    epochs = [row.epoch for row in simulation.budgets]
+    epochs = list(record.budgets.epochs or ())
     if population.first_micros is not None:
         epochs += [clock.epoch_of(population.first_micros), clock.epoch_of(population.last_micros)]
     return range(min(epochs), max(epochs) + 1) if epochs else range(0)
 
 
-def _central(budgets) -> dict:
-    """IPA-like: the central consumption of each (querier, epoch) (every requested row carries it)."""
-    return {(row.querier_site, row.epoch): row.consumed_epsilon for row in budgets}
-
-
-def budget_metrics(simulation: Simulation, population: Population, clock: EpochClock, policy: str,
+def budget_metrics(record: RunRecord, population: Population, clock: EpochClock, policy: str,
                    batch_size: int) -> BudgetMetrics:
-    """The budget metrics of the module docstring."""
-    span = span_of(simulation, population, clock)
+    """The budget metrics of the module docstring. Sums are exact: consumption is added in integer budget
+    units and turned into epsilon once (correctly rounded), so the order the runs visit devices in is moot."""
+    span = span_of(record, population, clock)
     n_epochs = len(span)
-    rows = simulation.budgets
-    requested = math.fsum(row.consumed_epsilon for row in rows) / len(rows) if rows else 0.0
-    maximum = max((row.consumed_epsilon for row in rows), default=0.0)
-    all_pairs = sum(len(devices) for devices in population.any_event.values())
-    converted_pairs = sum(len(devices) for devices in population.converted.values())
+    budgets = record.budgets
+    all_pairs = sum(population.any_event.values())
+    converted_pairs = sum(population.converted.values())
     averages: list[np.ndarray] = []
-    if policy == "ipa_like":
-        central = _central(rows)
-        per_querier = {q: math.fsum(c for (querier, _), c in central.items() if querier == q) for q in population.any_event}
-        total_all = math.fsum(per_querier[q] * len(d) for q, d in population.any_event.items())
-        total_converted = math.fsum(per_querier.get(q, 0.0) * len(d) for q, d in population.converted.items())
+    if budgets.central_units is not None:
+        central = {key: units_float(budgets.central_units.get(key, 0)) for key in budgets.touched}
+        counts: Counter = Counter()
+        for key, rows in budgets.touched.items():
+            counts[central[key]] += rows
+        requested = exact_float_sum(counts) / budgets.rows if budgets.rows else 0.0
+        maximum = max(central.values(), default=0.0)
+        per_querier = {q: exact_float_sum(Counter(c for (querier, _), c in central.items() if querier == q))
+                       for q in population.any_event}
+        total_all = _weighted_sum(per_querier, population.any_event)
+        total_converted = _weighted_sum(per_querier, population.converted)
         for q, devices in population.any_event.items():
-            averages.append(np.full(len(devices), per_querier[q] / max(n_epochs, 1)))
+            averages.append(np.full(devices, per_querier[q] / max(n_epochs, 1)))
     else:
-        per_device: dict[tuple, float] = {}
-        for row in rows:
-            key = (row.querier_site, row.device_id)
-            per_device[key] = per_device.get(key, 0.0) + row.consumed_epsilon
-        total_all = math.fsum(per_device.values())
-        total_converted = math.fsum(
-            consumed for (q, device), consumed in per_device.items() if device in population.converted.get(q, ())
-        )
+        requested = exact_float_sum({units_float(u): c for u, c in budgets.units_counts.items()}) / budgets.rows \
+            if budgets.rows else 0.0
+        maximum = units_float(max(budgets.units_counts)) if budgets.units_counts else 0.0
+        totals: Counter = Counter()
+        for units in budgets.pair_units.values():
+            values, repeats = np.unique(units, return_counts=True)
+            for value, repeat in zip(values.tolist(), repeats.tolist(), strict=True):
+                totals[units_float(value)] += repeat
+        # every device that consumed for a querier converted for it (only its conversions' reports charge it)
+        total_all = total_converted = exact_float_sum(totals)
         for q, devices in population.any_event.items():
-            averages.append(np.array([per_device.get((q, d), 0.0) for d in devices]) / max(n_epochs, 1))
+            consumed = budgets.pair_units.get(q, np.zeros(0, dtype=np.int64)) / UNITS_PER_EPSILON
+            averages.append(np.concatenate([consumed, np.zeros(devices - consumed.size)]) / max(n_epochs, 1))
     metrics = BudgetMetrics(
         average_requested=requested,
         average_converted=total_converted / (converted_pairs * n_epochs) if converted_pairs and n_epochs else 0.0,
@@ -122,30 +126,29 @@ def budget_metrics(simulation: Simulation, population: Population, clock: EpochC
         span_epochs=n_epochs,
         device_averages=np.concatenate(averages) if averages else np.zeros(0),
     )
-    metrics.cumulative_average_all = _cumulative(simulation, population, policy, batch_size, all_pairs * n_epochs)
+    metrics.cumulative_average_all = _cumulative(record, population, policy, all_pairs * n_epochs)
     return metrics
 
 
-def _cumulative(simulation: Simulation, population: Population, policy: str, batch_size: int, cells: int) -> list:
+def _weighted_sum(per_querier: dict[str, float], devices: dict[str, int]) -> float:
+    """fsum over queriers of per_querier[q] * devices[q] (each product rounded, as the reference does)."""
+    return math.fsum(per_querier.get(q, 0.0) * count for q, count in devices.items())
+
+
+def _cumulative(record: RunRecord, population: Population, policy: str, cells: int) -> list:
     """The average over ``all`` device-epochs after each submitted query (Fig. 5a): on device, the charges of
     the reports of the batches submitted so far; for IPA-like, the central charges of the executed ones."""
     if not cells:
         return []
-    ordered = sorted(simulation.batches, key=batch_order)
-    executed = {(r.querier_site, r.query_key, r.batch_index) for r in simulation.results if r.status == EXECUTED}
+    executed = {(r.querier_site, r.query_key, r.batch_index) for r in record.results if r.status == EXECUTED}
     spent, curve = 0.0, []
-    if policy == "ipa_like":
-        for batch in ordered:
-            if (batch.querier_site, batch.query_key, batch.batch_index) in executed:
-                spent += batch.epsilon * len(batch.epochs) * len(population.any_event.get(batch.querier_site, ()))
-            curve.append(spent / cells)
-        return curve
-    charges: dict[tuple, list] = {}
-    for report in sorted(simulation.reports, key=report_order):
-        charges.setdefault((report.querier_site, report.query_key), []).append(report.charged_units)
-    for batch in ordered:
-        first = batch.batch_index * batch_size  # batches are consecutive chunks of B in report order
-        spent += units_float(sum(charges[(batch.querier_site, batch.query_key)][first:first + batch_size]))
+    for batch in sorted(record.batches, key=batch_order):
+        key = (batch.querier_site, batch.query_key, batch.batch_index)
+        if policy == "ipa_like":
+            if key in executed:
+                spent += batch.epsilon * len(batch.epochs) * population.any_event.get(batch.querier_site, 0)
+        else:
+            spent += units_float(record.batch_charged_units[key])
         curve.append(spent / cells)
     return curve
 
@@ -160,15 +163,15 @@ def _empirical_rmsre(true: np.ndarray, biased: np.ndarray, scale: float, repetit
     return float(math.sqrt(errors.mean()) / np.linalg.norm(true))
 
 
-def query_outcomes(simulation: Simulation, truth: dict, *, noise_factor: float = 1.0, repetitions: int = 0,
+def query_outcomes(record: RunRecord, truth: dict, *, noise_factor: float = 1.0, repetitions: int = 0,
                    seed: int = 0, counting_coordinate: bool = False) -> list[QueryOutcome]:
     """Every full batch of the run in submission order with its truth (``truth``: (querier, key, index) ->
     unbudgeted sums), biased value (without the bias-detection coordinate when ``counting_coordinate``) and
     error (``repetitions`` noise draws for the empirical RMSRE; 0: analytic only)."""
-    executed = {(r.querier_site, r.query_key, r.batch_index) for r in simulation.results if r.status == EXECUTED}
+    executed = {(r.querier_site, r.query_key, r.batch_index) for r in record.results if r.status == EXECUTED}
     source = SeededSource(seed)
     outcomes = []
-    for position, batch in enumerate(sorted(simulation.batches, key=batch_order)):
+    for position, batch in enumerate(sorted(record.batches, key=batch_order)):
         key = (batch.querier_site, batch.query_key, batch.batch_index)
         true = np.array(truth[key], dtype=float)
         biased = np.array(batch.sums[1:] if counting_coordinate else batch.sums, dtype=float)
@@ -187,9 +190,9 @@ def _scale(batch: QueryBatch) -> Fraction:
     return laplace_scale_for(Fraction(batch.sensitivity), Fraction(batch.epsilon))
 
 
-def truth_of(simulation: Simulation) -> dict:
+def truth_of(record: RunRecord) -> dict:
     """(querier, key, index) -> batch sums, from an unbudgeted (IPA-like) run."""
-    return {(b.querier_site, b.query_key, b.batch_index): b.sums for b in simulation.batches}
+    return {(b.querier_site, b.query_key, b.batch_index): b.sums for b in record.batches}
 
 
 def quantile_or_none(values: list[float], q: float) -> float | None:

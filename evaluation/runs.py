@@ -2,8 +2,10 @@
 
 The run is the in-memory reference of the measurement job
 (``transforms.budgeting.mechanisms.simulation.simulate``), which the tests hold equal
-to the Beam batch and streaming paths; running it in process lets a sweep
-share one loaded dataset across dozens of points. Seeded randomness only
+to the Beam batch and streaming paths, computed column-wise
+(``evaluation.columnar``, held equal to the reference by the tests) whenever
+it can be; running it in process lets a sweep share one loaded dataset across
+dozens of points. Seeded randomness only
 (simulation mode): report ids and the released noise come from the run's
 seed, the empirical RMSRE's repetitions from their own seeded stream.
 """
@@ -15,12 +17,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from evaluation import columnar
 from evaluation.data import Dataset
 from evaluation.metrics import BudgetMetrics, QueryOutcome, budget_metrics, quantile_or_none, query_outcomes, truth_of
+from evaluation.run_record import RunRecord, record_of
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig
-from transforms.budgeting.mechanisms.simulation import Simulation, simulate
+from transforms.budgeting.mechanisms.simulation import simulate
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.core.mechanisms.time_steps import EpochClock
 
@@ -41,12 +45,10 @@ class RunSpec:
 @dataclass
 class RunResult:
     spec: RunSpec
-    simulation: Simulation
+    record: RunRecord
     budget: BudgetMetrics
     queries: list[QueryOutcome]
     seconds: float
-    reports_with_dropped_epochs: int = 0
-    dropped_epochs: int = 0
 
     def row(self) -> dict:
         """The point as ``results.json`` lists it."""
@@ -71,10 +73,10 @@ class RunResult:
             "rmsre_min": min(rmsre) if rmsre else None,
             "rmsre_empirical_median": quantile_or_none(empirical, 0.5),
             "rmsre_empirical_max": max(empirical) if empirical else None,
-            "reports": len(self.simulation.reports),
-            "reports_paying": sum(1 for r in self.simulation.reports if r.charged_units),
-            "reports_with_dropped_epochs": self.reports_with_dropped_epochs,
-            "dropped_epochs": self.dropped_epochs,
+            "reports": self.record.reports,
+            "reports_paying": self.record.reports_paying,
+            "reports_with_dropped_epochs": self.record.reports_with_dropped_epochs,
+            "dropped_epochs": self.record.dropped_epochs,
             "span_epochs": self.budget.span_epochs,
             "seconds": round(self.seconds, 2),
         }
@@ -90,17 +92,28 @@ class Runner:
     """Runs points on one dataset, caching the unbudgeted truth per epoch length."""
 
     def __init__(self, dataset: Dataset, batch_size: int, *, seed: int = 0, noise_factor: float = 1.0,
-                 repetitions: int = 0, capacity: Fraction = Fraction(1)) -> None:
+                 repetitions: int = 0, capacity: Fraction = Fraction(1), reference: bool = False) -> None:
         self.dataset, self.batch_size, self.seed = dataset, batch_size, seed
         self.noise_factor, self.repetitions, self.capacity = noise_factor, repetitions, capacity
+        self.reference = reference
         self._truth: dict[int, dict] = {}
+        self._table: columnar.ConversionTable | None = None
+        self._histograms: dict = {}  # the column-wise replay's unbudgeted histograms, per epoch clock
 
     def config(self, spec: RunSpec) -> MeasurementConfig:
         clock = EpochClock(spec.epoch_days * MICROS_PER_DAY, epoch_origin(self.dataset))
         return MeasurementConfig(policy=spec.policy, clock=clock, capacity_epsilon=self.capacity, bias=spec.bias)
 
-    def simulate(self, spec: RunSpec) -> Simulation:
-        return simulate(self.dataset.devices, self.config(spec), SeededSource(self.seed), self.batch_size)
+    def simulate(self, spec: RunSpec) -> RunRecord:
+        """The run's record: by the column-wise replay, or by the reference when it cannot (bias detection) or
+        when the runner was asked to (``reference=True``, for the tests that hold the two equal)."""
+        config, source = self.config(spec), SeededSource(self.seed)
+        if self.reference or not columnar.supports(config):
+            simulation = simulate(self.dataset.devices, config, source, self.batch_size)
+            return record_of(simulation, spec.policy)
+        if self._table is None:
+            self._table = columnar.conversion_table(self.dataset.devices)
+        return columnar.simulate_columnar(self._table, config, source, self.batch_size, self._histograms)
 
     def truth(self, epoch_days: int) -> dict:
         if epoch_days not in self._truth:
@@ -109,17 +122,13 @@ class Runner:
 
     def run(self, spec: RunSpec) -> RunResult:
         began = time.monotonic()
-        simulation = self.simulate(spec)
+        record = self.simulate(spec)
         if spec.policy == "ipa_like" and spec.bias is None:
-            self._truth.setdefault(spec.epoch_days, truth_of(simulation))
+            self._truth.setdefault(spec.epoch_days, truth_of(record))
         config = self.config(spec)
-        budget = budget_metrics(simulation, self.dataset.population, config.clock, spec.policy, self.batch_size)
+        budget = budget_metrics(record, self.dataset.population, config.clock, spec.policy, self.batch_size)
         queries = query_outcomes(
-            simulation, self.truth(spec.epoch_days), noise_factor=self.noise_factor, repetitions=self.repetitions,
+            record, self.truth(spec.epoch_days), noise_factor=self.noise_factor, repetitions=self.repetitions,
             seed=self.seed, counting_coordinate=spec.bias is not None,
         )
-        return RunResult(
-            spec, simulation, budget, queries, time.monotonic() - began,
-            reports_with_dropped_epochs=sum(1 for r in simulation.reports if r.dropped_epochs),
-            dropped_epochs=sum(r.dropped_epochs for r in simulation.reports),
-        )
+        return RunResult(spec, record, budget, queries, time.monotonic() - began)

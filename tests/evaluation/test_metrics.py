@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numpy as np
 import pytest
 
 from evaluation.data import Population
 from evaluation.metrics import budget_metrics, query_outcomes, span_of, truth_of
+from evaluation.run_record import record_of
 from schemas.rows import DeviceEpochBudget, QueryResult
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.device import ReportRecord
@@ -24,7 +24,7 @@ Q = "nike.example"
 
 def population() -> Population:
     """Devices a, b converted; c only saw an impression; data in epochs 0..3."""
-    return Population(any_event={Q: {"a", "b", "c"}}, converted={Q: {"a", "b"}}, first_micros=0,
+    return Population(any_event={Q: 3}, converted={Q: 2}, first_micros=0,
                       last_micros=4 * 7 * MICROS_PER_DAY - 1)
 
 
@@ -50,7 +50,8 @@ def test_on_device_budget_averages_over_the_three_populations():
     reports = [report("a", 1, 0.5), report("b", 2, 1.0), report("a", 3, 0.25), report("b", 4, 0.0)]
     simulation = Simulation(reports, [batch(0, (2, "b", ""), (2.0,)), batch(1, (4, "b", ""), (2.0,))],
                             [result(0), result(1)], [], rows)
-    metrics = budget_metrics(simulation, population(), CLOCK, "cookie_monster", batch_size=2)
+    metrics = budget_metrics(record_of(simulation, "cookie_monster"), population(), CLOCK, "cookie_monster",
+                             batch_size=2)
     assert metrics.span_epochs == 4
     assert metrics.average_requested == pytest.approx(1.75 / 3)
     assert metrics.average_converted == pytest.approx(1.75 / (2 * 4))
@@ -67,7 +68,7 @@ def test_ipa_like_charges_its_central_budget_to_every_device():
     batches = [batch(0, (2, "b", ""), (2.0,)), batch(1, (4, "b", ""), (2.0,), epochs=(1,)),
                batch(2, (6, "b", ""), (2.0,), epochs=(0, 1))]
     simulation = Simulation([], batches, [result(0), result(1), result(2, REJECTED)], [], rows)
-    metrics = budget_metrics(simulation, population(), CLOCK, "ipa_like", batch_size=2)
+    metrics = budget_metrics(record_of(simulation, "ipa_like"), population(), CLOCK, "ipa_like", batch_size=2)
     assert metrics.average_all == pytest.approx(1.5 * 3 / (3 * 4))  # 1.5 over the span, for each of 3 devices
     assert metrics.average_converted == pytest.approx(1.5 * 2 / (2 * 4))
     assert metrics.maximum == 1.0
@@ -77,14 +78,14 @@ def test_ipa_like_charges_its_central_budget_to_every_device():
 
 def test_span_reaches_back_to_requested_epochs_before_the_data():
     simulation = Simulation([], [], [], [], [row("a", -2, 0.1)])
-    assert span_of(simulation, population(), CLOCK) == range(-2, 4)
+    assert span_of(record_of(simulation, "cookie_monster"), population(), CLOCK) == range(-2, 4)
 
 
 def test_rmsre_analytic_and_empirical():
     truth = {(Q, "k", 0): (100.0,), (Q, "k", 1): (0.0,), (Q, "k", 2): (50.0,)}
     biased = [batch(0, (2, "b", ""), (80.0,)), batch(1, (4, "b", ""), (0.0,)), batch(2, (6, "b", ""), (50.0,))]
     simulation = Simulation([], biased, [result(0), result(1), result(2, REJECTED)], [], [])
-    outcomes = query_outcomes(simulation, truth, noise_factor=0.5, repetitions=20_000, seed=3)
+    outcomes = query_outcomes(record_of(simulation, "cookie_monster"), truth, noise_factor=0.5, repetitions=20_000, seed=3)
     scale = float(laplace_scale_for(Fraction(5), Fraction(1, 2), DEFAULT_GRANULARITY)) * 0.5
     first, zero, rejected = outcomes
     assert first.noise_scale == scale
@@ -100,11 +101,10 @@ def test_rmsre_analytic_and_empirical():
 
 def test_counting_coordinate_is_not_part_of_the_value():
     simulation = Simulation([], [batch(0, (2, "b", ""), (3.0, 80.0))], [result(0)], [], [])
-    (outcome,) = query_outcomes(simulation, {(Q, "k", 0): (100.0,)}, counting_coordinate=True)
+    (outcome,) = query_outcomes(record_of(simulation, "cookie_monster"), {(Q, "k", 0): (100.0,)}, counting_coordinate=True)
     assert outcome.biased_value == (80.0,)
 
 
 def test_truth_is_the_unbudgeted_batch_sums():
     simulation = Simulation([], [batch(0, (2, "b", ""), (7.0,))], [], [], [])
-    assert truth_of(simulation) == {(Q, "k", 0): (7.0,)}
-    assert np.isclose(truth_of(simulation)[(Q, "k", 0)][0], 7.0)
+    assert truth_of(record_of(simulation, "ipa_like")) == {(Q, "k", 0): (7.0,)}
