@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evaluation.data import Dataset
 from evaluation.run_record import DeviceBudgets, RunRecord
-from schemas.rows import AttributionRequest, Conversion, Impression, IncompleteBatch
+from schemas.rows import AttributionRequest, IncompleteBatch
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay
 from transforms.budgeting.mechanisms.policies import make_policy, scaled_loss_units
@@ -51,15 +52,13 @@ NO_IMPRESSION = np.iinfo(np.int64).min
 
 @dataclass
 class ConversionTable:
-    """A dataset's converting devices as columns (one entry per conversion, in device then event order),
-    built once and shared by every run point; ``devices`` keeps the events for the candidates' replay."""
+    """A dataset's conversions as the runs need them (one entry per conversion, in device then replay order, as
+    in ``Dataset``), derived once and shared by every run point."""
 
-    devices: dict[str, list]  # device id (sorted) -> its events in replay order
-    device_ids: list[str]
+    dataset: Dataset
     requests: list[AttributionRequest]  # the distinct requests
     queriers: list[str]
-    device: np.ndarray  # index into device_ids
-    position: np.ndarray  # index of the conversion in its device's events
+    device: np.ndarray  # index of the converting device
     time: np.ndarray  # event time, microseconds
     order: np.ndarray  # rank of the conversion id (report order's last tie-break)
     request: np.ndarray  # index into requests
@@ -67,37 +66,28 @@ class ConversionTable:
     last_impression: np.ndarray  # time of the device's latest impression of the advertiser at or before it
 
 
-def _index(values: list, table: dict) -> int:
-    return table.setdefault(values, len(table))
-
-
-def conversion_table(devices: dict[str, list]) -> ConversionTable:
-    """The columns of ``devices`` (``simulation.devices_in_order``: sorted device ids, events in replay order)."""
-    requests: dict = {}
-    queriers: dict = {}
-    advertisers: dict = {}
-    conv: list[tuple] = []
-    conv_ids: list[str] = []
-    imp: list[tuple] = []
-    for d, events in enumerate(devices.values()):
-        for p, event in enumerate(events):
-            advertiser = _index(event.advertiser_site, advertisers)
-            if type(event) is Conversion:
-                conv.append((d, p, event.event_time_micros, _index(event.attribution_request, requests),
-                             _index(event.querier_site, queriers), advertiser))
-                conv_ids.append(event.conversion_id)
-            else:
-                imp.append((d, event.event_time_micros, advertiser))
-    columns = np.array(conv, dtype=np.int64).reshape(-1, 6).T
-    device, position, time, request, querier, advertiser = columns
-    order = np.empty(len(conv_ids), dtype=np.int64)
-    order[np.argsort(np.array(conv_ids), kind="stable")] = np.arange(len(conv_ids))
-    imps = np.array(imp, dtype=np.int64).reshape(-1, 3).T
+def conversion_table(dataset: Dataset) -> ConversionTable:
+    """The conversion columns of ``dataset`` with their requests, queriers and latest prior impressions."""
+    kinds = dataset.conversion_kinds  # (advertiser, querier, product, request)
+    requests = list(dict.fromkeys(kind[3] for kind in kinds))
+    queriers = list(dict.fromkeys(kind[1] for kind in kinds))
+    advertisers = list(dict.fromkeys([kind[0] for kind in kinds] +
+                                     [kind[1] for kind in dataset.impression_kinds]))
+    request_of = np.array([requests.index(kind[3]) for kind in kinds] or [0], dtype=np.int64)
+    querier_of = np.array([queriers.index(kind[1]) for kind in kinds] or [0], dtype=np.int64)
+    advertiser_of = np.array([advertisers.index(kind[0]) for kind in kinds] or [0], dtype=np.int64)
+    imp_advertiser_of = np.array([advertisers.index(kind[1]) for kind in dataset.impression_kinds] or [0],
+                                 dtype=np.int64)
+    kind = dataset.conversion_kind
+    order = np.empty(kind.size, dtype=np.int64)
+    order[np.argsort(dataset.conversion_id, kind="stable")] = np.arange(kind.size)
+    n = len(advertisers)
     return ConversionTable(
-        devices=devices, device_ids=list(devices), requests=list(requests), queriers=list(queriers),
-        device=device, position=position, time=time, order=order, request=request, querier=querier,
-        last_impression=_last_impression(device * len(advertisers) + advertiser, time,
-                                         imps[0] * len(advertisers) + imps[2], imps[1]),
+        dataset=dataset, requests=requests, queriers=queriers, device=dataset.conversion_device,
+        time=dataset.conversion_time, order=order, request=request_of[kind], querier=querier_of[kind],
+        last_impression=_last_impression(dataset.conversion_device * n + advertiser_of[kind], dataset.conversion_time,
+                                         dataset.impression_device * n + imp_advertiser_of[dataset.impression_kind],
+                                         dataset.impression_time),
     )
 
 
@@ -174,6 +164,7 @@ def replay_candidates(table: ConversionTable, windows: Windows, config: Measurem
     window_start = clock.origin_micros + windows.first * clock.length_micros
     candidates = windows.served[table.last_impression[windows.served] >= window_start]
     policy = make_policy(policy_name)
+    dataset = table.dataset
     querier_index = {q: i for i, q in enumerate(table.queriers)}
     histograms: list[tuple] = []
     charged = np.zeros(candidates.size, dtype=np.int64)
@@ -184,9 +175,8 @@ def replay_candidates(table: ConversionTable, windows: Windows, config: Measurem
     bounds = np.r_[starts, candidates.size]
     for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         d = int(devices[start])
-        device_id = table.device_ids[d]
-        keep = set(table.position[candidates[start:stop]].tolist())
-        events = [e for p, e in enumerate(table.devices[device_id]) if type(e) is Impression or p in keep]
+        device_id = dataset.device_id(d)
+        events = dataset.events(d, candidates[start:stop])
         state = DeviceState(config.capacity_units)
         reports = list(replay(device_id, events, state, config, policy, source))
         assert len(reports) == stop - start, (device_id, len(reports), stop - start)
@@ -408,9 +398,8 @@ def _batches(table: ConversionTable, windows: Windows, slot: np.ndarray, replaye
             hists = [replayed.histograms[s] for s in chosen]
             sums = tuple(math.fsum(h[i] for h in hists if i < len(h)) for i in range(dimension))
             last = int(served[chunk[-1]])
-            device_id = table.device_ids[int(table.device[last])]
-            completed = (int(table.time[last]), device_id,
-                         table.devices[device_id][int(table.position[last])].conversion_id)
+            completed = (int(table.time[last]), table.dataset.device_id(int(table.device[last])),
+                         table.dataset.conversion_id[last].decode("utf-8"))
             first, final = windows.first[chunk], windows.last[chunk]
             low = int(first.min())
             cover = np.zeros(int(final.max()) - low + 2, dtype=np.int64)

@@ -112,7 +112,7 @@ class Runner:
             simulation = simulate(self.dataset.devices, config, source, self.batch_size)
             return record_of(simulation, spec.policy)
         if self._table is None:
-            self._table = columnar.conversion_table(self.dataset.devices)
+            self._table = columnar.conversion_table(self.dataset)
         return columnar.simulate_columnar(self._table, config, source, self.batch_size, self._histograms)
 
     def truth(self, epoch_days: int) -> dict:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from evaluation.columnar import conversion_table, merged_windows, simulate_columnar
-from evaluation.data import load_dataset
+from evaluation.data import Dataset, dataset_of_events, load_dataset
 from evaluation.run_record import RunRecord, record_of
 from schemas.rows import AttributionRequest, Conversion, Impression
 from schemas.time_units import MICROS_PER_DAY
@@ -49,9 +49,10 @@ def assert_same(fast: RunRecord, reference: RunRecord) -> None:
         {q: sorted(units.tolist()) for q, units in theirs.pair_units.items()}
 
 
-def check_equal(devices: dict, batch_size: int, epoch_days: tuple, capacity: Fraction = Fraction(1),
+def check_equal(dataset: Dataset, batch_size: int, epoch_days: tuple, capacity: Fraction = Fraction(1),
                 origin: int = 0, seed: int = 0) -> None:
-    table = conversion_table(devices)
+    table = conversion_table(dataset)
+    devices = dataset.devices
     histograms: dict = {}
     for days in epoch_days:
         for policy in POLICIES:
@@ -62,26 +63,26 @@ def check_equal(devices: dict, batch_size: int, epoch_days: tuple, capacity: Fra
             assert_same(fast, reference)
 
 
-def _devices(path) -> dict:
-    return load_dataset("test", str(path / "impressions-*"), str(path / "conversions-*"), progress=False).devices
+def _dataset(path) -> Dataset:
+    return load_dataset("test", str(path / "impressions-*"), str(path / "conversions-*"), progress=False)
 
 
 def test_equal_on_the_patcg_like_dataset(tmp_path):
     stats = generate_patcg(tmp_path, scale=0.0002, seed=3, progress=False)
-    check_equal(_devices(tmp_path), stats.batch_size, (1, 7, 60))
+    check_equal(_dataset(tmp_path), stats.batch_size, (1, 7, 60))
 
 
 def test_equal_on_the_criteo_like_dataset(tmp_path):
     generate_criteo(tmp_path, scale=0.002, augment=3, seed=5, progress=False)
-    check_equal(_devices(tmp_path), 40, (1, 7, 30))
+    check_equal(_dataset(tmp_path), 40, (1, 7, 30))
 
 
 def test_equal_on_the_microbenchmark(tmp_path):
     generate_microbenchmark(tmp_path, knob1=0.5, knob2=0.5, batch_size=40, products=2, seed=2, progress=False)
-    check_equal(_devices(tmp_path), 40, (7, 60))
+    check_equal(_dataset(tmp_path), 40, (7, 60))
 
 
-def _random_devices(rng: np.random.Generator, n_devices: int) -> dict:
+def _random_events(rng: np.random.Generator, n_devices: int) -> list:
     """Devices with impressions and conversions drawn over 40 days, with requests using every feature."""
     advertisers = ["a.example", "b.example"]
     queriers = ["a.example", "q.example"]
@@ -121,18 +122,20 @@ def _random_devices(rng: np.random.Generator, n_devices: int) -> dict:
             events.append(Conversion(device, t, f"conv-{rng.integers(0, 10**6):06d}-{d}-{i}",
                                      str(rng.choice(advertisers)), str(rng.choice(queriers)),
                                      float(rng.choice([1.0, 2.5, 7.0, 12.0])), str(rng.choice(products)), request))
-    return devices_in_order(events)
+    return events
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_equal_on_random_datasets_using_every_request_feature(seed):
     rng = np.random.default_rng(seed)
-    devices = _random_devices(rng, 60)
+    events = _random_events(rng, 60)
+    dataset = dataset_of_events("random", events)
+    assert dataset.devices == devices_in_order(events)  # the columns give back the events, in replay order
     capacity = Fraction(1) if seed % 2 else Fraction(3, 2)
-    check_equal(devices, int(rng.integers(2, 6)), (1, 7, 30), capacity=capacity, origin=int(seed) * 3600 * 10**6,
+    check_equal(dataset, int(rng.integers(2, 6)), (1, 7, 30), capacity=capacity, origin=int(seed) * 3600 * 10**6,
                 seed=seed)
     # the data reach the paths that matter: refused requests, ARA-like reports that cannot pay
-    table = conversion_table(devices)
+    table = conversion_table(dataset)
     ara = simulate_columnar(table, MeasurementConfig(policy="ara_like", capacity_epsilon=capacity), SeededSource(0), 3)
     assert 0 < ara.reports < table.time.size and ara.reports_with_dropped_epochs > 0
 
@@ -140,7 +143,7 @@ def test_equal_on_random_datasets_using_every_request_feature(seed):
 def test_bias_detection_is_left_to_the_reference():
     config = MeasurementConfig(policy="cookie_monster", bias=BiasDetection(Fraction(1), "epochs", 0.05, True))
     with pytest.raises(ValueError, match="reference"):
-        simulate_columnar(conversion_table({}), config, SeededSource(0), 10)
+        simulate_columnar(conversion_table(dataset_of_events("none", [])), config, SeededSource(0), 10)
 
 
 def test_merged_windows_and_shared_epochs():
