@@ -17,17 +17,22 @@ when the replay asks for them (``Dataset.events``).
 """
 from __future__ import annotations
 
+import io
+import os
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+import fastavro
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from schemas.codecs import CONVERSION, IMPRESSION, READERS, EventSpec, format_of
+from schemas.codecs import CONVERSION, IMPRESSION, READERS, EventSpec, format_of, validate
+from schemas.formats import load_avro_schema
 from schemas.rows import Conversion, DeadLetter, Impression
+from synthetic.files import sidecar_path
 from transforms.budgeting.mechanisms.device import sort_events
 from transforms.core.io import InputError, require_input
 
@@ -65,8 +70,43 @@ def _utf8(texts: list[str], what: str, path: str) -> np.ndarray:
     return np.array([text.encode("utf-8") for text in texts], dtype=np.bytes_)
 
 
+def _kind(row: Conversion | Impression) -> tuple:
+    if type(row) is Conversion:
+        return (row.advertiser_site, row.querier_site, row.product_id, row.attribution_request)
+    return (row.publisher_site, row.advertiser_site, row.campaign_id, row.product_id, row.filter_keys)
+
+
+def sidecar_columns(path: str, spec: EventSpec) -> FileColumns | None:
+    """The columns of ``path`` from the side-car its generator wrote (``synthetic.files.ColumnSidecar``), when
+    there is one and the file is as it was then (same size and modification time); each distinct kind's sample
+    record is decoded with the file's schema and validated like the file's records. None otherwise."""
+    where = sidecar_path(path)
+    if not where.is_file():
+        return None
+    stat = os.stat(path)
+    with np.load(where) as stored:
+        if stored["written"].tolist() != [stat.st_size, stat.st_mtime_ns]:
+            return None
+        schema = fastavro.parse_schema(load_avro_schema("conversion" if spec is CONVERSION else "impression"))
+        encoded = stored["samples"].tobytes()
+        ends = stored["sample_ends"].tolist()
+        kinds = []
+        for start, end in zip([0, *ends[:-1]], ends, strict=True):
+            row = validate(spec, fastavro.schemaless_reader(io.BytesIO(encoded[start:end]), schema, None))
+            if isinstance(row, str):
+                return None
+            kinds.append(_kind(row))
+        device = stored["device"]
+        return FileColumns(device, stored["time"], stored["event_id"], stored["value"], stored["kind"], kinds,
+                           read=int(device.size))
+
+
 def read_columns(path: str, spec: EventSpec, input_format: str | None = None) -> FileColumns:
-    """Every record of the file ``path`` through the reader of its format, the valid ones as columns."""
+    """Every record of the file ``path`` through the reader of its format, the valid ones as columns (from its
+    side-car when its generator wrote one: ``sidecar_columns``)."""
+    found = sidecar_columns(path, spec) if os.path.isfile(path) else None
+    if found is not None:
+        return found
     is_conversion = spec is CONVERSION
     row_type = Conversion if is_conversion else Impression
     devices: list[str] = []
@@ -89,10 +129,9 @@ def read_columns(path: str, spec: EventSpec, input_format: str | None = None) ->
             if is_conversion:
                 ids.append(row.conversion_id)
                 values.append(row.value)
-                kind = (row.advertiser_site, row.querier_site, row.product_id, row.attribution_request)
             else:
                 ids.append(row.impression_id)
-                kind = (row.publisher_site, row.advertiser_site, row.campaign_id, row.product_id, row.filter_keys)
+            kind = _kind(row)
             index = kind_index.get(kind)
             if index is None:
                 index = kind_index[kind] = len(kind_index)

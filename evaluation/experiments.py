@@ -114,7 +114,7 @@ def microbenchmark_data(settings: Settings, knob1: float, knob2: float, batch_si
                   "seed": settings.seed}
     generated_dataset(path, parameters, lambda: generate_microbenchmark(
         path, knob1=knob1, knob2=knob2, batch_size=batch_size, products=products, seed=settings.seed,
-        progress=not settings.quiet), microbenchmark_model)
+        progress=not settings.quiet, sidecars=True), microbenchmark_model)
     return load_dataset(path.name, str(path / "impressions-*"), str(path / "conversions-*"), progress=not settings.quiet)
 
 

@@ -170,7 +170,7 @@ def patcg(settings: Settings) -> ExperimentOutput:
     scale = settings.scale or settings.sizes.patcg_scale
     path = settings.data / f"patcg-like-s{scale}-seed{settings.seed}"
     generated_dataset(path, {"scale": scale, "seed": settings.seed}, lambda: patcg_data.generate_patcg(
-        path, scale=scale, seed=settings.seed, progress=not settings.quiet), patcg_data)
+        path, scale=scale, seed=settings.seed, progress=not settings.quiet, sidecars=True), patcg_data)
     generation = _generation(path)
     batch_size = generation["stats"]["batch_size"]
     dataset = load_dataset("patcg-like", str(path / "impressions-*"), str(path / "conversions-*"),
@@ -224,7 +224,8 @@ def criteo(settings: Settings) -> ExperimentOutput:
         path = settings.data / f"criteo-like-s{scale}-a{augment}-seed{settings.seed}"
         generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed},
                           lambda path=path, augment=augment: criteo_data.generate_criteo(
-                              path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet),
+                              path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet,
+                              sidecars=True),
                           criteo_data)
         datasets[augment] = path
     generation = _generation(datasets[0])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import itertools
 import json
 import math
@@ -102,9 +103,16 @@ def encode_record(fmt: str, message: type, record: dict) -> Any:
     return encode_delimited(message(**without_none(record)))
 
 
-def write_file(path: Path, fmt: str, schema: dict | None, sync_marker: bytes, chunks: Iterable[list]) -> None:
+def write_file(path: Path, fmt: str, schema: dict | None, sync_marker: bytes, chunks: Iterable[list],
+               sidecar: bool = False) -> None:
     """Write encoded records, chunk by chunk, to one file of ``fmt`` (for Avro, with one ``fastavro.writer`` call
-    that pulls the chunks)."""
+    that pulls the chunks). With ``sidecar`` (Avro only), also the file's column side-car (``ColumnSidecar``)."""
+    columns = None
+    if sidecar:
+        if fmt != "avro":
+            raise ValueError("column side-cars are written for Avro files only")
+        columns = ColumnSidecar(schema)
+        chunks = map(columns.add, chunks)
     with open(path, "wb") as handle:
         if fmt == "avro":
             fastavro.writer(handle, schema, itertools.chain.from_iterable(chunks), sync_marker=sync_marker)
@@ -114,6 +122,80 @@ def write_file(path: Path, fmt: str, schema: dict | None, sync_marker: bytes, ch
         else:
             for chunk in chunks:
                 handle.write(b"".join(chunk))
+    if columns is not None:
+        columns.save(path)
+
+
+SIDECAR_DIR = "columns"  # beside the event files: DIR/columns/<event file name>.npz
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """Where the column side-car of the event file ``path`` is kept."""
+    path = Path(path)
+    return path.parent / SIDECAR_DIR / f"{path.name}.npz"
+
+
+class ColumnSidecar:
+    """The columns of the (valid, generated) records written to one Avro event file, saved beside it so that the
+    evaluation can load a generated dataset without decoding and validating every record again
+    (``evaluation.data``): device and event ids (UTF-8 bytes), times, values (conversions), and each record's
+    *kind*, an index into one sample record per distinct combination of the other fields (for conversions:
+    advertiser, querier, product and the request; for impressions: publisher, advertiser, campaign, product,
+    filter keys), kept Avro-encoded with the file's schema. The reader decodes and validates each sample as it
+    would the file's records, and uses the side-car only while the event file has the size and modification time
+    it had when the side-car was written."""
+
+    def __init__(self, schema: dict | None) -> None:
+        self.schema = fastavro.parse_schema(schema)
+        self.devices: list[str] = []
+        self.times: list[int] = []
+        self.ids: list[str] = []
+        self.values: list[float] = []
+        self.kinds: list[int] = []
+        self.samples: list[dict] = []
+        self._index: dict[tuple, int] = {}
+
+    def add(self, records: list) -> list:
+        """Take the columns of ``records`` (Avro form); return them unchanged for the writer."""
+        index, samples, kinds = self._index, self.samples, self.kinds
+        for record in records:
+            request = record.get("attribution_request")
+            if request is not None:  # a conversion: requests are shared dicts, one per query key
+                self.ids.append(record["conversion_id"])
+                self.values.append(record["value"])
+                key: tuple = (record["advertiser_site"], record["querier_site"], record["product_id"], id(request))
+            else:
+                self.ids.append(record["impression_id"])
+                key = (record["publisher_site"], record["advertiser_site"], record["campaign_id"],
+                       record["product_id"], tuple(record["filter_keys"] or ()))
+            kind = index.get(key)
+            if kind is None:
+                kind = index[key] = len(samples)
+                samples.append(record)
+            kinds.append(kind)
+            self.devices.append(record["device_id"])
+            self.times.append(record["event_time_micros"])
+        return records
+
+    def save(self, path: Path) -> Path:
+        """Write the side-car of the event file ``path`` (just written)."""
+        target = sidecar_path(path)
+        target.parent.mkdir(exist_ok=True)
+        stat = path.stat()
+        encoded = []
+        for sample in self.samples:
+            buffer = io.BytesIO()
+            fastavro.schemaless_writer(buffer, self.schema, sample)
+            encoded.append(buffer.getvalue())
+        with open(target, "wb") as handle:
+            np.savez(handle, device=np.array([d.encode("utf-8") for d in self.devices], dtype=np.bytes_),
+                     time=np.array(self.times, dtype=np.int64),
+                     event_id=np.array([i.encode("utf-8") for i in self.ids], dtype=np.bytes_),
+                     value=np.array(self.values, dtype=np.float64), kind=np.array(self.kinds, dtype=np.int64),
+                     samples=np.frombuffer(b"".join(encoded), dtype=np.uint8),
+                     sample_ends=np.cumsum([len(b) for b in encoded], dtype=np.int64),
+                     written=np.array([stat.st_size, stat.st_mtime_ns], dtype=np.int64))
+        return target
 
 
 def shard_paths(out: Path, kind: str, shards: int, fmt: str) -> list[Path]:
@@ -129,6 +211,8 @@ def prepare_output(out_dir: str | Path, kinds: Sequence[str] = ("impressions", "
         for stale in out.glob(pattern):
             if stale.suffix.lstrip(".") in EXTENSIONS.values():
                 stale.unlink()
+        for stale in (out / SIDECAR_DIR).glob(f"{pattern}.npz"):
+            stale.unlink()
     return out
 
 

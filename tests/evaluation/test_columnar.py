@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from evaluation.columnar import conversion_table, merged_windows, simulate_columnar
-from evaluation.data import Dataset, dataset_of_events, load_dataset
+from evaluation.data import Dataset, dataset_of_events, load_dataset, sidecar_columns
 from evaluation.run_record import RunRecord, record_of
+from schemas.codecs import CONVERSION
 from schemas.rows import AttributionRequest, Conversion, Impression
 from schemas.time_units import MICROS_PER_DAY
 from synthetic.criteo import generate_criteo
@@ -155,3 +156,32 @@ def test_merged_windows_and_shared_epochs():
     assert list(zip(g.tolist(), f.tolist(), l_.tolist(), strict=True)) == [
         (0, 0, 2), (0, 3, 6), (1, 0, 0), (1, 1, 2), (2, 4, 4)]
     assert shared.tolist() == [False, True, True, False, False, False]  # [5, 6] and [3, 5] share epoch 5
+
+
+@pytest.mark.parametrize("generate", [
+    lambda path, columns: generate_patcg(path, scale=0.0002, seed=1, progress=False, sidecars=columns),
+    lambda path, columns: generate_criteo(path, scale=0.002, augment=2, seed=1, progress=False, sidecars=columns),
+    lambda path, columns: generate_microbenchmark(path, knob1=0.5, knob2=0.5, batch_size=30, products=2, seed=1,
+                                                  progress=False, sidecars=columns),
+], ids=["patcg", "criteo", "microbenchmark"])
+def test_column_sidecars_give_what_reading_the_files_gives(tmp_path, generate):
+    generate(tmp_path / "with", True)
+    generate(tmp_path / "without", False)
+    with_sidecars, read = _dataset(tmp_path / "with"), _dataset(tmp_path / "without")
+    assert sorted(p.name for p in (tmp_path / "with" / "columns").iterdir()) == \
+        sorted(f"{p.name}.npz" for p in (tmp_path / "with").glob("*.avro"))
+    assert with_sidecars.devices == read.devices
+    assert with_sidecars.population == read.population
+    assert (with_sidecars.read, with_sidecars.impressions, with_sidecars.conversions) == \
+        (read.read, read.impressions, read.conversions)
+
+
+def test_a_sidecar_is_ignored_once_its_file_changed(tmp_path):
+    generate_patcg(tmp_path, scale=0.0002, seed=1, progress=False, sidecars=True)
+    conversions = next(tmp_path.glob("conversions-*.avro"))
+    assert sidecar_columns(str(conversions), CONVERSION) is not None
+    data = conversions.read_bytes()
+    conversions.write_bytes(data[: len(data) // 2])  # a truncated file: its last records are unreadable
+    assert sidecar_columns(str(conversions), CONVERSION) is None
+    dataset = _dataset(tmp_path)
+    assert dataset.dead_letters == {"malformed_avro": 1}
