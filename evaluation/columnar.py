@@ -33,7 +33,10 @@ Bias detection (Appendix D) and accuracy targets are left to the reference
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +48,10 @@ from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay
 from transforms.budgeting.mechanisms.policies import make_policy, scaled_loss_units
 from transforms.budgeting.mechanisms.queries import CentralBudget, QueryBatch, batch_order, run_queries
-from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.mechanisms.noise import RandomSource, SeededSource
 
 NO_IMPRESSION = np.iinfo(np.int64).min
+_NO_SOURCE = SeededSource(0)  # the replay of candidates names no report (``report_ids=False``): never drawn from
 
 
 @dataclass
@@ -156,36 +160,62 @@ class Replayed:
     consumed: list[tuple[int, int, int, int]]
 
 
-def replay_candidates(table: ConversionTable, windows: Windows, config: MeasurementConfig, policy_name: str,
-                      source: RandomSource) -> Replayed:
+REPLAY_WORKERS = min(os.cpu_count() or 1, 2)  # processes replaying devices at once
+PARALLEL_FROM = 20_000  # candidates: below this, one process (forking costs more than it saves)
+_JOB: tuple | None = None  # the replay the forked workers share (set before they fork, read-only)
+
+
+def _replay(table: ConversionTable, candidates: np.ndarray, config: MeasurementConfig, policy_name: str) -> tuple:
+    """The reference replay of ``candidates`` (ascending): per candidate its histogram, charge and dropped
+    epochs, and the nonzero filters."""
+    policy = make_policy(policy_name)
+    querier_index = {q: i for i, q in enumerate(table.queriers)}
+    histograms: list[tuple] = []
+    charged: list[int] = []
+    dropped: list[int] = []
+    consumed: list[tuple[int, int, int, int]] = []
+    for device, device_id, events in table.dataset.device_events(candidates):
+        state = DeviceState(config.capacity_units)
+        for report in replay(device_id, events, state, config, policy, _NO_SOURCE, report_ids=False):
+            histograms.append(report.histogram)
+            charged.append(report.charged_units)
+            dropped.append(report.dropped_epochs)
+        consumed += [(device, querier_index[q], epoch, units) for (q, epoch), units in state.filters.items() if units]
+    assert len(histograms) == candidates.size
+    return histograms, charged, dropped, consumed
+
+
+def _replay_shard(bounds: tuple[int, int]) -> tuple:
+    assert _JOB is not None
+    table, candidates, config, policy_name = _JOB
+    return _replay(table, candidates[bounds[0]:bounds[1]], config, policy_name)
+
+
+def replay_candidates(table: ConversionTable, windows: Windows, config: MeasurementConfig,
+                      policy_name: str) -> Replayed:
     """Step 3 of the module docstring: ``device.replay`` on each candidate's device, its impressions and its
-    candidate conversions (the others are left out: they change no filter and get an all-zero report)."""
+    candidate conversions (the others are left out: they change no filter and get an all-zero report). Devices
+    are independent: ``REPLAY_WORKERS`` forked processes replay contiguous shards of them."""
+    global _JOB
     clock = config.clock
     window_start = clock.origin_micros + windows.first * clock.length_micros
     candidates = windows.served[table.last_impression[windows.served] >= window_start]
-    policy = make_policy(policy_name)
-    dataset = table.dataset
-    querier_index = {q: i for i, q in enumerate(table.queriers)}
-    histograms: list[tuple] = []
-    charged = np.zeros(candidates.size, dtype=np.int64)
-    dropped = np.zeros(candidates.size, dtype=np.int64)
-    consumed: list[tuple[int, int, int, int]] = []
-    devices = table.device[candidates]
-    starts = np.flatnonzero(np.r_[True, devices[1:] != devices[:-1]]) if candidates.size else np.zeros(0, int)
-    bounds = np.r_[starts, candidates.size]
-    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        d = int(devices[start])
-        device_id = dataset.device_id(d)
-        events = dataset.events(d, candidates[start:stop])
-        state = DeviceState(config.capacity_units)
-        reports = list(replay(device_id, events, state, config, policy, source))
-        assert len(reports) == stop - start, (device_id, len(reports), stop - start)
-        for i, report in enumerate(reports, start):
-            histograms.append(report.histogram)
-            charged[i] = report.charged_units
-            dropped[i] = report.dropped_epochs
-        consumed += [(d, querier_index[q], epoch, units) for (q, epoch), units in state.filters.items() if units]
-    return Replayed(candidates, histograms, charged, dropped, consumed)
+    if REPLAY_WORKERS < 2 or candidates.size < PARALLEL_FROM:
+        parts = [_replay(table, candidates, config, policy_name)]
+    else:
+        devices = table.device[candidates]
+        cuts = [0] + [int(np.searchsorted(devices, devices[candidates.size * k // REPLAY_WORKERS]))
+                      for k in range(1, REPLAY_WORKERS)] + [candidates.size]
+        _JOB = (table, candidates, config, policy_name)
+        try:
+            with ProcessPoolExecutor(REPLAY_WORKERS, mp_context=multiprocessing.get_context("fork")) as pool:
+                parts = list(pool.map(_replay_shard, zip(cuts[:-1], cuts[1:], strict=True)))
+        finally:
+            _JOB = None
+    return Replayed(candidates, [h for part in parts for h in part[0]],
+                    np.array([c for part in parts for c in part[1]], dtype=np.int64),
+                    np.array([d for part in parts for d in part[2]], dtype=np.int64),
+                    [entry for part in parts for entry in part[3]])
 
 
 def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,7 +331,7 @@ def simulate_columnar(table: ConversionTable, config: MeasurementConfig, source:
     cache = histogram_cache if histogram_cache is not None and replay_policy == "ipa_like" else {}
     key = (config.clock, config.default_window_days, config.max_window_days)
     if key not in cache:
-        cache[key] = replay_candidates(table, windows, config, replay_policy, source)
+        cache[key] = replay_candidates(table, windows, config, replay_policy)
     replayed: Replayed = cache[key]
     slot = np.full(table.time.size, -1, dtype=np.int64)
     slot[replayed.candidates] = np.arange(replayed.candidates.size)

@@ -199,35 +199,44 @@ class Dataset:
     def device_id(self, device: int) -> str:
         return self.device_ids[device].decode("utf-8")
 
-    def conversion(self, index: int, device_id: str | None = None) -> Conversion:
-        """The conversion at ``index`` of the conversion columns, as the readers give it."""
-        advertiser, querier, product, request = self.conversion_kinds[int(self.conversion_kind[index])]
-        return Conversion(device_id or self.device_id(int(self.conversion_device[index])),
-                          int(self.conversion_time[index]), self.conversion_id[index].decode("utf-8"), advertiser,
-                          querier, float(self.conversion_value[index]), product, request)
-
-    def impressions_of(self, device: int) -> list[Impression]:
-        """The impressions of the converting device ``device`` (in time order)."""
-        device_id = self.device_id(device)
-        lo, hi = np.searchsorted(self.impression_device, [device, device + 1])
-        kinds = self.impression_kinds
-        return [Impression(device_id, int(t), i.decode("utf-8"), *kinds[k])
-                for t, i, k in zip(self.impression_time[lo:hi].tolist(), self.impression_id[lo:hi].tolist(),
-                                   self.impression_kind[lo:hi].tolist(), strict=True)]
-
-    def events(self, device: int, conversions: np.ndarray | None = None) -> list:
-        """The device's impressions and its conversions (or only those at the indices ``conversions``), in
-        replay order: what ``device.replay`` takes."""
-        if conversions is None:
-            conversions = np.arange(*np.searchsorted(self.conversion_device, [device, device + 1]))
-        device_id = self.device_id(device)
-        return sort_events(self.impressions_of(device) + [self.conversion(i, device_id) for i in conversions.tolist()])
+    def device_events(self, conversions: np.ndarray) -> Iterator[tuple[int, str, list]]:
+        """For the conversions at the indices ``conversions`` (ascending), each of their devices (in order) with
+        its id and its events as the readers give them, in replay order: all its impressions and those
+        conversions (what ``device.replay`` takes). The columns are turned into lists in bulk, then into objects
+        one device at a time."""
+        conv_device = self.conversion_device[conversions]
+        if not conv_device.size:
+            return
+        firsts = np.flatnonzero(np.r_[True, conv_device[1:] != conv_device[:-1]])
+        devices = conv_device[firsts]
+        lo = np.searchsorted(self.impression_device, devices, side="left")
+        hi = np.searchsorted(self.impression_device, devices, side="right")
+        counts = hi - lo
+        ends = np.cumsum(counts)
+        take = np.repeat(lo - (ends - counts), counts) + np.arange(int(ends[-1]) if ends.size else 0)
+        imp_time, imp_id = self.impression_time[take].tolist(), self.impression_id[take].tolist()
+        imp_kind, imp_kinds = self.impression_kind[take].tolist(), self.impression_kinds
+        conv_time, conv_id = self.conversion_time[conversions].tolist(), self.conversion_id[conversions].tolist()
+        conv_value, conv_kind = self.conversion_value[conversions].tolist(), self.conversion_kind[conversions].tolist()
+        conv_kinds = self.conversion_kinds
+        conv_ends = np.r_[firsts[1:], conversions.size].tolist()
+        for j, (device, device_id) in enumerate(zip(devices.tolist(), self.device_ids[devices].tolist(), strict=True)):
+            device_id = device_id.decode("utf-8")
+            i0, i1 = int(ends[j] - counts[j]), int(ends[j])
+            c0, c1 = int(firsts[j]), conv_ends[j]
+            events: list = [Impression(device_id, t, i.decode("utf-8"), *imp_kinds[k])
+                            for t, i, k in zip(imp_time[i0:i1], imp_id[i0:i1], imp_kind[i0:i1], strict=True)]
+            for t, i, v, k in zip(conv_time[c0:c1], conv_id[c0:c1], conv_value[c0:c1], conv_kind[c0:c1], strict=True):
+                advertiser, querier, product, request = conv_kinds[k]
+                events.append(Conversion(device_id, t, i.decode("utf-8"), advertiser, querier, v, product, request))
+            yield device, device_id, sort_events(events)
 
     @property
     def devices(self) -> dict[str, list]:
         """Every converting device's events, by device id, as objects (``simulation.simulate``'s input: for the
         reference runs, which are small)."""
-        return {self.device_id(d): self.events(d) for d in range(self.device_ids.size)}
+        return {device_id: events
+                for _, device_id, events in self.device_events(np.arange(self.conversion_device.size))}
 
 
 def _files(pattern: str, name: str, input_format: str | None) -> list[tuple[str, str, str | None]]:

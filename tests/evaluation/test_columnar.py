@@ -17,6 +17,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from evaluation import columnar
 from evaluation.columnar import conversion_table, merged_windows, simulate_columnar
 from evaluation.data import Dataset, dataset_of_events, load_dataset, sidecar_columns
 from evaluation.run_record import RunRecord, record_of
@@ -185,3 +186,10 @@ def test_a_sidecar_is_ignored_once_its_file_changed(tmp_path):
     assert sidecar_columns(str(conversions), CONVERSION) is None
     dataset = _dataset(tmp_path)
     assert dataset.dead_letters == {"malformed_avro": 1}
+
+
+def test_the_replay_in_two_processes_gives_the_same_records(monkeypatch):
+    monkeypatch.setattr(columnar, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(columnar, "REPLAY_WORKERS", 2)
+    dataset = dataset_of_events("random", _random_events(np.random.default_rng(11), 80))
+    check_equal(dataset, 3, (7,), capacity=Fraction(1))

@@ -204,11 +204,14 @@ def replay(
     config: MeasurementConfig,
     policy: BudgetPolicy,
     source: RandomSource,
+    report_ids: bool = True,
 ) -> Iterator[ReportRecord]:
     """Feed ``events`` (already in ``event_order``) to the device; one report per servable conversion.
 
     A conversion whose request ``resolve_request`` refuses produces no report
-    (the reading stage dead-letters it with the same check).
+    (the reading stage dead-letters it with the same check). ``report_ids=False``
+    leaves the report ids empty: for the evaluation, which releases no report
+    and never reads them (``source`` is then not used).
     """
     epoch_of = config.clock.epoch_of
     bias = config.bias
@@ -235,7 +238,7 @@ def replay(
             conversion_time_micros=event.event_time_micros,
             device_id=device_id,
             conversion_id=event.conversion_id,
-            report_id=source.keyed_token(("report", device_id, event.conversion_id)),
+            report_id=source.keyed_token(("report", device_id, event.conversion_id)) if report_ids else "",
             histogram=outcome.histogram,
             requested_epsilon=request.requested_epsilon,
             query_global_sensitivity=request.query_global_sensitivity,
