@@ -17,6 +17,7 @@ when the replay asks for them (``Dataset.events``).
 """
 from __future__ import annotations
 
+import glob
 import io
 import os
 import sys
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import fastavro
 import numpy as np
@@ -37,6 +39,7 @@ from transforms.budgeting.mechanisms.device import sort_events
 from transforms.core.io import InputError, require_input
 
 DEFAULT_WORKERS = 2
+PROGRESS_SECONDS = 5.0  # at most one progress line this often
 
 
 @dataclass
@@ -78,14 +81,15 @@ def _kind(row: Conversion | Impression) -> tuple:
 
 def sidecar_columns(path: str, spec: EventSpec) -> FileColumns | None:
     """The columns of ``path`` from the side-car its generator wrote (``synthetic.files.ColumnSidecar``), when
-    there is one and the file is as it was then (same size and modification time); each distinct kind's sample
-    record is decoded with the file's schema and validated like the file's records. None otherwise."""
+    there is one and the file is as it was then (same size and modification time), or the side-car was written
+    alone and there is no file; each distinct kind's sample record is decoded with the file's schema and
+    validated like the file's records. None otherwise."""
     where = sidecar_path(path)
-    if not where.is_file():
+    if "://" in path or not where.is_file():
         return None
-    stat = os.stat(path)
+    written = [os.stat(path).st_size, os.stat(path).st_mtime_ns] if os.path.exists(path) else [-1, -1]
     with np.load(where) as stored:
-        if stored["written"].tolist() != [stat.st_size, stat.st_mtime_ns]:
+        if stored["written"].tolist() != written:
             return None
         schema = fastavro.parse_schema(load_avro_schema("conversion" if spec is CONVERSION else "impression"))
         encoded = stored["samples"].tobytes()
@@ -104,9 +108,11 @@ def sidecar_columns(path: str, spec: EventSpec) -> FileColumns | None:
 def read_columns(path: str, spec: EventSpec, input_format: str | None = None) -> FileColumns:
     """Every record of the file ``path`` through the reader of its format, the valid ones as columns (from its
     side-car when its generator wrote one: ``sidecar_columns``)."""
-    found = sidecar_columns(path, spec) if os.path.isfile(path) else None
+    found = sidecar_columns(path, spec)
     if found is not None:
         return found
+    if not os.path.exists(path) and "://" not in path:
+        raise InputError(f"{path}: neither the file nor a usable column side-car of it exists")
     is_conversion = spec is CONVERSION
     row_type = Conversion if is_conversion else Impression
     devices: list[str] = []
@@ -239,8 +245,21 @@ class Dataset:
                 for _, device_id, events in self.device_events(np.arange(self.conversion_device.size))}
 
 
+def input_paths(pattern: str) -> list[str]:
+    """The files matching ``pattern``, or, when there are none, the files whose column side-cars alone match it
+    (datasets the evaluation generated without event files); an ``InputError`` when there are neither."""
+    try:
+        return require_input(pattern)
+    except InputError:
+        alone = sorted(str(Path(where).parent.parent / Path(where).name[:-len(".npz")])
+                       for where in glob.glob(str(sidecar_path(pattern))))
+        if not alone:
+            raise
+        return alone
+
+
 def _files(pattern: str, name: str, input_format: str | None) -> list[tuple[str, str, str | None]]:
-    return [(path, name, input_format) for path in require_input(pattern)]
+    return [(path, name, input_format) for path in input_paths(pattern)]
 
 
 def _read_all(jobs: list, workers: int, name: str, progress: bool, began: float) -> Iterator[FileColumns]:
@@ -249,10 +268,12 @@ def _read_all(jobs: list, workers: int, name: str, progress: bool, began: float)
     else:
         pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)))
         results = pool.map(_read_one, jobs)
+    shown = began
     for done, columns in enumerate(results, 1):
-        if progress:
-            print(f"  {name}: {done} / {len(jobs)} files read ({time.monotonic() - began:.0f} s)", file=sys.stderr,
-                  flush=True)
+        now = time.monotonic()
+        if progress and (now - shown >= PROGRESS_SECONDS or done == len(jobs)):
+            shown = now
+            print(f"  {name}: {done} / {len(jobs)} files read ({now - began:.0f} s)", file=sys.stderr, flush=True)
         yield columns
     if workers > 1 and len(jobs) > 1:
         pool.shutdown()
@@ -265,7 +286,7 @@ def load_dataset(name: str, impressions: str, conversions: str, input_format: st
     began = time.monotonic()
     jobs = _files(conversions, "conversion", input_format) + _files(impressions, "impression", input_format)
     parts = list(_read_all(jobs, workers, name, progress, began))
-    n_conversion_files = len(jobs) - len(require_input(impressions))
+    n_conversion_files = len(_files(conversions, "conversion", input_format))
     conv = _concatenated(parts[:n_conversion_files])
     imp = _concatenated(parts[n_conversion_files:])
     del parts

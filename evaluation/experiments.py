@@ -71,6 +71,7 @@ class Settings:
     quiet: bool = False
     scale: float | None = None  # None: the size's default for patcg and criteo
     data_dir: Path | None = None
+    event_files: bool = False  # also write the generated datasets as Avro event files (else their columns only)
 
     @property
     def data(self) -> Path:
@@ -111,10 +112,10 @@ def microbenchmark_data(settings: Settings, knob1: float, knob2: float, batch_si
     """The Sec. 8.1 microbenchmark for (knob1, knob2), generated once under ``DIR/data`` and loaded."""
     path = settings.data / f"microbenchmark-b{batch_size}-p{products}-k1-{knob1}-k2-{knob2}-s{settings.seed}"
     parameters = {"knob1": knob1, "knob2": knob2, "batch_size": batch_size, "products": products,
-                  "seed": settings.seed}
+                  "seed": settings.seed, "event_files": settings.event_files}
     generated_dataset(path, parameters, lambda: generate_microbenchmark(
         path, knob1=knob1, knob2=knob2, batch_size=batch_size, products=products, seed=settings.seed,
-        progress=not settings.quiet, sidecars=True), microbenchmark_model)
+        progress=not settings.quiet, sidecars=True, event_files=settings.event_files), microbenchmark_model)
     return load_dataset(path.name, str(path / "impressions-*"), str(path / "conversions-*"), progress=not settings.quiet)
 
 

@@ -169,8 +169,10 @@ def patcg(settings: Settings) -> ExperimentOutput:
     the RMSRE is computed with the noise scale times ``scale``: the relative noise of a full-size batch."""
     scale = settings.scale or settings.sizes.patcg_scale
     path = settings.data / f"patcg-like-s{scale}-seed{settings.seed}"
-    generated_dataset(path, {"scale": scale, "seed": settings.seed}, lambda: patcg_data.generate_patcg(
-        path, scale=scale, seed=settings.seed, progress=not settings.quiet, sidecars=True), patcg_data)
+    generated_dataset(path, {"scale": scale, "seed": settings.seed, "event_files": settings.event_files},
+                      lambda: patcg_data.generate_patcg(path, scale=scale, seed=settings.seed,
+                                                        progress=not settings.quiet, sidecars=True,
+                                                        event_files=settings.event_files), patcg_data)
     generation = _generation(path)
     batch_size = generation["stats"]["batch_size"]
     dataset = load_dataset("patcg-like", str(path / "impressions-*"), str(path / "conversions-*"),
@@ -222,10 +224,11 @@ def criteo(settings: Settings) -> ExperimentOutput:
     datasets = {}
     for augment in augments:
         path = settings.data / f"criteo-like-s{scale}-a{augment}-seed{settings.seed}"
-        generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed},
+        generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed,
+                                 "event_files": settings.event_files},
                           lambda path=path, augment=augment: criteo_data.generate_criteo(
                               path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet,
-                              sidecars=True),
+                              sidecars=True, event_files=settings.event_files),
                           criteo_data)
         datasets[augment] = path
     generation = _generation(datasets[0])

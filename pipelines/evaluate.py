@@ -1,7 +1,7 @@
 """Reproduce the Cookie Monster evaluation (Cookie Monster paper Sec. 8) and Appendix D bias detection.
 
     python -m pipelines.evaluate EXPERIMENT [EXPERIMENT ...] --output DIR [--full] [--scale S] [--seed N]
-        [--repetitions R] [--data-dir D] [--quiet]
+        [--repetitions R] [--data-dir D] [--event-files] [--quiet]
     python -m pipelines.evaluate custom --impressions PATH --conversions PATH --batch-size B --output DIR
         [--epochs 1,7,14,30,60] [--seed N] [--repetitions R] [--quiet]
 
@@ -11,8 +11,9 @@ EXPERIMENT is ``microbenchmark-knob1`` and ``microbenchmark-knob2`` (Fig. 4),
 experiment writes its CSVs and PNGs into DIR, merges its points and headline
 numbers into ``DIR/results.json`` and rewrites ``DIR/report.md`` from it, so
 experiments can be run one at a time into the same directory. Generated
-datasets go to ``DIR/data`` (or ``--data-dir``) and are reused when their
-parameters match. Runs use the in-memory reference of the measurement job
+datasets go to ``DIR/data`` (or ``--data-dir``) as columns (``columns/*.npz``:
+encoding Avro would be most of the cost of generating them; ``--event-files``
+writes the Avro event files too) and are reused when their parameters match. Runs use the in-memory reference of the measurement job
 with seeded randomness (simulation mode), like every evaluation output.
 
 The figures need matplotlib, from the ``eval`` extra
@@ -71,6 +72,9 @@ def build_parser() -> CliParser:
     parser.add_argument("--repetitions", type=POSITIVE_INTEGER, default=200,
                         help="noise draws per query for the empirical RMSRE and the bias bound (default 200)")
     parser.add_argument("--data-dir", help="where generated datasets are kept (default DIR/data)")
+    parser.add_argument("--event-files", action="store_true",
+                        help="also write the generated datasets as Avro event files (to run the measurement job on "
+                             "them); by default only their columns are kept (DIR/data/*/columns/*.npz)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     own = parser.add_argument_group("custom: your own data")
     own.add_argument("--impressions", help="file or glob of impressions")
@@ -110,7 +114,8 @@ def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(out=out, size=args.size, seed=args.seed, repetitions=args.repetitions, quiet=args.quiet,
-                        scale=args.scale, data_dir=Path(args.data_dir) if args.data_dir else None)
+                        scale=args.scale, data_dir=Path(args.data_dir) if args.data_dir else None,
+                        event_files=args.event_files)
     outputs = []
     for name in names:
         began = time.monotonic()

@@ -390,11 +390,12 @@ def _truncated_exponential_micros(rng: np.random.Generator, n: int) -> np.ndarra
 
 def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment: int = 0, seed: int = 0,
                     fmt: str = "avro", start: str | int = CRITEO_START, progress: bool = True,
-                    sidecars: bool = False) -> CriteoStats:
+                    sidecars: bool = False, event_files: bool = True) -> CriteoStats:
     """Write the Criteo-like dataset of Cookie Monster paper Sec. 8.4 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``, with ``augment`` synthetic impressions per conversion (Criteo++, Sec. 8.4, Fig.
     6d); return what was written. ``start`` is an ISO 8601 date(-time) or epoch microseconds. With ``sidecars``
-    (Avro only), every file also gets its column side-car (``files.ColumnSidecar``, for the evaluation). Raises
+    (Avro only), every file also gets its column side-car (``files.ColumnSidecar``, for the evaluation); with
+    ``event_files=False`` as well, only the side-cars are written. Raises
     ``ValueError`` for a bad option (the message names it)."""
     datafiles.check_format_and_scale(fmt, scale)
     augment = datafiles.check_integer("--augment", augment, 0, CRITEO_MAX_AUGMENT)
@@ -488,7 +489,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     imp_schema = load_avro_schema("impression") if fmt == "avro" else None
     impression_paths = datafiles.shard_paths(out, "impressions", imp_shards, fmt)
     for s, path in enumerate(impression_paths):
-        datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s), sidecars)
+        datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s), sidecars, event_files)
 
     # Conversions: sorted by time (stable: ties keep the generation order), ids in that order.
     conv = {name: np.concatenate(parts) for name, parts in columns.items()}
@@ -516,7 +517,7 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
     for s, path in enumerate(conversion_paths):
         datafiles.write_file(path, fmt, conv_schema, sync_marker, conversion_chunks(s * total_conversions // conv_shards,
                                                                           (s + 1) * total_conversions // conv_shards),
-                             sidecars)
+                             sidecars, event_files)
     log(f"{total_conversions:,} conversions written to {conv_shards} file(s)")
 
     # Stats.

@@ -104,24 +104,32 @@ def encode_record(fmt: str, message: type, record: dict) -> Any:
 
 
 def write_file(path: Path, fmt: str, schema: dict | None, sync_marker: bytes, chunks: Iterable[list],
-               sidecar: bool = False) -> None:
+               sidecar: bool = False, event_file: bool = True) -> None:
     """Write encoded records, chunk by chunk, to one file of ``fmt`` (for Avro, with one ``fastavro.writer`` call
-    that pulls the chunks). With ``sidecar`` (Avro only), also the file's column side-car (``ColumnSidecar``)."""
+    that pulls the chunks). With ``sidecar`` (Avro only), also the file's column side-car (``ColumnSidecar``);
+    with ``event_file=False``, only the side-car (the evaluation's datasets: encoding Avro is most of the cost
+    of generating them)."""
     columns = None
     if sidecar:
         if fmt != "avro":
             raise ValueError("column side-cars are written for Avro files only")
         columns = ColumnSidecar(schema)
         chunks = map(columns.add, chunks)
-    with open(path, "wb") as handle:
-        if fmt == "avro":
-            fastavro.writer(handle, schema, itertools.chain.from_iterable(chunks), sync_marker=sync_marker)
-        elif fmt == "jsonl":
-            for chunk in chunks:
-                handle.write("".join(chunk).encode("utf-8"))
-        else:
-            for chunk in chunks:
-                handle.write(b"".join(chunk))
+    elif not event_file:
+        raise ValueError("a file is written as events, as a column side-car, or both")
+    if not event_file:
+        for _ in chunks:
+            pass
+    else:
+        with open(path, "wb") as handle:
+            if fmt == "avro":
+                fastavro.writer(handle, schema, itertools.chain.from_iterable(chunks), sync_marker=sync_marker)
+            elif fmt == "jsonl":
+                for chunk in chunks:
+                    handle.write("".join(chunk).encode("utf-8"))
+            else:
+                for chunk in chunks:
+                    handle.write(b"".join(chunk))
     if columns is not None:
         columns.save(path)
 
@@ -143,7 +151,7 @@ class ColumnSidecar:
     advertiser, querier, product and the request; for impressions: publisher, advertiser, campaign, product,
     filter keys), kept Avro-encoded with the file's schema. The reader decodes and validates each sample as it
     would the file's records, and uses the side-car only while the event file has the size and modification time
-    it had when the side-car was written."""
+    it had when the side-car was written, or, for a side-car written alone, while there is no event file."""
 
     def __init__(self, schema: dict | None) -> None:
         self.schema = fastavro.parse_schema(schema)
@@ -178,10 +186,11 @@ class ColumnSidecar:
         return records
 
     def save(self, path: Path) -> Path:
-        """Write the side-car of the event file ``path`` (just written)."""
+        """Write the side-car of the event file ``path``, just written or (when it does not exist) not written at
+        all: the side-car then stands alone, and says so (``written`` is [-1, -1])."""
         target = sidecar_path(path)
         target.parent.mkdir(exist_ok=True)
-        stat = path.stat()
+        written = [path.stat().st_size, path.stat().st_mtime_ns] if path.exists() else [-1, -1]
         encoded = []
         for sample in self.samples:
             buffer = io.BytesIO()
@@ -194,7 +203,7 @@ class ColumnSidecar:
                      value=np.array(self.values, dtype=np.float64), kind=np.array(self.kinds, dtype=np.int64),
                      samples=np.frombuffer(b"".join(encoded), dtype=np.uint8),
                      sample_ends=np.cumsum([len(b) for b in encoded], dtype=np.int64),
-                     written=np.array([stat.st_size, stat.st_mtime_ns], dtype=np.int64))
+                     written=np.array(written, dtype=np.int64))
         return target
 
 

@@ -258,11 +258,11 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
                             batch_size: int = MICRO_BATCH_SIZE, products: int = MICRO_PRODUCTS, days: int = MICRO_DAYS,
                             start_micros: int = parse_start(MICRO_START), seed: int = 0, fmt: str = "avro",
                             shards: int | None = None, bad_fraction: float = 0.0,
-                            progress: bool = True, sidecars: bool = False) -> MicrobenchmarkStats:
+                            progress: bool = True, sidecars: bool = False, event_files: bool = True) -> MicrobenchmarkStats:
     """Write the microbenchmark dataset (the model of the module docstring) to ``out_dir``; return what was
     written. ``shards`` is the number of impression files (None: about a million impressions each). With
     ``sidecars`` (Avro only), every file also gets its column side-car (``files.ColumnSidecar``, for the
-    evaluation)."""
+    evaluation); with ``event_files=False`` as well, only the side-cars are written."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if not (math.isfinite(knob1) and 0.0 < knob1 <= 1.0):
@@ -315,7 +315,7 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
     conv_records = conv_bad.add(conv_records, conversion)
     conversion_paths = [out / f"conversions-00000-of-00001.{ext}"]
     _write_file(conversion_paths[0], fmt, load_avro_schema("conversion") if fmt == "avro" else None, sync_marker,
-                [conv_records], sidecars)
+                [conv_records], sidecars, event_files)
     if log:
         log(f"{n_conv:,} conversions for {products} products x {MICRO_SCHEDULES} batches of {batch_size:,} "
             f"({users:,} users); writing {total_impressions:,} impressions to {shards} file(s)")
@@ -355,7 +355,7 @@ def generate_microbenchmark(out_dir: str | os.PathLike, *, knob1: float, knob2: 
 
     for s, path in enumerate(impression_paths):
         _write_file(path, fmt, schema, sync_marker, shard_chunks(s * users // shards, (s + 1) * users // shards),
-                    sidecars)
+                    sidecars, event_files)
 
     stats = MicrobenchmarkStats(
         users=users, impressions_per_user=per_user, impressions=written, conversions=n_conv,

@@ -219,11 +219,12 @@ def patcg_request(attribute: int, window_days: int) -> dict:
 
 def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int = 0, fmt: str = "avro",
                    window_days: int = PATCG_WINDOW_DAYS, start: str | int = PATCG_START,
-                   progress: bool = True, sidecars: bool = False) -> PatcgStats:
+                   progress: bool = True, sidecars: bool = False, event_files: bool = True) -> PatcgStats:
     """Write the PATCG-like dataset of Cookie Monster paper Sec. 8.3 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``; return what was written. ``start`` is an ISO 8601 date(-time) or epoch
     microseconds. With ``sidecars`` (Avro only), every file also gets its column side-car
-    (``files.ColumnSidecar``, for the evaluation). Raises ``ValueError`` for a bad option (the message names it)."""
+    (``files.ColumnSidecar``, for the evaluation); with ``event_files=False`` as well, only the side-cars are
+    written. Raises ``ValueError`` for a bad option (the message names it)."""
     datafiles.check_format_and_scale(fmt, scale)
     users = patcg_users(scale)
     if users < PATCG_MIN_USERS:
@@ -329,7 +330,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
             imp_schema = load_avro_schema("impression") if fmt == "avro" else None
             impression_paths = datafiles.shard_paths(out, "impressions", imp_shards, fmt)
             for s, path in enumerate(impression_paths):
-                datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s), sidecars)
+                datafiles.write_file(path, fmt, imp_schema, sync_marker, shard_chunks(s), sidecars, event_files)
 
         # Pass 2: each time bucket sorted and written as one conversions file, ids in time order.
         conv_schema = load_avro_schema("conversion") if fmt == "avro" else None
@@ -351,7 +352,7 @@ def generate_patcg(out_dir: str | os.PathLike, *, scale: float = 0.01, seed: int
                         PATCG_ADVERTISER, (part["cents"] / 100.0).tolist(), [products[a] for a in attributes],
                         attributes)
 
-            datafiles.write_file(path, fmt, conv_schema, sync_marker, bucket_chunks(), sidecars)
+            datafiles.write_file(path, fmt, conv_schema, sync_marker, bucket_chunks(), sidecars, event_files)
             first_id += rows.size
             log(f"conversions file {b + 1} / {conv_shards} written ({first_id:,} conversions)")
     assert written["conversions"] == total_conversions == first_id and written["impressions"] == total_impressions

@@ -160,21 +160,25 @@ def test_merged_windows_and_shared_epochs():
 
 
 @pytest.mark.parametrize("generate", [
-    lambda path, columns: generate_patcg(path, scale=0.0002, seed=1, progress=False, sidecars=columns),
-    lambda path, columns: generate_criteo(path, scale=0.002, augment=2, seed=1, progress=False, sidecars=columns),
-    lambda path, columns: generate_microbenchmark(path, knob1=0.5, knob2=0.5, batch_size=30, products=2, seed=1,
-                                                  progress=False, sidecars=columns),
+    lambda path, **files: generate_patcg(path, scale=0.0002, seed=1, progress=False, **files),
+    lambda path, **files: generate_criteo(path, scale=0.002, augment=2, seed=1, progress=False, **files),
+    lambda path, **files: generate_microbenchmark(path, knob1=0.5, knob2=0.5, batch_size=30, products=2, seed=1,
+                                                  progress=False, **files),
 ], ids=["patcg", "criteo", "microbenchmark"])
 def test_column_sidecars_give_what_reading_the_files_gives(tmp_path, generate):
-    generate(tmp_path / "with", True)
-    generate(tmp_path / "without", False)
-    with_sidecars, read = _dataset(tmp_path / "with"), _dataset(tmp_path / "without")
+    generate(tmp_path / "with", sidecars=True)
+    generate(tmp_path / "alone", sidecars=True, event_files=False)
+    generate(tmp_path / "without")
+    read = _dataset(tmp_path / "without")
     assert sorted(p.name for p in (tmp_path / "with" / "columns").iterdir()) == \
         sorted(f"{p.name}.npz" for p in (tmp_path / "with").glob("*.avro"))
-    assert with_sidecars.devices == read.devices
-    assert with_sidecars.population == read.population
-    assert (with_sidecars.read, with_sidecars.impressions, with_sidecars.conversions) == \
-        (read.read, read.impressions, read.conversions)
+    assert not list((tmp_path / "alone").glob("*.avro"))
+    for variant in ("with", "alone"):
+        loaded = _dataset(tmp_path / variant)
+        assert loaded.devices == read.devices
+        assert loaded.population == read.population
+        assert (loaded.read, loaded.impressions, loaded.conversions) == \
+            (read.read, read.impressions, read.conversions)
 
 
 def test_a_sidecar_is_ignored_once_its_file_changed(tmp_path):

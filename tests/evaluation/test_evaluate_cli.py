@@ -83,9 +83,17 @@ def test_experiments_accumulate_in_one_directory(tmp_path):
     assert main(["microbenchmark-knob1", "--tiny", "--output", str(out), "--quiet"]) == 0
     assert set(_results(out)) == {"bias-detection", "microbenchmark-knob1"}
     # running an experiment again reuses the datasets it generated (same parameters): no file is rewritten
-    before = {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.avro")}
+    before = {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.npz")}
+    assert before and not list((out / "data").rglob("*.avro"))  # columns only, by default
     assert main(["microbenchmark-knob1", "--tiny", "--output", str(out), "--quiet"]) == 0
-    assert {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.avro")} == before
+    assert {p: p.stat().st_mtime_ns for p in (out / "data").rglob("*.npz")} == before
+    # with --event-files the datasets are written again, with their Avro files, and give the same results
+    points = _results(out)["microbenchmark-knob1"]["points"]
+    assert main(["microbenchmark-knob1", "--tiny", "--output", str(out), "--quiet", "--event-files"]) == 0
+    avro = list((out / "data").rglob("*.avro"))
+    assert avro and all(p.with_name("columns") / f"{p.name}.npz" in set((out / "data").rglob("*.npz")) for p in avro)
+    assert [{**p, "seconds": 0} for p in _results(out)["microbenchmark-knob1"]["points"]] == \
+        [{**p, "seconds": 0} for p in points]
 
 
 def test_custom_data(tmp_path):
