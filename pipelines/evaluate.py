@@ -13,8 +13,10 @@ numbers into ``DIR/results.json`` and rewrites ``DIR/report.md`` from it, so
 experiments can be run one at a time into the same directory. Generated
 datasets go to ``DIR/data`` (or ``--data-dir``) as columns (``columns/*.npz``:
 encoding Avro would be most of the cost of generating them; ``--event-files``
-writes the Avro event files too) and are reused when their parameters match. Runs use the in-memory reference of the measurement job
-with seeded randomness (simulation mode), like every evaluation output.
+writes the Avro event files too) and are reused when their parameters match.
+Runs use the in-memory reference of the measurement job, computed column-wise
+(``evaluation.columnar``), with seeded randomness (simulation mode), like
+every evaluation output.
 
 The figures need matplotlib, from the ``eval`` extra
 (``pip install 'privacy-measurement-beam[eval]'``); without it ``--help`` works
