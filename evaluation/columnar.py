@@ -68,6 +68,9 @@ class ConversionTable:
     request: np.ndarray  # index into requests
     querier: np.ndarray  # index into queriers
     last_impression: np.ndarray  # time of the device's latest impression of the advertiser at or before it
+    query: np.ndarray  # index into query_keys: the (querier, query key) the report goes to
+    query_keys: list[tuple[str, str]]
+    report_order: np.ndarray  # every conversion by (query, then report order: time, device id, conversion id)
 
 
 def conversion_table(dataset: Dataset) -> ConversionTable:
@@ -85,6 +88,9 @@ def conversion_table(dataset: Dataset) -> ConversionTable:
     kind = dataset.conversion_kind
     order = np.empty(kind.size, dtype=np.int64)
     order[np.argsort(dataset.conversion_id, kind="stable")] = np.arange(kind.size)
+    query_keys = list(dict.fromkeys((kind[1], kind[3].query_key) for kind in kinds))
+    query_of = np.array([query_keys.index((kind[1], kind[3].query_key)) for kind in kinds] or [0], dtype=np.int64)
+    query = query_of[kind]
     n = len(advertisers)
     return ConversionTable(
         dataset=dataset, requests=requests, queriers=queriers, device=dataset.conversion_device,
@@ -92,6 +98,8 @@ def conversion_table(dataset: Dataset) -> ConversionTable:
         last_impression=_last_impression(dataset.conversion_device * n + advertiser_of[kind], dataset.conversion_time,
                                          dataset.impression_device * n + imp_advertiser_of[dataset.impression_kind],
                                          dataset.impression_time),
+        query=query, query_keys=query_keys,
+        report_order=np.lexsort((order, dataset.conversion_device, dataset.conversion_time, query)),
     )
 
 
@@ -399,13 +407,12 @@ def _batches(table: ConversionTable, windows: Windows, slot: np.ndarray, replaye
     """The full batches (in batch order), the incomplete ones and each batch's charged units (step 5)."""
     served = windows.served
     requests = table.requests
-    key_names: dict = {}
-    request_key = np.array([0] * len(requests), dtype=np.int64)
-    for i, r in enumerate(requests):
-        request_key[i] = key_names.setdefault(r.query_key, len(key_names))
-    names = list(key_names)
-    query = table.querier[served] * max(len(names), 1) + request_key[table.request[served]]
-    order = np.lexsort((table.order[served], table.device[served], table.time[served], query))
+    names = table.query_keys
+    query = table.query[served]
+    position = np.full(table.time.size, -1, dtype=np.int64)  # index into served, or -1
+    position[served] = np.arange(served.size)
+    order = position[table.report_order]
+    order = order[order >= 0]  # the served conversions in report order
     starts, stops = _groups(query[order])
     epsilon_of = np.array([r.requested_epsilon for r in requests], dtype=float)
     sensitivity_of = np.array([r.query_global_sensitivity for r in requests], dtype=float)
@@ -414,9 +421,7 @@ def _batches(table: ConversionTable, windows: Windows, slot: np.ndarray, replaye
     incomplete: list[IncompleteBatch] = []
     charged_of: dict[tuple[str, str, int], int] = {}
     for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
-        code = int(query[order[start]])
-        querier = table.queriers[code // max(len(names), 1)]
-        query_key = names[code % max(len(names), 1)]
+        querier, query_key = names[int(query[order[start]])]
         full = (stop - start) // batch_size
         for index in range(full):
             chunk = order[start + index * batch_size:start + (index + 1) * batch_size]

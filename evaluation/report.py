@@ -167,7 +167,7 @@ NOTES = {
         "- **Span.** Conversions spread over 120 days ('four months', Sec. 8.3). The artifact's files cover 31 days, "
         "so the same charges there are averaged over about 5 epochs instead of about 22: its averages (ARA-like "
         "ends at 0.277) are several times ours. Ratios between policies do not depend on the span.",
-        "- **Scale.** The quick size has 0.5 % of the paper's devices and conversions. Every report requests the "
+        "- **Scale.** This run has {scale} of the paper's devices and conversions. Every report requests the "
         "artifact's epsilon, 15 ln(100) / (0.05 x 2,000) = 0.691, at every scale, so each device pays what it would "
         "at full size. The RMSRE uses the query's Laplace scale times the data scale (the relative noise of a "
         "full-size batch).",
@@ -179,8 +179,9 @@ NOTES = {
         "- **Data.** A synthetic stand-in (292 advertisers of heavy-tailed sizes, clicks as impressions, sales at "
         "click time + delay as conversions, value = purchase count capped at 5), not the Criteo logs.",
         "- **Batches.** Exactly 350 reports per query, epsilon = 5 ln(100) / (0.05 x 350 x 2) = 0.658 per report "
-        "(the artifact's batches were 300 to 450 with the same expected average value 2). The quick size has 5 % of "
-        "the impressions, so fewer (advertiser, category) pairs reach 350 reports: fewer queries than the paper's 898.",
+        "(the artifact's batches were 300 to 450 with the same expected average value 2). This run has {scale} of "
+        "the paper's impressions; below the full size fewer (advertiser, category) pairs reach 350 reports, so "
+        "there are fewer queries than the paper's 898.",
         "- **Criteo++** adds X impressions per conversion of the same device, advertiser and category, uniform over "
         "the 30 days before it; only Cookie Monster depends on them (Fig. 6d).",
         "",
@@ -199,8 +200,23 @@ def _pct(value) -> str:
     return "n/a" if value is None else f"{100 * value:.3g} %"
 
 
-def _summary(experiments: dict) -> list[str]:
-    """Our numbers next to the paper's, with the reason for each difference (the quick run's own figures)."""
+def _summary(experiments: dict, compare: tuple[str, dict] | None = None) -> list[str]:
+    """Our numbers next to the paper's, with the reason for each difference (the run's own figures), and, with
+    ``compare`` (a label and another run's experiments), that run's numbers in a column of their own."""
+    rows = _summary_rows(experiments)
+    if not rows:
+        return []
+    if compare is None:
+        lines = ["## Against the paper", "", "| what | paper | ours | why they differ |", "|---|---|---|---|"]
+        return lines + [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows] + [""]
+    other = {what: ours for what, _, ours, _ in _summary_rows(compare[1])}
+    lines = ["## Against the paper", "", f"| what | paper | ours | {compare[0]} | why they differ |",
+             "|---|---|---|---|---|"]
+    return lines + [f"| {a} | {b} | {c} | {other.get(a, 'n/a')} | {d} |" for a, b, c, d in rows] + [""]
+
+
+def _summary_rows(experiments: dict) -> list[tuple[str, str, str, str]]:
+    """The rows of ``_summary``: what, the paper's number, ours, why they differ."""
     rows = []
     knob1, knob2 = experiments.get("microbenchmark-knob1"), experiments.get("microbenchmark-knob2")
     if knob1 and knob2:
@@ -264,18 +280,15 @@ def _summary(experiments: dict) -> list[str]:
              "Same shape: added impressions make more epochs of each window pay."),
             ("Sec. 8.4: IPA-like queries executed (7-day epochs)", "146 of 898 (artifact notebook)",
              f"{head.get('ipa_executed')} of {head.get('queries_total')}",
-             "The quick size has 5 % of the data: fewer queries share each advertiser's central filters."),
+             f"This run has {_pct(criteo['settings'].get('scale'))} of the paper's data: the queries that share each "
+             "advertiser's central filters differ from the paper's."),
         ]
     bias = experiments.get("bias-detection")
     if bias:
         rows.append(("Appendix D: the bias bound holds with probability at least 1 - beta", "proved, not evaluated",
                      f"lowest coverage {_fmt(bias['headline']['min_coverage'])} for beta = {bias['headline']['beta']}",
                      "The bound is one-sided and conservative (see the section)."))
-    if not rows:
-        return []
-    lines = ["## Against the paper", "", "| what | paper | ours | why they differ |", "|---|---|---|---|"]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    return lines + [""]
+    return rows
 
 
 SECTIONS = {
@@ -288,13 +301,15 @@ SECTIONS = {
 }
 
 
-def render(results: dict, realistic_paper: dict[str, list[str]], notes: dict[str, list[str]] = NOTES) -> str:
-    """The whole report from ``results.json``'s content."""
+def render(results: dict, realistic_paper: dict[str, list[str]], notes: dict[str, list[str]] = NOTES,
+           compare: tuple[str, dict] | None = None) -> str:
+    """The whole report from ``results.json``'s content (and, with ``compare``, another run's numbers beside the
+    headline ones: a label and that run's ``results.json`` content)."""
     lines = ["# Cookie Monster evaluation (Cookie Monster paper Sec. 8 and Appendix D), reproduced", "",
              "Generated by `python -m pipelines.evaluate`; every number below comes from `results.json` next to this "
              "file. Budgets are SENSITIVE evaluation metrics (per device-epoch consumption), never what a querier "
              "sees. Metric definitions: README, section \"Evaluation\".", ""]
-    lines += _summary(results["experiments"])
+    lines += _summary(results["experiments"], None if compare is None else (compare[0], compare[1]["experiments"]))
     for name, title in SECTIONS.items():
         entry = results["experiments"].get(name)
         if entry is None:
@@ -302,7 +317,8 @@ def render(results: dict, realistic_paper: dict[str, list[str]], notes: dict[str
         settings = {k: v for k, v in entry["settings"].items() if k != "data"}
         lines += [f"## {title}", "", f"Run time {entry['seconds']:.0f} s ({entry.get('size', 'quick')} size, seed "
                   f"{entry.get('seed', 0)}). Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()) + ".", ""]
-        lines += notes.get(name, [])
+        scale = entry["settings"].get("scale")
+        lines += [note.replace("{scale}", _pct(scale)) for note in notes.get(name, [])]
         if name.startswith("microbenchmark"):
             lines += _microbenchmark(name, entry)
         elif name == "bias-detection":
@@ -315,7 +331,7 @@ def render(results: dict, realistic_paper: dict[str, list[str]], notes: dict[str
 
 
 def write_report(out: Path, results: dict, realistic_paper: dict[str, list[str]],
-                 notes: dict[str, list[str]] = NOTES) -> Path:
+                 notes: dict[str, list[str]] = NOTES, compare: tuple[str, dict] | None = None) -> Path:
     path = out / "report.md"
-    path.write_text(render(results, realistic_paper, notes), encoding="utf-8")
+    path.write_text(render(results, realistic_paper, notes, compare), encoding="utf-8")
     return path

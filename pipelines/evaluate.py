@@ -1,7 +1,7 @@
 """Reproduce the Cookie Monster evaluation (Cookie Monster paper Sec. 8) and Appendix D bias detection.
 
     python -m pipelines.evaluate EXPERIMENT [EXPERIMENT ...] --output DIR [--full] [--scale S] [--seed N]
-        [--repetitions R] [--data-dir D] [--event-files] [--quiet]
+        [--repetitions R] [--data-dir D] [--event-files] [--compare-with RESULTS_JSON] [--quiet]
     python -m pipelines.evaluate custom --impressions PATH --conversions PATH --batch-size B --output DIR
         [--epochs 1,7,14,30,60] [--seed N] [--repetitions R] [--quiet]
 
@@ -25,6 +25,7 @@ and a run stops before any work with that one line (exit 2).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -77,6 +78,9 @@ def build_parser() -> CliParser:
     parser.add_argument("--event-files", action="store_true",
                         help="also write the generated datasets as Avro event files (to run the measurement job on "
                              "them); by default only their columns are kept (DIR/data/*/columns/*.npz)")
+    parser.add_argument("--compare-with", metavar="RESULTS_JSON",
+                        help="another run's results.json (e.g. docs/results/results.json): the report's headline "
+                             "table gets a column with its numbers")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     own = parser.add_argument_group("custom: your own data")
     own.add_argument("--impressions", help="file or glob of impressions")
@@ -109,6 +113,16 @@ def _custom(args: argparse.Namespace, settings: Settings) -> ExperimentOutput:
     return realistic.custom(settings, dataset, args.batch_size, epochs)
 
 
+def _comparison(path: str) -> tuple[str, dict]:
+    """The label and content of the ``--compare-with`` results: "<size> size" (the size its runs used)."""
+    try:
+        other = json.loads(Path(path).read_text(encoding="utf-8"))
+        sizes = {entry.get("size", "quick") for entry in other["experiments"].values()}
+    except (OSError, ValueError, KeyError, AttributeError) as error:
+        raise CliError(f"--compare-with {path}: not a readable results.json ({error})") from None
+    return (" / ".join(sorted(sizes)) + " size", other)
+
+
 def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
     args = build_parser().parse_args(argv)
     names = _chosen(args.experiments)
@@ -118,6 +132,7 @@ def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
     settings = Settings(out=out, size=args.size, seed=args.seed, repetitions=args.repetitions, quiet=args.quiet,
                         scale=args.scale, data_dir=Path(args.data_dir) if args.data_dir else None,
                         event_files=args.event_files)
+    compare = _comparison(args.compare_with) if args.compare_with else None
     outputs = []
     for name in names:
         began = time.monotonic()
@@ -127,7 +142,7 @@ def run(argv: list[str] | None) -> tuple[Path, list[ExperimentOutput]]:
             "points": output.points, "headline": output.headline, "settings": output.settings,
             "files": output.files, "seconds": round(output.seconds, 1), "size": settings.size, "seed": settings.seed,
         })
-        write_report(out, results, PAPER)
+        write_report(out, results, PAPER, compare=compare)
         print(f"{name}: done in {output.seconds:.0f} s; " + ", ".join(output.files), flush=True)
         outputs.append(output)
     return out, outputs

@@ -77,6 +77,17 @@ def test_patcg_and_criteo_experiments(tmp_path):
     assert "## PATCG-like (Fig. 5)" in report and "## Criteo-like (Fig. 6)" in report and "209x" in report
 
 
+def test_compare_with_puts_another_runs_numbers_beside_ours(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["bias-detection", "--tiny", "--output", str(first), "--quiet", "--repetitions", "10"]) == 0
+    assert main(["bias-detection", "--tiny", "--output", str(second), "--quiet", "--repetitions", "10",
+                 "--compare-with", str(first / "results.json")]) == 0
+    report = (second / "report.md").read_text()
+    assert "| what | paper | ours | tiny size | why they differ |" in report
+    row = next(line for line in report.splitlines() if line.startswith("| Appendix D"))
+    assert row.split(" | ")[2] == row.split(" | ")[3]  # the same seed and size: the same number in both columns
+
+
 def test_experiments_accumulate_in_one_directory(tmp_path):
     out = tmp_path / "out"
     assert main(["bias-detection", "--tiny", "--output", str(out), "--quiet", "--repetitions", "10"]) == 0
@@ -119,6 +130,7 @@ def test_custom_data(tmp_path):
     (["custom", "--output", "x"], "custom needs --impressions"),
     (["patcg", "--output", "x", "--scale", "2"], "error: argument --scale: must be a number in (0, 1], got 2"),
     (["patcg", "--output", "x", "--repetitions", "0"], "error: argument --repetitions: must be an integer >= 1, got 0"),
+    (["patcg", "--output", "x", "--compare-with", "missing.json"], "--compare-with missing.json: not a readable"),
 ])
 def test_bad_options(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
