@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.data import Dataset
+from evaluation.data import DEFAULT_WORKERS, Dataset
 from evaluation.run_record import DeviceBudgets, RunRecord
 from schemas.rows import AttributionRequest, IncompleteBatch
 from schemas.time_units import MICROS_PER_DAY
@@ -64,7 +64,6 @@ class ConversionTable:
     queriers: list[str]
     device: np.ndarray  # index of the converting device
     time: np.ndarray  # event time, microseconds
-    order: np.ndarray  # rank of the conversion id (report order's last tie-break)
     request: np.ndarray  # index into requests
     querier: np.ndarray  # index into queriers
     last_impression: np.ndarray  # time of the device's latest impression of the advertiser at or before it
@@ -86,20 +85,18 @@ def conversion_table(dataset: Dataset) -> ConversionTable:
     imp_advertiser_of = np.array([advertisers.index(kind[1]) for kind in dataset.impression_kinds] or [0],
                                  dtype=np.int64)
     kind = dataset.conversion_kind
-    order = np.empty(kind.size, dtype=np.int64)
-    order[np.argsort(dataset.conversion_id, kind="stable")] = np.arange(kind.size)
     query_keys = list(dict.fromkeys((kind[1], kind[3].query_key) for kind in kinds))
     query_of = np.array([query_keys.index((kind[1], kind[3].query_key)) for kind in kinds] or [0], dtype=np.int64)
     query = query_of[kind]
     n = len(advertisers)
     return ConversionTable(
         dataset=dataset, requests=requests, queriers=queriers, device=dataset.conversion_device,
-        time=dataset.conversion_time, order=order, request=request_of[kind], querier=querier_of[kind],
+        time=dataset.conversion_time, request=request_of[kind], querier=querier_of[kind],
         last_impression=_last_impression(dataset.conversion_device * n + advertiser_of[kind], dataset.conversion_time,
                                          dataset.impression_device * n + imp_advertiser_of[dataset.impression_kind],
                                          dataset.impression_time),
         query=query, query_keys=query_keys,
-        report_order=np.lexsort((order, dataset.conversion_device, dataset.conversion_time, query)),
+        report_order=np.lexsort((dataset.conversion_id, dataset.conversion_device, dataset.conversion_time, query)),
     )
 
 
@@ -168,7 +165,7 @@ class Replayed:
     consumed: list[tuple[int, int, int, int]]
 
 
-REPLAY_WORKERS = min(os.cpu_count() or 1, 2)  # processes replaying devices at once
+REPLAY_WORKERS = min(os.cpu_count() or 1, DEFAULT_WORKERS)  # processes replaying devices at once
 PARALLEL_FROM = 20_000  # candidates: below this, one process (forking costs more than it saves)
 _JOB: tuple | None = None  # the replay the forked workers share (set before they fork, read-only)
 
