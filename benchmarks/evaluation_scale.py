@@ -6,15 +6,15 @@ scale in under 60 minutes on 2 cores, peak memory at most 16 GB).
         [--runs 1] [--baseline REV] [--json PATH] [--data DIR]
 
 Each experiment runs as ``python -m pipelines.evaluate EXPERIMENT --SIZE --scale S --output TMP --quiet`` in a fresh
-process, cold (its datasets generated into a fresh directory, which the run's time includes) unless ``--data``
-names a directory of datasets to reuse. Its events are the impressions and conversions its ``results.json``
-records. With ``--baseline REV`` the same runs are made with the code of git revision REV (checked out once into a
+process, cold (its datasets generated into a fresh directory, which the run's time includes) unless ``--data`` names
+a directory of datasets to reuse. Its events are the impressions and conversions its ``results.json`` records having
+read (every dataset it loads, once; the microbenchmark reads one per knob value, Criteo-like its augmented datasets
+too). With ``--baseline REV`` the same runs are made with the code of git revision REV (checked out once into a
 temporary worktree) and each experiment's ratio is baseline seconds / current seconds. Reports the median seconds
-over ``--runs``, events per second, the peak memory (the proportional set size of the run's process and its
-worker processes, sampled twice a second: forked workers share most of their pages with the run, which summed
-resident sizes would count two or three times; the run's own peak RSS and its largest worker's are kept in the
-JSON too), and the totals. Never part
-of the test suite.
+over ``--runs``, events per second, the peak memory (the proportional set size of the run's process and its worker
+processes, sampled twice a second: forked workers share most of their pages with the run, which summed resident sizes
+would count two or three times; the run's own peak RSS and its largest worker's are kept in the JSON too), and the
+totals. Never part of the test suite.
 """
 from __future__ import annotations
 
@@ -66,14 +66,18 @@ print(json.dumps({"status": status, "seconds": seconds, "peak_memory_mb": peak[0
 """
 
 
-def _events(results_path: str, experiment: str) -> int | None:
-    """The impressions and conversions the experiment's results record, when they do."""
+def _events(results_path: str) -> int | None:
+    """The events the experiment read (every dataset it loaded, once: ``settings.events_read`` in its results),
+    or for results written before that was recorded, its dataset's impressions and conversions."""
     try:
         with open(results_path, encoding="utf-8") as handle:
             found = json.load(handle)["experiments"]
     except (OSError, KeyError, ValueError):
         return None
-    data = next(iter(found.values()), {}).get("settings", {}).get("data", {}) if found else {}
+    settings = next(iter(found.values()), {}).get("settings", {}) if found else {}
+    if "events_read" in settings:
+        return int(settings["events_read"])
+    data = settings.get("data", {})
     if "impressions" in data and "conversions" in data:
         return int(data["impressions"]) + int(data["conversions"])
     return None
@@ -92,7 +96,7 @@ def run_once(root: str, experiment: str, size: str, scale: float, data: str | No
         if done.returncode != 0:
             raise SystemExit(f"{experiment} failed under {root}:\n{done.stderr[-3000:]}")
         measured = json.loads(done.stdout.strip().splitlines()[-1])
-        measured["events"] = _events(os.path.join(output, "results.json"), experiment)
+        measured["events"] = _events(os.path.join(output, "results.json"))
         return measured
 
 

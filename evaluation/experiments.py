@@ -144,9 +144,11 @@ def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:
     points = []
     sizes = settings.sizes
     values = getattr(sizes, knob)
+    events_read = 0
     for value in values:
         knob1, knob2 = (value, KNOB_DEFAULT) if knob == "knob1" else (KNOB_DEFAULT, value)
         dataset = microbenchmark_data(settings, knob1, knob2, sizes.micro_batch, sizes.micro_products)
+        events_read += dataset.read
         runner = Runner(dataset, sizes.micro_batch, seed=settings.seed, repetitions=settings.repetitions)
         for policy in POLICY_ORDER:
             result = runner.run(RunSpec(policy, params=(("knob1", knob1), ("knob2", knob2))))
@@ -173,7 +175,7 @@ def microbenchmark(settings: Settings, knob: str) -> ExperimentOutput:
     }
     return ExperimentOutput(name, points, [csv_path.name, png.name], headline,
                             {"batch_size": sizes.micro_batch, "products": sizes.micro_products, "values": list(values),
-                             "other_knob": KNOB_DEFAULT}, progress.elapsed())
+                             "other_knob": KNOB_DEFAULT, "events_read": events_read}, progress.elapsed())
 
 
 def _lowest_everywhere(points: list[dict], knob: str) -> bool:
@@ -289,7 +291,8 @@ def bias_detection(settings: Settings) -> ExperimentOutput:
     }
     return ExperimentOutput(name, points, [csv_path.name, png.name], headline,
                             {**BIAS_KNOBS, "batch_size": sizes.bias_batch, "products": sizes.micro_products,
-                             "beta": BIAS_BETA, "repetitions": repetitions, "kappas": list(sizes.bias_kappas)},
+                             "beta": BIAS_BETA, "repetitions": repetitions, "kappas": list(sizes.bias_kappas),
+                             "events_read": dataset.read},
                             progress.elapsed())
 
 

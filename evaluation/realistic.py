@@ -187,7 +187,7 @@ def patcg(settings: Settings) -> ExperimentOutput:
         if default["cookie_monster"].budget.cumulative_average_all else None)
     return ExperimentOutput("patcg", [r.row() for r in sweep.results.values()], files, head,
                             {"scale": scale, "batch_size": batch_size, "epoch_days": list(settings.sizes.epoch_sweep),
-                             "noise_factor": scale, "data": generation["stats"]},
+                             "noise_factor": scale, "data": generation["stats"], "events_read": dataset.read},
                             sum(r.seconds for r in sweep.results.values()))
 
 
@@ -237,9 +237,11 @@ def criteo(settings: Settings) -> ExperimentOutput:
     sweep = run_sweep(settings, "criteo", base, CRITEO_BATCH, 1.0, epoch_sweep, params=(("augment", 0),))
     files = write_outputs(settings, "criteo", "fig6_criteo.png", sweep, "Criteo-like")
     augmented = {0: sweep.results[("cookie_monster", DEFAULT_EPOCH_DAYS)]}
+    events_read = base.read
     for augment in augments[1:]:
         dataset = load_dataset(f"criteo-like+{augment}", str(datasets[augment] / "impressions-*"),
                                str(datasets[augment] / "conversions-*"), progress=not settings.quiet)
+        events_read += dataset.read
         runner = Runner(dataset, CRITEO_BATCH, seed=settings.seed, repetitions=settings.repetitions)
         augmented[augment] = runner.run(RunSpec("cookie_monster", DEFAULT_EPOCH_DAYS, params=(("augment", augment),)))
         progress(describe_run(augmented[augment]))
@@ -261,4 +263,5 @@ def criteo(settings: Settings) -> ExperimentOutput:
     seconds = sum(r.seconds for r in sweep.results.values()) + sum(r.seconds for a, r in augmented.items() if a)
     return ExperimentOutput("criteo", [r.row() for r in sweep.results.values()] + augment_points, files, head,
                             {"scale": scale, "batch_size": CRITEO_BATCH, "epoch_days": list(epoch_sweep),
-                             "augment": list(augments), "data": generation["stats"]}, seconds)
+                             "augment": list(augments), "data": generation["stats"], "events_read": events_read},
+                            seconds)

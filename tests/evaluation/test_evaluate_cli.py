@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pytest
 
 from pipelines.evaluate import build_parser, main
@@ -15,6 +16,11 @@ REQUIRED = ("policy", "avg_budget_converted", "avg_budget_all", "max_budget", "q
 
 def _results(out) -> dict:
     return json.loads((out / "results.json").read_text())["experiments"]
+
+
+def _events_written(directories) -> int:
+    """The events the generators wrote under ``directories``, counted from their column side-cars."""
+    return sum(np.load(sidecar)["time"].size for directory in directories for sidecar in directory.glob("columns/*.npz"))
 
 
 def _rows(path) -> list[dict]:
@@ -38,6 +44,9 @@ def test_microbenchmark_experiments(tmp_path, capsys):
             assert 0 <= p["max_budget"] <= 1.0
         table = _rows(out / f"microbenchmark-{knob}_budget.csv")
         assert {row["policy"] for row in table} == {"ipa_like", "ara_like", "cookie_monster"}
+        other = "k2" if knob == "knob1" else "k1"  # the other knob stays at its default in this sweep
+        datasets = [d for d in (out / "data").iterdir() if f"-{other}-0.1" in d.name]
+        assert len(datasets) == 2 and entry["settings"]["events_read"] == _events_written(datasets) > 0
     report = (out / "report.md").read_text()
     assert "## Microbenchmark, knob1 (Fig. 4a-b)" in report and "## Microbenchmark, knob2 (Fig. 4c-d)" in report
     assert "fig4ab_microbenchmark-knob1.png" in report
@@ -66,6 +75,10 @@ def test_patcg_and_criteo_experiments(tmp_path):
         (policy, days) for policy in ("ipa_like", "ara_like", "cookie_monster") for days in (7, 30)}
     assert patcg["settings"]["noise_factor"] == patcg["settings"]["scale"]  # full-size relative noise
     assert [p["augment"] for p in criteo["points"] if p["augment"]] == [3]  # Cookie Monster on Criteo++ +3
+    data = patcg["settings"]["data"]
+    assert patcg["settings"]["events_read"] == data["impressions"] + data["conversions"]
+    assert criteo["settings"]["events_read"] == _events_written((out / "data").glob("criteo-like-*")) > (
+        criteo["settings"]["data"]["impressions"] + criteo["settings"]["data"]["conversions"])  # with Criteo++ +3
     for name in ("fig5_patcg.png", "fig6_criteo.png", "fig6d_criteo_augmented.png", "patcg_queries.csv",
                  "criteo_device_budget_cdf.csv", "criteo_augmented_device_budget_cdf.csv"):
         assert (out / name).stat().st_size > 0, name
