@@ -6,15 +6,16 @@ scale in under 60 minutes on 2 cores, peak memory at most 16 GB).
         [--runs 1] [--baseline REV] [--json PATH] [--data DIR]
 
 Each experiment runs as ``python -m pipelines.evaluate EXPERIMENT --SIZE --scale S --output TMP --quiet`` in a fresh
-process, cold (its datasets generated into a fresh directory, which the run's time includes) unless ``--data`` names
-a directory of datasets to reuse. Its events are the impressions and conversions its ``results.json`` records having
-read (every dataset it loads, once; the microbenchmark reads one per knob value, Criteo-like its augmented datasets
-too). With ``--baseline REV`` the same runs are made with the code of git revision REV (checked out once into a
-temporary worktree) and each experiment's ratio is baseline seconds / current seconds. Reports the median seconds
-over ``--runs``, events per second, the peak memory (the proportional set size of the run's process and its worker
-processes, sampled twice a second: forked workers share most of their pages with the run, which summed resident sizes
-would count two or three times; the run's own peak RSS and its largest worker's are kept in the JSON too), and the
-totals. Never part of the test suite.
+process (``--scale`` for patcg and criteo: by default 1, the paper's, at the full size, and the size's own scale at
+the others), cold (its datasets generated into a fresh directory, which the run's time includes) unless ``--data``
+names a directory of datasets to reuse. Its events are the impressions and conversions its ``results.json`` records
+having read (every dataset it loads, once; the microbenchmark reads one per knob value, Criteo-like its augmented
+datasets too). With ``--baseline REV`` the same runs are made with the code of git revision REV (checked out once
+into a temporary worktree) and each experiment's ratio is baseline seconds / current seconds. Reports the median
+seconds over ``--runs``, events per second, the peak memory (the proportional set size of the run's process and its
+worker processes, sampled twice a second: forked workers share most of their pages with the run, which summed
+resident sizes would count two or three times; the run's own peak RSS and its largest worker's are kept in the JSON
+too), and the totals. Never part of the test suite.
 """
 from __future__ import annotations
 
@@ -83,12 +84,12 @@ def _events(results_path: str) -> int | None:
     return None
 
 
-def run_once(root: str, experiment: str, size: str, scale: float, data: str | None) -> dict:
+def run_once(root: str, experiment: str, size: str, scale: float | None, data: str | None) -> dict:
     """One cold (or ``data``-warm) run of ``experiment`` with the code under ``root``."""
     with tempfile.TemporaryDirectory() as output:
         arguments = [experiment, f"--{size}", "--output", output, "--quiet",
                      "--data-dir", data or os.path.join(output, "data")]
-        if experiment in ("patcg", "criteo"):
+        if experiment in ("patcg", "criteo") and scale is not None:
             arguments += ["--scale", str(scale)]
         env = dict(os.environ, PYTHONPATH=root)
         done = subprocess.run([sys.executable, "-c", _CHILD, *arguments], capture_output=True, text=True, env=env,
@@ -120,7 +121,8 @@ def measure(root: str, experiments: list[str], args: argparse.Namespace, label: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="patcg and criteo scale (default 1: the paper's)")
+    parser.add_argument("--scale", type=float, help="patcg and criteo scale (default: 1, the paper's, with --size "
+                        "full; the size's own otherwise, 0.005 and 0.05 for quick)")
     parser.add_argument("--experiments", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
     parser.add_argument("--size", choices=("full", "quick", "tiny"), default="full", help="sweep size (default full)")
     parser.add_argument("--runs", type=int, default=1, help="runs per experiment and side (default 1)")
@@ -128,6 +130,8 @@ def main() -> int:
     parser.add_argument("--data", help="reuse the datasets in this directory (default: generate them per run)")
     parser.add_argument("--json", help="write the results as JSON here")
     args = parser.parse_args()
+    if args.scale is None and args.size == "full":
+        args.scale = 1.0
     result = {"name": "evaluation_scale", "scale": args.scale, "size": args.size, "runs": args.runs,
               "current": measure(ROOT, args.experiments, args, "current")}
     if args.baseline:
