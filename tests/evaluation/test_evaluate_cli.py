@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pipelines.evaluate import build_parser, main
+from synthetic.files import SIDECAR_DIR
 from synthetic.microbenchmark import generate_microbenchmark
 
 REQUIRED = ("policy", "avg_budget_converted", "avg_budget_all", "max_budget", "queries_total", "queries_executed",
@@ -20,7 +21,8 @@ def _results(out) -> dict:
 
 def _events_written(directories) -> int:
     """The events the generators wrote under ``directories``, counted from their column side-cars."""
-    return sum(np.load(sidecar)["time"].size for directory in directories for sidecar in directory.glob("columns/*.npz"))
+    return sum(np.load(sidecar)["time"].size for directory in directories
+               for sidecar in directory.glob(f"{SIDECAR_DIR}/*.npz"))
 
 
 def _rows(path) -> list[dict]:
