@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 
-.PHONY: test lint demo demo-stream protos benchmark results audit dist constraints clean
+.PHONY: test lint demo demo-stream flink-up flink-down protos benchmark results audit dist constraints clean
 
 # Every dependency at the version constraints.txt pins (the versions CI and the deploy/ images run).
 $(STAMP): setup.py constraints.txt
@@ -42,6 +42,15 @@ demo: $(STAMP)
 # as they arrive; everything started is stopped at the end.
 demo-stream: $(STAMP)
 	$(BIN)/python -m pipelines.demo_stream --output $(DEMO_DIR)/stream
+
+# A standalone Flink cluster on 127.0.0.1 without Docker (docs/flink.md): the first run fetches Flink and builds Beam's
+# job server with Maven (Java 17 and mvn needed); then `pm-beam COMMAND ... --runner FlinkRunner --flink_master
+# 127.0.0.1:8081` runs a pipeline there. flink-down stops exactly what flink-up started.
+flink-up: $(STAMP)
+	PYTHON=$(BIN)/python deploy/flink/flink-up
+
+flink-down: $(STAMP)
+	PYTHON=$(BIN)/python deploy/flink/flink-down
 
 # Regenerate schemas/proto/*_pb2.py and their type stubs *_pb2.pyi (read by mypy) from schemas/proto/*.proto (tests
 # fail when they are stale).

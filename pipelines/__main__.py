@@ -23,6 +23,8 @@ COMMANDS = {
     "demo-report": ("pipelines.demo_report", "what `make demo` produced: the top buckets and one static HTML page"),
     "demo-stream": ("pipelines.demo_stream", "the streaming jobs live on a local Kafka broker (`make demo-stream`)"),
     "local-broker": ("pipelines.local_broker", "a local Kafka-protocol broker (tansu) in the foreground"),
+    "kafka-broker": ("pipelines.kafka_broker", "Apache Kafka's own broker (KRaft, from Maven) in the foreground"),
+    "flink": ("pipelines.flink.cli", "a local Flink cluster without Docker: up, status, jobs, stop, down"),
 }
 
 

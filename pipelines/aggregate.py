@@ -163,7 +163,8 @@ def release_job(job: AggregateRun, beam_args: list[str]) -> dict:
     the budget and releases (``transforms.summary_reports.aggregation.input_failure``); returns (and writes) the
     summary, which says whether it released."""
     started = time.monotonic()
-    with release.completed_run(job, beam_args, build, job.output.rstrip("/"), streaming=False) as (result, _):
+    with release.completed_run(job, beam_args, build, job.output.rstrip("/"), streaming=False,
+                               name="aggregate") as (result, _):
         summary = summarise(job, result, time.monotonic() - started)
     summary["outputs"]["summary"] = common.write_summary(job.output, summary)
     return summary

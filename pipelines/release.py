@@ -89,7 +89,8 @@ def _collector_for(streaming: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool) -> Iterator[tuple]:
+def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool,
+                  name: str = "job") -> Iterator[tuple]:
     """Build the job's pipeline (``build(pipeline, job, output)``), run it to completion and yield Beam's result
     and its topic source (``pipelines.topics``; None without topic inputs), closed on exit. The caller commits
     the source's offsets once it has judged the run.
@@ -100,7 +101,7 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
     if deferred.releasing() is not None:
         yield deferred.NoMetrics(), None
         return
-    options = common.pipeline_options(beam_args, streaming=streaming)
+    options = common.pipeline_options(beam_args, streaming=streaming, name=name)
     pipeline = beam.Pipeline(options=options)
     try:
         build(pipeline, job, output)
@@ -166,7 +167,7 @@ def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable
     started = time.monotonic()
     staging = deferred.releasing() or staging_dir(output)
     try:
-        with completed_run(job, beam_args, build, staging, streaming=streaming) as (result, source):
+        with completed_run(job, beam_args, build, staging, streaming=streaming, name=name) as (result, source):
             reports = list(common.output_records(staging, INPUT_FILES))
             counts = common.input_counts(reports, common.dead_letters_by_reason(staging))
             failure = input_failure(reports, counts, max_error_fraction)

@@ -14,9 +14,11 @@ import socket
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions, PortableOptions, StandardOptions
 from packaging.requirements import Requirement
 
+from pipelines.flink.defaults import recorded_cluster
+
 DISTRIBUTION = "privacy-measurement-beam"
 GCP_EXTRA = f"pip install '{DISTRIBUTION}[gcp]'"
-FLINK_COMPOSE = "docker compose -f deploy/flink/compose.yaml up -d"
+FLINK_UP = "make flink-up"
 CONNECT_SECONDS = 5.0
 _LOCAL_FLINK = ("[auto]", "[local]")  # Beam starts Flink itself, from a job server jar it downloads
 
@@ -70,8 +72,8 @@ def check_runner(options: PipelineOptions) -> None:
     """Raises ``RunnerUnavailable`` when the chosen runner cannot be started from here:
 
     * ``DataflowRunner`` without the ``gcp`` extra (``apache-beam[gcp]``);
-    * ``FlinkRunner`` without ``--flink_master`` (Beam would start Flink itself from a downloaded jar), or with a
-      Flink master nobody answers at;
+    * ``FlinkRunner`` without ``--flink_master`` (Beam would start Flink itself from a downloaded jar), with a
+      Flink master nobody answers at, or at a cluster ``make flink-up`` recorded of which a process has died;
     * ``PortableRunner`` with a ``--job_endpoint`` (other than ``embed``) nobody answers at.
     """
     name = runner_name(options)
@@ -84,12 +86,17 @@ def check_runner(options: PipelineOptions) -> None:
         master = options.view_as(FlinkRunnerOptions).flink_master
         if master in _LOCAL_FLINK:
             raise RunnerUnavailable("--runner FlinkRunner needs --flink_master HOST:8081, the REST address of a "
-                                    f"running Flink cluster (one on this machine: {FLINK_COMPOSE})")
+                                    f"running Flink cluster (one on this machine: {FLINK_UP})")
         if not _reachable(*_address(master, "--flink_master")):
-            raise RunnerUnavailable(f"no Flink cluster answers at --flink_master {master}: start one ({FLINK_COMPOSE}) "
+            raise RunnerUnavailable(f"no Flink cluster answers at --flink_master {master}: start one ({FLINK_UP}) "
                                     "or correct the address")
+        record = recorded_cluster(options)
+        stopped = [name for name, alive in (record.running() if record else {}).items() if not alive]
+        if stopped:
+            raise RunnerUnavailable(f"the Flink cluster recorded in {record.home} is not whole ({', '.join(stopped)} "
+                                    f"not running): make flink-down, then {FLINK_UP}")
     elif name == "portable":
         endpoint = options.view_as(PortableOptions).job_endpoint
         if endpoint and endpoint != "embed" and not _reachable(*_address(endpoint, "--job_endpoint")):
             raise RunnerUnavailable(f"no job server answers at --job_endpoint {endpoint}: start it (for Flink: "
-                                    f"{FLINK_COMPOSE}) or use --job_endpoint embed")
+                                    f"{FLINK_UP}) or use --job_endpoint embed")

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, Union
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]  # private: not in the stubs
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]  # private: not in the stubs
 from google.protobuf.message import DecodeError, Message
@@ -282,7 +283,7 @@ def read_avro(spec: EventSpec, handle: IO[bytes], source: str) -> Iterator[Parse
 def _message_mapping(message: Message) -> dict:
     """The set fields of a nested message (unset optional fields are missing; repeated fields are lists)."""
     return {
-        descriptor.name: list(value) if descriptor.is_repeated else value
+        descriptor.name: list(value) if descriptor.label == FieldDescriptor.LABEL_REPEATED else value
         for descriptor, value in message.ListFields()
     }
 

@@ -27,7 +27,7 @@ ROW_TYPES: dict[str, type[NamedTuple]] = {
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
-    return field.is_repeated
+    return field.label == FieldDescriptor.LABEL_REPEATED  # protobuf 5 has no FieldDescriptor.is_repeated
 
 
 @cache

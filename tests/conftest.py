@@ -2,6 +2,7 @@
 broker for the event-bus tests and the Pub/Sub emulator when the machine has it (each started once per worker)."""
 import pytest  # noqa: E402
 
+import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
 from tests.support.kafka import kafka_broker  # noqa: F401  (fixture)
 from tests.support.postgres import postgres_dsn, postgres_url  # noqa: F401  (fixtures)
 from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)

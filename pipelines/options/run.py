@@ -112,7 +112,7 @@ def add_run_options(
                         "written) at most this often (default 5)")
     parser.add_argument("--expansion-service", metavar="HOST:PORT",
                         help="kafka:// on Dataflow, Flink or a portable runner: the Kafka expansion service Beam's "
-                        "Java KafkaIO is built through (java -jar beam-sdks-java-io-expansion-service-2.77.0.jar PORT)")
+                        "Java KafkaIO is built through (default on the cluster of make flink-up: its own; docs/flink.md)")
     parser.add_argument("--timestamp-attribute", metavar="NAME",
                         help="pubsub://: the message attribute holding the record's event time")
     parser.add_argument("--id-attribute", metavar="NAME",

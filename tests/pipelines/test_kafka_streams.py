@@ -156,7 +156,7 @@ def test_a_backlog_is_sent_in_full_polls_whose_watermark_waits(kafka_broker, mon
     carries every record, but moves the input's watermark only at the end (well within the 5 s it may wait): the
     stateful steps then take the backlog in one firing instead of one per poll."""
     import grpc
-    from apache_beam.portability.api import beam_interactive_api_pb2, beam_interactive_api_pb2_grpc
+    from apache_beam.portability.api import beam_runner_api_pb2, beam_runner_api_pb2_grpc
 
     from transforms.core.bus import kafka_stream
 
@@ -170,8 +170,8 @@ def test_a_backlog_is_sent_in_full_polls_whose_watermark_waits(kafka_broker, mon
     service = kafka_stream.KafkaStreamService([source]).start()
     try:
         with grpc.insecure_channel(service.endpoint) as channel:
-            stub = beam_interactive_api_pb2_grpc.TestStreamServiceStub(channel)
-            events = list(stub.Events(beam_interactive_api_pb2.EventsRequest(output_ids=service.tags)))
+            stub = beam_runner_api_pb2_grpc.TestStreamServiceStub(channel)
+            events = list(stub.Events(beam_runner_api_pb2.EventsRequest(output_ids=service.tags)))
     finally:
         service.close()
     kinds = [(event.WhichOneof("event"), event) for event in events]
@@ -300,7 +300,7 @@ def test_other_runners_build_beams_own_transforms_and_say_what_to_start(tmp_path
     error = capsys.readouterr().err.strip()
     assert "--expansion-service" in error and "java -jar beam-sdks-java-io-expansion-service" in error
     assert len(error.splitlines()) == 1
-    from pipelines.local_broker import free_port
+    from pipelines.processes import free_port
 
     unused = f"127.0.0.1:{free_port()}"
     assert kanon.main(["--input", "kafka://127.0.0.1:9/joins", *base, "--expansion-service", unused]) == 2

@@ -10,7 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.generate import main as generate
 from pipelines.kanon import main as kanon
-from pipelines.local_broker import free_port
+from pipelines.processes import free_port
 from pipelines.runners import RunnerUnavailable, check_runner, missing_extra, runner_name
 
 DATAFLOW = ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/tmp"]
@@ -50,7 +50,7 @@ def test_flink_without_a_master_is_one_line_naming_the_option(joins, tmp_path, c
     assert kanon(["--input", joins, "--output", str(tmp_path / "out"), "--runner", "FlinkRunner"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: --runner FlinkRunner needs --flink_master HOST:8081") and "\n" not in error
-    assert "deploy/flink/compose.yaml" in error
+    assert error.endswith("(one on this machine: make flink-up)")
 
 
 def test_a_flink_master_or_job_endpoint_nobody_answers_at_is_refused():

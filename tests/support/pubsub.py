@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.local_broker import free_port
+from pipelines.processes import free_port
 
 _START_SECONDS = 60.0
 PROJECT = "pm-beam-test"

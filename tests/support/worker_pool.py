@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.local_broker import free_port, stop_process_group
+from pipelines.processes import free_port, stop_process_group
 from tests.support.distribution import WheelEnvironment
 
 WORKER_POOL_COMMAND = ("python", "-m", "apache_beam.runners.worker.worker_pool_main")

@@ -39,7 +39,7 @@ from typing import Any, cast
 import apache_beam as beam
 import grpc
 from apache_beam.coders import PickleCoder
-from apache_beam.portability.api import beam_interactive_api_pb2_grpc, beam_runner_api_pb2
+from apache_beam.portability.api import beam_runner_api_pb2, beam_runner_api_pb2_grpc
 from apache_beam.testing.test_stream import TestStream
 
 from schemas.codecs import EventSpec, row_to_dict
@@ -299,7 +299,7 @@ class StreamIncomplete(Exception):
     """The pipeline finished without reading the whole stream (one line for the user)."""
 
 
-class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer):
+class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
     """A TestStreamService over the job's ``TopicInput``s: one output tag per input, plus ``dead_letters`` and
     ``input_files``. Started by ``start`` on 127.0.0.1 and a free port (``endpoint``)."""
 
@@ -328,7 +328,7 @@ class KafkaStreamService(beam_interactive_api_pb2_grpc.TestStreamServiceServicer
             [(store_uri, self._job_id)] = durable  # one job, one store
             self._store = open_store(store_uri)
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
-        beam_interactive_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
+        beam_runner_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
         port = self._server.add_insecure_port(address)
         self.endpoint = f"127.0.0.1:{port}" if address.endswith(":0") else address
         self._server.start()

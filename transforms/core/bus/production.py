@@ -36,8 +36,10 @@ from transforms.core.bus.endpoints import Endpoint, KafkaTopic, PubSubPath
 from transforms.core.io import DEAD_LETTERS
 
 EXPANSION_SERVICE_HINT = (
-    "Beam's Kafka transforms are Java (cross-language): start a Kafka expansion service, for example "
-    "`java -jar beam-sdks-java-io-expansion-service-2.77.0.jar 8097`, and pass --expansion-service localhost:8097"
+    "Beam's Kafka transforms are Java (cross-language): on the cluster of `make flink-up` the run finds its Kafka "
+    "expansion service itself; elsewhere start one (`java -cp beam-runners-flink-1.19-job-server-2.62.0.jar "
+    "org.apache.beam.sdk.expansion.service.ExpansionService 8097`, docs/flink.md) and pass --expansion-service "
+    "localhost:8097"
 )
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import apache_beam as beam
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from schemas.proto import state_pb2
@@ -93,7 +94,7 @@ def _without(record: Message, *fields: str) -> Message:
     for descriptor, value in record.ListFields():
         if descriptor.name in fields:
             continue
-        if descriptor.is_repeated:
+        if descriptor.label == FieldDescriptor.LABEL_REPEATED:
             getattr(copy, descriptor.name).extend(value)
         elif descriptor.message_type is not None:
             getattr(copy, descriptor.name).CopyFrom(value)

@@ -134,7 +134,7 @@ def _unrank_lanes(config: EventLevelConfig, indices: np.ndarray) -> np.ndarray:
     lanes = idx.size
     out = np.zeros((lanes, len(tables)), dtype=np.uint8)
     remaining = np.full(lanes, m, dtype=np.int64)
-    bucket_left = np.full(lanes, static.cell_cap[0], dtype=np.int64)
+    bucket_left: np.ndarray = np.full(lanes, static.cell_cap[0], dtype=np.int64)
     for i, after in enumerate(tables):
         undecided = np.arange(lanes)
         c = 0

@@ -163,7 +163,7 @@ def _bernoulli_exp_fraction_array(
     """
     size = numerators.size
     result = np.empty(size, dtype=bool)
-    live = np.arange(size)
+    live: np.ndarray = np.arange(size)
     live_numerators = numerators
     k = 1
     while live.size:
