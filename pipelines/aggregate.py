@@ -26,7 +26,7 @@ from pipelines import common, release
 from pipelines.options.aggregate import add_aggregation_options, aggregation_job
 from pipelines.options.run import OUTPUT_HELP
 from schemas.limits import MAX_KEY_ID_CHARS, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_ENTRIES, MAX_SHARED_INFO_CHARS
-from schemas.option_values import SEED
+from schemas.option_values import SEED, location
 from transforms.core.io import DEAD_LETTERS, WriteDeadLetters
 from transforms.core.mechanisms.noise import make_source
 from transforms.core.urls import redact_url
@@ -71,9 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Noisy summary reports from aggregatable reports (the Aggregation Service, Ghazi et al. Alg. 1), with "
         "key discovery, the shipped thresholding, and a durable privacy-budget ledger.",
     )
-    parser.add_argument("--reports", required=True, help="file or glob of Avro AggregatableReport files")
-    parser.add_argument("--output", required=True, help=OUTPUT_HELP)
-    parser.add_argument("--domain", help="output domain: Avro AggregationBucket files, or text with one bucket per line")
+    parser.add_argument("--reports", required=True, type=location, help="file or glob of Avro AggregatableReport files")
+    parser.add_argument("--output", required=True, type=location, help=OUTPUT_HELP)
+    parser.add_argument("--domain", type=location,
+                        help="output domain: Avro AggregationBucket files, or text with one bucket per line")
     parser.add_argument("--output-format", type=_output_format, choices=("avro", "jsonl"), default="avro",
                         help="summary report format: avro (the Aggregation Service's) or jsonl (default avro)")
     parser.add_argument("--seed", type=SEED, help="seeded noise for simulation and tests (default: secure OS randomness)")

@@ -23,11 +23,11 @@ import apache_beam as beam
 
 from pipelines import common, release, topics
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from pipelines.runners import noise_source
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
 from schemas.messages import MessageEncoder
-from schemas.option_values import Real
+from schemas.option_values import Real, location
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, OUTPUT_FORMATS, WriteRecords
-from transforms.core.mechanisms.noise import make_source
 from transforms.event_level.mechanisms.config import INFORMATION_GAIN_LIMITS, MAX_EPSILON, MAX_STATES
 from transforms.event_level.mechanisms.devices import SourceCheck
 from transforms.event_level.reports import (
@@ -70,9 +70,9 @@ def build_parser() -> common.CliParser:
         prog="python -m pipelines.event_level",
         description="ARA event-level reports (Ghazi et al. Sec. 2.2, Alg. 4 and 8), simulated per device.",
     )
-    parser.add_argument("--sources", required=True,
+    parser.add_argument("--sources", required=True, type=location,
                         help="file or glob of event-level sources (Avro, JSON Lines, delimited protobuf)")
-    parser.add_argument("--triggers", required=True, help="file or glob of event-level triggers")
+    parser.add_argument("--triggers", required=True, type=location, help="file or glob of event-level triggers")
     parser.add_argument("--epsilon", type=Real(0, float(MAX_EPSILON)), default=DEFAULT_EPSILON,
                         help=f"randomized-response epsilon per source, in [0, {MAX_EPSILON:g}] (default {DEFAULT_EPSILON:g})")
     add_run_options(parser, seed_help="seeded randomized response for simulation and tests")
@@ -98,7 +98,7 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
     """The job's graph: read and validate, replay every device's client, write reports, dead letters and the
     input report to ``output`` (the run's staging directory, ``pipelines.release``)."""
     options = job.run
-    source = make_source(options.seed)
+    source = noise_source(pipeline.options, options.seed)
     if options.streaming:
         if topics.all_topics_or_files({"--sources": job.sources, "--triggers": job.triggers}):
             # sources and triggers (event time from the records; sources checked at epsilon); topic dead letters

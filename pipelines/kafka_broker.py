@@ -67,6 +67,9 @@ class KafkaBroker:
             f"log.dirs={self._directory / 'data'}",
             "num.partitions=1",
             "auto.create.topics.enable=true",
+            # retention by time reads each message's timestamp, which producers on the Flink path set to the
+            # record's event time: replayed data months old would be deleted as soon as it is written
+            "log.retention.ms=-1",
             "offsets.topic.replication.factor=1",
             "offsets.topic.num.partitions=4",
             "transaction.state.log.replication.factor=1",

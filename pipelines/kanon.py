@@ -22,14 +22,14 @@ from pipelines import common, release, topics
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from pipelines.runners import noise_source
 from schemas.codecs import JOIN_EVENT
 from schemas.messages import MessageEncoder
-from schemas.option_values import POSITIVE_INTEGER
+from schemas.option_values import POSITIVE_INTEGER, location
 from schemas.time_units import MICROS_PER_HOUR, iso_micros
 from transforms.core.bus.endpoints import is_bus
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, CountDeadLetters, ReadEvents, WriteRecords
 from transforms.core.io import METRICS_NAMESPACE as IO_NAMESPACE
-from transforms.core.mechanisms.noise import make_source
 from transforms.core.mechanisms.time_steps import hour_step
 from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThresholdWithPeriodicRestart
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(AboveThresholdWithPeriodicRestart, k-anonymity note). Beam's own options are passed to Beam.",
     )
     parser.add_argument(
-        "--input", required=True, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)"
+        "--input", required=True, type=location, help="file or glob of join events (Avro, JSON Lines, length-delimited protobuf)"
     )
     parser.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="verdict file format (default jsonl)")
     parser.add_argument("--k", type=POSITIVE_INTEGER, default=50, help="k-anonymity threshold (default 50)")
@@ -111,7 +111,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
 def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
     """The job's graph: read and validate, verdicts, write verdicts, dead letters and the input report to
     ``output`` (the run's staging directory, ``pipelines.release``)."""
-    parameters, source, options = job.parameters(), make_source(job.run.seed), job.run
+    parameters, source, options = job.parameters(), noise_source(pipeline.options, job.run.seed), job.run
     if options.streaming:
         if is_bus(job.input):
             # joins: [JoinEvent, ...] (one list per poll of the topic), event time from the records

@@ -31,8 +31,10 @@ import apache_beam as beam
 from pipelines import common, release, topics
 from pipelines.options.measurement import add_measurement_options, measurement_config
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from pipelines.runners import noise_source
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.messages import MessageEncoder
+from schemas.option_values import location
 from schemas.time_units import MICROS_PER_DAY
 from transforms.budgeting.measurement import (
     BUDGETS,
@@ -54,7 +56,6 @@ from transforms.core.io import (
     WriteRecords,
     flatten_reads,
 )
-from transforms.core.mechanisms.noise import make_source
 
 OUTPUTS = {
     REPORTS: ("reports", "attribution_report"),
@@ -91,8 +92,10 @@ def build_parser() -> common.CliParser:
 def add_job_options(parser: common.CliParser, *, policy: bool = True) -> None:
     """The job's options: data, budgeting (with or without ``--policy``), queries, bias detection, run."""
     data = parser.add_argument_group("data")
-    data.add_argument("--impressions", required=True, help="file or glob of impressions (Avro, JSON Lines, delimited protobuf)")
-    data.add_argument("--conversions", required=True, help="file or glob of conversions with their attribution requests")
+    data.add_argument("--impressions", required=True, type=location,
+                      help="file or glob of impressions (Avro, JSON Lines, delimited protobuf)")
+    data.add_argument("--conversions", required=True, type=location,
+                      help="file or glob of conversions with their attribution requests")
     data.add_argument("--output-format", choices=("jsonl", "avro"), default="jsonl", help="output file format (default jsonl)")
     add_measurement_options(parser, policy=policy)
     run = parser.add_argument_group("run")
@@ -123,7 +126,7 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
     """The job's graph: read and validate, devices, queries, write every output to ``output`` (the run's staging
     directory, ``pipelines.release``)."""
     options = job.run
-    source = make_source(options.seed)
+    source = noise_source(pipeline.options, options.seed)
     if options.streaming:
         if topics.all_topics_or_files({"--impressions": job.impressions, "--conversions": job.conversions}):
             # Impression and Conversion rows (event time from the records); dead letters of the topics

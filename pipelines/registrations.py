@@ -40,12 +40,14 @@ from apache_beam.metrics import Metrics
 from pipelines import common, release, topics
 from pipelines.ara_browser import BrowserConfig, event_level_client, replay_device, report_record
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from pipelines.runners import noise_source
 from schemas.codecs import UNREADABLE_FILE, read_json_lines
+from schemas.option_values import location
 from schemas.registration_log import ParsedRegistration, RegistrationFailure, parse_entry
 from schemas.registrations import SourceRegistration
 from schemas.rows import API_ATTRIBUTION_REPORTING, DeadLetter
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteRecords
-from transforms.core.mechanisms.noise import RandomSource, make_source
+from transforms.core.mechanisms.noise import RandomSource
 from transforms.event_level.mechanisms.ara_spec import SpecEventReport
 from transforms.event_level.mechanisms.config import ConfigurationError
 from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatableReport
@@ -173,7 +175,7 @@ def build_parser() -> common.CliParser:
         description="Attribution Reporting registration logs in (header JSON), event-level and aggregatable reports "
                     "out, as the specification attributes them, simulated per device.",
     )
-    parser.add_argument("--registrations", required=True,
+    parser.add_argument("--registrations", required=True, type=location,
                         help="file or glob of registration logs (JSON Lines, schemas/registration_log.py)")
     add_run_options(parser, seed_help="seeded randomized response, delays and null reports for simulation and tests",
                     shards=False)
@@ -207,7 +209,7 @@ def build(pipeline: beam.Pipeline, job: RegistrationsJob, output: str) -> None:
     replayed = (
         read.registrations
         | "GroupDevices" >> beam.GroupByKey()
-        | "ReplayDevices" >> beam.ParDo(_ReplayDeviceFn(job.config, make_source(job.run.seed)))
+        | "ReplayDevices" >> beam.ParDo(_ReplayDeviceFn(job.config, noise_source(pipeline.options, job.run.seed)))
         .with_outputs(AGGREGATABLE, main=EVENT_LEVEL)
     )
     replayed[EVENT_LEVEL] | "WriteEventLevel" >> WriteRecords(f"{output}/{EVENT_LEVEL}", "jsonl")

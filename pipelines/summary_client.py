@@ -22,12 +22,12 @@ import apache_beam as beam
 
 from pipelines import common, release, topics
 from pipelines.options.run import RunOptions, add_run_options, run_options
+from pipelines.runners import noise_source
 from schemas.aggregatable import decode_payload, parse_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.messages import avro_single_object
-from schemas.option_values import POSITIVE_INTEGER
+from schemas.option_values import POSITIVE_INTEGER, location
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, WriteRecords, flatten_reads
-from transforms.core.mechanisms.noise import make_source
 from transforms.core.secrets import SecretUnavailable, read_secret
 from transforms.summary_reports.clients import (
     METRICS_NAMESPACE,
@@ -77,7 +77,7 @@ def _add_common(parser: common.CliParser, unit: str) -> None:
     budget.add_argument("--l1", type=POSITIVE_INTEGER, default=DEFAULT_L1,
                         help=f"Lambda_1: sum of contributed values per {unit} (default {DEFAULT_L1})")
     run = parser.add_argument_group("run")
-    run.add_argument("--public-key", metavar="LOCATION",
+    run.add_argument("--public-key", metavar="LOCATION", type=location,
                      help="encrypt payloads (HPKE) to the key file ({\"keys\": [{\"id\", \"key\"}]}) at this location: "
                      "a path, a Beam file system URL (gs://...) or env:NAME")
     run.add_argument("--key-id", help="the key of --public-key to use when it holds several")
@@ -93,13 +93,14 @@ def build_parser() -> common.CliParser:
     sub = parser.add_subparsers(dest="client", required=True, metavar="CLIENT")
     ara = sub.add_parser("ara", beam_options=True, help="ARA-SR-Client (Alg. 2): sources and triggers in, one report per trigger",
                          description="ARA-SR-Client (Ghazi et al. Alg. 2): sources and triggers in, one report per trigger.")
-    ara.add_argument("--sources", required=True, help="file or glob of ARA sources (Avro, JSON Lines, delimited protobuf)")
-    ara.add_argument("--triggers", required=True, help="file or glob of ARA triggers")
+    ara.add_argument("--sources", required=True, type=location,
+                     help="file or glob of ARA sources (Avro, JSON Lines, delimited protobuf)")
+    ara.add_argument("--triggers", required=True, type=location, help="file or glob of ARA triggers")
     _add_common(ara, "source")
     paa = sub.add_parser("paa", beam_options=True, help="PAA-SR-Client (Alg. 3): ad events in, one report per event",
                          description="PAA-SR-Client (Ghazi et al. Alg. 3) with the reach-counting shared-storage function: "
                          "ad events in, one report per event.")
-    paa.add_argument("--events", required=True, help="file or glob of PAA ad events")
+    paa.add_argument("--events", required=True, type=location, help="file or glob of PAA ad events")
     paa.add_argument("--reach-value", type=POSITIVE_INTEGER, default=DEFAULT_REACH_VALUE,
                      help=f"value of a campaign's first sighting on a device, in [1, L1] (default {DEFAULT_REACH_VALUE})")
     _add_common(paa, "(device, reporting origin, 10-minute window)")
@@ -151,7 +152,7 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
     """The job's graph: read and validate, replay every device's client, write reports, dead letters and the
     input report to ``output`` (the run's staging directory, ``pipelines.release``)."""
     options = job.run
-    source = make_source(options.seed)
+    source = noise_source(pipeline.options, options.seed)
     client = job.client()
     if options.streaming:
         if topics.all_topics_or_files({item.spec.name: item.pattern for item in job.inputs}):

@@ -22,13 +22,15 @@ from typing import Any
 
 import apache_beam as beam
 import orjson
-from apache_beam.options.pipeline_options import StandardOptions
 
 from pipelines import common, durable
 from pipelines.common import CliError
+from pipelines.flink import defaults as flink_defaults
 from pipelines.options.run import RunOptions
+from pipelines.runners import is_local
 from schemas.codecs import EventSpec
 from schemas.rows import DeadLetter
+from transforms.core.bus.consumer import records_to_end
 from transforms.core.bus.endpoints import Endpoint, EndpointError, KafkaTopic, is_bus, parse_endpoint
 from transforms.core.bus.kafka_stream import ReadTopics, TopicInput
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
@@ -36,7 +38,7 @@ from transforms.core.bus.sinks import WriteToKafkaTopic
 from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.device_stream import pack_events
 from transforms.core.durable.step import DurableStep
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteDeadLetters, WriteInputReport
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, WriteDeadLetters, WriteInputReport
 from transforms.core.progress import ProgressLine
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
@@ -50,16 +52,6 @@ def endpoint_of(name: str, options: RunOptions) -> Endpoint:
         return parse_endpoint(name, options.kafka_config)
     except EndpointError as error:
         raise CliError(str(error)) from None
-
-
-LOCAL_RUNNERS = ("direct", "bundlebaseddirect", "switchingdirect", "fnapi")  # DoFns run in this process
-
-
-def is_local(pipeline: beam.Pipeline) -> bool:
-    """Whether the pipeline runs in this process: the DirectRunner (where kafka:// is read by
-    ``KafkaStreamService``) or the in-process FnApiRunner of batch runs (whose topic outputs use a Kafka producer)."""
-    runner = pipeline.options.view_as(StandardOptions).runner
-    return runner is None or str(runner).removesuffix("Runner").lower() in LOCAL_RUNNERS
 
 
 def topic_input(name: str, uri: str, spec: EventSpec, options: RunOptions, pipeline_name: str,
@@ -95,24 +87,45 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
     if _reads_locally(pipeline, inputs):
         return _read_locally(pipeline, inputs, options)
     outputs: dict = {}
-    dead = []
+    dead, reports = [], []
+    expansion_service = options.expansion_service or flink_defaults.expansion_service(pipeline.options)
+    on_flink = flink_defaults.is_flink(pipeline.options)
     for source in inputs:
         try:
             read = pipeline | f"Read_{source.name}" >> ReadTopicProduction(
                 source.topic, source.spec, source.fmt, source.lateness_micros, source.group, check=source.check,
-                expansion_service=options.expansion_service, timestamp_attribute=options.timestamp_attribute,
-                id_attribute=options.id_attribute)
+                expansion_service=expansion_service, timestamp_attribute=options.timestamp_attribute,
+                id_attribute=options.id_attribute, max_records=_records_to_end(source),
+                # Beam 2.62's offset-commit step (KafkaIO's @RequiresStableInput CommitOffsetDoFn) fails on Flink's
+                # portable runner ("State backend must be locked when retrieving the current key" when a checkpoint
+                # completes): there the job's position is only its checkpointed state, never the group's offsets
+                commit_offsets=not on_flink)
         except ImportError as error:
             raise CliError(f"reading {source.topic.uri} needs the Google Cloud libraries ({error.name}): "
                            "pip install 'apache-beam[gcp]'") from None
+        except CliError:
+            raise
         except Exception as error:  # noqa: BLE001 - the expansion service's gRPC errors and our own: one line
-            raise CliError(f"cannot read {source.topic.uri}: {_why(error, source.topic, options)}") from None
+            raise CliError(f"cannot read {source.topic.uri}: {_why(error, source.topic, expansion_service)}") from None
         outputs[source.name] = read["rows"]
         dead.append(read[DEAD_LETTERS])
+        reports.append(read[INPUT_FILES])
     outputs[DEAD_LETTERS] = dead | "TopicDeadLetters" >> beam.Flatten()
-    # an unbounded source has no per-file account: the runner's own metrics cover it
-    outputs[INPUT_FILES] = pipeline | "NoInputFiles" >> beam.Create([]).with_output_types(InputFileReport)
+    outputs[INPUT_FILES] = reports | "TopicReports" >> beam.Flatten()  # one per topic, when the run drains
     return outputs
+
+
+def _records_to_end(source: TopicInput) -> int | None:
+    """For a Kafka input with ``stop=end`` on a production runner: how many records its topic holds beyond where
+    the run starts (the group's committed offsets, else ``start``), which bounds Beam's Kafka read so that it ends
+    there, as the local source stops at the end it found. None for an input that does not stop."""
+    topic = source.topic
+    if not isinstance(topic, KafkaTopic) or topic.stop != "end":
+        return None
+    try:
+        return records_to_end(topic, source.group)
+    except ValueError as error:
+        raise CliError(str(error)) from None
 
 
 def read_topic_rows(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunOptions) -> tuple:
@@ -126,15 +139,15 @@ def read_topic_rows(pipeline: beam.Pipeline, inputs: list[TopicInput], options: 
 
 
 def _reads_locally(pipeline: beam.Pipeline, inputs: list[TopicInput]) -> bool:
-    return is_local(pipeline) and all(isinstance(source.topic, KafkaTopic) for source in inputs)
+    return is_local(pipeline.options) and all(isinstance(source.topic, KafkaTopic) for source in inputs)
 
 
-def _why(error: Exception, endpoint: Endpoint, options: RunOptions) -> str:
+def _why(error: Exception, endpoint: Endpoint, expansion_service: str | None) -> str:
     """One line on why building a production topic transform failed (an expansion service that does not answer
     is a gRPC error whose text spans lines)."""
     details = getattr(error, "details", None)
     if callable(details) and isinstance(endpoint, KafkaTopic):
-        return (f"the Kafka expansion service at {options.expansion_service} did not answer ({details()}). "
+        return (f"the Kafka expansion service at {expansion_service} did not answer ({details()}). "
                 f"{EXPANSION_SERVICE_HINT}")
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
@@ -178,14 +191,15 @@ def write_topic(records, uri: str, options: RunOptions, encode: Callable[[Any], 
     """Send ``records`` to the topic ``uri`` (each with a key and a stable id): on the local runner a Kafka
     producer (``transforms.core.bus.sinks``), elsewhere Beam's own transforms."""
     endpoint = endpoint_of(uri, options)
-    if is_local(records.pipeline) and isinstance(endpoint, KafkaTopic):
+    if is_local(records.pipeline.options) and isinstance(endpoint, KafkaTopic):
         return records | label >> WriteToKafkaTopic(endpoint, encode, key_of, id_of)
+    expansion_service = options.expansion_service or flink_defaults.expansion_service(records.pipeline.options)
     try:
         return records | label >> WriteTopicProduction(endpoint, encode, key_of, id_of,
-                                                       expansion_service=options.expansion_service,
+                                                       expansion_service=expansion_service,
                                                        id_attribute=options.id_attribute)
     except Exception as error:  # noqa: BLE001 - as for reading
-        raise CliError(f"cannot write {endpoint.uri}: {_why(error, endpoint, options)}") from None
+        raise CliError(f"cannot write {endpoint.uri}: {_why(error, endpoint, expansion_service)}") from None
 
 
 def write_diagnostics(dead_letters, input_files, output: str, options: RunOptions) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -187,3 +188,15 @@ OPEN_PROBABILITY = Real(0, 1, low_open=True, high_open=True)
 POSITIVE_REAL = Real(0, low_open=True)
 SEED = Integer(low=0, high=2**64 - 1)
 POSITIVE_EXACT = Exact(0, low_open=True)
+
+
+def location(text: str) -> str:
+    """A file, glob or directory named on the command line, as a pipeline's workers must find it: a local path
+    made absolute, URLs (``gs://``, ``kafka://``, ``sqlite:///``...) and ``env:NAME`` as given.
+
+    The driver judges and publishes in the directory it was started from, but a cluster's workers (Flink's Python
+    worker pool, deploy/) run elsewhere: a path relative to the driver would name nothing there, or another file.
+    """
+    if "://" in text or text.startswith("env:"):
+        return text
+    return os.path.abspath(os.path.expanduser(text))

@@ -3,12 +3,13 @@
 * **Flink's distribution**, from PyPI: Maven Central does not serve ``flink-dist``, but the sdist of
   ``apache-flink-libraries`` (PyFlink's jars) carries ``deps/lib`` (``flink-dist`` and the jars beside it) and
   ``deps/bin/bash-java-utils.jar`` (the helper Flink's start scripts ask for a TaskManager's memory options).
-* **Beam's Flink job server**, built with Maven from its component artefacts (``deploy/flink/pom.xml``): Beam's
-  published ``beam-runners-flink-<flink>-job-server`` jar is not served here, its parts are. The jar also holds
-  Beam's Java KafkaIO, the Java SDK harness and the expansion service, so that the same file expands Kafka's
-  cross-language transforms and runs them inside the TaskManager (the ``EMBEDDED`` environment,
-  docs/flink.md). A copy goes where Beam's ``FlinkRunner`` looks for the jar of its own version
-  (``~/.apache_beam/cache/jars/``), so that it never tries to download one.
+* **Beam's Flink runner**, built with Maven from its component artefacts (``deploy/flink/pom.xml``): Beam's
+  published ``beam-runners-flink-<flink>-job-server`` jar is not served here, its parts are. The job server's jar
+  also holds Beam's Java KafkaIO, the Java SDK harness and the expansion service, so that the same file expands
+  Kafka's cross-language transforms and runs them inside the TaskManager (the ``EMBEDDED`` environment,
+  docs/flink.md); a second jar, the same without Flink, goes on the TaskManager's classpath. A link to the job
+  server goes where Beam's ``FlinkRunner`` looks for the jar of its own version (``~/.apache_beam/cache/jars/``),
+  so that it never tries to download one.
 * **Apache Kafka's broker** (KRaft mode) for the tests, as the classpath Maven resolves from
   ``deploy/kafka/pom.xml``.
 
@@ -27,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import apache_beam
@@ -125,25 +127,35 @@ def job_server_name(beam: str | None = None, flink: str = FLINK_VERSION) -> str:
     return f"beam-runners-flink-{flink_minor(flink)}-job-server-{beam or beam_version()}.jar"
 
 
-def job_server_jar(beam: str | None = None, flink: str = FLINK_VERSION) -> Path:
-    """Beam's Flink job server for the installed Beam and ``flink``, built with Maven from ``deploy/flink/pom.xml``
-    (fetched when missing) and linked into ``~/.apache_beam/cache/jars/``."""
+@dataclass(frozen=True)
+class RunnerJars:
+    """Beam's Flink runner as the cluster runs it (``deploy/flink/pom.xml``): the job server's jar (also the Kafka
+    expansion service's), and the same without Flink for the TaskManager's classpath."""
+
+    job_server: Path
+    taskmanager: Path
+
+
+def runner_jars(beam: str | None = None, flink: str = FLINK_VERSION) -> RunnerJars:
+    """The ``RunnerJars`` of the installed Beam and ``flink``, built with Maven from ``deploy/flink/`` when missing;
+    the job server is linked into ``~/.apache_beam/cache/jars/``, where Beam's ``FlinkRunner`` looks for it."""
     beam = beam or beam_version()
-    name = job_server_name(beam, flink)
-    with _locked("job-server") as cache:
-        jar = cache / "jars" / name
-        if not jar.is_file():
-            jar.parent.mkdir(parents=True, exist_ok=True)
+    with _locked("flink-runner") as cache:
+        jars = RunnerJars(cache / "jars" / job_server_name(beam, flink),
+                          cache / "jars" / f"pm-beam-flink-{flink_minor(flink)}-taskmanager-{beam}.jar")
+        if not (jars.job_server.is_file() and jars.taskmanager.is_file()):
+            jars.job_server.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cache) as scratch:
-                pom = Path(scratch) / "pom.xml"
-                shutil.copyfile(_pom("flink"), pom)  # its target/ goes to the scratch directory, not the tree
-                _run([*_MAVEN, "-f", str(pom), "package", f"-Dbeam.version={beam}", f"-Dflink.minor={flink_minor(flink)}"],
-                     f"Beam {beam}'s Flink {flink_minor(flink)} job server (Maven)")
-                built = Path(scratch) / "target" / "pm-beam-flink-job-server.jar"
-                built.rename(jar.with_suffix(".partial"))
-                jar.with_suffix(".partial").rename(jar)
-        _link_for_beam(jar)
-        return jar
+                tree = Path(scratch) / "flink"
+                # a copy of the recipes, so that Maven's target/ directories go to the scratch directory
+                shutil.copytree(_pom("flink").parent, tree, ignore=shutil.ignore_patterns("target"))
+                _run([*_MAVEN, "-f", str(tree / "pom.xml"), "package", f"-Dbeam.version={beam}",
+                      f"-Dflink.minor={flink_minor(flink)}"], f"Beam {beam}'s Flink {flink_minor(flink)} runner (Maven)")
+                for built, jar in ((tree / "job-server" / "target" / "pm-beam-flink-job-server.jar", jars.job_server),
+                                   (tree / "taskmanager" / "target" / "pm-beam-flink-taskmanager.jar", jars.taskmanager)):
+                    built.rename(jar)
+        _link_for_beam(jars.job_server)
+        return jars
 
 
 def _link_for_beam(jar: Path) -> None:

@@ -147,12 +147,22 @@ class FlinkCluster:
             "taskmanager.host": "127.0.0.1",
             "taskmanager.bind-host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": str(self.slots),
-            "taskmanager.memory.process.size": "2560m",
+            "taskmanager.memory.process.size": "4g",
+            "taskmanager.memory.managed.fraction": "0.2",
+            # the Fn API's gRPC streams to the Python workers allocate direct (off-heap) buffers, which Flink caps
+            # at its off-heap sizes: with the defaults a batch job's TaskManager died of "OutOfMemoryError: Direct
+            # buffer memory"
+            "taskmanager.memory.task.off-heap.size": "512m",
+            "taskmanager.memory.framework.off-heap.size": "256m",
             # a streaming Beam job's stages exchange data over many channels (each a few buffers): Flink's default
             # network memory (a tenth) refused a Kafka read at parallelism 2 ("Insufficient number of network
             # buffers: required 512, but only 403 available")
-            "taskmanager.memory.network.fraction": "0.25",
+            "taskmanager.memory.network.fraction": "0.15",
             "taskmanager.memory.network.min": "256mb",
+            # a batch job's every exchange is a sort-merge result partition that takes 512 buffers by default;
+            # Beam's batch translation makes many small stages, and with a few dozen of them deployed at once the
+            # TaskManager ran out ("required 512, but only 499 available") and the job failed over and over
+            "taskmanager.network.sort-shuffle.min-buffers": "64",
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
             "rest.port": str(self.rest_port),
@@ -168,6 +178,9 @@ class FlinkCluster:
             # Beam's SDK harness and its classes are loaded by the job's class loader, which Flink may otherwise
             # report as leaked when a job ends
             "classloader.check-leaked-classloader": "false",
+            # Beam's runner is on the TaskManager's classpath (deploy/flink/taskmanager/pom.xml says why): a job's
+            # classes come from there, not from each job's copy of the job server's jar
+            "classloader.resolve-order": "parent-first",
             **self.settings,
         }
         self.conf.mkdir(parents=True, exist_ok=True)
@@ -177,10 +190,13 @@ class FlinkCluster:
         for directory in ("checkpoints", "savepoints"):
             (state / directory).mkdir(parents=True, exist_ok=True)
 
-    def _flink_java(self, name: str, main: str, jvm: list[str], arguments: list[str], flink: Path) -> list[str]:
+    def _flink_java(self, name: str, main: str, jvm: list[str], arguments: list[str], flink: Path,
+                    classpath: tuple[Path, ...] = ()) -> list[str]:
+        """A Flink process: its JVM options, Java 17's openings, its log, Flink's lib/ and ``classpath``."""
         return [java(), *jvm, *JAVA17_OPENS, f"-Dlog.file={self.logs / f'{name}.log'}",
                 f"-Dlog4j.configurationFile={(self.conf / 'log4j.properties').as_uri()}",
-                "-cp", f"{flink / 'lib'}/*", main, "--configDir", str(self.conf), *arguments]
+                "-cp", os.pathsep.join([f"{flink / 'lib'}/*", *map(str, classpath)]), main,
+                "--configDir", str(self.conf), *arguments]
 
     def _resource_parameters(self, flink: Path, which: str) -> list[list[str]]:
         """The lines ``BashJavaUtils GET_<which>_RESOURCE_PARAMS`` prints: JVM options, then ``-D`` options."""
@@ -190,7 +206,8 @@ class FlinkCluster:
         marker = "BASH_JAVA_UTILS_EXEC_RESULT:"
         lines = [line[len(marker):].split() for line in done.stdout.splitlines() if line.startswith(marker)]
         if done.returncode != 0 or len(lines) < 2:
-            raise ClusterUnavailable(f"Flink could not size its {which} memory: {done.stderr.strip()[-400:]}")
+            causes = [line for line in (done.stdout + done.stderr).splitlines() if "Exception" in line] or ["?"]
+            raise ClusterUnavailable(f"Flink could not size its {which} memory: {causes[-1].strip()[:500]}")
         return lines
 
     # -- processes ----------------------------------------------------------------------------------------------
@@ -200,10 +217,11 @@ class FlinkCluster:
         self._processes[name] = process
         return process
 
-    def _start_taskmanager(self, flink: Path) -> None:
+    def _start_taskmanager(self, flink: Path, jars: artifacts.RunnerJars) -> None:
+        """The TaskManager, with Beam's runner on its classpath (``deploy/flink/taskmanager/pom.xml``)."""
         jvm, dynamic = self._resource_parameters(flink, "TM")
         self._start("taskmanager", self._flink_java("taskmanager", "org.apache.flink.runtime.taskexecutor.TaskManagerRunner",
-                                                    jvm, dynamic, flink))
+                                                    jvm, dynamic, flink, classpath=(jars.taskmanager,)))
 
     def _wait_for_slots(self) -> None:
         def registered() -> bool:
@@ -224,8 +242,7 @@ class FlinkCluster:
             raise ClusterUnavailable(f"port {self.rest_port} is taken: is another Flink running? (stop it, or choose "
                                      "another --rest-port)")
         try:
-            flink = artifacts.flink_distribution()
-            job_server = artifacts.job_server_jar()
+            flink, jars = artifacts.flink_distribution(), artifacts.runner_jars()
             self._write_configuration()
             self.logs.mkdir(parents=True, exist_ok=True)
             jvm, _ = self._resource_parameters(flink, "JM")
@@ -233,13 +250,13 @@ class FlinkCluster:
                 "jobmanager", "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint", jvm, [], flink))
             wait_until(lambda: answers(self.rest_port), self._processes["jobmanager"], _START_SECONDS,
                        "Flink's JobManager", self.logs / "jobmanager.log")
-            self._start_taskmanager(flink)
+            self._start_taskmanager(flink, jars)
             job_port, artifact_port, expansion_port, pool_port = (free_port() for _ in range(4))
-            self._start("job_server", [java(), "-jar", str(job_server), "--flink-master", self.rest,
+            self._start("job_server", [java(), "-jar", str(jars.job_server), "--flink-master", self.rest,
                                        "--job-host", "127.0.0.1", "--job-port", str(job_port),
                                        "--artifact-port", str(artifact_port), "--expansion-port", "-1",
                                        "--artifacts-dir", str(self.home / "artifacts")])
-            self._start("expansion_service", [java(), "-cp", str(job_server),
+            self._start("expansion_service", [java(), "-cp", str(jars.job_server),
                                               "org.apache.beam.sdk.expansion.service.ExpansionService",
                                               str(expansion_port), "--defaultEnvironmentType=EMBEDDED"])
             self._start_worker_pool(pool_port)
@@ -281,7 +298,7 @@ class FlinkCluster:
 
     def restart_taskmanager(self) -> None:
         """A new TaskManager in place of a killed one; returns once its slots are registered."""
-        self._start_taskmanager(artifacts.flink_distribution())
+        self._start_taskmanager(artifacts.flink_distribution(), artifacts.runner_jars())
         self._wait_for_slots()
         if self.record is not None:
             self.record = dataclasses.replace(self.record, pids={**self.record.pids,

@@ -72,8 +72,11 @@ def complete(options: PipelineOptions, name: str) -> ClusterRecord | None:
     if not named.job_name:
         named.job_name = f"pm-beam-{name}-{uuid.uuid4().hex[:8]}"
     state = options.view_as(FlinkStateOptions)
-    if options.view_as(StandardOptions).streaming and state.checkpointing_interval is None:
-        state.checkpointing_interval = DEFAULT_CHECKPOINT_MILLIS
+    if options.view_as(StandardOptions).streaming:
+        if state.checkpointing_interval is None:
+            state.checkpointing_interval = DEFAULT_CHECKPOINT_MILLIS
+        if state.shutdown_sources_after_idle_ms is None:
+            state.shutdown_sources_after_idle_ms = 0
     record = recorded_cluster(options)
     if record is None:
         return None

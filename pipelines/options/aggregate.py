@@ -17,7 +17,7 @@ from pipelines.common import CliError, CliParser
 from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION
 from schemas.aggregatable import PayloadLimits
 from schemas.limits import UNBOUNDED_VALUE_SUM
-from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact, location
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.core.secrets import SecretUnavailable, is_environment
 from transforms.summary_reports.aggregation import AggregationJob, read_private_keys
@@ -72,7 +72,7 @@ def add_aggregation_options(parser: CliParser) -> None:
                         help="per-unit capacity eps_* of the ledger (default 64)")
     ledger.add_argument("--max-uses", type=POSITIVE_INTEGER, default=1,
                         help="per-unit number of uses l_* (default 1: no requerying)")
-    ledger.add_argument("--private-key", metavar="LOCATION",
+    ledger.add_argument("--private-key", metavar="LOCATION", type=location,
                         help='where the workers read the key file {"keys": [{"id", "key"}]} of raw X25519 private keys '
                         "(HPKE payloads): a path or Beam file system URL (gs://...), or env:NAME, an environment "
                         "variable of the workers; read by each worker when it starts, never carried in the job's "

@@ -21,6 +21,9 @@ class FlinkStateOptions(PipelineOptions):
                             "then restarts the job with empty state)")
         parser.add_argument("--savepoint_path", default=None,
                             help="Flink: start the job from this savepoint (its state and source positions)")
+        parser.add_argument("--shutdown_sources_after_idle_ms", type=int, default=None,
+                            help="Flink: stop a source once it has been idle this long, so that a job whose inputs "
+                            "end finishes (Beam's default with checkpointing: never)")
         parser.add_argument("--allow_non_restored_state", action="store_true", default=False,
                             help="Flink: start from a savepoint that holds state no step of this job takes (a step "
                             "removed on purpose)")

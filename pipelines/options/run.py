@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pipelines.common import CliError, add_alias
 from schemas.codecs import FORMATS
-from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_REAL, PROBABILITY, SEED
+from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_REAL, PROBABILITY, SEED, location
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
 from transforms.core.bus.kafka_stream import EMIT_SECONDS
@@ -90,7 +90,7 @@ def add_run_options(
     """``--output``, ``--max-error-fraction``, ``--format`` (of the input files; ``--input-format`` is its
     deprecated spelling), ``--seed``, ``--streaming``, ``--allowed-lateness-seconds`` and (with ``shards``)
     ``--shards``; the topic options ``--output-topic``, ``--dead-letter-topic`` and ``--kafka-config``."""
-    parser.add_argument("--output", required=True, help=OUTPUT_HELP)
+    parser.add_argument("--output", required=True, type=location, help=OUTPUT_HELP)
     parser.add_argument("--max-error-fraction", type=PROBABILITY, default=DEFAULT_MAX_ERROR_FRACTION,
                         help="fail the run, releasing nothing, when more than this share of the records read are dead "
                         f"letters (default {DEFAULT_MAX_ERROR_FRACTION:g}); a truncated or unreadable file, or an input "

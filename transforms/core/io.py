@@ -26,6 +26,7 @@ from apache_beam.coders import BytesCoder
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow
@@ -435,10 +436,12 @@ class WriteRecords(beam.PTransform):
         self._num_shards = num_shards
 
     def expand(self, rows):
-        if not rows.is_bounded:
+        if not rows.is_bounded or rows.pipeline.options.view_as(StandardOptions).streaming:
             # a topic's records never end, and Beam's file sinks write an unbounded PCollection only pane by pane
             # of processing time: the run's file is written once, when the run drains (its topic outputs are
-            # sent as they are made)
+            # sent as they are made). So too a streaming run of a bounded read (a topic read to its end): on
+            # Flink, Beam's file sink checkpoints its side inputs' pushed-back elements wrongly (a ClassCastException
+            # declines every checkpoint, and the job restarts)
             return (
                 rows
                 | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt))

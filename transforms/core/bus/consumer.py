@@ -65,3 +65,21 @@ def read_to_end(consumer: Any, topic: str, partition: int, next_offset: int | No
     if high < 0:
         return False
     return (next_offset if next_offset is not None else low) >= high
+
+
+def records_to_end(topic: KafkaTopic, group: str) -> int:
+    """How many records ``topic`` holds beyond where a read by ``group`` starts (its committed offsets, else
+    ``topic.start``), asked of the broker now: what a read that stops at the end it found has to read. A
+    ValueError (one line) when the topic does not exist."""
+    from confluent_kafka import TopicPartition
+
+    consumer, positions = assigned_consumer(topic, group)
+    try:
+        total = 0
+        for partition, next_offset in positions.items():
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic.topic, partition), timeout=15)
+            start = next_offset if next_offset is not None else (high if topic.start == "latest" else low)
+            total += max(high - start, 0)
+        return total
+    finally:
+        consumer.close()
