@@ -354,6 +354,12 @@ def cli_main(argv: list[str] | None, parse_job: Callable, run: Callable, report_
     except RunFailure as error:  # the run could not finish (a topic source or sink failed): nothing was released
         print(f"error: {error}", file=sys.stderr)
         return 1
+    if summary.get("status") == "suspended":  # a streaming job on Flink stopped with a savepoint, to be resumed
+        savepoint = summary["savepoint"]
+        print_lines(["the job stopped without draining: nothing is final and nothing was released",
+                     f"resume it: the same command with --savepoint_path {savepoint}" if savepoint else
+                     "it left no savepoint: its state is gone (run it again as a new job)"])
+        return 0
     if summary.get("status", "ok") != "ok":
         print_lines(failure_lines(summary))
         print(f"error: {summary['failure']}", file=sys.stderr)

@@ -24,12 +24,18 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import FlinkRunnerOptions
 
 from pipelines import common, deferred, topics
+from pipelines.flink import defaults as flink_defaults
+from pipelines.flink import jobs as flink_jobs
+from pipelines.flink import rest
+from pipelines.runners import runner_name
 from transforms.core.bus.kafka_stream import DUPLICATE, StreamIncomplete
 from transforms.core.durable.step import StreamEnded
 from transforms.core.durable.store import StoreUnavailable
 from transforms.core.io import INPUT_FILES
+from transforms.core.runner_kind import runs_here
 from transforms.core.secrets import SecretUnavailable
 
 
@@ -119,10 +125,14 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
         finally:
             topics.discard(pipeline)
         raise deferred.Submitted(output, None)
+    elsewhere = not runs_here(options)
+    on_flink = streaming and flink_defaults.is_flink(options)
+    draining = flink_jobs.draining_on_signal(options) if on_flink else contextlib.nullcontext(None)
     with topics.running(pipeline) as source, _collector_for(streaming):
         try:
-            result = pipeline.run()
-            result.wait_until_finish()
+            with draining as drained:
+                result = pipeline.run()
+                result.wait_until_finish()
         except Exception as error:
             for kind in (StoreUnavailable, SecretUnavailable):  # its state could not be kept, a key not read
                 failure = _one_line_failure(error, kind)
@@ -131,12 +141,35 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
             if source is not None:  # a stream that failed is the first cause; the steps' errors follow from it
                 _raise_if_incomplete(source)
             failure = _one_line_failure(error, StreamEnded)
+            if failure is None and elsewhere:  # the runner's own failure: its first line, and where to look
+                failure = _remote_failure(error, options)
             if failure is None:
                 raise
             raise common.RunFailure(failure) from None
         if source is not None:
             _raise_if_incomplete(source)  # the runner ends a stream it failed to read as if it had ended
+        if on_flink and not drained.requested and not topics.reads_to_end(pipeline):
+            # a job that neither read its topics to the end nor was drained by this driver: stopped to be resumed
+            raise Suspended(flink_jobs.savepoint_of(options))
         yield result, source
+
+
+class Suspended(Exception):  # noqa: N818 - an outcome, not an error: the job was stopped to be resumed
+    """A streaming job on Flink that ended without draining, with the savepoint it left (None without one):
+    nothing is final, nothing is released (``pipelines.flink.jobs``)."""
+
+    def __init__(self, savepoint: str | None) -> None:
+        super().__init__(savepoint)
+        self.savepoint = savepoint
+
+
+def _remote_failure(error: Exception, options) -> str:
+    """One line for a job that failed on a runner elsewhere: what the runner said first, and where to read more."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+    where = ""
+    if flink_defaults.is_flink(options):
+        where = f" (its exceptions: {rest.base_url(options.view_as(FlinkRunnerOptions).flink_master)}/#/overview)"
+    return f"the job failed on {runner_name(options)}: {lines[0][:500]}{where}"
 
 
 def _raise_if_incomplete(source) -> None:
@@ -176,6 +209,13 @@ def execute(job: Any, beam_args: list[str], build: Callable, summarise: Callable
                 source.commit()  # the outputs are flushed and released: the next run starts after what this one read
     except deferred.Submitted:
         raise deferred.Submitted(output, staging) from None  # its outputs wait in staging for `pm-beam release`
+    except Suspended as suspended:
+        if FileSystems.exists(staging):  # what its timers wrote before the stop: nothing is final
+            FileSystems.delete([staging])
+        summary = {"pipeline": name, "status": "suspended", "savepoint": suspended.savepoint,
+                   "elapsed_seconds": round(time.monotonic() - started, 3), "outputs": {}}
+        summary["outputs"]["summary"] = common.write_summary(output, summary)
+        return summary
     if failure is None:
         summary = {**summarise(job, result, time.monotonic() - started, counts), "status": "ok"}
         if deferred.releasing() is not None:

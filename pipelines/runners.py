@@ -16,15 +16,13 @@ from packaging.requirements import Requirement
 
 from pipelines.flink.defaults import recorded_cluster
 from transforms.core.mechanisms.noise import RandomSource, SecretSource, make_source
+from transforms.core.runner_kind import runs_here
 
 DISTRIBUTION = "privacy-measurement-beam"
 GCP_EXTRA = f"pip install '{DISTRIBUTION}[gcp]'"
 FLINK_UP = "make flink-up"
 CONNECT_SECONDS = 5.0
 _LOCAL_FLINK = ("[auto]", "[local]")  # Beam starts Flink itself, from a job server jar it downloads
-
-
-LOCAL_RUNNERS = ("direct", "bundlebaseddirect", "switchingdirect", "fnapi")  # DoFns run in this process
 
 
 class RunnerUnavailable(Exception):
@@ -40,13 +38,6 @@ def runner_name(options: PipelineOptions) -> str:
     return name[: -len("runner")] if name.endswith("runner") else name
 
 
-def is_local(options: PipelineOptions) -> bool:
-    """Whether the pipeline runs in this process: the DirectRunner (where kafka:// is read by
-    ``KafkaStreamService``) or the in-process FnApiRunner of batch runs (whose topic outputs use a Kafka producer)."""
-    runner = options.view_as(StandardOptions).runner
-    return runner is None or str(runner).rsplit(".", 1)[-1].removesuffix("Runner").lower() in LOCAL_RUNNERS
-
-
 def noise_source(options: PipelineOptions, seed: int | None) -> RandomSource:
     """A run's noise (DESIGN.md, "Two kinds of randomness"): seeded with ``seed``; without one, secure, and on a
     runner outside this process a ``SecretSource`` keyed by a secret drawn here from the OS CSPRNG.
@@ -57,7 +48,7 @@ def noise_source(options: PipelineOptions, seed: int | None) -> RandomSource:
     worker, so what is computed again draws the same noise (every draw is keyed: ``keyed_uniform``,
     ``keyed_child``), and nobody outside the job can predict it. In this process nothing is retried behind the
     driver's back, and the OS CSPRNG serves as it is. Both are of kind ``secure``."""
-    if seed is not None or is_local(options):
+    if seed is not None or runs_here(options):
         return make_source(seed)
     return SecretSource(SecretSource.new_secret())
 

@@ -27,7 +27,6 @@ from pipelines import common, durable
 from pipelines.common import CliError
 from pipelines.flink import defaults as flink_defaults
 from pipelines.options.run import RunOptions
-from pipelines.runners import is_local
 from schemas.codecs import EventSpec
 from schemas.rows import DeadLetter
 from transforms.core.bus.consumer import records_to_end
@@ -40,10 +39,12 @@ from transforms.core.device_stream import pack_events
 from transforms.core.durable.step import DurableStep
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, WriteDeadLetters, WriteInputReport
 from transforms.core.progress import ProgressLine
+from transforms.core.runner_kind import runs_here
 
 DEFAULT_MESSAGE_FORMAT = "jsonl"
 _SERVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its KafkaStreamProcess
 _JOBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # pipeline -> its DurableJob (durable state)
+_TO_END: weakref.WeakSet = weakref.WeakSet()  # pipelines reading their topics to the end on a production runner
 
 
 def endpoint_of(name: str, options: RunOptions) -> Endpoint:
@@ -89,17 +90,12 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
     outputs: dict = {}
     dead, reports = [], []
     expansion_service = options.expansion_service or flink_defaults.expansion_service(pipeline.options)
-    on_flink = flink_defaults.is_flink(pipeline.options)
     for source in inputs:
         try:
             read = pipeline | f"Read_{source.name}" >> ReadTopicProduction(
                 source.topic, source.spec, source.fmt, source.lateness_micros, source.group, check=source.check,
                 expansion_service=expansion_service, timestamp_attribute=options.timestamp_attribute,
-                id_attribute=options.id_attribute, max_records=_records_to_end(source),
-                # Beam 2.62's offset-commit step (KafkaIO's @RequiresStableInput CommitOffsetDoFn) fails on Flink's
-                # portable runner ("State backend must be locked when retrieving the current key" when a checkpoint
-                # completes): there the job's position is only its checkpointed state, never the group's offsets
-                commit_offsets=not on_flink)
+                id_attribute=options.id_attribute, max_records=_records_to_end(source))
         except ImportError as error:
             raise CliError(f"reading {source.topic.uri} needs the Google Cloud libraries ({error.name}): "
                            "pip install 'apache-beam[gcp]'") from None
@@ -112,7 +108,16 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
         reports.append(read[INPUT_FILES])
     outputs[DEAD_LETTERS] = dead | "TopicDeadLetters" >> beam.Flatten()
     outputs[INPUT_FILES] = reports | "TopicReports" >> beam.Flatten()  # one per topic, when the run drains
+    if all(isinstance(source.topic, KafkaTopic) and source.topic.stop == "end" for source in inputs):
+        _TO_END.add(pipeline)
+        flink_defaults.finish_when_read(pipeline.options)
     return outputs
+
+
+def reads_to_end(pipeline: beam.Pipeline) -> bool:
+    """Whether the pipeline reads its topics on a production runner to the end they had (``stop=end``): a
+    streaming job that then finishes by itself, its last outputs written."""
+    return pipeline in _TO_END
 
 
 def _records_to_end(source: TopicInput) -> int | None:
@@ -139,7 +144,7 @@ def read_topic_rows(pipeline: beam.Pipeline, inputs: list[TopicInput], options: 
 
 
 def _reads_locally(pipeline: beam.Pipeline, inputs: list[TopicInput]) -> bool:
-    return is_local(pipeline.options) and all(isinstance(source.topic, KafkaTopic) for source in inputs)
+    return runs_here(pipeline.options) and all(isinstance(source.topic, KafkaTopic) for source in inputs)
 
 
 def _why(error: Exception, endpoint: Endpoint, expansion_service: str | None) -> str:
@@ -191,7 +196,7 @@ def write_topic(records, uri: str, options: RunOptions, encode: Callable[[Any], 
     """Send ``records`` to the topic ``uri`` (each with a key and a stable id): on the local runner a Kafka
     producer (``transforms.core.bus.sinks``), elsewhere Beam's own transforms."""
     endpoint = endpoint_of(uri, options)
-    if is_local(records.pipeline.options) and isinstance(endpoint, KafkaTopic):
+    if runs_here(records.pipeline.options) and isinstance(endpoint, KafkaTopic):
         return records | label >> WriteToKafkaTopic(endpoint, encode, key_of, id_of)
     expansion_service = options.expansion_service or flink_defaults.expansion_service(records.pipeline.options)
     try:

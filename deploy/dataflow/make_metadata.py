@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pipelines.__main__ import COMMANDS
 from pipelines.options.aggregate import filtering_ids
-from schemas.option_values import Exact, Integer, Real
+from schemas.option_values import Exact, Integer, Real, location
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -185,7 +185,7 @@ def pattern(template: Template, action: argparse.Action) -> Pattern:
         return number_pattern(action.type)
     if action.type is filtering_ids:
         return INTEGER_LIST
-    if action.type is None:
+    if action.type is None or action.type is location:  # location: a path made absolute, else as given
         return BY_METAVAR.get(str(action.metavar), TEXT)
     raise ValueError(f"{option}: no validation regex for its type {action.type!r}: add one to {__file__}")
 

@@ -49,6 +49,11 @@ JAVA17_OPENS = [
         "java.lang", "java.net", "java.io", "java.nio", "sun.nio.ch", "java.lang.reflect", "java.text", "java.time",
         "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "java.util.concurrent.locks")),
 ]
+# The Kafka expansion service's own options: its Java transforms run inside the TaskManager (EMBEDDED: no Docker
+# here), and KafkaIO reads through Beam's UnboundedSource, which Flink runs as a native source that checkpoints its
+# consumers' positions, stops with a savepoint and drains. Beam 2.62's splittable-DoFn read (the default) could not
+# be drained (the drain's savepoint never completed) and its offset-commit step failed every checkpoint on Flink.
+EXPANSION_OPTIONS = ["--defaultEnvironmentType=EMBEDDED", "--experiments=use_deprecated_read"]
 _LOG4J = """\
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = File
@@ -258,7 +263,7 @@ class FlinkCluster:
                                        "--artifacts-dir", str(self.home / "artifacts")])
             self._start("expansion_service", [java(), "-cp", str(jars.job_server),
                                               "org.apache.beam.sdk.expansion.service.ExpansionService",
-                                              str(expansion_port), "--defaultEnvironmentType=EMBEDDED"])
+                                              str(expansion_port), *EXPANSION_OPTIONS])
             self._start_worker_pool(pool_port)
             self._wait_for_slots()
             for name, port in (("job_server", job_port), ("expansion_service", expansion_port), ("worker_pool", pool_port)):

@@ -15,8 +15,9 @@ leaves out is filled in from ``cluster.json``:
 
 On any Flink cluster, recorded or not, a streaming run is checkpointed (``--checkpointing_interval``, default
 ``DEFAULT_CHECKPOINT_MILLIS``): without checkpoints a failure restarts the job with empty state, which would draw
-fresh noise over data it has released and give every budget back. And every run gets a ``--job_name`` of its
-own, by which the driver finds its job in Flink's REST API (``pipelines.flink.rest.job_named``).
+fresh noise over data it has released and give every budget back. Every run gets a ``--job_name`` of its own,
+by which the driver finds its job in Flink's REST API (``pipelines.flink.rest.job_named``). A streaming job that
+reads its topics to the end shuts its sources down when they are done (``finish_when_read``).
 """
 from __future__ import annotations
 
@@ -72,11 +73,8 @@ def complete(options: PipelineOptions, name: str) -> ClusterRecord | None:
     if not named.job_name:
         named.job_name = f"pm-beam-{name}-{uuid.uuid4().hex[:8]}"
     state = options.view_as(FlinkStateOptions)
-    if options.view_as(StandardOptions).streaming:
-        if state.checkpointing_interval is None:
-            state.checkpointing_interval = DEFAULT_CHECKPOINT_MILLIS
-        if state.shutdown_sources_after_idle_ms is None:
-            state.shutdown_sources_after_idle_ms = 0
+    if options.view_as(StandardOptions).streaming and state.checkpointing_interval is None:
+        state.checkpointing_interval = DEFAULT_CHECKPOINT_MILLIS
     record = recorded_cluster(options)
     if record is None:
         return None
@@ -89,6 +87,16 @@ def complete(options: PipelineOptions, name: str) -> ClusterRecord | None:
     if flink.parallelism in (None, -1):
         flink.parallelism = record.parallelism
     return record
+
+
+def finish_when_read(options: PipelineOptions) -> None:
+    """A Flink streaming job whose every input is a bounded read (``stop=end``) shuts its sources down once idle,
+    so that it finishes when they are read; Beam's default with checkpoints keeps them running forever. Not for
+    unbounded reads: Beam's Kafka read continues itself through its own Impulse source, and once that shut down the
+    job finished at once."""
+    state = options.view_as(FlinkStateOptions)
+    if is_flink(options) and state.shutdown_sources_after_idle_ms is None:
+        state.shutdown_sources_after_idle_ms = 0
 
 
 def expansion_service(options: PipelineOptions) -> str | None:

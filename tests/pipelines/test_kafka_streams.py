@@ -298,7 +298,7 @@ def test_other_runners_build_beams_own_transforms_and_say_what_to_start(tmp_path
     base = ["--output", str(tmp_path / "out"), "--runner", "PortableRunner"]
     assert kanon.main(["--input", "kafka://127.0.0.1:9/joins", *base]) == 2
     error = capsys.readouterr().err.strip()
-    assert "--expansion-service" in error and "java -jar beam-sdks-java-io-expansion-service" in error
+    assert "--expansion-service" in error and "org.apache.beam.sdk.expansion.service.ExpansionService" in error
     assert len(error.splitlines()) == 1
     from pipelines.processes import free_port
 

@@ -38,6 +38,7 @@ from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import note_read
+from transforms.core.runner_kind import runs_here
 
 METRICS_NAMESPACE = "pmbeam.io"
 DEAD_LETTERS = "dead_letters"
@@ -436,12 +437,13 @@ class WriteRecords(beam.PTransform):
         self._num_shards = num_shards
 
     def expand(self, rows):
-        if not rows.is_bounded or rows.pipeline.options.view_as(StandardOptions).streaming:
+        options = rows.pipeline.options
+        if not rows.is_bounded or (options.view_as(StandardOptions).streaming and not runs_here(options)):
             # a topic's records never end, and Beam's file sinks write an unbounded PCollection only pane by pane
             # of processing time: the run's file is written once, when the run drains (its topic outputs are
-            # sent as they are made). So too a streaming run of a bounded read (a topic read to its end): on
-            # Flink, Beam's file sink checkpoints its side inputs' pushed-back elements wrongly (a ClassCastException
-            # declines every checkpoint, and the job restarts)
+            # sent as they are made). So too a streaming run of a bounded read (a topic read to its end) on a
+            # runner that checkpoints: on Flink, Beam's file sink checkpoints its side inputs' pushed-back elements
+            # wrongly (a ClassCastException declines every checkpoint, and the job restarts)
             return (
                 rows
                 | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt))

@@ -8,7 +8,8 @@ drains, which the driver judges the input by (``pipelines.release``) and ``summa
   watermark by more than the lateness, hence ``late`` in the stateful steps.
 * ``TopicReport``: the messages read from a topic and its dead letters, counted per bundle, summed in state keyed
   by the topic and emitted when the watermark reaches the end of time (a drained or bounded run), as
-  ``InputFileReport(path=<topic URI>, read, parsed, dead_lettered, None)``.
+  ``InputFileReport(path=<topic URI>, read, parsed, dead_lettered, None)``: always one per topic, so that a run
+  without it did not drain (``pipelines.release``).
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ class _CountPerBundleFn(beam.DoFn):
             self._earliest = timestamp
 
     def finish_bundle(self):
-        if self._count:
+        if self._earliest is not None:  # an element came
             counts = (0, self._count) if self._dead else (self._count, 0)
             yield WindowedValue((self._uri, counts), self._earliest, (GlobalWindow(),))
 
@@ -115,6 +116,8 @@ class TopicReport(beam.PTransform):
     def expand(self, pcolls):
         messages, dead_letters = pcolls
         counted = (
+            # a zero for the topic, so that a run that read nothing reports so too
+            messages.pipeline | "Zero" >> beam.Create([(self._uri, (0, 0))]),
             messages | "CountRead" >> beam.ParDo(_CountPerBundleFn(self._uri, dead=False)),
             dead_letters | "CountDead" >> beam.ParDo(_CountPerBundleFn(self._uri, dead=True)),
         ) | "Counts" >> beam.Flatten()
