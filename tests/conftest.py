@@ -3,6 +3,7 @@ broker for the event-bus tests and the Pub/Sub emulator when the machine has it 
 import pytest  # noqa: E402
 
 import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
+from tests.support.flink import apache_kafka, flink_cluster, on_flink  # noqa: F401  (fixtures)
 from tests.support.kafka import kafka_broker  # noqa: F401  (fixture)
 from tests.support.postgres import postgres_dsn, postgres_url  # noqa: F401  (fixtures)
 from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)

@@ -7,11 +7,13 @@ the last fetch reported (the tansu test broker answers ListOffsets for LATEST wr
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from transforms.core.bus.endpoints import KafkaTopic
 
 _STARTS = {"earliest": -2, "latest": -1}  # librdkafka's OFFSET_BEGINNING and OFFSET_END
+_COORDINATOR_SECONDS = 30
 
 
 def assigned_consumer(topic: KafkaTopic, group: str, resume: dict[int, int] | None = None,
@@ -35,8 +37,7 @@ def assigned_consumer(topic: KafkaTopic, group: str, resume: dict[int, int] | No
         consumer.close()
         error = "no such topic" if described is None or described.error is None else described.error.str()
         raise ValueError(f"cannot read {topic.uri}: {error}")
-    committed = consumer.committed([TopicPartition(topic.topic, number) for number in sorted(described.partitions)],
-                                   timeout=15)
+    committed = _committed(consumer, [TopicPartition(topic.topic, number) for number in sorted(described.partitions)])
     positions: dict[int, int | None] = {}
     assignment = []
     resume = resume or {}
@@ -55,6 +56,23 @@ def assigned_consumer(topic: KafkaTopic, group: str, resume: dict[int, int] | No
                                          partition.offset if partition.offset >= 0 else _STARTS[topic.start]))
     consumer.assign(assignment)
     return consumer, positions
+
+
+def _committed(consumer: Any, partitions: list) -> list:
+    """The group's committed offsets of ``partitions``, asked again while the broker answers that the group's
+    coordinator is not ready (a broker just started, a coordinator moving): a retriable state, for at most
+    ``_COORDINATOR_SECONDS``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    waiting = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR)
+    deadline = time.monotonic() + _COORDINATOR_SECONDS
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=15)
+        except KafkaException as error:
+            if error.args[0].code() not in waiting or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def read_to_end(consumer: Any, topic: str, partition: int, next_offset: int | None) -> bool:

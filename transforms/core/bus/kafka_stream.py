@@ -27,6 +27,7 @@ service (run in a process of its own by ``stream_process``), and a real consumer
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -177,7 +178,7 @@ class KafkaTopicReader:
         dead: list = []
         watermark = self.watermark_micros
         late_before = _NEVER if watermark is None else watermark - source.lateness_micros
-        where = f"{topic.uri}/{{}}@{{}}".format  # a message's place, named only in its dead letter
+        where = functools.partial(message_place, topic.uri)  # named only in a dead letter
         marks, letters = self.marks, self.letters
         for message in self._consumer.consume(_POLL_MESSAGES, timeout=_POLL_SECONDS):
             error = message.error()
@@ -203,7 +204,7 @@ class KafkaTopicReader:
                 reason = DUPLICATE
             if reason is not None:
                 partition.dead += 1
-                dead.append(DeadLetter(raw=_row_text(row), reason=reason, source=where(message.partition(), offset)))
+                dead.append(DeadLetter(raw=row_text(row), reason=reason, source=where(message.partition(), offset)))
                 if letters is not None:
                     letters.append((message.partition(), offset, dead[-1]))
                 continue
@@ -258,7 +259,7 @@ class KafkaTopicReader:
     def reports(self) -> list[InputFileReport]:
         """What was read per partition (``InputFileReport``: the path names the topic partition)."""
         return [
-            InputFileReport(f"{self.source.topic.uri}/{number}", p.read, p.parsed, p.dead, None)
+            InputFileReport(partition_path(self.source.topic.uri, number), p.read, p.parsed, p.dead, None)
             for number, p in self._partitions.items()
         ]
 
@@ -279,7 +280,18 @@ class KafkaTopicReader:
         self._consumer.close()
 
 
-def _row_text(row: Any) -> str:
+def message_place(uri: str, partition: int, offset: int) -> str:
+    """Where a message is, as its dead letter names it: ``<topic URI>/<partition>@<offset>``."""
+    return f"{uri}/{partition}@{offset}"
+
+
+def partition_path(uri: str, partition: int) -> str:
+    """A partition as its ``InputFileReport`` names it: ``<topic URI>/<partition>``."""
+    return f"{uri}/{partition}"
+
+
+def row_text(row: Any) -> str:
+    """A row as the ``raw`` of a dead letter made after it was decoded (a late or duplicate copy)."""
     return json.dumps(row_to_dict(row))
 
 

@@ -34,6 +34,7 @@ from schemas.messages import decode_message
 from schemas.record_ids import RECORD_IDS
 from schemas.rows import DeadLetter
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic, PubSubPath
+from transforms.core.bus.kafka_stream import message_place
 from transforms.core.bus.production_accounting import FirstCopies, TopicReport
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES
 
@@ -46,24 +47,27 @@ EXPANSION_SERVICE_HINT = (
 
 
 class _DecodeFn(beam.DoFn):
-    """A message's value to ``(record id, (value, row))``, timestamped with the record's event time, or a dead
-    letter."""
+    """A message ``(partition, offset, value)`` to ``(record id, (its place, row))``, timestamped with the record's
+    event time, or a dead letter naming its place (``<topic URI>/<partition>@<offset>`` on Kafka, the URI on
+    Pub/Sub)."""
 
     def __init__(self, spec: EventSpec, fmt: str, uri: str, check: Callable[[Any], str | None] | None,
                  schema_id: int | None) -> None:
         self._spec, self._fmt, self._uri, self._check, self._schema_id = spec, fmt, uri, check, schema_id
         self._record_id = RECORD_IDS[spec.name]
 
-    def process(self, value: bytes):
-        row = decode_message(self._spec, self._fmt, value, self._uri, self._schema_id)
+    def process(self, message: tuple[int | None, int | None, bytes]):
+        partition, offset, value = message
+        place = self._uri if partition is None or offset is None else message_place(self._uri, partition, offset)
+        row = decode_message(self._spec, self._fmt, value, place, self._schema_id)
         if type(row) is not DeadLetter and self._check is not None:
             reason = self._check(row)
             if reason is not None:
-                row = DeadLetter(raw=value.decode("utf-8", "backslashreplace"), reason=reason, source=self._uri)
+                row = DeadLetter(raw=value.decode("utf-8", "backslashreplace"), reason=reason, source=place)
         if type(row) is DeadLetter:
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, row)
         else:
-            yield TimestampedValue((json.dumps(self._record_id(row)), (value, row)),
+            yield TimestampedValue((json.dumps(self._record_id(row)), (place, row)),
                                    Timestamp(micros=row.event_time_micros))
 
 
@@ -97,29 +101,34 @@ class ReadTopicProduction(beam.PTransform):
                                                # the Kafka client commits what it polls by default, whether or not the
                                                # runner has made it durable: a restart would then skip it
                                                "enable.auto.commit": "false"})
-            values = (
+            messages = (
                 pbegin
                 | "ReadFromKafka" >> ReadFromKafka(consumer_config={k: str(v) for k, v in config.items()},
                                                    topics=[endpoint.topic], commit_offset_in_finalize=self._commit_offsets,
                                                    timestamp_policy="CreateTime", max_num_records=self._max_records,
-                                                   expansion_service=self._expansion_service)
-                | "Values" >> beam.Map(lambda record: record[1])
+                                                   with_metadata=True, expansion_service=self._expansion_service)
+                | "Places" >> beam.Map(lambda record: (record.partition, record.offset, record.value or b""))
             )
             schema_id = endpoint.schema_id
         else:
             assert isinstance(endpoint, PubSubPath)
             subscription = endpoint.path if endpoint.is_subscription else None
-            values = pbegin | "ReadFromPubSub" >> beam.io.ReadFromPubSub(
-                topic=None if subscription else endpoint.path, subscription=subscription,
-                id_label=self._id_attribute, timestamp_attribute=self._timestamp_attribute)
+            messages = (
+                pbegin
+                | "ReadFromPubSub" >> beam.io.ReadFromPubSub(
+                    topic=None if subscription else endpoint.path, subscription=subscription,
+                    id_label=self._id_attribute, timestamp_attribute=self._timestamp_attribute)
+                | "Places" >> beam.Map(lambda data: (None, None, data))
+            )
             schema_id = None
-        # decoded.rows: (record id, (message value, row)) at the row's event time; decoded.dead_letters: DeadLetter
-        decoded = values | "Decode" >> beam.ParDo(
+        # messages: (partition, offset, value); decoded.rows: (record id, (its place, row)) at the row's event time;
+        # decoded.dead_letters: DeadLetter
+        decoded = messages | "Decode" >> beam.ParDo(
             _DecodeFn(self._spec, self._fmt, endpoint.uri, self._check, schema_id)).with_outputs(DEAD_LETTERS, main="rows")
         # once["rows"]: the first copy of each record; once["dead_letters"]: the copies after it (``duplicate``)
-        once = decoded.rows | "FirstCopies" >> FirstCopies(endpoint.uri, max(self._lateness, 1_000_000))
+        once = decoded.rows | "FirstCopies" >> FirstCopies(max(self._lateness, 1_000_000))
         dead_letters = (decoded[DEAD_LETTERS], once[DEAD_LETTERS]) | "DeadLetters" >> beam.Flatten()
-        report = (values, dead_letters) | "Report" >> TopicReport(endpoint.uri)
+        report = (messages, dead_letters) | "Report" >> TopicReport(endpoint.uri)
         return {"rows": once["rows"], DEAD_LETTERS: dead_letters, INPUT_FILES: report}
 
 

@@ -6,13 +6,15 @@ drains, which the driver judges the input by (``pipelines.release``) and ``summa
   the allowed lateness of event time after it is a dead letter ``duplicate`` (Kafka delivers at least once); the
   id is forgotten once the watermark is the lateness past the first copy, after which a copy is behind the
   watermark by more than the lateness, hence ``late`` in the stateful steps.
-* ``TopicReport``: the messages read from a topic and its dead letters, counted per bundle, summed in state keyed
-  by the topic and emitted when the watermark reaches the end of time (a drained or bounded run), as
-  ``InputFileReport(path=<topic URI>, read, parsed, dead_lettered, None)``: always one per topic, so that a run
-  without it did not drain (``pipelines.release``).
+* ``TopicReport``: the messages read from a topic and its dead letters, counted per bundle and partition, summed
+  in state keyed by the partition and emitted when the watermark reaches the end of time (a drained or bounded
+  run), as ``InputFileReport(path=<topic URI>/<partition>, read, parsed, dead_lettered, None)``, the local path's
+  reports (a partition that gave nothing has none).
 """
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import apache_beam as beam
@@ -24,25 +26,24 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.rows import DeadLetter
-from transforms.core.bus.kafka_stream import DUPLICATE
+from transforms.core.bus.kafka_stream import DUPLICATE, partition_path, row_text
 from transforms.core.io import DEAD_LETTERS, InputFileReport
 
 
 class _FirstCopyFn(beam.DoFn):
-    """``(record id, (raw message, row))`` to the row, once per id within ``lateness``; other copies to dead letters."""
+    """``(record id, (place, row))`` to the row, once per id within ``lateness``; other copies to dead letters."""
 
     SEEN = ReadModifyWriteStateSpec("seen", BooleanCoder())
     FORGET = TimerSpec("forget", TimeDomain.WATERMARK)
 
-    def __init__(self, uri: str, lateness_micros: int) -> None:
-        self._uri, self._lateness = uri, Duration(micros=lateness_micros)
+    def __init__(self, lateness_micros: int) -> None:
+        self._lateness = Duration(micros=lateness_micros)
 
-    def process(self, element: tuple[str, tuple[bytes, Any]], timestamp=beam.DoFn.TimestampParam,
+    def process(self, element: tuple[str, tuple[str, Any]], timestamp=beam.DoFn.TimestampParam,
                 seen=beam.DoFn.StateParam(SEEN), forget=beam.DoFn.TimerParam(FORGET)):
-        _, (raw, row) = element
+        _, (place, row) = element
         if seen.read():
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
-                raw=raw.decode("utf-8", "backslashreplace"), reason=DUPLICATE, source=self._uri))
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw=row_text(row), reason=DUPLICATE, source=place))
             return
         seen.write(True)
         forget.set(timestamp + self._lateness)
@@ -54,48 +55,48 @@ class _FirstCopyFn(beam.DoFn):
 
 
 class FirstCopies(beam.PTransform):
-    """``(record id, (raw message, row))`` in; ``{"rows": first copies, "dead_letters": the other copies}``."""
+    """``(record id, (place, row))`` in; ``{"rows": first copies, "dead_letters": the other copies}``."""
 
-    def __init__(self, uri: str, lateness_micros: int) -> None:
+    def __init__(self, lateness_micros: int) -> None:
         super().__init__()
-        self._uri, self._lateness = uri, lateness_micros
+        self._lateness = lateness_micros
 
     def expand(self, keyed):
-        once = keyed | "FirstCopy" >> beam.ParDo(_FirstCopyFn(self._uri, self._lateness)).with_outputs(
-            DEAD_LETTERS, main="rows")
+        once = keyed | "FirstCopy" >> beam.ParDo(_FirstCopyFn(self._lateness)).with_outputs(DEAD_LETTERS, main="rows")
         return {"rows": once.rows, DEAD_LETTERS: once[DEAD_LETTERS]}
 
 
 class _CountPerBundleFn(beam.DoFn):
-    """Counts a bundle's elements; at its end emits ``(uri, (n, 0))`` (``read``) or ``(uri, (0, n))`` (``dead``)."""
+    """Counts a bundle's elements per partition (``where(element)``: its report's path); at its end emits
+    ``(path, (n, 0))`` per path (``read``), or ``(path, (0, n))`` (``dead``)."""
 
-    def __init__(self, uri: str, dead: bool) -> None:
-        self._uri, self._dead = uri, dead
+    def __init__(self, where: Callable[[Any], str], dead: bool) -> None:
+        self._where, self._dead = where, dead
 
     def start_bundle(self) -> None:
-        self._count = 0
+        self._counts: Counter = Counter()
         self._earliest: Timestamp | None = None
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam):
-        self._count += 1
+        self._counts[self._where(element)] += 1
         if self._earliest is None or timestamp < self._earliest:
             self._earliest = timestamp
 
     def finish_bundle(self):
         if self._earliest is not None:  # an element came
-            counts = (0, self._count) if self._dead else (self._count, 0)
-            yield WindowedValue((self._uri, counts), self._earliest, (GlobalWindow(),))
+            for path, count in self._counts.items():
+                yield WindowedValue((path, (0, count) if self._dead else (count, 0)), self._earliest, (GlobalWindow(),))
 
 
 class _ReportAtDrainFn(beam.DoFn):
-    """Keyed by topic URI: the counts summed in state, emitted as an ``InputFileReport`` at the end of time."""
+    """Keyed by partition path: the counts summed in state, emitted as an ``InputFileReport`` at the end of time."""
 
     COUNTS = ReadModifyWriteStateSpec("counts", PickleCoder())
     DRAINED = TimerSpec("drained", TimeDomain.WATERMARK)
 
     def process(self, element: tuple[str, tuple[int, int]], counts=beam.DoFn.StateParam(COUNTS),
                 drained=beam.DoFn.TimerParam(DRAINED)):
-        uri, (read, dead) = element
+        _, (read, dead) = element
         total_read, total_dead = counts.read() or (0, 0)
         counts.write((total_read + read, total_dead + dead))
         drained.set(GlobalWindow().max_timestamp())
@@ -107,7 +108,8 @@ class _ReportAtDrainFn(beam.DoFn):
 
 
 class TopicReport(beam.PTransform):
-    """``(messages, dead letters)`` of one topic ``uri`` to its ``InputFileReport``, emitted when the run drains."""
+    """``(messages (partition, offset, value), dead letters)`` of the topic ``uri`` to an ``InputFileReport`` per
+    partition (per topic on Pub/Sub), emitted when the run drains."""
 
     def __init__(self, uri: str) -> None:
         super().__init__()
@@ -115,10 +117,16 @@ class TopicReport(beam.PTransform):
 
     def expand(self, pcolls):
         messages, dead_letters = pcolls
+        uri = self._uri
+
+        def message_path(message: tuple) -> str:
+            return uri if message[0] is None else partition_path(uri, message[0])
+
+        def letter_path(letter: DeadLetter) -> str:
+            return letter.source.rsplit("@", 1)[0]  # <uri>/<partition>@<offset>, or the URI on Pub/Sub
+
         counted = (
-            # a zero for the topic, so that a run that read nothing reports so too
-            messages.pipeline | "Zero" >> beam.Create([(self._uri, (0, 0))]),
-            messages | "CountRead" >> beam.ParDo(_CountPerBundleFn(self._uri, dead=False)),
-            dead_letters | "CountDead" >> beam.ParDo(_CountPerBundleFn(self._uri, dead=True)),
+            messages | "CountRead" >> beam.ParDo(_CountPerBundleFn(message_path, dead=False)),
+            dead_letters | "CountDead" >> beam.ParDo(_CountPerBundleFn(letter_path, dead=True)),
         ) | "Counts" >> beam.Flatten()
         return counted | "ReportAtDrain" >> beam.ParDo(_ReportAtDrainFn()).with_output_types(InputFileReport)

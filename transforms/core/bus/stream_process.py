@@ -40,8 +40,11 @@ def _serve(connection: Connection) -> None:
     try:
         inputs, address = connection.recv()
         service = KafkaStreamService(inputs).start(address)
-    except Exception as error:  # noqa: BLE001 - handed to the driver, which reports it
-        connection.send(("failed", error))
+    except ImportError as error:  # a missing extra: the driver names the install command
+        connection.send(("failed", ImportError(str(error))))
+        return
+    except Exception as error:  # noqa: BLE001 - handed to the driver, which reports it in one line
+        connection.send(("failed", ValueError(str(error))))  # librdkafka's errors do not survive pickling
         return
     connection.send(("ready", None))
     try:

@@ -1,0 +1,139 @@
+"""A real Flink cluster and a real Apache Kafka broker for the tests of the Flink path (tests/flink/).
+
+``flink_cluster`` (session scope) starts the cluster of ``pipelines.flink.cluster`` in a temporary directory, its
+REST API on a free port of 127.0.0.1, fetching Flink and building Beam's job server on first use (into the
+cache every later run reuses), and stops every process by its process id at the end; heartbeats are short, so
+that a killed TaskManager is noticed in seconds (the failover tests). ``apache_kafka`` (session scope) starts
+Apache Kafka's broker (``pipelines.kafka_broker``). Without Java or Maven the tests are skipped with the reason;
+a fetch or a start that fails with them present fails the tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines.flink import rest
+from pipelines.flink.cluster import HOME_ENVIRONMENT, FlinkCluster
+from pipelines.kafka_broker import KafkaBroker
+from pipelines.processes import free_port
+
+# a killed TaskManager's heartbeats stop: with these it is declared lost after 4 s (Flink's default: 50 s)
+FAILOVER_SETTINGS = {"heartbeat.interval": "1000", "heartbeat.timeout": "4000"}
+
+
+def _require_java_and_maven() -> None:
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None and not (tool == "java" and os.environ.get("JAVA_HOME")):
+            pytest.skip(f"{tool} is not installed: the Flink tests need Java 17 and Maven (docs/flink.md)")
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory) -> Iterator[FlinkCluster]:
+    _require_java_and_maven()
+    cluster = FlinkCluster(tmp_path_factory.mktemp("flink"), rest_port=free_port(), settings=FAILOVER_SETTINGS)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture()
+def on_flink(flink_cluster, monkeypatch) -> list[str]:
+    """The options of a run on the test cluster, which takes the rest from the cluster's record."""
+    monkeypatch.setenv(HOME_ENVIRONMENT, str(flink_cluster.home))
+    return ["--runner", "FlinkRunner", "--flink_master", flink_cluster.rest]
+
+
+@pytest.fixture(scope="session")
+def apache_kafka() -> Iterator[KafkaBroker]:
+    _require_java_and_maven()
+    with KafkaBroker() as broker:
+        yield broker
+
+
+def produce_at_event_time(address: str, topic: str, records: Iterable[dict], *, keys: Iterable[bytes] | None = None,
+                          extra: Iterable[bytes] = ()) -> int:
+    """Send each record as one JSON message whose Kafka timestamp is its event time (what the runner's watermark
+    follows on the Flink path), then the ``extra`` raw messages; waits for every acknowledgement."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5})
+    failures: list[str] = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    count = 0
+    key_list = list(keys) if keys is not None else None
+    for index, record in enumerate(records):
+        producer.produce(topic, value=json.dumps(record).encode(), key=None if key_list is None else key_list[index],
+                         timestamp=record["event_time_micros"] // 1000, on_delivery=delivered)
+        count += 1
+        if count % 10_000 == 0:
+            producer.poll(0)
+    for value in extra:
+        producer.produce(topic, value=value, on_delivery=delivered)
+        count += 1
+    assert producer.flush(30) == 0 and not failures, failures[:3]
+    return count
+
+
+def committed_offsets(address: str, topic: str, group: str) -> int:
+    """The sum over ``topic``'s partitions of ``group``'s committed offsets (what a job has checkpointed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": address, "group.id": group})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        committed = consumer.committed([TopicPartition(topic, number) for number in partitions], timeout=10)
+        return sum(max(partition.offset, 0) for partition in committed)
+    finally:
+        consumer.close()
+
+
+def wait_for(condition, seconds: float, what: str, poll: float = 0.5):
+    """Poll ``condition`` until it returns a true value (returned); an AssertionError naming ``what`` after
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} within {seconds:g} s"
+        time.sleep(poll)
+
+
+def finished_job(cluster: FlinkCluster, name: str) -> dict:
+    """The Flink job called ``name``, which must have finished."""
+    job = rest.job_named(cluster.rest, name)
+    assert job is not None and job["state"] == "FINISHED", job
+    return job
+
+
+def output_records(directory: Path) -> dict[str, list[str]]:
+    """Every output file's records under ``directory`` (recursively, staging directories left out), sorted, by
+    the file's path relative to it without the shard suffix; JSON records normalised, Avro as JSON."""
+    import fastavro
+
+    outputs: dict[str, list[str]] = {}
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or ".staging-" in str(path) or path.suffix not in (".avro", ".jsonl", ".csv"):
+            continue
+        name = str(path.relative_to(directory)).split("-0")[0]
+        if path.suffix == ".avro":
+            with path.open("rb") as handle:
+                records = [json.dumps(record, sort_keys=True, default=repr) for record in fastavro.reader(handle)]
+        elif path.suffix == ".jsonl":
+            records = [json.dumps(json.loads(line), sort_keys=True) for line in path.read_text().splitlines()]
+        else:
+            records = path.read_text().splitlines()
+        outputs.setdefault(name, []).extend(records)
+    return {name: sorted(records) for name, records in outputs.items()}
