@@ -68,8 +68,10 @@ class KafkaBroker:
             "num.partitions=1",
             "auto.create.topics.enable=true",
             # retention by time reads each message's timestamp, which producers on the Flink path set to the
-            # record's event time: replayed data months old would be deleted as soon as it is written
+            # record's event time: replayed data months old would be deleted as soon as it is written; and a
+            # timestamp ahead of the broker's clock (data of days to come, tests/flink) is accepted
             "log.retention.ms=-1",
+            "log.message.timestamp.after.max.ms=9223372036854775807",
             "offsets.topic.replication.factor=1",
             "offsets.topic.num.partitions=4",
             "transaction.state.log.replication.factor=1",

@@ -21,6 +21,9 @@ def _state_store_of_the_test(tmp_path, monkeypatch):
 # with pytest-xdist's loadfile distribution, which hands files to the workers in collection order: starting the long
 # files first keeps one worker from being left with a long file at the end while the other idles.
 LONGEST_FIRST = (
+    "tests/flink/test_streaming_on_flink.py",
+    "tests/flink/test_failover_on_flink.py",
+    "tests/flink/test_batch_on_flink.py",
     "tests/pipelines/test_crash_recovery.py",
     "tests/pipelines/test_crash_recovery_devices.py",
     "tests/transforms/budgeting/test_measurement.py",
