@@ -134,6 +134,10 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
                 result = pipeline.run()
                 result.wait_until_finish()
         except Exception as error:
+            if on_flink and not drained.requested:
+                savepoint = flink_jobs.cancelled_savepoint(options)  # stopped to be resumed
+                if savepoint is not None:
+                    raise Suspended(savepoint) from None
             for kind in (StoreUnavailable, SecretUnavailable):  # its state could not be kept, a key not read
                 failure = _one_line_failure(error, kind)
                 if failure is not None:

@@ -16,12 +16,12 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 COMPOSE=(docker compose -f "$HERE/compose.yaml")
 PYTHON="${PYTHON:-python}"
-# compose.yaml's ports: the job server's job and artifact endpoints and expansion service, the worker pool's port
+# compose.yaml's ports: the job server's job and artifact endpoints, the worker pool's port
 # as the TaskManager reaches it (the same network namespace)
 PORTABLE=(--runner PortableRunner --job_endpoint localhost:8099 --artifact_endpoint localhost:8098
           --environment_type EXTERNAL --environment_config localhost:50000)
 # Checkpoints every minute (Beam's Kafka source commits its offsets when one completes), and Kafka's
-# cross-language transforms expanded by the job server.
+# cross-language transforms expanded by compose.yaml's expansion service.
 STREAMING=(--streaming --checkpointing_interval 60000 --expansion-service localhost:8097)
 SAVEPOINTS=file:///flink-state/savepoints  # compose.yaml's state.savepoints.dir
 

@@ -7,8 +7,9 @@
     pm-beam flink down [--home DIR]                                 stop exactly what `up` started
 
 ``JOB`` is a Flink job id or a job name (``--job_name``; the newest job of that name). ``stop`` keeps the job's
-state in a savepoint and prints its location: run the same command again with ``--savepoint_path LOCATION`` to
-resume it. ``--drain`` first lets the watermark run to the end, so every timer fires and the job's files are
+state in a savepoint taken while it runs, then cancels it, and prints the savepoint's location: run the same
+command again with ``--savepoint_path LOCATION`` to resume it (``pipelines.flink.rest.stop_with_savepoint`` says
+why not Flink's own ``stop``). ``--drain`` first lets the watermark run to the end, so every timer fires and the job's files are
 written: a drained job is finished and cannot be resumed.
 """
 from __future__ import annotations

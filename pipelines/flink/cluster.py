@@ -67,6 +67,39 @@ logger.pekko.level = WARN
 """
 
 
+# What Beam's jobs need of Flink, beyond its defaults, each measured here (docs/flink.md); deploy/flink/compose.yaml
+# gives its cluster the same (tests/deploy/test_flink_compose.py).
+TUNING = {
+    # managed memory (state backends, batch sorting) a fifth instead of two fifths: with the off-heap sizes below,
+    # Flink's default left a 4 GB TaskManager's memory over-committed ("Sum of configured ... exceed")
+    "taskmanager.memory.managed.fraction": "0.2",
+    # the Fn API's gRPC streams to the Python workers allocate direct (off-heap) buffers, which Flink caps
+    # at its off-heap sizes: with the defaults a batch job's TaskManager died of "OutOfMemoryError: Direct
+    # buffer memory"
+    "taskmanager.memory.task.off-heap.size": "512m",
+    "taskmanager.memory.framework.off-heap.size": "256m",
+    # a streaming Beam job's stages exchange data over many channels (each a few buffers): Flink's default
+    # network memory (a tenth) refused a Kafka read at parallelism 2 ("Insufficient number of network
+    # buffers: required 512, but only 403 available")
+    "taskmanager.memory.network.fraction": "0.15",
+    "taskmanager.memory.network.min": "256mb",
+    # a batch job's every exchange is a sort-merge result partition that takes 512 buffers by default;
+    # Beam's batch translation makes many small stages, and with a few dozen of them deployed at once the
+    # TaskManager ran out ("required 512, but only 499 available") and the job failed over and over
+    "taskmanager.network.sort-shuffle.min-buffers": "64",
+    # a streaming job that fails restarts from its last checkpoint, a few times, after a short pause
+    "restart-strategy.type": "fixed-delay",
+    "restart-strategy.fixed-delay.attempts": "10",
+    "restart-strategy.fixed-delay.delay": "2 s",
+    # Beam's SDK harness and its classes are loaded by the job's class loader, which Flink may otherwise
+    # report as leaked when a job ends
+    "classloader.check-leaked-classloader": "false",
+    # Beam's runner is on the TaskManager's classpath (deploy/flink/taskmanager/pom.xml says why): a job's
+    # classes come from there, not from each job's copy of the job server's jar
+    "classloader.resolve-order": "parent-first",
+}
+
+
 class ClusterUnavailable(Exception):
     """The cluster could not be started, found or stopped: one line saying why and what to do."""
 
@@ -153,21 +186,6 @@ class FlinkCluster:
             "taskmanager.bind-host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": str(self.slots),
             "taskmanager.memory.process.size": "4g",
-            "taskmanager.memory.managed.fraction": "0.2",
-            # the Fn API's gRPC streams to the Python workers allocate direct (off-heap) buffers, which Flink caps
-            # at its off-heap sizes: with the defaults a batch job's TaskManager died of "OutOfMemoryError: Direct
-            # buffer memory"
-            "taskmanager.memory.task.off-heap.size": "512m",
-            "taskmanager.memory.framework.off-heap.size": "256m",
-            # a streaming Beam job's stages exchange data over many channels (each a few buffers): Flink's default
-            # network memory (a tenth) refused a Kafka read at parallelism 2 ("Insufficient number of network
-            # buffers: required 512, but only 403 available")
-            "taskmanager.memory.network.fraction": "0.15",
-            "taskmanager.memory.network.min": "256mb",
-            # a batch job's every exchange is a sort-merge result partition that takes 512 buffers by default;
-            # Beam's batch translation makes many small stages, and with a few dozen of them deployed at once the
-            # TaskManager ran out ("required 512, but only 499 available") and the job failed over and over
-            "taskmanager.network.sort-shuffle.min-buffers": "64",
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
             "rest.port": str(self.rest_port),
@@ -176,16 +194,7 @@ class FlinkCluster:
             "state.checkpoints.dir": (state / "checkpoints").as_uri(),
             "state.savepoints.dir": (state / "savepoints").as_uri(),
             "state.checkpoints.num-retained": "3",
-            # a streaming job that fails restarts from its last checkpoint, a few times, after a short pause
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": "10",
-            "restart-strategy.fixed-delay.delay": "2 s",
-            # Beam's SDK harness and its classes are loaded by the job's class loader, which Flink may otherwise
-            # report as leaked when a job ends
-            "classloader.check-leaked-classloader": "false",
-            # Beam's runner is on the TaskManager's classpath (deploy/flink/taskmanager/pom.xml says why): a job's
-            # classes come from there, not from each job's copy of the job server's jar
-            "classloader.resolve-order": "parent-first",
+            **TUNING,
             **self.settings,
         }
         self.conf.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ signals to the driver stop the job with a draining savepoint: the sources send t
 every timer fires, the job's files are written, and the driver then judges and releases as it does locally. A
 job whose topics are read to their end (``stop=end``) ends so by itself. Any other end of a streaming job (a
 plain savepoint, ``pm-beam flink stop``; a drain or cancel from Flink's own tools) leaves nothing final: the
-driver reports the savepoint to resume from and releases nothing (``pipelines.release``).
+driver reports the savepoint to resume from and releases nothing (``pipelines.release``); a job cancelled after
+its savepoint (how ``pm-beam flink stop`` stops one, ``pipelines.flink.rest.stop_with_savepoint`` says why) too.
 """
 from __future__ import annotations
 
@@ -36,6 +37,18 @@ def savepoint_of(options: PipelineOptions) -> str | None:
         return None
     latest = rest.checkpoints(options.view_as(FlinkRunnerOptions).flink_master, job["jid"]).get("latest") or {}
     return (latest.get("savepoint") or {}).get("external_path")
+
+
+def cancelled_savepoint(options: PipelineOptions) -> str | None:
+    """The savepoint of the run's job when Flink cancelled it after taking one (``pm-beam flink stop``, Flink's
+    cancel with savepoint): the job to resume. None when the job is not cancelled or left no savepoint."""
+    try:
+        job = job_of(options)
+        if job is None or job["state"] != "CANCELED":
+            return None
+        return savepoint_of(options)
+    except rest.FlinkRestError:  # the cluster is gone: the job's own failure says more
+        return None
 
 
 def _drain(options: PipelineOptions) -> None:

@@ -14,6 +14,8 @@ import yaml
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions, PortableOptions, StandardOptions
 
 from pipelines.__main__ import COMMANDS
+from pipelines.flink.artifacts import FLINK_VERSION
+from pipelines.flink.cluster import EXPANSION_OPTIONS, TUNING
 from tests.deploy.recipes import FLINK, ROOT, bash_syntax_error, beam_pipelines, run_recorded
 from tests.support.worker_pool import PORT_OPTION, WORKER_POOL_COMMAND
 
@@ -23,13 +25,21 @@ SUBMIT = FLINK / "submit.sh"
 STREAMING_COMMANDS = ("kanon", "measurement", "summary-client", "event-level")
 
 
+def dockerfile_arguments() -> dict[str, str]:
+    """The ``ARG NAME=DEFAULT`` lines of deploy/flink/Dockerfile."""
+    lines = (line.split(" ", 1)[1] for line in (FLINK / "Dockerfile").read_text().splitlines()
+             if line.startswith("ARG ") and "=" in line)
+    return dict(line.split("=", 1) for line in lines)
+
+
 def flink_version() -> str:
-    images = {SERVICES[name]["image"] for name in ("jobmanager", "taskmanager")}
-    assert len(images) == 1, images
-    [image] = images
-    name, version = image.split(":")
-    assert name == "flink" and re.fullmatch(r"\d+\.\d+", version), image
-    return version
+    """The Flink minor version of the image the jobmanager and the taskmanager run."""
+    images = {SERVICES[name]["image"] for name in ("jobmanager", "taskmanager", "jobserver", "expansion")}
+    assert images == {f"pm-beam-flink:{apache_beam.__version__}"}, images
+    assert SERVICES["jobmanager"]["build"]["dockerfile"] == "deploy/flink/Dockerfile"
+    version = dockerfile_arguments()["FLINK"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), version
+    return version.rsplit(".", 1)[0]
 
 
 def flink_properties() -> dict[str, str]:
@@ -54,21 +64,39 @@ def published(service: str) -> set[int]:
     return {int(container) for _, container in ports}
 
 
-def test_flink_is_a_version_beam_publishes_a_runner_for():
+def test_flink_is_a_version_beam_publishes_a_runner_for_and_the_one_run_here():
     assert flink_version() in FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS
+    assert dockerfile_arguments()["FLINK"] == FLINK_VERSION  # what make flink-up runs and the tests test
 
 
-def test_the_job_server_is_the_installed_beams_for_that_flink():
-    job_server = SERVICES["jobserver"]
-    assert job_server["image"] == f"apache/beam_flink{flink_version()}_job_server:{apache_beam.__version__}"
-    assert option(job_server["command"], "--flink-master") == "jobmanager:8081"
-    assert option(job_server["command"], "--job-host") == "0.0.0.0"
-    assert published("jobserver") == {8099, 8098, 8097}
+def test_the_image_builds_the_installed_beams_runner_from_the_local_clusters_recipes():
+    assert dockerfile_arguments()["BEAM_VERSION"] == apache_beam.__version__
+    dockerfile = (FLINK / "Dockerfile").read_text()
+    assert "COPY deploy/flink /build" in dockerfile and "-f /build/pom.xml package" in dockerfile
+    assert "/opt/flink/lib/" in dockerfile  # the runner on the TaskManager's classpath, as TUNING loads it
+
+
+def test_the_job_server_and_the_expansion_service_are_the_local_clusters():
+    job_server = SERVICES["jobserver"]["entrypoint"]
+    assert job_server[:3] == ["java", "-jar", "/opt/beam/job-server.jar"]
+    assert option(job_server, "--flink-master") == "jobmanager:8081"
+    assert option(job_server, "--job-host") == "0.0.0.0"
+    assert option(job_server, "--expansion-port") == "-1"
+    assert published("jobserver") == {8099, 8098}
+    expansion = SERVICES["expansion"]["entrypoint"]
+    assert expansion[:5] == ["java", "-cp", "/opt/beam/job-server.jar",
+                             "org.apache.beam.sdk.expansion.service.ExpansionService", "8097"]
+    assert expansion[5:] == EXPANSION_OPTIONS and published("expansion") == {8097}
     assert 8081 in published("jobmanager")
 
 
+def test_the_cluster_is_tuned_as_the_local_one():
+    properties = flink_properties()
+    assert {key: properties.get(key) for key in TUNING} == TUNING
+
+
 def test_the_taskmanager_reads_the_artifacts_where_the_job_server_stages_them():
-    artifacts = option(SERVICES["jobserver"]["command"], "--artifacts-dir")
+    artifacts = option(SERVICES["jobserver"]["entrypoint"], "--artifacts-dir")
     assert mounts("jobserver")[artifacts] == mounts("taskmanager")[artifacts]
     assert mounts("jobserver")[artifacts] in COMPOSE["volumes"]
 
@@ -167,7 +195,7 @@ def test_streaming_jobs_checkpoint_and_restore_from_a_savepoint(tmp_path, comman
     for expected in ("--streaming", "--checkpointing_interval 60000", "--expansion-service localhost:8097",
                      f"--savepoint_path {savepoint}"):
         assert f" {expected}" in given, expected
-    assert 8097 in published("jobserver")
+    assert 8097 in published("expansion")
     parse(pm_beam)
 
 

@@ -36,7 +36,7 @@ def records(tmp_path_factory) -> dict[str, list[dict]]:
     """Each input's records, in event-time order (as a producer keyed by group or device keeps a partition)."""
     data = tmp_path_factory.mktemp("data")
     for arguments in (
-        ["kanon", "--output", str(data / "joins"), "--groups", "200", "--joins", "12000", "--days", "10"],
+        ["kanon", "--output", str(data / "joins"), "--groups", "100", "--joins", "6000", "--days", "8"],
         ["microbenchmark", "--output", str(data / "micro"), "--knob1", "0.1", "--knob2", "0.1", "--batch-size", "40",
          "--products", "2"],
         ["ara", "--output", str(data / "ara"), "--devices", "300", "--days", "3"],
@@ -124,9 +124,15 @@ def _running(flink_cluster, job_name: str) -> bool:
                                                                                          job["jid"]) > 0
 
 
-def test_a_job_stopped_with_a_savepoint_resumes_without_a_gap_or_a_second_release(records, flink_cluster,
-                                                                                   apache_kafka, tmp_path):
-    address, joins = apache_kafka.address, records["joins"]
+def test_a_job_stopped_with_a_savepoint_resumes_without_a_gap_or_a_second_release(flink_cluster, apache_kafka,
+                                                                                   tmp_path):
+    # enough joins that the first half already makes groups k-anonymous (verdicts sent before the stop)
+    assert generate.main(["kanon", "--output", str(tmp_path / "joins"), "--groups", "200", "--joins", "12000",
+                          "--days", "10", "--seed", "21", "--format", "jsonl", "--quiet"]) == 0
+    [path] = (tmp_path / "joins").glob("joins-*.jsonl")
+    joins = sorted((json.loads(line) for line in path.read_text().splitlines()),
+                   key=lambda record: record["event_time_micros"])
+    address = apache_kafka.address
     topic, verdicts, reference = fresh_topic("joins"), fresh_topic("verdicts"), fresh_topic("verdicts-local")
     half = len(joins) // 2
     produce_at_event_time(address, topic, joins[:half])

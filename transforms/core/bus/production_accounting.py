@@ -2,10 +2,11 @@
 counted once, a second copy of it dead-lettered ``duplicate``, and one ``InputFileReport`` per topic once the run
 drains, which the driver judges the input by (``pipelines.release``) and ``summary.json`` counts from.
 
-* ``FirstCopies``: keyed by the record's own id (``schemas.record_ids``), the first copy passes and a copy within
-  the allowed lateness of event time after it is a dead letter ``duplicate`` (Kafka delivers at least once); the
-  id is forgotten once the watermark is the lateness past the first copy, after which a copy is behind the
-  watermark by more than the lateness, hence ``late`` in the stateful steps.
+* ``FirstCopies``: by the record's own id (``schemas.record_ids``), the first copy passes and a later copy is a
+  dead letter ``duplicate`` (Kafka delivers at least once), as long as the id is remembered: by hour of event time,
+  until the watermark is the allowed lateness past the hour's end, after which a copy is behind the watermark by
+  more than the lateness, hence ``late`` in the stateful steps. The ids are kept in state by hour and by one of
+  ``SHARDS`` shards, each bundle's records met in one batch per (shard, hour).
 * ``TopicReport``: the messages read from a topic and its dead letters, counted per bundle and partition, summed
   in state keyed by the partition and emitted when the watermark reaches the end of time (a drained or bounded
   run), as ``InputFileReport(path=<topic URI>/<partition>, read, parsed, dead_lettered, None)``, the local path's
@@ -13,41 +14,78 @@ drains, which the driver judges the input by (``pipelines.release``) and ``summa
 """
 from __future__ import annotations
 
-from collections import Counter
+import zlib
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder, PickleCoder
+from apache_beam.coders import PickleCoder
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import Duration, Timestamp
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.window import GlobalWindow, TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.rows import DeadLetter
+from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.kafka_stream import DUPLICATE, partition_path, row_text
 from transforms.core.io import DEAD_LETTERS, InputFileReport
 
+SHARDS = 16  # shards of record ids per hour in the deduplicating step: its parallelism
 
-class _FirstCopyFn(beam.DoFn):
-    """``(record id, (place, row))`` to the row, once per id within ``lateness``; other copies to dead letters."""
 
-    SEEN = ReadModifyWriteStateSpec("seen", BooleanCoder())
+class _ShardPerBundleFn(beam.DoFn):
+    """``(record id, (place, row))`` to one element per (shard of record ids, hour of event time) and bundle:
+    ``((shard, hour), [(record id, place, row), ...])``, at the earliest of their timestamps (state is touched once
+    per key and bundle, not once per record: a stateful step's per-element cost on a portable runner is a state
+    call and a timer)."""
+
+    def start_bundle(self) -> None:
+        self._batches: dict[tuple[int, int], list] = defaultdict(list)
+        self._earliest: dict[tuple[int, int], Timestamp] = {}
+
+    def process(self, element: tuple[str, tuple[str, Any]], timestamp=beam.DoFn.TimestampParam):
+        record_id, (place, row) = element
+        key = (zlib.crc32(record_id.encode()) % SHARDS, row.event_time_micros // MICROS_PER_HOUR)
+        self._batches[key].append((record_id, place, row))
+        if key not in self._earliest or timestamp < self._earliest[key]:
+            self._earliest[key] = timestamp
+
+    def finish_bundle(self):
+        for key, batch in self._batches.items():
+            yield WindowedValue((key, batch), self._earliest[key], (GlobalWindow(),))
+
+
+class _FirstCopiesFn(beam.DoFn):
+    """Keyed by (shard, hour): each batch's first copies out, at their own event times; later copies to dead
+    letters. The hour's ids are forgotten once the watermark is the horizon past the hour's end, as the local
+    source's ``Deduplicator`` forgets them. One timer per key, set when its first ids arrive and never from its
+    own callback (Beam 2.62's Flink runner keeps the watermark hold of a timer re-set from its callback: the
+    stage's output watermark stops)."""
+
+    SEEN = BagStateSpec("seen", PickleCoder())  # frozensets of record ids
     FORGET = TimerSpec("forget", TimeDomain.WATERMARK)
 
-    def __init__(self, lateness_micros: int) -> None:
-        self._lateness = Duration(micros=lateness_micros)
+    def __init__(self, horizon_micros: int) -> None:
+        self._horizon = horizon_micros
 
-    def process(self, element: tuple[str, tuple[str, Any]], timestamp=beam.DoFn.TimestampParam,
-                seen=beam.DoFn.StateParam(SEEN), forget=beam.DoFn.TimerParam(FORGET)):
-        _, (place, row) = element
-        if seen.read():
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw=row_text(row), reason=DUPLICATE, source=place))
-            return
-        seen.write(True)
-        forget.set(timestamp + self._lateness)
-        yield row
+    def process(self, element: tuple[tuple[int, int], list], seen=beam.DoFn.StateParam(SEEN),
+                forget=beam.DoFn.TimerParam(FORGET)):
+        (_, hour), batch = element
+        known = set().union(*seen.read())
+        if not known:
+            forget.set(Timestamp(micros=(hour + 1) * MICROS_PER_HOUR + self._horizon))
+        new: set[str] = set()
+        for record_id, place, row in batch:
+            if record_id in known or record_id in new:
+                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(raw=row_text(row), reason=DUPLICATE,
+                                                                        source=place))
+                continue
+            new.add(record_id)
+            yield TimestampedValue(row, Timestamp(micros=row.event_time_micros))
+        if new:
+            seen.add(frozenset(new))
 
     @on_timer(FORGET)
     def expire(self, seen=beam.DoFn.StateParam(SEEN)):
@@ -62,7 +100,11 @@ class FirstCopies(beam.PTransform):
         self._lateness = lateness_micros
 
     def expand(self, keyed):
-        once = keyed | "FirstCopy" >> beam.ParDo(_FirstCopyFn(self._lateness)).with_outputs(DEAD_LETTERS, main="rows")
+        once = (
+            keyed
+            | "PerShard" >> beam.ParDo(_ShardPerBundleFn())
+            | "FirstCopy" >> beam.ParDo(_FirstCopiesFn(self._lateness)).with_outputs(DEAD_LETTERS, main="rows")
+        )
         return {"rows": once.rows, DEAD_LETTERS: once[DEAD_LETTERS]}
 
 
