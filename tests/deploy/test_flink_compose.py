@@ -202,5 +202,5 @@ def test_streaming_jobs_checkpoint_and_restore_from_a_savepoint(tmp_path, comman
 def test_stop_takes_a_savepoint_through_the_jobmanager(tmp_path):
     done, calls = run_recorded(SUBMIT, ["stop", "a1b2c3"], tmp_path, ("docker",))
     assert done.returncode == 0, done.stderr
-    assert calls == [["docker", "compose", "-f", str(FLINK / "compose.yaml"), "exec", "jobmanager", "flink", "stop",
-                      "--savepointPath", flink_properties()["state.savepoints.dir"], "a1b2c3"]]
+    assert calls == [["docker", "compose", "-f", str(FLINK / "compose.yaml"), "exec", "jobmanager", "flink", "cancel",
+                      "--withSavepoint", flink_properties()["state.savepoints.dir"], "a1b2c3"]]
