@@ -14,8 +14,7 @@ import pytest
 
 from pipelines.common import read_records
 from pipelines.generate import main as generate
-from pipelines.summary_client import main as summary_client
-from schemas.aggregatable import generate_key_pair, write_key_file
+from tests.support.aggregatable_reports import encrypted_ara_reports
 from tests.support.distribution import build_distribution, make_wheel_environment
 from tests.support.worker_pool import external_options, worker_pool
 
@@ -38,12 +37,7 @@ def setting(tmp_path_factory):
                      "--seed", "7", "--quiet"]) == 0
     assert generate(["ara", "--output", str(data / "ara"), "--devices", "300", "--days", "3", "--seed", "7",
                      "--quiet"]) == 0
-    private, public = generate_key_pair()
-    write_key_file(str(data / "public.json"), {"key-1": public})
-    write_key_file(str(data / "private.json"), {"key-1": private})
-    assert summary_client(["ara", "--sources", str(data / "ara" / "sources-*"), "--triggers",
-                           str(data / "ara" / "triggers-*"), "--public-key", str(data / "public.json"),
-                           "--output", str(data / "reports"), "--seed", "1"]) == 0
+    encrypted_ara_reports(data)
     keys = (data / "private.json").read_text()
     pool_directory = tmp_path_factory.mktemp("worker-pool")
     with worker_pool(environment, pool_directory, **{KEYS_VARIABLE: keys}) as port:

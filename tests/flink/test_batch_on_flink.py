@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.generate import main as generate
-from pipelines.summary_client import main as summary_client
-from schemas.aggregatable import generate_key_pair, write_key_file
+from tests.support.aggregatable_reports import encrypted_ara_reports
 from tests.support.flink import finished_job, output_records
 
 pytestmark = pytest.mark.flink
@@ -35,12 +34,7 @@ def data(tmp_path_factory) -> Path:
         ["paa", "--output", str(data / "paa"), "--devices", "100", "--days", "2"],
     ):
         assert generate([*arguments, "--seed", "7", "--quiet"]) == 0
-    private, public = generate_key_pair()
-    write_key_file(str(data / "public.json"), {"key-1": public})
-    write_key_file(str(data / "private.json"), {"key-1": private})
-    assert summary_client(["ara", "--sources", str(data / "ara" / "sources-*"), "--triggers",
-                           str(data / "ara" / "triggers-*"), "--public-key", str(data / "public.json"),
-                           "--output", str(data / "reports"), "--seed", "1"]) == 0
+    encrypted_ara_reports(data)
     return data
 
 

@@ -3,10 +3,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import fastavro
 
-from schemas.aggregatable import encode_payload, encrypt_payload, report_record, shared_info_json
+from schemas.aggregatable import (
+    encode_payload,
+    encrypt_payload,
+    generate_key_pair,
+    report_record,
+    shared_info_json,
+    write_key_file,
+)
 from schemas.formats import load_avro_schema
 from schemas.rows import API_ATTRIBUTION_REPORTING
 
@@ -41,3 +49,16 @@ def write_avro(path: str, records: Iterable[dict], schema: str = "aggregatable_r
     with open(path, "wb") as handle:
         fastavro.writer(handle, load_avro_schema(schema), list(records))
     return path
+
+
+def encrypted_ara_reports(data: Path) -> None:
+    """A key pair (``data/public.json``, ``data/private.json``, key id ``key-1``) and the ARA summary client's
+    reports of ``data/ara`` encrypted to it in ``data/reports``: the aggregation job's input on a runner."""
+    from pipelines.summary_client import main as summary_client
+
+    private, public = generate_key_pair()
+    write_key_file(str(data / "public.json"), {"key-1": public})
+    write_key_file(str(data / "private.json"), {"key-1": private})
+    assert summary_client(["ara", "--sources", str(data / "ara" / "sources-*"), "--triggers",
+                           str(data / "ara" / "triggers-*"), "--public-key", str(data / "public.json"),
+                           "--output", str(data / "reports"), "--seed", "1"]) == 0

@@ -15,7 +15,7 @@ drains, which the driver judges the input by (``pipelines.release``) and ``summa
 from __future__ import annotations
 
 import zlib
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -35,26 +35,41 @@ from transforms.core.io import DEAD_LETTERS, InputFileReport
 SHARDS = 16  # shards of record ids per hour in the deduplicating step: its parallelism
 
 
-class _ShardPerBundleFn(beam.DoFn):
-    """``(record id, (place, row))`` to one element per (shard of record ids, hour of event time) and bundle:
-    ``((shard, hour), [(record id, place, row), ...])``, at the earliest of their timestamps (state is touched once
-    per key and bundle, not once per record: a stateful step's per-element cost on a portable runner is a state
-    call and a timer)."""
+class _PerBundleFn(beam.DoFn):
+    """One element per key and bundle, ``(key, batch of the bundle's items of that key)``, at the earliest timestamp
+    of its elements: a stateful step after it touches its state once per key and bundle, not once per record (a
+    stateful step's per-element cost on a portable runner is a state call and a timer). ``keyed(element)`` gives
+    an element's ``(key, item)``; ``batch(items)`` what is sent for them."""
+
+    def keyed(self, element: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def batch(self, items: list) -> Any:
+        return items
 
     def start_bundle(self) -> None:
-        self._batches: dict[tuple[int, int], list] = defaultdict(list)
-        self._earliest: dict[tuple[int, int], Timestamp] = {}
+        self._batches: dict[Any, list] = defaultdict(list)
+        self._earliest: dict[Any, Timestamp] = {}
 
-    def process(self, element: tuple[str, tuple[str, Any]], timestamp=beam.DoFn.TimestampParam):
-        record_id, (place, row) = element
-        key = (zlib.crc32(record_id.encode()) % SHARDS, row.event_time_micros // MICROS_PER_HOUR)
-        self._batches[key].append((record_id, place, row))
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        key, item = self.keyed(element)
+        self._batches[key].append(item)
         if key not in self._earliest or timestamp < self._earliest[key]:
             self._earliest[key] = timestamp
 
     def finish_bundle(self):
-        for key, batch in self._batches.items():
-            yield WindowedValue((key, batch), self._earliest[key], (GlobalWindow(),))
+        for key, items in self._batches.items():
+            yield WindowedValue((key, self.batch(items)), self._earliest[key], (GlobalWindow(),))
+
+
+class _ShardPerBundleFn(_PerBundleFn):
+    """``(record id, (place, row))`` to ``((shard of record ids, hour of event time), [(record id, place, row),
+    ...])`` per bundle."""
+
+    def keyed(self, element: tuple[str, tuple[str, Any]]) -> tuple[tuple[int, int], tuple]:
+        record_id, (place, row) = element
+        key = (zlib.crc32(record_id.encode()) % SHARDS, row.event_time_micros // MICROS_PER_HOUR)
+        return key, (record_id, place, row)
 
 
 class _FirstCopiesFn(beam.DoFn):
@@ -108,26 +123,18 @@ class FirstCopies(beam.PTransform):
         return {"rows": once.rows, DEAD_LETTERS: once[DEAD_LETTERS]}
 
 
-class _CountPerBundleFn(beam.DoFn):
-    """Counts a bundle's elements per partition (``where(element)``: its report's path); at its end emits
-    ``(path, (n, 0))`` per path (``read``), or ``(path, (0, n))`` (``dead``)."""
+class _CountPerBundleFn(_PerBundleFn):
+    """Counts a bundle's elements per partition (``where(element)``: its report's path): ``(path, (n, 0))`` per
+    path (``read``), or ``(path, (0, n))`` (``dead``)."""
 
     def __init__(self, where: Callable[[Any], str], dead: bool) -> None:
         self._where, self._dead = where, dead
 
-    def start_bundle(self) -> None:
-        self._counts: Counter = Counter()
-        self._earliest: Timestamp | None = None
+    def keyed(self, element: Any) -> tuple[str, None]:
+        return self._where(element), None
 
-    def process(self, element, timestamp=beam.DoFn.TimestampParam):
-        self._counts[self._where(element)] += 1
-        if self._earliest is None or timestamp < self._earliest:
-            self._earliest = timestamp
-
-    def finish_bundle(self):
-        if self._earliest is not None:  # an element came
-            for path, count in self._counts.items():
-                yield WindowedValue((path, (0, count) if self._dead else (count, 0)), self._earliest, (GlobalWindow(),))
+    def batch(self, items: list) -> tuple[int, int]:
+        return (0, len(items)) if self._dead else (len(items), 0)
 
 
 class _ReportAtDrainFn(beam.DoFn):
