@@ -24,6 +24,7 @@ COMMANDS = {
     "demo-stream": ("pipelines.demo_stream", "the streaming jobs live on a local Kafka broker (`make demo-stream`)"),
     "local-broker": ("pipelines.local_broker", "a local Kafka-protocol broker (tansu) in the foreground"),
     "kafka-broker": ("pipelines.kafka_broker", "Apache Kafka's own broker (KRaft, from Maven) in the foreground"),
+    "noise-key": ("pipelines.noise_key", "make a noise key, or show the id of the key runs derive their noise from"),
     "flink": ("pipelines.flink.cli", "a local Flink cluster without Docker: up, status, jobs, stop, down"),
 }
 

@@ -107,6 +107,7 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
     receipt, written = (_read_back(f"{out}/{name}.jsonl") for name in (RECEIPT, WRITTEN))
     receipt = receipt[0]
     stats = receipt.pop("stats")
+    receipt.pop("noise_nonce", None)  # public, but the summary has no use for it
     dead_by_reason = common.dead_letters_by_reason(out)
     facts = sorted(entry["path"] for entry in written if entry["kind"] == SUMMARY_PREFIX)
     debug = sorted(entry["path"] for entry in written if entry["kind"] == DEBUG_PREFIX)
@@ -126,6 +127,8 @@ def summarise(run: AggregateRun, result, elapsed_seconds: float) -> dict:
             "private_key": redact_url(run.job.private_key), "debug": run.job.debug, "local_test": run.job.local_test,
             "noise": run.job.noise,
             "noise_source": "none" if not run.job.noise else "seeded" if run.seed is not None else "secure",
+            "noise_key": None if run.job.noise_key is None else {"location": run.job.noise_key.location,
+                                                                 "key_id": run.job.noise_key.key_id},
             "seed": run.seed, "max_error_fraction": run.job.max_error_fraction, "now_seconds": run.job.now_seconds,
             "max_contributions_per_report": run.job.payload_limits.max_contributions,
             "max_report_value_sum": run.job.payload_limits.max_value_sum, "max_payload_entries": MAX_PAYLOAD_ENTRIES,

@@ -21,6 +21,7 @@ from transforms.core.durable.positions import Place, resume_places
 from transforms.core.durable.step import DurableStep
 from transforms.core.durable.store import JobClaim, JobRefused, StateStore, StoreUnavailable
 from transforms.core.durable.stores import open_store
+from transforms.core.noise_key import KeyLocation
 
 NO_STORE = "none"
 
@@ -31,17 +32,23 @@ class DurableJob:
 
     store_uri: str
     job_id: str
+    key: KeyLocation  # the key the store's rows are sealed with
     store: StateStore
     claim: JobClaim
     resume: dict[str, dict[int, Place]]  # input -> partition -> where a restarted job reads on
 
+    @property
+    def noise_nonce(self) -> bytes:
+        """The public nonce the job's noise is derived with, drawn when the job started (``pipelines.noise``)."""
+        return self.claim.noise_nonce
+
     def step(self, name: str) -> DurableStep:
         """The place of the stateful step ``name`` in the job's store."""
-        return DurableStep(self.store_uri, self.job_id, name)
+        return DurableStep(self.store_uri, self.job_id, name, self.key)
 
     def resumed(self, inputs: list[TopicInput]) -> list[TopicInput]:
         """``inputs`` numbering their elements with positions, from the offsets the job's state reflects."""
-        return [dataclasses.replace(source, durable=(self.store_uri, self.job_id), resume=tuple(
+        return [dataclasses.replace(source, durable=(self.store_uri, self.job_id, self.key), resume=tuple(
             (partition, *place) for partition, place in sorted(self.resume.get(source.name, {}).items())))
             for source in inputs]
 
@@ -65,12 +72,15 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
     if options.state_store == NO_STORE:
         return None
     first = inputs[0]
+    key, noise_key = options.sealing_key, options.noise_key
+    if key is None or noise_key is None:
+        raise ValueError("a durable job needs its keys (RunOptions.noise_key)")
     job_id = options.job_id or f"{first.pipeline}@{getattr(first.topic, 'group', None) or first.group}"
     with contextlib.ExitStack() as undo:  # what was opened is closed again when a later step fails
         try:
-            store = open_store(options.state_store)
+            store = open_store(options.state_store, key)
             undo.callback(store.close)
-            claim = store.claim(job_id, first.pipeline)
+            claim = store.claim(job_id, first.pipeline, noise_key.key_id)
             undo.callback(claim.release)
             snapshots = store.snapshots(job_id)
         except StoreUnavailable as error:
@@ -89,4 +99,4 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
         print(f"state: job {job_id} restored from {store.uri} ({where or 'no input read yet'})", flush=True)
     else:
         print(f"state: job {job_id} starts with empty state in {store.uri}", flush=True)
-    return DurableJob(options.state_store, job_id, store, claim, resume)
+    return DurableJob(options.state_store, job_id, key, store, claim, resume)

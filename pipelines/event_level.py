@@ -22,8 +22,8 @@ from operator import attrgetter
 import apache_beam as beam
 
 from pipelines import common, release, topics
+from pipelines.noise import noise_source
 from pipelines.options.run import RunOptions, add_run_options, run_options
-from pipelines.runners import noise_source
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER
 from schemas.messages import MessageEncoder
 from schemas.option_values import Real, location
@@ -98,7 +98,6 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
     """The job's graph: read and validate, replay every device's client, write reports, dead letters and the
     input report to ``output`` (the run's staging directory, ``pipelines.release``)."""
     options = job.run
-    source = noise_source(pipeline.options, options.seed)
     if options.streaming:
         if topics.all_topics_or_files({"--sources": job.sources, "--triggers": job.triggers}):
             # sources and triggers (event time from the records; sources checked at epsilon); topic dead letters
@@ -112,13 +111,14 @@ def build(pipeline: beam.Pipeline, job: EventLevelJob, output: str) -> None:
                 pipeline, job.sources, job.triggers, job.epsilon, options.input_format
             )
         replayed = rows | "Clients" >> EventLevelReportsStreaming(
-            job.epsilon, source, options.lateness_micros,
+            job.epsilon, noise_source(pipeline, options, "event-level"), options.lateness_micros,
             topics.durable_step(pipeline, "devices"),  # the job's state store, when it reads topics locally
         )
         dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> EventLevelReportsBatch(
-            job.sources, job.triggers, job.epsilon, source, options.input_format, options.shards
+            job.sources, job.triggers, job.epsilon, noise_source(pipeline, options, "event-level"),
+            options.input_format, options.shards
         )
         dead_letters, input_files = replayed[DEAD_LETTERS], replayed[INPUT_FILES]
     replayed[REPORTS] | "WriteReports" >> WriteRecords(

@@ -21,8 +21,8 @@ import apache_beam as beam
 from pipelines import common, release, topics
 from pipelines.kanon_privacy import add_privacy_arguments, describe, draw_from_args
 from pipelines.kanon_privacy import report_lines as privacy_lines
+from pipelines.noise import noise_source
 from pipelines.options.run import RunOptions, add_run_options, run_options
-from pipelines.runners import noise_source
 from schemas.codecs import JOIN_EVENT
 from schemas.messages import MessageEncoder
 from schemas.option_values import POSITIVE_INTEGER, location
@@ -111,7 +111,7 @@ def parse_job(argv: list[str] | None) -> tuple[KAnonJob, list[str]]:
 def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
     """The job's graph: read and validate, verdicts, write verdicts, dead letters and the input report to
     ``output`` (the run's staging directory, ``pipelines.release``)."""
-    parameters, source, options = job.parameters(), noise_source(pipeline.options, job.run.seed), job.run
+    parameters, options = job.parameters(), job.run
     if options.streaming:
         if is_bus(job.input):
             # joins: [JoinEvent, ...] (one list per poll of the topic), event time from the records
@@ -127,7 +127,7 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
         # kanon["verdicts"]: KAnonVerdict; kanon["dead_letters"]: DeadLetter (joins later than the allowed lateness)
         kanon = joins | "KAnonymity" >> KAnonymityVerdicts(
             parameters,
-            source,
+            noise_source(pipeline, options, "kanon"),
             streaming=True,
             allowed_lateness_micros=options.lateness_micros,
             durable=durable,
@@ -138,7 +138,7 @@ def build(pipeline: beam.Pipeline, job: KAnonJob, output: str) -> None:
         # read.events: (group, GroupJoins), folded per file while reading; read.dead_letters: DeadLetter
         read = pipeline | "ReadJoins" >> ReadEvents(job.input, JOIN_EVENT, options.input_format, fold=GroupJoinsByGroup)
         # KAnonVerdict
-        verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, source)
+        verdicts = read.events | "KAnonymity" >> VerdictsFromGroupJoins(parameters, noise_source(pipeline, options, "kanon"))
         dead_letters, input_files = read.dead_letters, read.input_files
     verdicts | "WriteVerdicts" >> WriteRecords(
         f"{output}/verdicts", job.output_format, "kanon_verdict", num_shards=options.output_shards

@@ -29,9 +29,9 @@ from operator import attrgetter
 import apache_beam as beam
 
 from pipelines import common, release, topics
+from pipelines.noise import noise_source
 from pipelines.options.measurement import add_measurement_options, measurement_config
 from pipelines.options.run import RunOptions, add_run_options, run_options
-from pipelines.runners import noise_source
 from schemas.codecs import CONVERSION, IMPRESSION
 from schemas.messages import MessageEncoder
 from schemas.option_values import location
@@ -126,7 +126,6 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
     """The job's graph: read and validate, devices, queries, write every output to ``output`` (the run's staging
     directory, ``pipelines.release``)."""
     options = job.run
-    source = noise_source(pipeline.options, options.seed)
     if options.streaming:
         if topics.all_topics_or_files({"--impressions": job.impressions, "--conversions": job.conversions}):
             # Impression and Conversion rows (event time from the records); dead letters of the topics
@@ -143,13 +142,15 @@ def build(pipeline: beam.Pipeline, job: MeasurementJob, output: str) -> None:
             )
             rows, read_dead, input_files = flatten_reads([impressions, conversions])
         measured = rows | "Measure" >> MeasureStreaming(
-            job.config, source, job.batch_size, job.emit_budgets, options.lateness_micros,
+            job.config, noise_source(pipeline, options, "measurement"), job.batch_size, job.emit_budgets,
+            options.lateness_micros,
             topics.durable_step(pipeline, "devices"),  # the job's state store, when it reads topics locally
         )
         dead_letters = (read_dead, measured[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         measured = pipeline | "Measure" >> MeasureBatch(
-            job.impressions, job.conversions, job.config, source, job.batch_size, options.input_format,
+            job.impressions, job.conversions, job.config, noise_source(pipeline, options, "measurement"),
+            job.batch_size, options.input_format,
             job.emit_budgets, options.shards,
         )
         dead_letters, input_files = measured[DEAD_LETTERS], measured[INPUT_FILES]

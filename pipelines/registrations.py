@@ -39,8 +39,8 @@ from apache_beam.metrics import Metrics
 
 from pipelines import common, release, topics
 from pipelines.ara_browser import BrowserConfig, event_level_client, replay_device, report_record
+from pipelines.noise import noise_source
 from pipelines.options.run import RunOptions, add_run_options, run_options
-from pipelines.runners import noise_source
 from schemas.codecs import UNREADABLE_FILE, read_json_lines
 from schemas.option_values import location
 from schemas.registration_log import ParsedRegistration, RegistrationFailure, parse_entry
@@ -209,7 +209,7 @@ def build(pipeline: beam.Pipeline, job: RegistrationsJob, output: str) -> None:
     replayed = (
         read.registrations
         | "GroupDevices" >> beam.GroupByKey()
-        | "ReplayDevices" >> beam.ParDo(_ReplayDeviceFn(job.config, noise_source(pipeline.options, job.run.seed)))
+        | "ReplayDevices" >> beam.ParDo(_ReplayDeviceFn(job.config, noise_source(pipeline, job.run, "registrations")))
         .with_outputs(AGGREGATABLE, main=EVENT_LEVEL)
     )
     replayed[EVENT_LEVEL] | "WriteEventLevel" >> WriteRecords(f"{output}/{EVENT_LEVEL}", "jsonl")

@@ -15,8 +15,6 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOpt
 from packaging.requirements import Requirement
 
 from pipelines.flink.defaults import recorded_cluster
-from transforms.core.mechanisms.noise import RandomSource, SecretSource, make_source
-from transforms.core.runner_kind import runs_here
 
 DISTRIBUTION = "privacy-measurement-beam"
 GCP_EXTRA = f"pip install '{DISTRIBUTION}[gcp]'"
@@ -36,21 +34,6 @@ def runner_name(options: PipelineOptions) -> str:
     name = runner if isinstance(runner, str) else type(runner).__name__
     name = name.rsplit(".", 1)[-1].lower()
     return name[: -len("runner")] if name.endswith("runner") else name
-
-
-def noise_source(options: PipelineOptions, seed: int | None) -> RandomSource:
-    """A run's noise (DESIGN.md, "Two kinds of randomness"): seeded with ``seed``; without one, secure, and on a
-    runner outside this process a ``SecretSource`` keyed by a secret drawn here from the OS CSPRNG.
-
-    Flink, Dataflow and any job server retry failed bundles and restore streaming jobs from checkpoints, and then
-    compute again what they had computed, perhaps released, since: fresh noise would publish a second noisy answer
-    about the same data (two verdicts for one group and hour). The secret travels in the job's graph to every
-    worker, so what is computed again draws the same noise (every draw is keyed: ``keyed_uniform``,
-    ``keyed_child``), and nobody outside the job can predict it. In this process nothing is retried behind the
-    driver's back, and the OS CSPRNG serves as it is. Both are of kind ``secure``."""
-    if seed is not None or runs_here(options):
-        return make_source(seed)
-    return SecretSource(SecretSource.new_secret())
 
 
 def missing_extra(distribution: str, extra: str) -> list[str]:

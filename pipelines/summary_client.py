@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipelines import common, release, topics
+from pipelines.noise import noise_source
 from pipelines.options.run import RunOptions, add_run_options, run_options
-from pipelines.runners import noise_source
 from schemas.aggregatable import decode_payload, parse_key_file
 from schemas.codecs import ARA_SOURCE, ARA_TRIGGER, PAA_EVENT
 from schemas.messages import avro_single_object
@@ -152,7 +152,6 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
     """The job's graph: read and validate, replay every device's client, write reports, dead letters and the
     input report to ``output`` (the run's staging directory, ``pipelines.release``)."""
     options = job.run
-    source = noise_source(pipeline.options, options.seed)
     client = job.client()
     if options.streaming:
         if topics.all_topics_or_files({item.spec.name: item.pattern for item in job.inputs}):
@@ -168,13 +167,14 @@ def build(pipeline: beam.Pipeline, job: ClientJob, output: str) -> None:
             ]
             rows, read_dead, input_files = flatten_reads(read)
         replayed = rows | "Clients" >> SummaryReportsStreaming(
-            client, source, job.public_key, options.lateness_micros,
+            client, noise_source(pipeline, options, "summary-client"), job.public_key, options.lateness_micros,
             topics.durable_step(pipeline, "devices"),  # the job's state store, when it reads topics locally
         )
         dead_letters = (read_dead, replayed[DEAD_LETTERS]) | "FlattenDead" >> beam.Flatten()
     else:
         replayed = pipeline | "Clients" >> SummaryReportsBatch(
-            client, job.inputs, source, job.public_key, options.input_format, options.shards
+            client, job.inputs, noise_source(pipeline, options, "summary-client"), job.public_key,
+            options.input_format, options.shards
         )
         dead_letters, input_files = replayed[DEAD_LETTERS], replayed[INPUT_FILES]
     replayed[REPORTS] | "WriteReports" >> WriteRecords(

@@ -174,6 +174,11 @@ def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: Ru
     return pipeline | "ReadTopics" >> ReadTopics(inputs, service.endpoint)
 
 
+def durable_job(pipeline: beam.Pipeline) -> durable.DurableJob | None:
+    """The durable job the pipeline continues (its topics read locally with a state store), else None."""
+    return _JOBS.get(pipeline)
+
+
 def durable_step(pipeline: beam.Pipeline, name: str) -> DurableStep | None:
     """Where the stateful step ``name`` of a pipeline keeps its state: in the job's durable store when the
     pipeline reads topics locally with one (``pipelines.durable``), else nowhere but Beam's state (None)."""

@@ -5,16 +5,28 @@ import pytest  # noqa: E402
 import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
 from tests.support.flink import apache_kafka, flink_cluster, on_flink  # noqa: F401  (fixtures)
 from tests.support.kafka import kafka_broker  # noqa: F401  (fixture)
+from tests.support.keys import make_key_file
 from tests.support.postgres import postgres_dsn, postgres_url  # noqa: F401  (fixtures)
 from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)
 from transforms.core.durable.store import STORE_ENVIRONMENT  # noqa: E402
+from transforms.core.noise_key import KEY_ENVIRONMENT
+
+
+@pytest.fixture(scope="session")
+def _noise_key_file(tmp_path_factory) -> str:
+    """The test worker's noise key, in a directory of its own."""
+    path = str(tmp_path_factory.mktemp("keys") / "noise.key")
+    make_key_file(path)
+    return path
 
 
 @pytest.fixture(autouse=True)
-def _state_store_of_the_test(tmp_path, monkeypatch):
+def _state_store_of_the_test(tmp_path, monkeypatch, _noise_key_file):
     """Every test's streaming jobs keep their durable state in a store of the test's own (the default,
-    ``.pm-beam/state.sqlite`` of the working directory, would be shared by every test of the run)."""
+    ``.pm-beam/state.sqlite`` of the working directory, would be shared by every test of the run), and every run
+    derives its noise from the worker's test key (not the user's own ``~/.config/pm-beam/noise.key``)."""
     monkeypatch.setenv(STORE_ENVIRONMENT, f"sqlite:///{tmp_path}/state.sqlite")
+    monkeypatch.setenv(KEY_ENVIRONMENT, _noise_key_file)
 
 
 # The test files that take longest (measured with --durations on 2 cores), longest first. `make test` runs the suite

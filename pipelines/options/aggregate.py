@@ -14,14 +14,15 @@ import uuid
 from fractions import Fraction
 
 from pipelines.common import CliError, CliParser
-from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION
+from pipelines.options.run import DEFAULT_MAX_ERROR_FRACTION, add_key_options, key_location
 from schemas.aggregatable import PayloadLimits
 from schemas.limits import UNBOUNDED_VALUE_SUM
 from schemas.option_values import NONNEGATIVE_INTEGER, POSITIVE_EXACT, POSITIVE_INTEGER, PROBABILITY, Exact, location
 from transforms.core.mechanisms.budget_units import epsilon_units
+from transforms.core.private_files import SharedFile, check_private
 from transforms.core.secrets import SecretUnavailable, is_environment
 from transforms.summary_reports.aggregation import AggregationJob, read_private_keys
-from transforms.summary_reports.ledger import LedgerLimits
+from transforms.summary_reports.ledger import LedgerConfigError, LedgerLimits, sqlite_ledger_path
 from transforms.summary_reports.mechanisms.aggregation import DEFAULT_L0, DEFAULT_L1, MAX_EPSILON, MODES, AggregationParams
 
 DEFAULT_LEDGER = "sqlite:///.pm-beam/ledger.db"
@@ -77,6 +78,7 @@ def add_aggregation_options(parser: CliParser) -> None:
                         "(HPKE payloads): a path or Beam file system URL (gs://...), or env:NAME, an environment "
                         "variable of the workers; read by each worker when it starts, never carried in the job's "
                         "graph (a path or URL is also checked here first; env:NAME only on the workers)")
+    add_key_options(ledger, state=False)
 
 
 def filtering_ids(text: str) -> tuple[int, ...]:
@@ -130,6 +132,16 @@ def _private_key(location: str | None) -> str | None:
     return location
 
 
+def _check_ledger_file(url: str, accept_shared: bool) -> None:
+    """A ``CliError`` (exit 2) when a SQLite ledger exists readable by group or others (docs/security.md)."""
+    try:
+        path = sqlite_ledger_path(url)
+        if path is not None:
+            check_private(path, "the ledger", accept_shared)
+    except (SharedFile, LedgerConfigError) as error:
+        raise CliError(f"ledger: {error}") from None
+
+
 def ledger_url(given: str | None) -> str:
     """``--ledger``, else ``$PM_BEAM_LEDGER``, else the default file (resolved here, so that a ledger given
     explicitly can be told from the default)."""
@@ -147,13 +159,17 @@ def aggregation_job(args: argparse.Namespace, has_domain: bool) -> AggregationJo
         raise CliError("--no-noise is for debug runs and local tests only: add --debug or --local-test")
     if args.local_test and args.ledger is not None:
         raise CliError("--local-test never opens a ledger (nothing is charged): drop --ledger")
+    ledger = None if args.debug or args.local_test else ledger_url(args.ledger)
+    if ledger is not None:
+        _check_ledger_file(ledger, args.accept_shared)
     return AggregationJob(
         params=params,
         job_id=args.job_id or str(uuid.uuid4()),
         filtering_ids=args.filtering_ids,
-        ledger_url=None if args.debug or args.local_test else ledger_url(args.ledger),
+        ledger_url=ledger,
         limits=LedgerLimits(epsilon_units(args.epsilon_star, "down"), args.max_uses),
         private_key=_private_key(args.private_key),
+        noise_key=None if ledger is None else key_location(args.noise_key, args.accept_shared),
         now_seconds=int(time.time()) if args.now is None else args.now,
         max_error_fraction=args.max_error_fraction,
         debug=args.debug,

@@ -9,7 +9,8 @@ into a job, with the few values derived from them that every pipeline needs.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 
 from pipelines.common import CliError, add_alias
 from schemas.codecs import FORMATS
@@ -18,7 +19,11 @@ from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.bus.endpoints import EndpointError, is_bus, parse_kafka_config
 from transforms.core.bus.kafka_stream import EMIT_SECONDS
 from transforms.core.device_shards import DEFAULT_SHARDS
-from transforms.core.durable.store import DEFAULT_STORE, STORE_ENVIRONMENT, default_store
+from transforms.core.durable.sqlite_store import sqlite_path
+from transforms.core.durable.store import DEFAULT_STORE, STORE_ENVIRONMENT, StoreUnavailable, default_store
+from transforms.core.noise_key import KEY_ENVIRONMENT, KeyLocation, resolve_key
+from transforms.core.private_files import ACCEPT_OPTION, SharedFile, check_private
+from transforms.core.secrets import SecretUnavailable
 from transforms.core.urls import redact_url
 
 OUTPUT_HELP = "output directory (local path or a Beam filesystem URL)"
@@ -46,6 +51,16 @@ class RunOptions:
     state_store: str = DEFAULT_STORE  # where a local streaming job from topics keeps its state ("none": in memory)
     job_id: str | None = None  # the job whose state a run restores and continues (default: pipeline@group)
     snapshot_seconds: float = EMIT_SECONDS  # a live topic moves the watermark (a firing, a snapshot) at most this often
+    noise_key: KeyLocation | None = None  # where the key every secure noise value is derived from is (never the key)
+    state_key: KeyLocation | None = None  # the key of the state store's encryption (default: the noise key)
+    accept_shared: bool = False  # open stores and keys that group or others may read (--accept-shared-files)
+    # this run's own nonce: the noise of a run that continues no durable job is derived from it (a new run, new noise)
+    run_nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    @property
+    def sealing_key(self) -> KeyLocation | None:
+        """The key the state store is encrypted with: ``--state-key``, else the noise key."""
+        return self.state_key or self.noise_key
 
     @property
     def noise_source(self) -> str:
@@ -76,6 +91,9 @@ class RunOptions:
             "state_store": redact_url(self.state_store),
             "job_id": self.job_id,
             "snapshot_seconds": self.snapshot_seconds,
+            "noise_key": None if self.noise_key is None else {"location": self.noise_key.location,
+                                                              "key_id": self.noise_key.key_id},
+            "state_key_id": None if self.sealing_key is None else self.sealing_key.key_id,
         }
 
 
@@ -133,9 +151,44 @@ def add_run_options(
                         help="streaming from topics on the local runner: move the watermark of a live topic at most every "
                         "S seconds, and so fire the stateful steps and write their snapshot at most that often "
                         f"(default {EMIT_SECONDS:g}; larger: fewer snapshots, verdicts and reports later)")
+    add_key_options(parser)
     if shards:
         parser.add_argument("--shards", type=POSITIVE_INTEGER, default=DEFAULT_SHARDS,
                             help=f"batch: device shards replayed per element (default {DEFAULT_SHARDS})")
+
+
+def add_key_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, state: bool = True) -> None:
+    """``--noise-key``, ``--state-key`` (with ``state``) and ``--accept-shared-files`` (docs/security.md)."""
+    parser.add_argument("--noise-key", metavar="LOCATION",
+                        help="the key every secure noise value is derived from (HKDF over the job and the step; no "
+                        "store keeps a seed): a file readable by its owner only, env:NAME, or a Beam file system URL "
+                        f"(default ${KEY_ENVIRONMENT}, else ~/.config/pm-beam/noise.key, created 0600 on first use)")
+    if state:
+        parser.add_argument("--state-key", metavar="LOCATION",
+                            help="the key the state store's rows are encrypted with (AES-GCM), as --noise-key "
+                            "(default: the noise key)")
+    parser.add_argument(ACCEPT_OPTION, dest="accept_shared", action="store_true",
+                        help="open a ledger, state store or key file that group or others may read (refused by "
+                        "default: chmod 600 it)")
+
+
+def key_location(location: str | None, accept_shared: bool, option: str = "--noise-key") -> KeyLocation:
+    """A key option's ``KeyLocation``, its key read and checked now (the default key created on first use); a
+    ``CliError`` naming the option when it cannot be read."""
+    try:
+        return resolve_key(location, accept_shared)
+    except (SecretUnavailable, OSError) as error:
+        raise CliError(f"{option}: {error}") from None
+
+
+def check_store_file(uri: str, accept_shared: bool) -> None:
+    """A ``CliError`` (exit 2) when the SQLite state store ``uri`` names exists readable by group or others."""
+    if uri == "none" or uri.startswith(("postgresql://", "postgres://")):
+        return
+    try:
+        check_private(sqlite_path(uri)[0], "the state store", accept_shared)
+    except (SharedFile, StoreUnavailable) as error:
+        raise CliError(str(error)) from None
 
 
 def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOptions:
@@ -150,7 +203,12 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
         if uri is not None and not is_bus(uri):
             raise CliError(f"{option} takes kafka://HOST:PORT/TOPIC or pubsub://projects/P/topics/T, got {uri!r}")
     streaming = args.streaming or any(is_bus(name) for name in inputs)
+    check_store_file(args.state_store, args.accept_shared)
     return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
                       args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config,
                       args.progress_seconds, args.expansion_service, args.timestamp_attribute, args.id_attribute,
-                      args.state_store, args.job_id, args.snapshot_seconds)
+                      args.state_store, args.job_id, args.snapshot_seconds,
+                      noise_key=key_location(args.noise_key, args.accept_shared),
+                      state_key=None if args.state_key is None else key_location(args.state_key, args.accept_shared,
+                                                                                 "--state-key"),
+                      accept_shared=args.accept_shared)

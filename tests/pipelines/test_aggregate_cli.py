@@ -13,6 +13,7 @@ from pipelines.common import read_records
 from schemas.aggregatable import encode_payload, generate_key_pair, report_record, write_key_file
 from schemas.rows import API_PROTECTED_AUDIENCE
 from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
+from tests.support.keys import run_key
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.summary_reports.aggregation import AggregationJob, charge
 from transforms.summary_reports.ledger import LedgerLimits, open_ledger
@@ -196,12 +197,14 @@ def test_requerying_sums_epsilons_and_uses_per_unit(tmp_path):
 
 def test_a_retried_charge_of_the_same_job_id_does_not_charge_twice(tmp_path):
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
-    job = AggregationJob(AggregationParams("key-discovery", 10, "1e-5"), "job-1", ledger_url=ledger, limits=LIMITS)
+    job = AggregationJob(AggregationParams("key-discovery", 10, "1e-5"), "job-1", ledger_url=ledger, limits=LIMITS,
+                         noise_key=run_key())
     groups = {report_unit_group(_info(0))}
     stats = {"read": 1, "aggregated_reports": 1}
     assert charge(job, stats, groups)["charge"] == "charged"
     assert charge(job, stats, groups)["charge"] == "already_charged"  # a worker retried after a crash
-    other = AggregationJob(AggregationParams("key-discovery", 10, "1e-5"), "job-2", ledger_url=ledger, limits=LIMITS)
+    other = AggregationJob(AggregationParams("key-discovery", 10, "1e-5"), "job-2", ledger_url=ledger, limits=LIMITS,
+                           noise_key=run_key())
     assert charge(other, stats, groups)["code"] == "PRIVACY_BUDGET_EXHAUSTED"
     with open_ledger(ledger, LIMITS) as opened:
         assert list(opened.usage(budget_units(groups, [0])).values()) == [(epsilon_units(10, "up"), 1)]

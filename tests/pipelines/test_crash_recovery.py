@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import stat
+import struct
 import time
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from tests.support import crash
 from tests.support.crash import no_job_outlives_its_test  # noqa: F401  (autouse fixture)
 from tests.support.files import read_rows
 from tests.support.kafka import consume_all, fresh_topic, produce
+from tests.support.keys import run_key
+from transforms.core.durable.sealing import Seal
 
 DATASET = ["--groups", "120", "--joins", "9000", "--days", "8", "--seed", "31", "--format", "jsonl", "--quiet"]
 # A piece spans about 8 hours of event time and lands on several partitions, which a consumer may read in any
@@ -122,17 +126,27 @@ def test_the_kanon_job_killed_and_restarted_releases_what_an_uninterrupted_run_d
 
 
 def _group_instances(store: Path) -> dict[str, tuple[int, float]]:
-    """Per interest group in the store, its running AboveThreshold instance: (start step, noisy threshold's nu)."""
+    """Per interest group in the store, its running AboveThreshold instance: (start step, noisy threshold's nu),
+    its row opened with the run's key (rows are sealed, ``transforms.core.durable.sealing``)."""
     from schemas.proto import state_pb2
 
+    seal = Seal(run_key())
     with sqlite3.connect(store) as connection:
-        rows = connection.execute("SELECT key, value FROM keyed WHERE key LIKE 'k/%'").fetchall()
+        rows = connection.execute("SELECT job_id, step, key, value FROM keyed").fetchall()
     instances = {}
-    for key, value in rows:
-        group = state_pb2.KAnonGroupState.FromString(value)
+    for job_id, step, name, value in rows:
+        key, record = seal.open_keyed(value, "keyed", job_id, step, name)
+        if not key.startswith("k/"):
+            continue
+        group = state_pb2.KAnonGroupState.FromString(record)
         if group.HasField("instance") and group.instance.HasField("threshold_noise"):
             instances[key[2:]] = (group.instance.start_step, group.instance.threshold_noise)
     return instances
+
+
+def _store_bytes(store: Path) -> bytes:
+    """The store's file and its write-ahead log, as whoever reads the disk sees them."""
+    return b"".join(path.read_bytes() for path in (store, store.with_name(store.name + "-wal")) if path.exists())
 
 
 def test_with_secure_noise_restarts_keep_every_drawn_threshold_and_release_each_verdict_once(
@@ -157,6 +171,10 @@ def test_with_secure_noise_restarts_keep_every_drawn_threshold_and_release_each_
     after = _group_instances(store)
     assert before and set(before) <= set(after), (len(before), len(after))
     assert all(after[group] == before[group] for group in before)
+    at_rest = _store_bytes(store)  # sealed: no noisy threshold and no group id is readable in the file
+    assert not [nu for _, nu in after.values() if struct.pack("<d", nu) in at_rest]
+    assert not [group for group in after if group.encode() in at_rest]
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
     again = crash.start(arguments("again", "end"))
     rest, _ = again.communicate(timeout=300)
     assert again.returncode == 0, rest

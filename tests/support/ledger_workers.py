@@ -48,6 +48,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUR = 480_000  # an hour step (scheduled_report_time // 3600), as in test_ledger.py
+KEY_ID = "0123456789abcdef"  # the noise key id the jobs are charged under
 WATCHDOG_SECONDS = 120  # a process silent this long is hung: the test fails (a guard, not a timing assertion)
 
 
@@ -82,7 +83,7 @@ def _race(name: str, config: dict[str, Any], directory: Path) -> None:
         results = []
         for job_id, epsilon_units, units in config["charges"]:
             try:
-                outcome = ledger.charge(job_id, epsilon_units, [tuple(unit) for unit in units])
+                outcome = ledger.charge(job_id, epsilon_units, [tuple(unit) for unit in units], KEY_ID)
                 results.append([job_id, outcome.status, 0])
             except PrivacyBudgetExhausted as error:
                 results.append([job_id, "exhausted", error.exhausted_units])
@@ -124,7 +125,7 @@ def _chaos(name: str, config: dict[str, Any], directory: Path) -> None:
             epsilon_units, units = chaos_request(rng, config, number)
             note({"op": "charge", "job": job_id, "epsilon_units": epsilon_units, "units": units})
             try:
-                ledger.charge(job_id, epsilon_units, units)
+                ledger.charge(job_id, epsilon_units, units, KEY_ID)
             except PrivacyBudgetExhausted as error:
                 note({"outcome": "exhausted", "job": job_id, "exhausted_units": error.exhausted_units})
                 continue

@@ -49,7 +49,8 @@ from schemas.rows import DeadLetter
 from schemas.time_units import SECONDS_PER_DAY
 from transforms.core.io import DEAD_LETTERS, write_shard_file
 from transforms.core.mechanisms.budget_units import epsilon_units
-from transforms.core.mechanisms.noise import RandomSource, SecretSource
+from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.noise_key import KeyLocation
 from transforms.core.secrets import SecretUnavailable, read_secret
 from transforms.summary_reports.ledger import Ledger, LedgerError, LedgerLimits, open_ledger
 from transforms.summary_reports.mechanisms.aggregation import (
@@ -89,6 +90,9 @@ class AggregationJob:
     # where the workers read the key file of the HPKE private keys (transforms.core.secrets): never the keys
     # themselves, which would travel in the job's serialised graph; None: clear-text payloads
     private_key: str | None = None
+    # where the noise key is (transforms.core.noise_key): a charged job's noise is derived from it, the job id and
+    # the nonce of its first charge; None: no secure release (seeded, debug or local-test runs)
+    noise_key: KeyLocation | None = None
     now_seconds: int = 0  # reports scheduled before now - 90 days are too old
     max_error_fraction: float = 0.10  # of the reports read (DESIGN.md, "Command-line conventions")
     debug: bool = False  # only debug-mode reports; a debug output; no ledger
@@ -109,6 +113,13 @@ def read_private_keys(location: str) -> dict[str, bytes]:
 def make_decrypter(job: AggregationJob) -> PayloadDecrypter | None:
     """The payload decrypter of a job with ``private_key``, its keys read here and now (on a worker, at setup)."""
     return None if job.private_key is None else PayloadDecrypter(read_private_keys(job.private_key))
+
+
+def _noise_key_of(job: AggregationJob) -> KeyLocation:
+    """The noise key of a charged job (the ledger records its id with the charge)."""
+    if job.noise_key is None:
+        raise ValueError(f"job {job.job_id!r}: a charged job needs its noise key (AggregationJob.noise_key)")
+    return job.noise_key
 
 
 def _open_ledger(job: AggregationJob) -> Ledger:
@@ -437,11 +448,13 @@ def charge(job: AggregationJob, stats: dict, groups: set) -> dict:
     units = budget_units(groups, job.filtering_ids)
     try:
         with _open_ledger(job) as ledger:
-            outcome = ledger.charge(job.job_id, epsilon_units(job.params.epsilon, "up"), units)
+            outcome = ledger.charge(job.job_id, epsilon_units(job.params.epsilon, "up"), units,
+                                    _noise_key_of(job).key_id)
     except LedgerError as error:
         details = {name: value for name, value in vars(error).items() if isinstance(value, (int, str, tuple, list))}
         return dict(receipt, status="failed", code=error.code, message=str(error), details=details)
-    return dict(receipt, status="ok", charge=outcome.status, units=outcome.units)
+    return dict(receipt, status="ok", charge=outcome.status, units=outcome.units,
+                noise_nonce=outcome.noise_nonce.hex())
 
 
 def fact_records(outcomes: Outcomes, fmt: str) -> list[dict]:
@@ -471,20 +484,17 @@ class _ReleaseFn(beam.DoFn):
         self._source = source
         self._output = output.rstrip("/")
         self._fmt = fmt
-        self._secret: bytes | None = None
 
-    def _noise_source(self) -> RandomSource:
-        """Where this job's noise comes from. Secure and charged: a ``SecretSource`` keyed by the secret the
-        ledger keeps with the job, so a retried bundle or a re-run of the job id draws the same noise and writes
-        the same files (never a second noisy answer). Seeded: the seeded source, which is as reproducible. A debug
-        run (no ledger, nothing charged, SENSITIVE outputs) draws fresh secure noise."""
+    def _noise_source(self, receipt: dict) -> RandomSource:
+        """Where this job's noise comes from. Secure and charged: derived from the noise key, the job id and the
+        nonce the ledger recorded at the job's first charge (``transforms.core.noise_key``), so a retried bundle or
+        a re-run of the job id draws the same noise and writes the same files (never a second noisy answer), and
+        the ledger holds nothing the noise could be recomputed from. Seeded: the seeded source, which is as
+        reproducible. A debug run (no ledger, nothing charged, SENSITIVE outputs) draws fresh secure noise."""
         job = self._job
         if self._source.kind != "secure" or job.ledger_url is None:
             return self._source
-        if self._secret is None:
-            with _open_ledger(job) as ledger:
-                self._secret = ledger.noise_secret(job.job_id)
-        return SecretSource(self._secret)
+        return _noise_key_of(job).source("aggregation", job.job_id, salt=bytes.fromhex(receipt["noise_nonce"]))
 
     def process(self, element, receipt):
         if receipt["status"] != "ok":
@@ -496,7 +506,7 @@ class _ReleaseFn(beam.DoFn):
         keys = (np.concatenate([part[0] for part in domain] or [np.empty(0, np.uint64)]),  # (high, low) words
                 np.concatenate([part[1] for part in domain] or [np.empty(0, np.uint64)]))
         job = self._job
-        source = self._noise_source().keyed_child(("aggregation", job.job_id, shard)) if job.noise else None
+        source = self._noise_source(receipt).keyed_child(("aggregation", job.job_id, shard)) if job.noise else None
         outcomes = aggregate(job.params, merged, keys, source)
         extension = "avro" if self._fmt == "avro" else "jsonl"
         name = f"{shard:05d}-of-{BUCKET_SHARDS:05d}.{extension}"

@@ -31,11 +31,19 @@ Idempotency. A charge is recorded under its job id with a SHA-256 fingerprint of
 and the sorted distinct units). Re-running the same job id with the same request charges nothing and returns
 ``"already_charged"``, so a retried worker does not burn budget twice; the same job id with another request is
 a ``JobConflict``. A retried release step, or a job re-run with the same job id after a crash, must not draw
-fresh noise for the same data: that would publish a second answer the ledger cannot see. So the first charge of
-a job also stores, in the same transaction, a 256-bit secret from the OS CSPRNG (table ``ledger_secrets``); the
-job's noise is a function of it (``noise_secret``; ``SecretSource``), and every retry or re-run of the job id
-draws exactly the same noise and writes the same answer. ``complete``, called once the outputs are written,
-then refuses the job id for good (``JobAlreadyCompleted``).
+fresh noise for the same data: that would publish a second answer the ledger cannot see. So the job's noise is
+derived from the noise key, which the ledger never sees (``transforms.core.noise_key``: HKDF over the key, the job
+id and a public nonce), and the first charge of a job records, in the same transaction, that nonce (16 bytes from
+the OS CSPRNG) and the id of the noise key (``ChargeOutcome.noise_nonce``): every retry or re-run of the job id
+derives exactly the same noise and writes the same answer, and one under another key is refused
+(``NoiseKeyMismatch``). The ledger holds no key material: with it and a released summary, the noise cannot be
+recomputed (docs/security.md). ``complete``, called once the outputs are written, then refuses the job id for
+good (``JobAlreadyCompleted``).
+
+Earlier versions (schema 1) kept each job's noise secret in the ledger (table ``ledger_secrets``). Opening such a
+ledger migrates it to schema 2 and drops that table: a completed job needs no secret, and a job charged but not
+completed under schema 1 is refused on its retry (``JobFromEarlierVersion``): its secret is gone, and a retry with
+other noise could publish a second answer.
 
 Concurrency. A charge is one transaction that reads and writes the counters under a lock that serialises all
 charges (and ``complete``), so two processes racing for the same units cannot both pass the check:
@@ -54,7 +62,6 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import os
 import secrets
 import sqlite3
 import threading
@@ -66,17 +73,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units, units_epsilon
+from transforms.core.private_files import create_private_file
 from transforms.core.urls import redact_url
 
 __all__ = [
-    "DEFAULT_EPSILON_STAR", "DEFAULT_MAX_USES", "ChargeOutcome", "JobAlreadyCompleted", "JobConflict", "Ledger",
-    "LedgerConfigError", "LedgerError", "LedgerLimits", "PrivacyBudgetExhausted", "open_ledger",
+    "DEFAULT_EPSILON_STAR", "DEFAULT_MAX_USES", "ChargeOutcome", "JobAlreadyCompleted", "JobConflict",
+    "JobFromEarlierVersion", "Ledger", "LedgerConfigError", "LedgerError", "LedgerLimits", "NoiseKeyMismatch",
+    "PrivacyBudgetExhausted", "open_ledger", "sqlite_ledger_path",
 ]
 
 DEFAULT_EPSILON_STAR = 64  # Ghazi et al. footnote 3
 DEFAULT_MAX_USES = 1  # Ghazi et al. footnote 4: no requerying
 BUSY_TIMEOUT_SECONDS = 300  # how long a charge waits for another process's charge to finish
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: no noise secrets (the noise key's id and a nonce per job); 1 kept ledger_secrets
 _BIGINT_MAX = 2**63 - 1
 _PG_SCHEMA_LOCK = 0x706D5F6C656467  # advisory lock id serialising schema creation ("pm_ledg")
 
@@ -112,11 +121,13 @@ class LedgerLimits:
 @dataclass(frozen=True)
 class ChargeOutcome:
     """``status`` is ``"charged"`` (this call charged) or ``"already_charged"`` (an earlier run of the same job id
-    charged the same request; nothing was charged now); ``units`` is the number of distinct units requested."""
+    charged the same request; nothing was charged now); ``units`` is the number of distinct units requested;
+    ``noise_nonce`` the public nonce the job's noise is derived with (drawn at its first charge)."""
 
     job_id: str
     status: str
     units: int
+    noise_nonce: bytes = b""
 
 
 class LedgerError(Exception):
@@ -156,6 +167,18 @@ class JobConflict(LedgerError):
     code = "JOB_ID_CONFLICT"
 
 
+class NoiseKeyMismatch(LedgerError):
+    """The job id was charged under another noise key: its retry would draw other noise than its first run."""
+
+    code = "NOISE_KEY_MISMATCH"
+
+
+class JobFromEarlierVersion(LedgerError):
+    """The job id was charged, not completed, by a version that kept its noise secret in the ledger (schema 1)."""
+
+    code = "JOB_FROM_EARLIER_VERSION"
+
+
 class JobAlreadyCompleted(LedgerError):
     """The job id was marked complete; running it again would release a second noisy answer."""
 
@@ -174,17 +197,14 @@ class Ledger(ABC):
     limits: LedgerLimits
 
     @abstractmethod
-    def charge(self, job_id: str, epsilon_units: int, units: Iterable[Unit]) -> ChargeOutcome:
-        """Charge ``epsilon_units`` and one use to every distinct unit, atomically and all-or-nothing.
+    def charge(self, job_id: str, epsilon_units: int, units: Iterable[Unit], noise_key_id: str) -> ChargeOutcome:
+        """Charge ``epsilon_units`` and one use to every distinct unit, atomically and all-or-nothing, for a job
+        whose noise is derived from the noise key ``noise_key_id``.
 
-        Raises ``PrivacyBudgetExhausted`` (nothing written), ``JobConflict``, ``JobAlreadyCompleted``; returns
-        ``"already_charged"`` for a repeat of an earlier identical charge. An empty unit set records the job only.
+        Raises ``PrivacyBudgetExhausted`` (nothing written), ``JobConflict``, ``JobAlreadyCompleted``,
+        ``NoiseKeyMismatch``, ``JobFromEarlierVersion``; returns ``"already_charged"`` (with the nonce of the first
+        charge) for a repeat of an earlier identical charge. An empty unit set records the job only.
         """
-
-    @abstractmethod
-    def noise_secret(self, job_id: str) -> bytes:
-        """The secret stored with a charged job's first charge: its noise is a function of it (``SecretSource``),
-        so a retry or re-run of the job draws the same noise. ``LedgerError`` (``JOB_UNKNOWN``) if never charged."""
 
     @abstractmethod
     def complete(self, job_id: str) -> None:
@@ -213,16 +233,24 @@ def open_ledger(url: str, limits: LedgerLimits) -> Ledger:
     """
     if not isinstance(limits, LedgerLimits):
         raise TypeError(f"limits must be a LedgerLimits, got {type(limits).__name__}")
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-        if not path or path == ":memory:" or path.endswith("/"):
-            raise LedgerConfigError(f"a SQLite ledger needs a file path, got {url!r} (a ledger must be durable)")
+    path = sqlite_ledger_path(url)
+    if path is not None:
         return _SqliteLedger(path, limits)
     if url.startswith(("postgresql://", "postgres://")):
         return _PostgresLedger(url, limits)
     raise LedgerConfigError(f"unsupported ledger URL {redact_url(url)!r}: use sqlite:///path/to/ledger.db or postgresql://...")
 
 
+
+
+def sqlite_ledger_path(url: str) -> str | None:
+    """The file of a SQLite ledger URL (None for another URL); ``LedgerConfigError`` for one naming no file."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///"):]
+    if not path or path == ":memory:" or path.endswith("/"):
+        raise LedgerConfigError(f"a SQLite ledger needs a file path, got {url!r} (a ledger must be durable)")
+    return path
 
 
 def _check_job_id(job_id: str) -> None:
@@ -294,13 +322,22 @@ class _SqlLedger(Ledger):
             f"used_units BIGINT NOT NULL CHECK (used_units BETWEEN 0 AND {cap}), "
             f"uses BIGINT NOT NULL CHECK (uses BETWEEN 0 AND {uses}), PRIMARY KEY (budget_key, hour))"
             + self._unit_table_suffix,
-            # status: 'charged' or 'completed'; times are seconds since the Unix epoch (UTC)
+            # status: 'charged' or 'completed'; times are seconds since the Unix epoch (UTC); the noise key's id
+            # and the public nonce the job's noise is derived with (NULL: charged under schema 1)
             "CREATE TABLE IF NOT EXISTS ledger_jobs (job_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
             "epsilon_units BIGINT NOT NULL, units BIGINT NOT NULL, status TEXT NOT NULL, "
-            "charged_at BIGINT NOT NULL, completed_at BIGINT)",
-            # one secret per charged job: its noise is a function of it (hex of 32 bytes from the OS CSPRNG)
-            "CREATE TABLE IF NOT EXISTS ledger_secrets (job_id TEXT PRIMARY KEY, secret TEXT NOT NULL)",
+            "charged_at BIGINT NOT NULL, completed_at BIGINT, noise_key_id TEXT, noise_nonce TEXT)",
         ]
+
+    def _migrate(self, cur: Any) -> None:
+        """Schema 1 to 2: the jobs' noise key and nonce columns; the noise secrets dropped."""
+        row = self._execute(cur, "SELECT value FROM ledger_meta WHERE name = 'schema_version'").fetchone()
+        if row is None or row[0] != "1":
+            return
+        for column in ("noise_key_id", "noise_nonce"):
+            self._execute(cur, f"ALTER TABLE ledger_jobs ADD COLUMN {column} TEXT")
+        self._execute(cur, "DROP TABLE IF EXISTS ledger_secrets")
+        self._execute(cur, "UPDATE ledger_meta SET value = ? WHERE name = 'schema_version'", (SCHEMA_VERSION,))
 
     def _create_schema(self) -> None:
         wanted = {"epsilon_star_units": str(self.limits.epsilon_star_units), "max_uses": str(self.limits.max_uses),
@@ -308,6 +345,7 @@ class _SqlLedger(Ledger):
         with self._locked(schema=True) as cur:
             for statement in self._schema():
                 self._execute(cur, statement)
+            self._migrate(cur)
             for name, value in wanted.items():
                 self._execute(cur, "INSERT INTO ledger_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
                               (name, value))
@@ -321,24 +359,33 @@ class _SqlLedger(Ledger):
                 "new ledger")
 
     # --- the ledger
-    def charge(self, job_id: str, epsilon_units: int, units: Iterable[Unit]) -> ChargeOutcome:
+    def charge(self, job_id: str, epsilon_units: int, units: Iterable[Unit], noise_key_id: str) -> ChargeOutcome:
         _check_job_id(job_id)
+        if not isinstance(noise_key_id, str) or not noise_key_id:
+            raise ValueError(f"a noise key id must be a non-empty string, got {noise_key_id!r}")
         if isinstance(epsilon_units, bool) or not isinstance(epsilon_units, int) or not 0 < epsilon_units <= _BIGINT_MAX:
             raise ValueError(f"epsilon_units must be a positive integer below 2**63, got {epsilon_units!r}")
         request = _distinct_units(units)
         fingerprint = _fingerprint(epsilon_units, request)
         with self._locked() as cur:
-            job = self._execute(cur, "SELECT fingerprint, status, epsilon_units, units FROM ledger_jobs WHERE job_id = ?",
-                                (job_id,)).fetchone()
+            job = self._execute(cur, "SELECT fingerprint, status, epsilon_units, units, noise_key_id, noise_nonce "
+                                     "FROM ledger_jobs WHERE job_id = ?", (job_id,)).fetchone()
             if job is not None:
                 if job[1] == "completed":
                     raise JobAlreadyCompleted(f"job {job_id!r} is complete; running it again would release a second "
                                               "noisy answer: use a new job id for a new query")
+                if job[4] is None:
+                    raise JobFromEarlierVersion(
+                        f"job {job_id!r} was charged, not completed, by an earlier version that kept its noise secret "
+                        "in the ledger; that secret is gone, and a retry with other noise could publish a second "
+                        "answer: give the query a new job id (it is charged again)")
                 if job[0] != fingerprint:
                     raise JobConflict(f"job {job_id!r} was charged before with another request (epsilon_units={job[2]}, "
                                       f"{job[3]} units), now epsilon_units={epsilon_units}, {len(request)} units")
-                self._keep_secret(cur, job_id)  # a job charged by a version without secrets gets one now
-                return ChargeOutcome(job_id, "already_charged", len(request))
+                if job[4] != noise_key_id:
+                    raise NoiseKeyMismatch(f"job {job_id!r} was charged under noise key {job[4]}, this run has "
+                                           f"{noise_key_id}: run it with the key it was charged under (--noise-key)")
+                return ChargeOutcome(job_id, "already_charged", len(request), bytes.fromhex(job[5]))
             self._load_request(cur, request)
             exhausted = self._execute(
                 cur,
@@ -357,23 +404,11 @@ class _SqlLedger(Ledger):
                 "uses = ledger_units.uses + 1",
                 (epsilon_units,),
             )
-            self._execute(cur, "INSERT INTO ledger_jobs (job_id, fingerprint, epsilon_units, units, status, charged_at) "
-                               "VALUES (?, ?, ?, ?, 'charged', ?)",
-                          (job_id, fingerprint, epsilon_units, len(request), int(time.time())))
-            self._keep_secret(cur, job_id)
-        return ChargeOutcome(job_id, "charged", len(request))
-
-    def _keep_secret(self, cur: Any, job_id: str) -> None:
-        self._execute(cur, "INSERT INTO ledger_secrets (job_id, secret) VALUES (?, ?) ON CONFLICT (job_id) DO NOTHING",
-                      (job_id, secrets.token_hex(32)))
-
-    def noise_secret(self, job_id: str) -> bytes:
-        _check_job_id(job_id)
-        with self._reading() as cur:
-            row = self._execute(cur, "SELECT secret FROM ledger_secrets WHERE job_id = ?", (job_id,)).fetchone()
-        if row is None:
-            raise LedgerError(f"job {job_id!r} was never charged: it has no noise secret", code="JOB_UNKNOWN")
-        return bytes.fromhex(row[0])
+            nonce = secrets.token_hex(16)
+            self._execute(cur, "INSERT INTO ledger_jobs (job_id, fingerprint, epsilon_units, units, status, charged_at, "
+                               "noise_key_id, noise_nonce) VALUES (?, ?, ?, ?, 'charged', ?, ?, ?)",
+                          (job_id, fingerprint, epsilon_units, len(request), int(time.time()), noise_key_id, nonce))
+        return ChargeOutcome(job_id, "charged", len(request), bytes.fromhex(nonce))
 
     def complete(self, job_id: str) -> None:
         _check_job_id(job_id)
@@ -428,7 +463,7 @@ class _SqliteLedger(_SqlLedger):
     def __init__(self, path: str, limits: LedgerLimits) -> None:
         conn = None
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            create_private_file(path)  # 0600 in a 0700 directory, before SQLite creates it (and its WAL)
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_SECONDS * 1000}")
             _switch_to_wal(conn)

@@ -9,19 +9,27 @@ from fractions import Fraction
 
 import pytest
 
+from tests.support.ledger_workers import KEY_ID
 from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, epsilon_units
 from transforms.summary_reports.ledger import (
     ChargeOutcome,
     JobAlreadyCompleted,
     JobConflict,
+    JobFromEarlierVersion,
     LedgerConfigError,
     LedgerError,
     LedgerLimits,
+    NoiseKeyMismatch,
     PrivacyBudgetExhausted,
     open_ledger,
 )
 
 HOUR = 480_000  # an hour step: scheduled_report_time // 3600
+
+
+def _plain(outcome: ChargeOutcome) -> tuple[str, str, int]:
+    """An outcome without its nonce (random)."""
+    return outcome.job_id, outcome.status, outcome.units
 
 
 def key(name: object) -> str:
@@ -46,7 +54,7 @@ def test_limits_are_stored_and_a_mismatch_is_rejected(ledger_url: str) -> None:
     limits = LedgerLimits.from_epsilon(64, 1)
     unit = (key("a"), HOUR)
     with open_ledger(ledger_url, limits) as ledger:
-        assert ledger.charge("job-1", eps(10), [unit]) == ChargeOutcome("job-1", "charged", 1)
+        assert _plain(ledger.charge("job-1", eps(10), [unit], KEY_ID)) == ("job-1", "charged", 1)
     with open_ledger(ledger_url, LedgerLimits(64 * UNITS_PER_EPSILON, 1)) as ledger:  # the same limits: durable state
         assert ledger.usage([unit]) == {unit: (10 * UNITS_PER_EPSILON, 1)}
     with pytest.raises(LedgerConfigError) as error:
@@ -62,10 +70,10 @@ def test_all_or_nothing(ledger_url: str) -> None:
     spent = [(key(3), HOUR), (key(3), HOUR + 1)]
     request = [(key(i), HOUR) for i in range(10)] + [(key(3), HOUR + 1), (key(11), HOUR + 1)]
     with open_ledger(ledger_url, limits) as ledger:
-        ledger.charge("a", eps(1), spent)
+        ledger.charge("a", eps(1), spent, KEY_ID)
         before = ledger.usage(request)
         with pytest.raises(PrivacyBudgetExhausted) as error:
-            ledger.charge("b", eps(1), request)
+            ledger.charge("b", eps(1), request, KEY_ID)
         assert (error.value.code, error.value.job_id) == ("PRIVACY_BUDGET_EXHAUSTED", "b")
         assert error.value.exhausted_units == 2  # two hours of one key: counted per unit, listed per key
         assert error.value.budget_keys == (key(3),)
@@ -73,10 +81,10 @@ def test_all_or_nothing(ledger_url: str) -> None:
         assert sum(uses for _, uses in before.values()) == 2
         # Not even the job row was written: the same job id may run with another request.
         others = [unit for unit in request if unit[0] != key(3)]
-        assert ledger.charge("b", eps(1), others).status == "charged"
+        assert ledger.charge("b", eps(1), others, KEY_ID).status == "charged"
         # A job whose epsilon alone exceeds eps_star exhausts every unit, known or not.
         with pytest.raises(PrivacyBudgetExhausted) as error:
-            ledger.charge("c", eps(11), [(key("new"), HOUR), (key("other"), HOUR)])
+            ledger.charge("c", eps(11), [(key("new"), HOUR), (key("other"), HOUR)], KEY_ID)
         assert error.value.exhausted_units == 2 and error.value.budget_keys == tuple(sorted([key("new"), key("other")]))
 
 
@@ -86,15 +94,15 @@ def test_requerying_sums_epsilons_and_uses(ledger_url: str, max_uses: int, third
     of eps 2 then fills the unit exactly; with l_star = 2 a third of eps 1 fails on uses (3 > 2) though 9 <= 10."""
     units = [(key("r"), HOUR), (key("r"), HOUR + 1)]
     with open_ledger(ledger_url, LedgerLimits.from_epsilon(10, max_uses)) as ledger:
-        assert ledger.charge("q1", eps(4), units).status == "charged"
-        assert ledger.charge("q2", eps(4), units[:1]).status == "charged"
+        assert ledger.charge("q1", eps(4), units, KEY_ID).status == "charged"
+        assert ledger.charge("q2", eps(4), units[:1], KEY_ID).status == "charged"
         assert ledger.usage(units) == {units[0]: (eps(8), 2), units[1]: (eps(4), 1)}
         with pytest.raises(PrivacyBudgetExhausted) as error:
-            ledger.charge("q3", eps(third_epsilon), units)
+            ledger.charge("q3", eps(third_epsilon), units, KEY_ID)
         assert error.value.exhausted_units == 1
         assert ledger.usage(units) == {units[0]: (eps(8), 2), units[1]: (eps(4), 1)}
         if max_uses == 3:
-            assert ledger.charge("q4", eps(2), units).status == "charged"
+            assert ledger.charge("q4", eps(2), units, KEY_ID).status == "charged"
             assert ledger.usage(units) == {units[0]: (eps(10), 3), units[1]: (eps(6), 2)}
 
 
@@ -107,74 +115,120 @@ def test_fractional_epsilons_are_exact_and_round_towards_privacy(ledger_url: str
     with open_ledger(ledger_url, LedgerLimits.from_epsilon(1, 10)) as ledger:
         assert ledger.limits.epsilon_star_units == 10**12
         for job in range(4):
-            ledger.charge(f"quarter-{job}", eps(Fraction(1, 4)), [quarter])
+            ledger.charge(f"quarter-{job}", eps(Fraction(1, 4)), [quarter], KEY_ID)
         assert ledger.usage([quarter]) == {quarter: (10**12, 4)}
         with pytest.raises(PrivacyBudgetExhausted):
-            ledger.charge("one-more-unit", 1, [quarter])
+            ledger.charge("one-more-unit", 1, [quarter], KEY_ID)
         assert eps(Fraction(1, 3)) == 333_333_333_334
-        ledger.charge("third-0", eps(Fraction(1, 3)), [third])
-        ledger.charge("third-1", eps("0.3333333333333333"), [third])  # a float-like 1/3 just below: rounds up too
+        ledger.charge("third-0", eps(Fraction(1, 3)), [third], KEY_ID)
+        ledger.charge("third-1", eps("0.3333333333333333"), [third], KEY_ID)  # a float-like 1/3 just below: rounds up too
         assert ledger.usage([third]) == {third: (666_666_666_668, 2)}
         with pytest.raises(PrivacyBudgetExhausted):
-            ledger.charge("third-2", eps(Fraction(1, 3)), [third])
+            ledger.charge("third-2", eps(Fraction(1, 3)), [third], KEY_ID)
         assert ledger.usage([third]) == {third: (666_666_666_668, 2)}
 
 
-def test_a_charged_job_keeps_one_noise_secret(ledger_url: str) -> None:
-    """The first charge stores the job's secret in its transaction; a retried charge keeps it; another job has
-    its own; a job that was refused (budget exhausted) or never charged has none."""
+def test_a_charged_job_keeps_its_noise_key_id_and_nonce_and_no_secret(ledger_url: str) -> None:
+    """The first charge records the job's noise key id and a public nonce in its transaction; a retried charge
+    returns the same nonce (the same noise); another job has its own; a retry under another noise key is refused;
+    the ledger has no table of secrets."""
     units = [(key(i), HOUR) for i in range(3)]
     with open_ledger(ledger_url, LedgerLimits.from_epsilon(10, 1)) as ledger:
-        ledger.charge("job", eps(5), units)
-        secret = ledger.noise_secret("job")
-        assert isinstance(secret, bytes) and len(secret) == 32
-        ledger.charge("job", eps(5), units)  # already_charged
-        assert ledger.noise_secret("job") == secret
-        ledger.charge("other", eps(5), [(key("x"), HOUR)])
-        assert ledger.noise_secret("other") != secret
+        nonce = ledger.charge("job", eps(5), units, KEY_ID).noise_nonce
+        assert isinstance(nonce, bytes) and len(nonce) == 16
+        assert ledger.charge("job", eps(5), units, KEY_ID).noise_nonce == nonce  # already_charged
+        assert ledger.charge("other", eps(5), [(key("x"), HOUR)], KEY_ID).noise_nonce != nonce
+        with pytest.raises(NoiseKeyMismatch, match="charged under noise key 0123456789abcdef") as error:
+            ledger.charge("job", eps(5), units, "fedcba9876543210")
+        assert error.value.code == "NOISE_KEY_MISMATCH"
         with pytest.raises(PrivacyBudgetExhausted):
-            ledger.charge("refused", eps(6), units)
-        for job in ("refused", "never"):
-            with pytest.raises(LedgerError) as error:
-                ledger.noise_secret(job)
-            assert error.value.code == "JOB_UNKNOWN"
+            ledger.charge("refused", eps(6), units, KEY_ID)
     with open_ledger(ledger_url, LedgerLimits.from_epsilon(10, 1)) as reopened:
-        assert reopened.noise_secret("job") == secret  # durable
+        assert reopened.charge("job", eps(5), units, KEY_ID).noise_nonce == nonce  # durable
+    assert "ledger_secrets" not in _tables(ledger_url)
+
+
+def _tables(url: str) -> set[str]:
+    """The ledger's table names."""
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+            return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {name for (name,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+
+
+def test_a_schema_1_ledger_loses_its_secrets_and_refuses_the_retry_of_an_uncompleted_job(tmp_path) -> None:
+    """A ledger an earlier version wrote (schema 1: noise secrets in ``ledger_secrets``) is migrated when opened:
+    the secrets dropped, budgets kept; a completed job stays completed; a job charged but not completed cannot be
+    retried (its secret is gone: other noise could publish a second answer)."""
+    import sqlite3
+
+    path = tmp_path / "ledger.db"
+    with sqlite3.connect(path) as conn:  # schema 1, as the earlier version created it
+        conn.executescript(
+            "CREATE TABLE ledger_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE ledger_units (budget_key TEXT NOT NULL, hour BIGINT NOT NULL, used_units BIGINT NOT NULL, "
+            "uses BIGINT NOT NULL, PRIMARY KEY (budget_key, hour)) WITHOUT ROWID;"
+            "CREATE TABLE ledger_jobs (job_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, epsilon_units BIGINT "
+            "NOT NULL, units BIGINT NOT NULL, status TEXT NOT NULL, charged_at BIGINT NOT NULL, completed_at BIGINT);"
+            "CREATE TABLE ledger_secrets (job_id TEXT PRIMARY KEY, secret TEXT NOT NULL);")
+        limits = LedgerLimits.from_epsilon(64, 1)
+        conn.executemany("INSERT INTO ledger_meta VALUES (?, ?)", [
+            ("epsilon_star_units", str(limits.epsilon_star_units)), ("max_uses", "1"),
+            ("units_per_epsilon", str(UNITS_PER_EPSILON)), ("schema_version", "1")])
+        conn.execute("INSERT INTO ledger_units VALUES (?, ?, ?, 1)", (key("a"), HOUR, eps(5)))
+        conn.executemany("INSERT INTO ledger_jobs VALUES (?, 'f', ?, 1, ?, 0, NULL)",
+                         [("done", eps(5), "completed"), ("halfway", eps(5), "charged")])
+        conn.executemany("INSERT INTO ledger_secrets VALUES (?, ?)", [("done", "ab" * 32), ("halfway", "cd" * 32)])
+    with open_ledger(f"sqlite:///{path}", LedgerLimits.from_epsilon(64, 1)) as ledger:
+        assert ledger.usage([(key("a"), HOUR)]) == {(key("a"), HOUR): (eps(5), 1)}
+        with pytest.raises(JobAlreadyCompleted):
+            ledger.charge("done", eps(5), [(key("a"), HOUR)], KEY_ID)
+        with pytest.raises(JobFromEarlierVersion, match="new job id"):
+            ledger.charge("halfway", eps(5), [(key("a"), HOUR)], KEY_ID)
+        assert ledger.charge("new", eps(5), [(key("b"), HOUR)], KEY_ID).status == "charged"
+    assert "ledger_secrets" not in _tables(f"sqlite:///{path}")
+    assert b"ab" * 32 not in path.read_bytes() and b"cd" * 32 not in path.read_bytes()
 
 
 def test_idempotency_conflicts_and_completion(ledger_url: str) -> None:
     units = [(key(i), HOUR + i % 2) for i in range(50)]
     with open_ledger(ledger_url, LedgerLimits.from_epsilon(64, 1)) as ledger:
-        assert ledger.charge("job", eps(5), units) == ChargeOutcome("job", "charged", 50)
+        first = ledger.charge("job", eps(5), units, KEY_ID)
+        assert _plain(first) == ("job", "charged", 50)
         used = ledger.usage(units)
         # A retried worker: the same request (in another order, with duplicates) charges nothing.
-        again = ledger.charge("job", eps(5), list(reversed(units)) + units[:3])
-        assert again == ChargeOutcome("job", "already_charged", 50)
+        again = ledger.charge("job", eps(5), list(reversed(units)) + units[:3], KEY_ID)
+        assert again == ChargeOutcome("job", "already_charged", 50, first.noise_nonce)  # the same noise
         assert ledger.usage(units) == used
         with pytest.raises(JobConflict) as error:
-            ledger.charge("job", eps(6), units)
+            ledger.charge("job", eps(6), units, KEY_ID)
         assert error.value.code == "JOB_ID_CONFLICT"
         with pytest.raises(JobConflict):
-            ledger.charge("job", eps(5), units[:-1])
+            ledger.charge("job", eps(5), units[:-1], KEY_ID)
         ledger.complete("job")
         ledger.complete("job")  # completing twice is harmless
         with pytest.raises(JobAlreadyCompleted) as error:
-            ledger.charge("job", eps(5), units)
+            ledger.charge("job", eps(5), units, KEY_ID)
         assert error.value.code == "JOB_ALREADY_COMPLETED"
         with pytest.raises(LedgerError) as error:
             ledger.complete("never-charged")
         assert error.value.code == "JOB_UNKNOWN"
         assert ledger.usage(units) == used
         # An empty unit set charges nothing but records the job.
-        assert ledger.charge("empty", eps(5), []) == ChargeOutcome("empty", "charged", 0)
-        assert ledger.charge("empty", eps(5), []).status == "already_charged"
+        assert _plain(ledger.charge("empty", eps(5), [], KEY_ID)) == ("empty", "charged", 0)
+        assert ledger.charge("empty", eps(5), [], KEY_ID).status == "already_charged"
         with pytest.raises(JobConflict):
-            ledger.charge("empty", eps(5), units[:1])
+            ledger.charge("empty", eps(5), units[:1], KEY_ID)
         assert ledger.usage([(key("unknown"), 0)]) == {(key("unknown"), 0): (0, 0)}
         with pytest.raises(ValueError):
-            ledger.charge("zero", 0, units)
+            ledger.charge("zero", 0, units, KEY_ID)
         with pytest.raises(ValueError):
-            ledger.charge("bad-hour", eps(1), [(key(1), 1.5)])
+            ledger.charge("bad-hour", eps(1), [(key(1), 1.5)], KEY_ID)
 
 
 _RACE_ROUNDS = 5
@@ -194,7 +248,7 @@ def _race_worker(url: str, limits: LedgerLimits, worker: int, barrier, results) 
                 units = _race_units(round_, worker)
                 barrier.wait(timeout=60)
                 try:
-                    ledger.charge(f"race-{round_}-{worker}", eps(1), units)
+                    ledger.charge(f"race-{round_}-{worker}", eps(1), units, KEY_ID)
                     results.put((round_, worker, "charged", 0))
                 except PrivacyBudgetExhausted as error:
                     results.put((round_, worker, "exhausted", error.exhausted_units))
@@ -237,7 +291,7 @@ def test_urls(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     limits = LedgerLimits.from_epsilon(64, 1)
     monkeypatch.chdir(tmp_path)
     with open_ledger("sqlite:///nested/dirs/ledger.db", limits) as ledger:  # relative, parents created
-        ledger.charge("job", eps(1), [(key(1), HOUR)])
+        ledger.charge("job", eps(1), [(key(1), HOUR)], KEY_ID)
     assert (tmp_path / "nested" / "dirs" / "ledger.db").exists()
     for url in ("mysql://host/db", "sqlite://relative.db", "sqlite:///:memory:"):
         with pytest.raises(LedgerConfigError):
@@ -250,7 +304,7 @@ def test_urls(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_postgres_scheme_alias(postgres_url: str) -> None:  # noqa: F811  (the fixture imported above)
     limits = LedgerLimits.from_epsilon(64, 1)
     with open_ledger(postgres_url.replace("postgresql://", "postgres://", 1), limits) as ledger:
-        assert ledger.charge("job", eps(1), [(key(1), HOUR)]).status == "charged"
+        assert ledger.charge("job", eps(1), [(key(1), HOUR)], KEY_ID).status == "charged"
 
 
 def test_errors_survive_pickling() -> None:

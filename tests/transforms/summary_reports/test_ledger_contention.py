@@ -56,7 +56,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.ledger_workers import HOUR, WATCHDOG_SECONDS, Nursery, Worker, chaos_position, key
+from tests.support.ledger_workers import HOUR, KEY_ID, WATCHDOG_SECONDS, Nursery, Worker, chaos_position, key
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.summary_reports.ledger import (
     JobAlreadyCompleted,
@@ -128,14 +128,15 @@ def _backend(url: str) -> str:
 
 def _stored(url: str) -> tuple[dict[str, tuple[str, int, int, str]], set[str], Usage]:
     """The ledger's tables, read in one transaction: job rows ``job_id -> (fingerprint, epsilon_units, units,
-    status)``, the job ids with a secret, and every unit row ``(budget_key, hour) -> (used_units, uses)``."""
+    status)``, the job ids with a noise key id and nonce, and every unit row ``(budget_key, hour) -> (used_units, uses)``."""
     queries = ("SELECT job_id, fingerprint, epsilon_units, units, status FROM ledger_jobs",
-               "SELECT job_id FROM ledger_secrets", "SELECT budget_key, hour, used_units, uses FROM ledger_units")
+               "SELECT job_id FROM ledger_jobs WHERE noise_key_id IS NOT NULL AND noise_nonce IS NOT NULL",
+               "SELECT budget_key, hour, used_units, uses FROM ledger_units")
     if url.startswith("sqlite:///"):
         conn = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
         try:
             conn.execute("BEGIN")
-            jobs, secrets, units = (conn.execute(query).fetchall() for query in queries)
+            jobs, nonces, units = (conn.execute(query).fetchall() for query in queries)
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -145,9 +146,9 @@ def _stored(url: str) -> tuple[dict[str, tuple[str, int, int, str]], set[str], U
         with psycopg.connect(url) as conn:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             with conn.transaction():
-                jobs, secrets, units = (conn.execute(query).fetchall() for query in queries)
+                jobs, nonces, units = (conn.execute(query).fetchall() for query in queries)
     return ({job: (fingerprint, int(epsilon), int(count), status) for job, fingerprint, epsilon, count, status in jobs},
-            {job for (job,) in secrets},
+            {job for (job,) in nonces},
             {(budget_key, int(hour)): (int(used), int(uses)) for budget_key, hour, used, uses in units})
 
 
@@ -215,7 +216,7 @@ def test_racing_processes_charge_exactly_the_budget(ledger_url: str, nursery: Nu
              for group in range(RACE_PARTIAL_GROUPS) for n in range(RACE_LEFT_PRECHARGED)]
     with open_ledger(ledger_url, RACE_LIMITS) as ledger:  # the schema exists before the race
         for job_id, epsilon, units in setup:
-            ledger.charge(job_id, epsilon, units)
+            ledger.charge(job_id, epsilon, units, KEY_ID)
     for process in range(RACE_PROCESSES):
         charges = [(_race_job(group, process), plan[group][0], plan[group][1][process]) for group in order]
         config = {"url": ledger_url, "limits": [RACE_LIMITS.epsilon_star_units, RACE_LIMITS.max_uses],
@@ -242,14 +243,14 @@ def test_racing_processes_charge_exactly_the_budget(ledger_url: str, nursery: Nu
             assert left_charged + right_charged == RACE_LIMITS.max_uses, group  # the shared unit, exactly full
     assert (len(charged), len(refused)) == (RACE_SUCCEEDED, RACE_REFUSED)
 
-    job_rows, secrets, units = _stored(ledger_url)
+    job_rows, nonces, units = _stored(ledger_url)
     requests = {_race_job(group, p): (plan[group][0], plan[group][1][p]) for group in order for p in range(RACE_PROCESSES)}
     requests.update({job_id: (epsilon, units) for job_id, epsilon, units in setup})
     expected_jobs = charged | {job_id for job_id, _, _ in setup}
     # The ledger is exactly the successes the processes report: per unit their epsilons and their number, no
     # unit beyond them, no job row or secret of a refused job.
     assert units == _expected_units(requests[job] for job in expected_jobs)
-    assert set(job_rows) == expected_jobs and secrets == expected_jobs
+    assert set(job_rows) == expected_jobs and nonces == expected_jobs
     assert {status for *_, status in job_rows.values()} == {"charged"}
     assert _within_limits(units, RACE_LIMITS)
     with open_ledger(ledger_url, RACE_LIMITS) as ledger:
@@ -280,8 +281,8 @@ def test_processes_creating_a_new_ledger_at_once(ledger_url: str, nursery: Nurse
     charged = {job for job, (status, _) in reported.items() if status == "charged"}
     assert len(reported) == RACE_PROCESSES * OPEN_RACE_CHARGES and len(charged) == RACE_LIMITS.max_uses
     assert {exhausted for status, exhausted in reported.values() if status == "exhausted"} == {len(units)}
-    job_rows, secrets, stored_units = _stored(ledger_url)
-    assert set(job_rows) == secrets == charged
+    job_rows, nonces, stored_units = _stored(ledger_url)
+    assert set(job_rows) == nonces == charged
     assert stored_units == {unit: (eps(RACE_LIMITS.max_uses), RACE_LIMITS.max_uses) for unit in units}
     print(f"\n[ledger opening race, {_backend(ledger_url)}] processes={RACE_PROCESSES} charges tried={len(reported)} "
           f"succeeded={len(charged)} refused={len(reported) - len(charged)}")
@@ -302,7 +303,7 @@ def test_a_new_sqlite_ledger_waits_while_another_connection_holds_its_write_lock
         timer.start()
         try:
             with open_ledger(f"sqlite:///{path}", RACE_LIMITS) as ledger:
-                assert ledger.charge("job", eps(1), [(key(1), HOUR)]).status == "charged"
+                assert ledger.charge("job", eps(1), [(key(1), HOUR)], KEY_ID).status == "charged"
         finally:
             timer.join()
     finally:
@@ -393,9 +394,9 @@ def test_sigkill_at_random_moments_leaves_the_ledger_consistent(ledger_url: str,
             in_doubt.append((records[-1]["op"], records[-1]["job"]))
     told = Counter(outcome for job_outcomes in outcomes.values() for outcome in job_outcomes)
 
-    job_rows, secrets, units = _stored(ledger_url)
+    job_rows, nonces, units = _stored(ledger_url)
     assert set(job_rows) <= set(requests)  # no job row that no worker asked for
-    assert secrets == set(job_rows)  # the secret is written with the job row, or not at all
+    assert nonces == set(job_rows)  # the key id and nonce are written with the job row
     for job, (_, epsilon, count, status) in job_rows.items():
         assert (epsilon, count) == (requests[job][0], len(requests[job][1])), job
         assert status == "charged" or job in completing, job
@@ -420,34 +421,34 @@ def test_sigkill_at_random_moments_leaves_the_ledger_consistent(ledger_url: str,
             if status == "completed":
                 outcome = "already_completed"
                 with pytest.raises(JobAlreadyCompleted):
-                    ledger.charge(job, epsilon, request)
+                    ledger.charge(job, epsilon, request, KEY_ID)
             elif status == "charged":
-                outcome = ledger.charge(job, epsilon, request).status
+                outcome = ledger.charge(job, epsilon, request, KEY_ID).status
                 assert outcome == "already_charged", job
             elif all(used <= limits.epsilon_star_units - epsilon and uses < limits.max_uses
                      for used, uses in before.values()):  # room on every unit: it charges now, once
-                outcome = ledger.charge(job, epsilon, request).status
+                outcome = ledger.charge(job, epsilon, request, KEY_ID).status
                 assert outcome == "charged", job
                 assert ledger.usage(request) == {unit: (used + epsilon, uses + 1) for unit, (used, uses) in before.items()}
                 before = ledger.usage(request)
-                assert ledger.charge(job, epsilon, request).status == "already_charged", job  # not twice
+                assert ledger.charge(job, epsilon, request, KEY_ID).status == "already_charged", job  # not twice
                 outcome = "charged_now"
             else:
                 outcome = "refused_now"
                 with pytest.raises(PrivacyBudgetExhausted):
-                    ledger.charge(job, epsilon, request)
+                    ledger.charge(job, epsilon, request, KEY_ID)
             retried[outcome] += 1
             if outcome != "refused_now":  # the same job id with another request
                 with pytest.raises(JobAlreadyCompleted if status == "completed" else JobConflict):
-                    ledger.charge(job, epsilon + 1, request)
+                    ledger.charge(job, epsilon + 1, request, KEY_ID)
             assert ledger.usage(request) == before, job
             if operation == "complete":  # the release step's retry: completing is idempotent
                 ledger.complete(job)
                 with pytest.raises(JobAlreadyCompleted):
-                    ledger.charge(job, epsilon, request)
-    final_rows, final_secrets, final_units = _stored(ledger_url)
+                    ledger.charge(job, epsilon, request, KEY_ID)
+    final_rows, final_nonces, final_units = _stored(ledger_url)
     assert final_units == _expected_units(requests[job] for job in final_rows)
-    assert final_secrets == set(final_rows) and set(job_rows) <= set(final_rows)
+    assert final_nonces == set(final_rows) and set(job_rows) <= set(final_rows)
     assert len(final_rows) - len(job_rows) == retried["charged_now"]
     assert _within_limits(final_units, limits)
 

@@ -61,6 +61,7 @@ from transforms.core.io import (
     InputFileReport,
     PackedEvents,
 )
+from transforms.core.noise_key import KeyLocation
 
 LATE, DUPLICATE = "late", "duplicate"
 _POLL_MESSAGES = 50_000  # at most this many messages per element (one poll of the consumer)
@@ -117,10 +118,11 @@ class TopicInput:
     # how a poll's rows (plain tuples) are packed for the job's first step, in the source's process
     # (``PackedEvents``); None: sent as they are (``EventBatch``)
     pack: Callable[[type, list], list] | None = None
-    # a job with durable state (``transforms.core.durable``), as (store URI, job id): each element carries its
+    # a job with durable state (``transforms.core.durable``), as (store URI, job id, the key its rows are sealed
+    # with): each element carries its
     # ``SourcePosition``, the dead letters are kept in the store, and the partitions named in ``resume``
     # (partition, next offset, records read, of which dead) are read on from the job's last snapshot
-    durable: tuple[str, str] | None = None
+    durable: tuple[str, str, KeyLocation] | None = None
     resume: tuple[tuple[int, int, int, int], ...] = ()
     pipeline: str = ""  # the job's pipeline (a durable store records whose job an id is)
     # a live topic's records and watermark go to the runner at most this often: each watermark step is a firing
@@ -337,8 +339,8 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
         self._readers = [KafkaTopicReader(source) for source in self.inputs]
         durable = {source.durable for source in self.inputs if source.durable is not None}
         if durable:
-            [(store_uri, self._job_id)] = durable  # one job, one store
-            self._store = open_store(store_uri)
+            [(store_uri, self._job_id, key)] = durable  # one job, one store
+            self._store = open_store(store_uri, key)
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
         beam_runner_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
         port = self._server.add_insecure_port(address)

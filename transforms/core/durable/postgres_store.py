@@ -13,7 +13,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from transforms.core.durable.store import SCHEMA, JobClaim, StateStore, StoreUnavailable
+from transforms.core.durable.sealing import Seal
+from transforms.core.durable.store import JobClaim, StateStore, StoreUnavailable
 from transforms.core.urls import redact_url
 
 _CONNECT_TIMEOUT_SECONDS = 30
@@ -23,8 +24,9 @@ _SCHEMA_LOCK = 0x706D5F7374617465  # "pm_state": creating the tables is serialis
 class PostgresStore(StateStore):
     """One PostgreSQL connection, shared by the threads of the process under a lock."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, seal: Seal) -> None:
         self.uri = redact_url(uri)
+        self.seal = seal
         self._dsn = uri
         self._lock = threading.Lock()
         try:
@@ -37,8 +39,7 @@ class PostgresStore(StateStore):
             self._connection = self._connect()
             with self._transaction() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                for statement in SCHEMA:
-                    cursor.execute(statement)
+                self._create_schema(cursor)
         except psycopg.Error as error:
             raise StoreUnavailable(f"state store {self.uri}: cannot open: {str(error).strip()}") from None
 

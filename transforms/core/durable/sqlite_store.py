@@ -5,7 +5,8 @@ another), for the jobs of one machine.
 path; ``?timeout=SECONDS`` is how long a write waits for another writer (default 10). The file is in
 write-ahead-log mode with ``synchronous=FULL``: a committed snapshot survives the process and the machine. A job's
 claim is an exclusive ``flock`` on a file beside the database, which the kernel releases when the owning process
-dies, however it dies.
+dies, however it dies. The file, its write-ahead log and its lock files are created ``0600`` (SQLite gives its log
+the database's mode), its directory ``0700`` when it is created here (``transforms.core.private_files``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import parse_qs
 
-from transforms.core.durable.store import SCHEMA, JobClaim, StateStore, StoreUnavailable
+from transforms.core.durable.sealing import Seal
+from transforms.core.durable.store import JobClaim, StateStore, StoreUnavailable
+from transforms.core.private_files import FILE_MODE, create_private_file
 
 _DEFAULT_TIMEOUT_SECONDS = 10.0
 
@@ -43,20 +46,19 @@ def sqlite_path(uri: str) -> tuple[str, float]:
 class SqliteStore(StateStore):
     """A SQLite database file; one connection, shared by the threads of the process under a lock."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, seal: Seal) -> None:
         self.uri = uri
+        self.seal = seal
         self._path, timeout = sqlite_path(uri)
         self._lock = threading.Lock()
         try:
-            folder = os.path.dirname(os.path.abspath(self._path))
-            os.makedirs(folder, exist_ok=True)
+            create_private_file(self._path)  # 0600 in a 0700 directory, before SQLite creates it (and its WAL)
             self._connection = sqlite3.connect(self._path, timeout=timeout, isolation_level=None,
                                                check_same_thread=False)
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=FULL")
             with self._transaction() as cursor:
-                for statement in SCHEMA:
-                    cursor.execute(statement)
+                self._create_schema(cursor)
         except (OSError, sqlite3.Error) as error:
             raise StoreUnavailable(f"state store {uri}: cannot open {self._path}: {error}") from None
 
@@ -74,7 +76,7 @@ class SqliteStore(StateStore):
 
     def _claim_lock(self, job_id: str) -> JobClaim | None:
         digest = hashlib.blake2b(job_id.encode("utf-8"), digest_size=8).hexdigest()
-        handle = open(f"{self._path}.{digest}.lock", "a+b")  # noqa: SIM115 - held open as long as the claim
+        handle = os.fdopen(os.open(f"{self._path}.{digest}.lock", os.O_RDWR | os.O_CREAT, FILE_MODE), "r+b")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

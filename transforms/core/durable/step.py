@@ -31,6 +31,7 @@ from schemas.proto import state_pb2
 from transforms.core.durable.positions import restarted
 from transforms.core.durable.store import StateStore, StepWrite
 from transforms.core.durable.stores import open_store
+from transforms.core.noise_key import KeyLocation
 from transforms.core.state import STATE_VERSION
 
 _KEY, _PENDING = "k/", "p/"  # a group's or device's record; a buffered input record (by its digest)
@@ -43,18 +44,20 @@ class StreamEnded(RuntimeError):
 
 @dataclass(frozen=True)
 class DurableStep:
-    """Where a stateful step of a local streaming job keeps its state: the store, the job, the step's name."""
+    """Where a stateful step of a local streaming job keeps its state: the store, the job, the step's name, and the
+    key its rows are sealed with (its location: each process reads the key itself)."""
 
     store_uri: str
     job_id: str
     step: str
+    key: KeyLocation
 
     def open(self) -> StepStore:
         """This process's ``StepStore`` of the step (one per process, whatever the number of DoFn instances)."""
         with _OPEN_LOCK:
             step = _OPEN.get(self)
             if step is None:
-                step = _OPEN[self] = StepStore(self, open_store(self.store_uri))
+                step = _OPEN[self] = StepStore(self, open_store(self.store_uri, self.key))
             return step
 
 

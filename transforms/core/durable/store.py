@@ -16,13 +16,20 @@ and offset, written before they are sent, so that a restarted job's dead letters
 and the records the firing is about to release go together or not at all. One process claims a job at a time
 (``claim``: the second is refused while the first lives, and a crashed owner's claim ends with its process).
 
-Backends: ``sqlite_store`` (the default, a file under ``.pm-beam/``) and ``postgres_store`` (several workers,
-the ``postgres`` extra); ``stores.open_store`` chooses by URI.
+Every value is sealed (``sealing``: AES-GCM under the run's state key, a per-key row under a keyed hash of its key),
+so the store reveals job ids, step names, row counts and sizes, and nothing of the state itself. ``job_keys`` records
+each job's key ids and the public nonce its noise is derived with (``transforms.core.noise_key``): a run under
+another key is refused. ``store_meta`` holds the store's format; a store of an earlier version, which kept its rows
+in the clear, is refused.
+
+Backends: ``sqlite_store`` (the default, a file under ``.pm-beam/``, created ``0600``) and ``postgres_store``
+(several workers, the ``postgres`` extra); ``stores.open_store`` chooses by URI.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -30,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.proto import state_pb2
+from transforms.core.durable.sealing import FORMAT, Seal, SealBroken
 
 DEFAULT_STORE = "sqlite:///.pm-beam/state.sqlite"
 STORE_ENVIRONMENT = "PM_BEAM_STATE_STORE"  # when set, the store of a run that names none (--state-store)
@@ -43,6 +51,7 @@ def default_store() -> str:
 DRAINED, RUNNING = "drained", "running"
 
 SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, status TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS steps (job_id TEXT NOT NULL, step TEXT NOT NULL, snapshot BYTEA NOT NULL, "
     "snapshots BIGINT NOT NULL, PRIMARY KEY (job_id, step))",
@@ -53,6 +62,9 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS source_dead_letters (job_id TEXT NOT NULL, input TEXT NOT NULL, "
     "partition_number INTEGER NOT NULL, message_offset BIGINT NOT NULL, record BYTEA NOT NULL, "
     "PRIMARY KEY (job_id, input, partition_number, message_offset))",
+    # the ids of the keys a job runs under (its state's, its noise's) and the nonce its noise is derived with
+    "CREATE TABLE IF NOT EXISTS job_keys (job_id TEXT PRIMARY KEY, state_key_id TEXT NOT NULL, "
+    "noise_key_id TEXT NOT NULL, noise_nonce TEXT NOT NULL)",
 )
 
 # A test's way to kill the process at a moment no outside signal can hit reliably (the crash tests): ``N`` in the
@@ -100,7 +112,10 @@ class StepRestore:
 
 
 class JobClaim:
-    """A process's claim on a job, held until ``release`` (or until the process ends)."""
+    """A process's claim on a job, held until ``release`` (or until the process ends); ``noise_nonce``: the public
+    nonce the job's noise is derived with (drawn when the job started)."""
+
+    noise_nonce = b""
 
     def __init__(self, release) -> None:
         self._release = release
@@ -115,6 +130,7 @@ class StateStore(ABC):
     """One connection to a store (``uri``); its methods raise ``StoreUnavailable`` for the store's own errors."""
 
     uri: str
+    seal: Seal
     _saves = 0
 
     @abstractmethod
@@ -133,36 +149,65 @@ class StateStore(ABC):
         """A statement with ``?`` placeholders in this backend's paramstyle."""
         return statement
 
+    def _create_schema(self, cursor: Any) -> None:
+        """The tables, and the store's format: a new store is sealed; one an earlier version wrote (jobs, no
+        format) is refused, its rows being in the clear."""
+        for statement in SCHEMA:
+            cursor.execute(statement)
+        cursor.execute(self._sql("SELECT value FROM store_meta WHERE name = ?"), ("format",))
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute("SELECT COUNT(*) FROM jobs")
+            if cursor.fetchone()[0]:
+                raise StoreUnavailable(
+                    f"state store {self.uri} was written by an earlier version, which kept the jobs' state in the "
+                    "clear: drain its jobs with that version and move it away, or name a new --state-store")
+            cursor.execute(self._sql("INSERT INTO store_meta (name, value) VALUES (?, ?)"), ("format", FORMAT))
+        elif row[0] != FORMAT:
+            raise StoreUnavailable(f"state store {self.uri} has format {row[0]}, this version reads {FORMAT}")
+
     def _run(self, action, what: str):
         try:
             return action()
         except (JobRefused, StoreUnavailable):
             raise
+        except SealBroken as error:
+            raise StoreUnavailable(f"state store {self.uri}: cannot {what}: {error} (--state-key)") from None
         except Exception as error:  # noqa: BLE001 - the driver's errors differ by backend: one line for the user
             raise StoreUnavailable(f"state store {self.uri}: cannot {what}: {error}") from error
 
-    def claim(self, job_id: str, pipeline: str) -> JobClaim:
+    def claim(self, job_id: str, pipeline: str, noise_key_id: str) -> JobClaim:
         """Claim ``job_id`` for ``pipeline``: refused while another process holds it, when it belongs to another
-        pipeline, or when it was drained (its state is final)."""
+        pipeline, when it was drained (its state is final), or when it started under another state or noise key."""
         claim = self._run(lambda: self._claim_lock(job_id), "claim the job")
         if claim is None:
             raise JobRefused(f"job {job_id!r} is running in another process (state store {self.uri}): stop it "
                              "first, or give this run another --job-id")
         try:
-            self._run(lambda: self._register(job_id, pipeline), "register the job")
+            claim.noise_nonce = self._run(lambda: self._register(job_id, pipeline, noise_key_id), "register the job")
         except BaseException:
             claim.release()
             raise
         return claim
 
-    def _register(self, job_id: str, pipeline: str) -> None:
+    def _register(self, job_id: str, pipeline: str, noise_key_id: str) -> bytes:
         with self._transaction() as cursor:
             cursor.execute(self._sql("SELECT pipeline, status FROM jobs WHERE job_id = ?"), (job_id,))
             row = cursor.fetchone()
             if row is None:
+                nonce = secrets.token_hex(16)
                 cursor.execute(self._sql("INSERT INTO jobs (job_id, pipeline, status) VALUES (?, ?, ?)"),
                                (job_id, pipeline, RUNNING))
-                return
+                cursor.execute(self._sql("INSERT INTO job_keys (job_id, state_key_id, noise_key_id, noise_nonce) "
+                                         "VALUES (?, ?, ?, ?)"), (job_id, self.seal.key_id, noise_key_id, nonce))
+                return bytes.fromhex(nonce)
+            cursor.execute(self._sql("SELECT state_key_id, noise_key_id, noise_nonce FROM job_keys WHERE job_id = ?"),
+                           (job_id,))
+            keys = cursor.fetchone()
+        for what, started, now in (("state key", keys[0], self.seal.key_id), ("noise key", keys[1], noise_key_id)):
+            if started != now:
+                raise JobRefused(f"job {job_id!r} started under {what} {started}, this run has {now}: run it with "
+                                 f"the key it started with, or give this run a new --job-id (docs/security.md)")
         if row[0] != pipeline:
             raise JobRefused(f"job {job_id!r} in {self.uri} is a {row[0]} job, not {pipeline}: give this run its "
                              "own --job-id")
@@ -170,6 +215,7 @@ class StateStore(ABC):
             raise JobRefused(
                 f"job {job_id!r} was drained (its every hour read is final and released; state store {self.uri}): "
                 "a new run needs a new --job-id, whose state starts empty (README, \"What survives a crash\")")
+        return bytes.fromhex(keys[2])
 
     def load(self, job_id: str, step: str) -> StepRestore:
         """The step's last snapshot, its keyed rows and its release log."""
@@ -177,12 +223,12 @@ class StateStore(ABC):
             with self._transaction() as cursor:
                 cursor.execute(self._sql("SELECT snapshot FROM steps WHERE job_id = ? AND step = ?"), (job_id, step))
                 row = cursor.fetchone()
-                snapshot = None if row is None else state_pb2.StepSnapshot.FromString(bytes(row[0]))
+                snapshot = None if row is None else self._open_snapshot(row[0], job_id, step)
                 cursor.execute(self._sql("SELECT key, value FROM keyed WHERE job_id = ? AND step = ?"), (job_id, step))
-                keys = {key: bytes(value) for key, value in cursor.fetchall()}
-                cursor.execute(self._sql("SELECT record FROM releases WHERE job_id = ? AND step = ? ORDER BY seq"),
+                keys = dict(self.seal.open_keyed(value, "keyed", job_id, step, name) for name, value in cursor.fetchall())
+                cursor.execute(self._sql("SELECT seq, record FROM releases WHERE job_id = ? AND step = ? ORDER BY seq"),
                                (job_id, step))
-                releases = [bytes(record) for (record,) in cursor.fetchall()]
+                releases = [self.seal.open(record, "releases", job_id, step, seq) for seq, record in cursor.fetchall()]
             return StepRestore(snapshot, keys, releases)
 
         return self._run(read, f"read the state of {job_id}/{step}")
@@ -195,7 +241,9 @@ class StateStore(ABC):
                     "INSERT INTO source_dead_letters (job_id, input, partition_number, message_offset, record) VALUES "
                     "(?, ?, ?, ?, ?) ON CONFLICT (job_id, input, partition_number, message_offset) DO UPDATE SET "
                     "record = excluded.record"),
-                    [(job_id, input_name, partition, offset, record) for partition, offset, record in letters])
+                    [(job_id, input_name, partition, offset,
+                      self.seal.seal(record, "dead_letters", job_id, input_name, partition, offset))
+                     for partition, offset, record in letters])
 
         self._run(store, f"write the dead letters of {job_id}/{input_name}")
 
@@ -212,7 +260,8 @@ class StateStore(ABC):
                 cursor.executemany(self._sql(
                     "DELETE FROM source_dead_letters WHERE job_id = ? AND input = ? AND partition_number = ? AND "
                     "message_offset = ?"), stale)
-            return [bytes(record) for p, o, record in rows if o < resume.get(p, 0)]
+            return [self.seal.open(record, "dead_letters", job_id, input_name, p, o)
+                    for p, o, record in rows if o < resume.get(p, 0)]
 
         return self._run(read, f"read the dead letters of {job_id}/{input_name}")
 
@@ -229,9 +278,15 @@ class StateStore(ABC):
         def read() -> dict[str, state_pb2.StepSnapshot]:
             with self._transaction() as cursor:
                 cursor.execute(self._sql("SELECT step, snapshot FROM steps WHERE job_id = ?"), (job_id,))
-                return {step: state_pb2.StepSnapshot.FromString(bytes(data)) for step, data in cursor.fetchall()}
+                return {step: self._open_snapshot(data, job_id, step) for step, data in cursor.fetchall()}
 
         return self._run(read, f"read the snapshots of {job_id}")
+
+    def _open_snapshot(self, data: bytes, job_id: str, step: str) -> state_pb2.StepSnapshot:
+        return state_pb2.StepSnapshot.FromString(self.seal.open(data, "steps", job_id, step))
+
+    def _row_name(self, job_id: str, step: str, key: str) -> str:
+        return self.seal.row_name("keyed", job_id, step, key)
 
     def save(self, job_id: str, step: str, write: StepWrite) -> None:
         """Write one firing's changes in one transaction."""
@@ -243,21 +298,26 @@ class StateStore(ABC):
                 cursor.execute(self._sql(
                     "INSERT INTO steps (job_id, step, snapshot, snapshots) VALUES (?, ?, ?, 1) ON CONFLICT (job_id, "
                     "step) DO UPDATE SET snapshot = excluded.snapshot, snapshots = steps.snapshots + 1"),
-                    (job_id, step, write.snapshot.SerializeToString()))
+                    (job_id, step, self.seal.seal(write.snapshot.SerializeToString(), "steps", job_id, step)))
                 if write.deletes:
                     cursor.executemany(self._sql("DELETE FROM keyed WHERE job_id = ? AND step = ? AND key = ?"),
-                                       [(job_id, step, key) for key in write.deletes])
+                                       [(job_id, step, self._row_name(job_id, step, key)) for key in write.deletes])
                 if write.upserts:
+                    rows = []
+                    for key, value in write.upserts.items():
+                        name = self._row_name(job_id, step, key)
+                        rows.append((job_id, step, name, self.seal.seal_keyed(key, value, "keyed", job_id, step, name)))
                     cursor.executemany(self._sql(
                         "INSERT INTO keyed (job_id, step, key, value) VALUES (?, ?, ?, ?) ON CONFLICT (job_id, step, "
-                        "key) DO UPDATE SET value = excluded.value"),
-                        [(job_id, step, key, value) for key, value in write.upserts.items()])
+                        "key) DO UPDATE SET value = excluded.value"), rows)
                 if write.releases:
                     cursor.execute(self._sql("SELECT COALESCE(MAX(seq), -1) FROM releases WHERE job_id = ? AND step = ?"),
                                    (job_id, step))
                     first = cursor.fetchone()[0] + 1
                     cursor.executemany(self._sql("INSERT INTO releases (job_id, step, seq, record) VALUES (?, ?, ?, ?)"),
-                                       [(job_id, step, first + n, record) for n, record in enumerate(write.releases)])
+                                       [(job_id, step, first + n,
+                                         self.seal.seal(record, "releases", job_id, step, first + n))
+                                        for n, record in enumerate(write.releases)])
                 if kill and not after_commit:
                     os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: in the middle of this snapshot
 

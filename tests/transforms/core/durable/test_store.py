@@ -10,10 +10,13 @@ import multiprocessing
 import pytest
 
 from schemas.proto import state_pb2
+from tests.support.keys import run_key
 from transforms.core.durable.positions import source_position
 from transforms.core.durable.step import DurableStep, decode_releases, encode_releases
 from transforms.core.durable.store import JobRefused, StepWrite, StoreUnavailable
 from transforms.core.durable.stores import open_store
+
+KEY_ID = "0123456789abcdef"  # the noise key id a job is claimed under
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -29,9 +32,9 @@ def _snapshot(final_through: int) -> state_pb2.StepSnapshot:
 
 
 def test_snapshots_upsert_and_delete_keys_and_append_to_the_release_log(store_uri):
-    store = open_store(store_uri)
+    store = open_store(store_uri, run_key())
     try:
-        store.claim("job", "kanon")
+        store.claim("job", "kanon", KEY_ID)
         store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1", "k/b": b"2"}, frozenset(), (b"r1", b"r2")))
         store.save("job", "verdicts", StepWrite(_snapshot(2), {"k/b": b"3", "p/x": b"4"}, frozenset({"k/a"}), (b"r3",)))
         loaded = store.load("job", "verdicts")
@@ -45,9 +48,9 @@ def test_snapshots_upsert_and_delete_keys_and_append_to_the_release_log(store_ur
 
 
 def test_a_snapshot_that_fails_half_way_leaves_the_previous_one_whole(store_uri):
-    store = open_store(store_uri)
+    store = open_store(store_uri, run_key())
     try:
-        store.claim("job", "kanon")
+        store.claim("job", "kanon", KEY_ID)
         store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1"}, frozenset(), (b"r1",)))
         broken = StepWrite(_snapshot(2), {"k/a": b"2", "k/b": object()}, frozenset(), (b"r2",))  # type: ignore[dict-item]
         with pytest.raises(StoreUnavailable, match="cannot write the state of job/verdicts"):
@@ -60,9 +63,9 @@ def test_a_snapshot_that_fails_half_way_leaves_the_previous_one_whole(store_uri)
 
 
 def _claim_elsewhere(uri: str, answer) -> None:
-    store = open_store(uri)
+    store = open_store(uri, run_key())
     try:
-        store.claim("job", "kanon")
+        store.claim("job", "kanon", KEY_ID)
         answer.put("claimed")
     except JobRefused as error:
         answer.put(str(error))
@@ -71,10 +74,10 @@ def _claim_elsewhere(uri: str, answer) -> None:
 
 
 def test_one_process_claims_a_job_at_a_time(store_uri):
-    store = open_store(store_uri)
+    store = open_store(store_uri, run_key())
     answer: multiprocessing.Queue = multiprocessing.get_context("spawn").Queue()
     try:
-        claim = store.claim("job", "kanon")
+        claim = store.claim("job", "kanon", KEY_ID)
         other = multiprocessing.get_context("spawn").Process(target=_claim_elsewhere, args=(store_uri, answer))
         other.start()
         other.join(60)
@@ -89,20 +92,20 @@ def test_one_process_claims_a_job_at_a_time(store_uri):
 
 
 def test_a_drained_job_and_another_pipelines_id_are_refused(store_uri):
-    store = open_store(store_uri)
+    store = open_store(store_uri, run_key())
     try:
-        store.claim("job", "kanon").release()
+        store.claim("job", "kanon", KEY_ID).release()
         with pytest.raises(JobRefused, match="is a kanon job, not measurement"):
-            store.claim("job", "measurement")
+            store.claim("job", "measurement", KEY_ID)
         store.mark_drained("job")
         with pytest.raises(JobRefused, match="was drained"):
-            store.claim("job", "kanon")
+            store.claim("job", "kanon", KEY_ID)
     finally:
         store.close()
 
 
 def test_the_sources_dead_letters_are_kept_up_to_where_the_job_resumes(store_uri):
-    store = open_store(store_uri)
+    store = open_store(store_uri, run_key())
     try:
         store.log_dead_letters("job", "joins", [(0, 3, b"a"), (0, 9, b"b"), (1, 2, b"c")])
         assert store.resumed_dead_letters("job", "joins", {0: 5}) == [b"a"]  # 0@9 is read again, 1 from its start
@@ -115,13 +118,13 @@ def test_a_store_that_cannot_be_opened_says_so_in_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(StoreUnavailable, match="cannot open"):
-        open_store(f"sqlite:///{blocker}/state.sqlite")
+        open_store(f"sqlite:///{blocker}/state.sqlite", run_key())
     with pytest.raises(StoreUnavailable, match="sqlite:///relative/path"):
-        open_store("sqlite:/x")
+        open_store("sqlite:/x", run_key())
 
 
 def test_a_step_restores_its_shard_with_its_keys_and_writes_only_what_changed(tmp_path):
-    step = DurableStep(f"sqlite:///{tmp_path}/state.sqlite", "job", "verdicts").open()
+    step = DurableStep(f"sqlite:///{tmp_path}/state.sqlite", "job", "verdicts", run_key()).open()
     shard = state_pb2.KAnonShardState(version=3, final_through=7)
     shard.groups["g1"] = b"one"
     shard.groups["g2"] = b"two"
