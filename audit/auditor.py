@@ -54,8 +54,11 @@ class AuditResult:
         }
 
 
-def _draw(case: AuditCase, side: str, n: int, source: RandomSource) -> np.ndarray:
-    statistic = np.asarray(case.sample(side, n, source), dtype=np.float64)
+def _draw(case: AuditCase, side: str, n: int, source: RandomSource, draw: tuple) -> np.ndarray:
+    """n runs on ``side``, from the source's own stream for ``draw`` (the phase, the side, the chunk): a source whose
+    keyed draws are a function of their key (derived or seeded) gives every chunk fresh runs, never the search's
+    again; the OS CSPRNG is fresh anyway (``keyed_child`` is itself)."""
+    statistic = np.asarray(case.sample(side, n, source.keyed_child(("audit", *draw))), dtype=np.float64)
     if statistic.shape != (n,):
         raise ValueError(f"{case.name}: sample({side!r}, {n}) returned shape {statistic.shape}, expected ({n},)")
     return statistic
@@ -63,7 +66,8 @@ def _draw(case: AuditCase, side: str, n: int, source: RandomSource) -> np.ndarra
 
 def _count(case: AuditCase, side: str, n: int, source: RandomSource, event: OutputEvent) -> int:
     """How many of n fresh runs on ``side`` fall in ``event``."""
-    return sum(event.hits(_draw(case, side, min(CHUNK, n - start), source)) for start in range(0, n, CHUNK))
+    return sum(event.hits(_draw(case, side, min(CHUNK, n - start), source, ("count", side, start)))
+               for start in range(0, n, CHUNK))
 
 
 def run_audit(case: AuditCase, samples: int, confidence: float = DEFAULT_CONFIDENCE,
@@ -73,7 +77,7 @@ def run_audit(case: AuditCase, samples: int, confidence: float = DEFAULT_CONFIDE
     source = SecureSource() if source is None else source
     started = time.perf_counter()
     search = max(1, min(int(samples * SEARCH_FRACTION), MAX_SEARCH_SAMPLES))
-    event = select_event(_draw(case, D, search, source), _draw(case, D_PRIME, search, source),
+    event = select_event(_draw(case, D, search, source, ("search", D)), _draw(case, D_PRIME, search, source, ("search", D_PRIME)),
                          case.claimed_delta, confidence)
     other = D_PRIME if event.given == D else D
     hits_given = _count(case, event.given, samples, source, event)

@@ -4,7 +4,8 @@
     python -m pipelines.audit --quick --output /tmp/audit    # the quick one (make test runs its cases)
     python -m pipelines.audit --list                         # the cases and what each audits
 
-Each case runs one mechanism, through the code the pipelines call and with the secure noise source, on two
+Each case runs one mechanism, through the code the pipelines call and with secure noise derived from the noise key
+as the pipelines derive theirs (``--noise-key``; docs/security.md), on two
 neighbouring inputs at the worst case of its proof; an output event chosen on search samples is counted on
 fresh ones, and exact Clopper-Pearson intervals turn the counts into a lower bound on epsilon at the claimed
 delta (the ``audit`` package says how). Writes results.json, results.csv, report.md and epsilon.png. Exit 0
@@ -13,6 +14,7 @@ when every bound is at or below its claim, 1 when one is above (the claim is ref
 from __future__ import annotations
 
 import fnmatch
+import secrets
 import shlex
 import sys
 import time
@@ -26,6 +28,7 @@ from audit.catalogue import all_cases
 from audit.report import write_outputs
 from evaluation.figures import require_matplotlib
 from pipelines.common import CliError, CliParser, fail
+from pipelines.options.run import add_key_options, key_location
 from schemas.option_values import Exact
 from transforms.core.io import InputError
 
@@ -43,6 +46,7 @@ def build_parser() -> CliParser:
                         help=f"confidence of every bound, in (0, 1) (default {DEFAULT_CONFIDENCE})")
     parser.add_argument("--no-plot", action="store_true", help="skip epsilon.png (no matplotlib needed)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    add_key_options(parser, state=False)
     return parser
 
 
@@ -72,13 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_scipy()
         if not args.no_plot:
             require_matplotlib("audit")
+        key = key_location(args.noise_key, args.accept_shared)
     except InputError as error:  # a CliError, or a missing extra
         return fail(error)
     started, rows = time.perf_counter(), []
     mode = "quick" if args.quick else "full"
     print(f"auditing {len(cases)} cases ({mode} sample sizes, confidence {args.confidence})", flush=True)
     for index, case in enumerate(cases, 1):
-        result = run_audit(case, case.quick_samples if args.quick else case.samples, float(args.confidence))
+        source = key.source("audit", case.name, salt=secrets.token_bytes(16))  # as a job: its own nonce
+        result = run_audit(case, case.quick_samples if args.quick else case.samples, float(args.confidence), source)
         rows.append(result.to_json())
         verdict = "ok" if result.consistent else "ABOVE THE CLAIM"
         print(f"[{index}/{len(cases)}] {case.name}: claimed eps {case.claimed_epsilon:g}, audited >= "
@@ -86,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
     header = {"command": "python -m pipelines.audit " + shlex.join(argv), "mode": mode,
               "confidence": float(args.confidence), "noise_source": rows[0]["noise_source"] if rows else "secure",
+              "noise_key_id": key.key_id,
               "seconds": time.perf_counter() - started}
     paths = write_outputs(Path(args.output), rows, header, plot=not args.no_plot)
     refuted = [row["name"] for row in rows if not row["consistent"]]

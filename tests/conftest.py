@@ -6,7 +6,7 @@ import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pip
 from tests.support.flink import apache_kafka, flink_cluster, on_flink  # noqa: F401  (fixtures)
 from tests.support.kafka import kafka_broker  # noqa: F401  (fixture)
 from tests.support.keys import make_key_file
-from tests.support.postgres import postgres_dsn, postgres_url  # noqa: F401  (fixtures)
+from tests.support.postgres import postgres_dsn, postgres_tls, postgres_url  # noqa: F401  (fixtures)
 from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)
 from transforms.core.durable.store import STORE_ENVIRONMENT  # noqa: E402
 from transforms.core.noise_key import KEY_ENVIRONMENT

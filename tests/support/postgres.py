@@ -18,7 +18,9 @@ skipped with the reason.
 """
 from __future__ import annotations
 
+import datetime
 import importlib.util
+import ipaddress
 import os
 import pwd
 import shutil
@@ -29,13 +31,67 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from pipelines.flink.artifacts import ArtifactUnavailable, postgres_with_tls
 
 _WAIT_SECONDS = 30
 _UNPRIVILEGED = "nobody"  # an account every Linux system has; the server runs as it when we are root
 _INSTALL_HINT = "pip install -e '.[test]'"
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """A server's TLS certificate and key (PEM), and the password of its ``postgres`` account."""
+
+    certificate: bytes
+    key: bytes
+    password: str
+
+
+def make_ca(name: str) -> tuple[Any, Any, bytes]:
+    """A self-signed certificate authority: its key, its certificate and the certificate in PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .sign(key, hashes.SHA256()))
+    return key, certificate, certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def make_server_tls(ca_key: Any, ca_certificate: Any, password: str) -> ServerTls:
+    """A server certificate for 127.0.0.1 and localhost, signed by the CA."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+                   .issuer_name(ca_certificate.subject).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                               x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                  critical=False)
+                   .sign(ca_key, hashes.SHA256()))
+    return ServerTls(certificate.public_bytes(serialization.Encoding.PEM),
+                     key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()), password)
 
 
 class Unavailable(Exception):
@@ -101,7 +157,8 @@ class PostgresServer:
     """A server in a temporary directory: ``start`` runs initdb and the postmaster, ``stop`` ends the
     postmaster by its process id and removes the directory."""
 
-    def __init__(self, install: Path) -> None:
+    def __init__(self, install: Path, tls: ServerTls | None = None) -> None:
+        self.tls = tls  # with it: TLS only, password authentication (scram-sha-256), no trust
         self.prefix, self.uid, self.gid = _server_account()
         self.root = Path(tempfile.mkdtemp(prefix="pm-test-postgres-"))
         self.root.chmod(0o700)
@@ -157,10 +214,19 @@ class PostgresServer:
 
     def start(self) -> str:
         """initdb and the postmaster; returns the DSN of the ``postgres`` database."""
-        result = _run(self._command("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+        auth = ["--auth=trust"]
+        if self.tls is not None:
+            password_file = self._own(self.root / "password", self.tls.password.encode())
+            auth = ["--auth=scram-sha-256", f"--pwfile={password_file}"]
+        result = _run(self._command("initdb", "-D", str(self.data), "-U", "postgres", *auth, "-E", "UTF8",
                                     "--no-locale", "--no-sync"), timeout=_WAIT_SECONDS + 60, cwd=self.root)
         if result.returncode != 0:
             raise RuntimeError(f"initdb (as {self._who()}) failed: {result.stdout}{result.stderr}")
+        if self.tls is not None:
+            self._own(self.data / "server.crt", self.tls.certificate)
+            self._own(self.data / "server.key", self.tls.key)
+            self._own(self.data / "pg_hba.conf", b"hostssl all all 127.0.0.1/32 scram-sha-256\n"
+                                                 b"host all all 127.0.0.1/32 reject\n")
         for _ in range(3):  # the free port can be taken between the probe and the start
             self.port = _free_port()
             if self._start_postmaster():
@@ -170,6 +236,8 @@ class PostgresServer:
     def _start_postmaster(self) -> bool:
         settings = {"listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": "",
                     "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
+        if self.tls is not None:
+            settings.update(ssl="on", ssl_cert_file="server.crt", ssl_key_file="server.key")
         options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(self._command("postgres", "-D", str(self.data), *options), cwd=self.root,
@@ -186,6 +254,14 @@ class PostgresServer:
             time.sleep(0.05)
         self.stop_server()
         return False
+
+    def _own(self, path: Path, data: bytes) -> Path:
+        """Write ``data`` to ``path``, ``0600`` and owned by the server's account (PostgreSQL insists, for its key)."""
+        path.write_bytes(data)
+        path.chmod(0o600)
+        if self.uid is not None:
+            os.chown(path, self.uid, self.gid)
+        return path
 
     def _postmaster_status(self) -> tuple[int, str] | None:
         """(pid, status) from the data directory's postmaster.pid, once the server has written it whole."""
@@ -265,3 +341,50 @@ def postgres_url(postgres_dsn: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     except psycopg.Error as error:  # the server is thrown away at the end of the session anyway
         print(f"[postgres fixture] could not drop {name}: {error}")
+
+
+@dataclass(frozen=True)
+class TlsPostgres:
+    """A server that takes only TLS connections with a password: where it listens, the CA that signed its
+    certificate (a file), another CA that did not, and the password."""
+
+    host: str
+    port: int
+    ca_file: str
+    stranger_ca_file: str
+    password: str
+
+    def url(self, ca_file: str | None = None, mode: str = "verify-full") -> str:
+        """A URL without the password (it comes from ``PGPASSWORD``), checking the server against ``ca_file``."""
+        return (f"postgresql://postgres@{self.host}:{self.port}/postgres?sslmode={mode}"
+                f"&sslrootcert={ca_file or self.ca_file}")
+
+
+@pytest.fixture(scope="session")
+def postgres_tls(tmp_path_factory) -> Iterator[TlsPostgres]:
+    """A PostgreSQL server of its own for this session that takes only TLS with a password (scram-sha-256),
+    its certificate signed by a CA made here."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install 'privacy-measurement-beam[postgres]'")
+    folder = tmp_path_factory.mktemp("postgres-tls")
+    ca_key, ca_certificate, ca_pem = make_ca("pm-beam test CA")
+    _, _, stranger_pem = make_ca("another CA")
+    (folder / "ca.pem").write_bytes(ca_pem)
+    (folder / "stranger.pem").write_bytes(stranger_pem)
+    password = uuid.uuid4().hex
+    try:  # the wheel's server is built without OpenSSL: zonky's binaries from Maven Central are built with it
+        install = postgres_with_tls()
+    except ArtifactUnavailable as reason:
+        pytest.skip(str(reason))
+    try:
+        server = PostgresServer(install, make_server_tls(ca_key, ca_certificate, password))
+    except Unavailable as reason:
+        pytest.skip(str(reason))
+    try:
+        server.start()
+        assert server.port is not None
+        yield TlsPostgres("127.0.0.1", server.port, str(folder / "ca.pem"), str(folder / "stranger.pem"), password)
+    finally:
+        server.stop()

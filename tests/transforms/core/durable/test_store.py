@@ -1,16 +1,18 @@
 """The durable state stores (``transforms.core.durable``), SQLite and PostgreSQL alike (the PostgreSQL tests run a
 real server, ``tests.support.postgres``): a snapshot is written whole or not at all, keyed rows are upserted and
 deleted, the release log keeps its order, a job is claimed by one process at a time, a drained job or another
-pipeline's id is refused, and the source's dead letters are kept up to where a job resumes. Deterministic: no
-false-failure probability to state."""
+pipeline's id is refused, and the source's dead letters are kept up to where a job resumes; every value is sealed
+(nothing readable in the file, nothing opens under another key or in another place), a job continued under another
+key is refused, and the files are private. Deterministic: no false-failure probability to state."""
 from __future__ import annotations
 
 import multiprocessing
+import stat
 
 import pytest
 
 from schemas.proto import state_pb2
-from tests.support.keys import run_key
+from tests.support.keys import make_key_file, run_key
 from transforms.core.durable.positions import source_position
 from transforms.core.durable.step import DurableStep, decode_releases, encode_releases
 from transforms.core.durable.store import JobRefused, StepWrite, StoreUnavailable
@@ -146,3 +148,88 @@ def test_released_outputs_round_trip_with_their_tags():
     first, back = decode_releases(encode_releases(["x", tagged]))
     assert first == "x" and (back.tag, back.value) == ("dead_letters", ("raw", "late", "kanon"))
     assert source_position("joins", 0, {}) == state_pb2.SourcePosition(input="joins").SerializeToString()
+
+
+def test_a_job_continued_under_another_noise_or_state_key_is_refused(store_uri, tmp_path):
+    store = open_store(store_uri, run_key())
+    try:
+        claim = store.claim("job", "kanon", KEY_ID)
+        nonce = claim.noise_nonce
+        claim.release()
+        with pytest.raises(JobRefused, match=f"started under noise key {KEY_ID}, this run has fedcba9876543210"):
+            store.claim("job", "kanon", "fedcba9876543210")
+        again = store.claim("job", "kanon", KEY_ID)
+        assert again.noise_nonce == nonce and len(nonce) == 16  # the job's noise is derived as before
+        again.release()
+    finally:
+        store.close()
+    other = open_store(store_uri, make_key_file(str(tmp_path / "other.key")))
+    try:
+        with pytest.raises(JobRefused, match="started under state key"):
+            other.claim("job", "kanon", KEY_ID)
+    finally:
+        other.close()
+
+
+def test_values_are_sealed_and_open_only_under_their_key_in_their_place(tmp_path):
+    """Nothing a step writes is readable in the file (keys, values, releases, dead letters, positions); the rows
+    open under the key they were sealed with, not another, and a value moved to another row does not open."""
+    path = tmp_path / "state.sqlite"
+    store = open_store(f"sqlite:///{path}", run_key())
+    try:
+        store.claim("job", "kanon", KEY_ID).release()
+        store.save("job", "verdicts", StepWrite(_snapshot(123456789), {"k/user-4f1c2a": b"threshold-noise-0.8125"},
+                                                frozenset(), (b"released-verdict",)))
+        store.log_dead_letters("job", "joins", [(0, 7, b"raw-record-with-user-9a8b")])
+    finally:
+        store.close()
+    at_rest = b"".join(p.read_bytes() for p in tmp_path.glob("state.sqlite*") if not p.name.endswith(".lock"))
+    for clear in (b"user-4f1c2a", b"threshold-noise", b"released-verdict", b"raw-record", b"k/"):
+        assert clear not in at_rest, clear
+    reopened = open_store(f"sqlite:///{path}", run_key())
+    try:
+        assert reopened.load("job", "verdicts").keys == {"k/user-4f1c2a": b"threshold-noise-0.8125"}
+        assert reopened.resumed_dead_letters("job", "joins", {0: 8}) == [b"raw-record-with-user-9a8b"]
+    finally:
+        reopened.close()
+    stranger = open_store(f"sqlite:///{path}", make_key_file(str(tmp_path / "stranger.key")))
+    try:
+        with pytest.raises(StoreUnavailable, match="does not open with state key"):
+            stranger.load("job", "verdicts")
+    finally:
+        stranger.close()
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:  # a value copied under another step's name
+        connection.execute("UPDATE steps SET step = 'devices'")
+    moved = open_store(f"sqlite:///{path}", run_key())
+    try:
+        with pytest.raises(StoreUnavailable, match="does not open"):
+            moved.load("job", "devices")
+    finally:
+        moved.close()
+
+
+def test_the_store_its_log_and_its_locks_are_private(tmp_path):
+    path = tmp_path / "made-here" / "state.sqlite"
+    store = open_store(f"sqlite:///{path}", run_key())
+    try:
+        store.claim("job", "kanon", KEY_ID).release()
+        store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1"}))
+        files = list(path.parent.iterdir())
+        assert {p.name for p in files} >= {"state.sqlite", "state.sqlite-wal"} and any(p.suffix == ".lock" for p in files)
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files), {p.name: oct(p.stat().st_mode) for p in files}
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    finally:
+        store.close()
+
+
+def test_a_store_an_earlier_version_wrote_in_the_clear_is_refused(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "state.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, status TEXT NOT NULL)")
+        connection.execute("INSERT INTO jobs VALUES ('job', 'kanon', 'running')")
+    with pytest.raises(StoreUnavailable, match="earlier version, which kept the jobs' state in the clear"):
+        open_store(f"sqlite:///{path}", run_key())
