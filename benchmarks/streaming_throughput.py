@@ -300,6 +300,7 @@ from transforms.budgeting.state import device_codec
 from transforms.core.device_state import DeviceRecord
 from transforms.core.durable.step import DurableStep
 from transforms.core.mechanisms.noise import SeededSource
+from transforms.core.noise_key import resolve_key
 import glob
 data, store, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3])
 job, _ = measurement.parse_job(["--impressions", "x", "--conversions", "y", "--output", "o", "--policy", "cookie_monster"])
@@ -320,7 +321,7 @@ for device_id, rows in sorted(events.items()):
 for n in range(wanted):
     device_id, data_bytes = encoded[n % len(encoded)]
     shard.devices[f"{device_id}/{n // len(encoded)}"] = data_bytes
-DurableStep(f"sqlite:///{store}", "restore", "devices").open().save(shard, "devices", set(shard.devices), [], [])
+DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open().save(shard, "devices", set(shard.devices), [], [])
 print('{"devices": %d}' % len(encoded))
 """
 
@@ -331,10 +332,11 @@ from schemas.proto import state_pb2
 from transforms.budgeting.state import device_codec
 from transforms.core.durable.step import DurableStep
 from transforms.core.mechanisms.budget_units import epsilon_units
+from transforms.core.noise_key import resolve_key
 store, wanted = sys.argv[1], int(sys.argv[2])
 gc.set_threshold(*_STREAMING_GC_THRESHOLDS)  # as in a streaming run, where the restore happens
 started = time.perf_counter()
-restored = DurableStep(f"sqlite:///{store}", "restore", "devices").open().restore(state_pb2.DeviceShardState, "devices")
+restored = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open().restore(state_pb2.DeviceShardState, "devices")
 read = time.perf_counter()
 codec = device_codec(epsilon_units(1, "down"))
 devices = {device_id: codec.decode(data) for device_id, data in restored.shard.devices.items()}

@@ -188,6 +188,19 @@ def test_secret_source_uniforms_are_uniform_and_on_the_grid():
     assert ks_statistic(values, lambda x: x) <= dkw_threshold(n)
 
 
+def test_secret_source_keyed_draws_are_functions_of_secret_and_key_and_uniform():
+    """Keyed uniforms and tokens: the same for the same secret and key, another for another key or secret, on the
+    grid, and uniform over keys (DKW; false-failure probability <= 1e-6)."""
+    source, other = SecretSource(SECRET), SecretSource(bytes(32))
+    assert source.keyed_uniform(("g", 3)) == SecretSource(SECRET).keyed_uniform(("g", 3)) != other.keyed_uniform(("g", 3))
+    assert source.keyed_token(("r", 1)) == SecretSource(SECRET).keyed_token(("r", 1)) != source.keyed_token(("r", 2))
+    assert len(source.keyed_token(("r", 1))) == 32 and source.keyed_token(("r", 1)) != other.keyed_token(("r", 1))
+    n = 100_000
+    values = np.array([source.keyed_uniform(("group", "step", t)) for t in range(n)])
+    assert np.all((values > 0) & (values < 1)) and np.all(values * 2.0**53 == np.floor(values * 2.0**53))
+    assert ks_statistic(values, lambda x: x) <= dkw_threshold(n)
+
+
 def test_secret_source_discrete_laplace_has_its_variance():
     """DLap(b) on the secret stream: the sample variance within 6 standard errors of 2 e^(-1/b) / (1 - e^(-1/b))^2.
     False-failure probability about 2e-9 by the central limit theorem (200,000 draws), and at most 1/36 by

@@ -312,13 +312,25 @@ class SecretSource(RandomSource):
         return SecretSource(self._key, _encode_key(key))  # the child's own stream, keyed by a PRF of this one's
 
     def keyed_uniform(self, key: tuple) -> float:
-        return self.keyed_child(key).uniform()
+        """One keyed BLAKE2b of (key, counter) under this source's key (its own personalisation, apart from the
+        stream's blocks and the children's keys): the first 53 bits, counter 0 unless they are all zero. One hash
+        and no child, as ``SeededSource.keyed_uniform``: this runs for every keyed draw of a secure run."""
+        prefix = _encode_key(key)
+        counter = 0
+        while True:
+            digest = hashlib.blake2b(prefix + _encode_item(counter), key=self._key, digest_size=8,
+                                     person=b"keyed_uniform_v1").digest()
+            m = int.from_bytes(digest, "big") >> (64 - _GRID_BITS)
+            if m:
+                return m / _GRID
+            counter += 1
 
     def keyed_uniforms(self, key: tuple, size: int) -> np.ndarray:
         return self.keyed_child(key).uniforms(size)
 
     def keyed_token(self, key: tuple) -> str:
-        return self.keyed_child(key)._bytes(16).hex()
+        """128 bits of one keyed BLAKE2b of the key (personalised apart from the other draws)."""
+        return hashlib.blake2b(_encode_key(key), key=self._key, digest_size=16, person=b"keyed_token_v1").hexdigest()
 
 
 def make_source(seed: int | None) -> RandomSource:
