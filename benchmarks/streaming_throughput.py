@@ -321,7 +321,8 @@ for device_id, rows in sorted(events.items()):
 for n in range(wanted):
     device_id, data_bytes = encoded[n % len(encoded)]
     shard.devices[f"{device_id}/{n // len(encoded)}"] = data_bytes
-DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open().save(shard, "devices", set(shard.devices), [], [])
+step = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open()
+step.save(shard, "devices", set(shard.devices), [], [])
 print('{"devices": %d}' % len(encoded))
 """
 
@@ -336,7 +337,8 @@ from transforms.core.noise_key import resolve_key
 store, wanted = sys.argv[1], int(sys.argv[2])
 gc.set_threshold(*_STREAMING_GC_THRESHOLDS)  # as in a streaming run, where the restore happens
 started = time.perf_counter()
-restored = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open().restore(state_pb2.DeviceShardState, "devices")
+step = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open()
+restored = step.restore(state_pb2.DeviceShardState, "devices")
 read = time.perf_counter()
 codec = device_codec(epsilon_units(1, "down"))
 devices = {device_id: codec.decode(data) for device_id, data in restored.shard.devices.items()}
