@@ -32,7 +32,7 @@ demo: $(STAMP)
 	$(BIN)/python -m pipelines.generate ara --output $(DEMO_DIR)/ara --devices 5000 --days 30 --seed 7 --bad-fraction 0.001
 	$(BIN)/python -m pipelines.summary_client ara --sources '$(DEMO_DIR)/ara/sources-*' --triggers '$(DEMO_DIR)/ara/triggers-*' \
 		--output $(DEMO_DIR)/ara-reports --runner=FnApiRunner
-	rm -f $(DEMO_DIR)/ledger.db  # a fresh privacy-budget ledger, so the demo can run again
+	rm -f $(DEMO_DIR)/ledger.db $(DEMO_DIR)/ledger.db-wal $(DEMO_DIR)/ledger.db-shm  # a fresh privacy-budget ledger, so the demo can run again
 	$(BIN)/python -m pipelines.aggregate --reports '$(DEMO_DIR)/ara-reports/reports-*' --domain $(DEMO_DIR)/ara/domain.avro \
 		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
 	$(BIN)/python -m pipelines.demo_report --demo-dir $(DEMO_DIR)  # the top buckets, and $(DEMO_DIR)/index.html

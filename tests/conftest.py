@@ -1,5 +1,7 @@
 """Fixtures shared by several test modules: a real PostgreSQL server for the ledger's tests, a real Kafka-protocol
 broker for the event-bus tests and the Pub/Sub emulator when the machine has it (each started once per worker)."""
+from collections.abc import Iterator
+
 import pytest  # noqa: E402
 
 import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
@@ -12,12 +14,16 @@ from transforms.core.durable.store import STORE_ENVIRONMENT  # noqa: E402
 from transforms.core.noise_key import KEY_ENVIRONMENT
 
 
-@pytest.fixture(scope="session")
-def _noise_key_file(tmp_path_factory) -> str:
-    """The test worker's noise key, in a directory of its own."""
+@pytest.fixture(scope="session", autouse=True)
+def _noise_key_file(tmp_path_factory) -> Iterator[str]:
+    """The test worker's noise key, in a directory of its own, named by ``PM_BEAM_NOISE_KEY`` from the session's
+    start: module- and session-scoped fixtures that run pipelines come before any test's own fixtures, and must
+    not make the user's ``~/.config/pm-beam/noise.key``."""
     path = str(tmp_path_factory.mktemp("keys") / "noise.key")
     make_key_file(path)
-    return path
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEY_ENVIRONMENT, path)
+        yield path
 
 
 @pytest.fixture(autouse=True)
