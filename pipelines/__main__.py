@@ -15,6 +15,7 @@ COMMANDS = {
     "event-level": ("pipelines.event_level", "ARA event-level reports with randomized response (Ghazi et al. Alg. 4, 8)"),
     "registrations": ("pipelines.registrations", "registration logs (header JSON) in, the reports browsers send out"),
     "interop": ("pipelines.interop", "Chrome's Attribution Reporting interop cases against this project's browser"),
+    "attribution-e2e": ("pipelines.attribution_e2e", "the W3C Attribution API's end-to-end cases against this project's backend"),
     "collect-reports": ("pipelines.collect_reports", "aggregatable reports from a topic into the service's hourly batch layout"),
     "aggregate": ("pipelines.aggregate", "the Aggregation Service: noisy summary reports and a privacy-budget ledger"),
     "release": ("pipelines.release_submitted", "judge and publish a job submitted as a template, once it has finished"),
