@@ -73,6 +73,9 @@ class ApiLimits:
     max_match_values: int
     max_lookback_days: int
     max_histogram_size: int
+    # Big Bird's conversion-site quota (pdslib's TriggerQuota): micro-epsilon of the global budget each (epoch,
+    # conversion site) may consume; None, the specification's behaviour, has none
+    conversion_site_quota_per_epoch: int | None = None
 
     @property
     def epoch_seconds(self) -> int:
@@ -149,6 +152,7 @@ class Backend:
     privacy_budgets: dict[tuple[int, str], int] = field(default_factory=dict)  # (epoch, site) -> remaining
     global_budgets: dict[int, int] = field(default_factory=dict)  # epoch -> remaining
     impression_site_quotas: dict[tuple[int, str], int] = field(default_factory=dict)  # (epoch, site) -> remaining
+    conversion_site_quotas: dict[tuple[int, str], int] = field(default_factory=dict)  # (epoch, site) -> remaining
     last_browsing_history_clear: Fraction | None = None
 
     # --- sites
@@ -325,7 +329,8 @@ class Backend:
                 single_epoch: bool, l1_norm: int, deducted_quotas: set[tuple[int, str]], deducted_global: set[int]
                 ) -> bool:
         """``deduct privacy and safety budgets``: every check first (per-site budget, global budget, each impression
-        site's quota), then every deduction; nothing changes when a check fails."""
+        site's quota, and with Big Bird's option the conversion site's quota), then every deduction; nothing changes
+        when a check fails."""
         deduction, value_deduction = self._deductions(request, single_epoch, l1_norm)
         key = (epoch, site)
         if deduction > self.privacy_budgets.get(key, self.limits.per_site_privacy_budget):
@@ -336,11 +341,16 @@ class Backend:
         if any(value_deduction > self.impression_site_quotas.get(quota, self.limits.impression_site_quota_per_epoch)
                for quota in quota_keys):
             return False
+        conversion_quota = self.limits.conversion_site_quota_per_epoch
+        if conversion_quota is not None and value_deduction > self.conversion_site_quotas.get(key, conversion_quota):
+            return False
         self.privacy_budgets[key] = self.privacy_budgets.get(key, self.limits.per_site_privacy_budget) - deduction
         if epoch not in deducted_global:
             deducted_global.add(epoch)
             self.global_budgets[epoch] = (self.global_budgets.get(epoch, self.limits.global_privacy_budget_per_epoch)
                                           - value_deduction)
+            if conversion_quota is not None:
+                self.conversion_site_quotas[key] = self.conversion_site_quotas.get(key, conversion_quota) - value_deduction
         for quota in sorted(quota_keys - deducted_quotas):
             deducted_quotas.add(quota)
             self.impression_site_quotas[quota] = (
@@ -395,12 +405,15 @@ class Backend:
             return
         if not parsed:
             self.impressions, self.privacy_budgets, self.impression_site_quotas = [], {}, {}
+            self.conversion_site_quotas = {}
             self.global_budgets.clear()
         else:
             self.impressions = [impression for impression in self.impressions
                                 if impression.impression_site not in parsed]
             self.privacy_budgets = {key: left for key, left in self.privacy_budgets.items() if key[1] not in parsed}
             self.impression_site_quotas = {key: left for key, left in self.impression_site_quotas.items()
+                                           if key[1] not in parsed}
+            self.conversion_site_quotas = {key: left for key, left in self.conversion_site_quotas.items()
                                            if key[1] not in parsed}
         self.last_browsing_history_clear = now
 
