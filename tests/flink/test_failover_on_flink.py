@@ -83,6 +83,13 @@ def _checkpoints(flink_cluster, job_name: str) -> dict:
     return rest.checkpoints(flink_cluster.rest, job["jid"])["counts"]
 
 
+def _more_restores(flink_cluster, job_name: str, restores: int) -> int | None:
+    """The job's restores when there are more than ``restores``, else None; read once (the job leaves RUNNING
+    between two reads while Flink restarts it, and its counts are then not reported)."""
+    restored = _checkpoints(flink_cluster, job_name).get("restored", 0)
+    return restored if restored > restores else None
+
+
 def _run_with_kills(flink_cluster, job_name: str, driver: subprocess.Popen, produce_chunk, expected: dict) -> int:
     """Produce the chunks one by one; after each of the first ``KILLS``, SIGKILL the TaskManager as soon as the job
     has checkpointed since its last restore, start a new one, and wait until Flink restored the job. Then wait
@@ -99,8 +106,7 @@ def _run_with_kills(flink_cluster, job_name: str, driver: subprocess.Popen, prod
                  "a checkpoint with the new chunk's records in flight")
         flink_cluster.kill_taskmanager()
         flink_cluster.restart_taskmanager()
-        restores = wait_for(lambda r=restores: (_checkpoints(flink_cluster, job_name).get("restored", 0) > r
-                                                and _checkpoints(flink_cluster, job_name)["restored"]), 180,
+        restores = wait_for(lambda r=restores: _more_restores(flink_cluster, job_name, r), 180,
                             "Flink restoring the job from its last checkpoint")
     for topic, (address, group, count) in expected.items():
         wait_for(lambda t=topic, a=address, g=group, n=count: committed_offsets(a, t, g) == n, 180,
