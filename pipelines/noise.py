@@ -29,4 +29,4 @@ def noise_source(pipeline: beam.Pipeline, run: RunOptions, name: str) -> RandomS
     job = topics.durable_job(pipeline)
     if job is not None:
         return run.noise_key.source(PURPOSE, name, job.job_id, salt=job.noise_nonce)
-    return run.noise_key.source(PURPOSE, name, salt=bytes.fromhex(run.run_nonce))
+    return run.noise_key.source(PURPOSE, name, salt=run.run_nonce)

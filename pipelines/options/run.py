@@ -55,7 +55,7 @@ class RunOptions:
     state_key: KeyLocation | None = None  # the key of the state store's encryption (default: the noise key)
     accept_shared: bool = False  # open stores and keys that group or others may read (--accept-shared-files)
     # this run's own nonce: the noise of a run that continues no durable job is derived from it (a new run, new noise)
-    run_nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    run_nonce: bytes = field(default_factory=lambda: secrets.token_bytes(16))
 
     @property
     def sealing_key(self) -> KeyLocation | None:

@@ -5,7 +5,7 @@ compared with its ``expected`` and each expected error with the error thrown."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
 
 from transforms.attribution_api.mechanisms.backend import ApiLimits, AttributionError, Backend, Delegate
@@ -22,23 +22,17 @@ class EventOutcome:
     detail: str
 
 
+def _camel(name: str) -> str:
+    """``per_site_privacy_budget`` as the configuration spells it: ``perSitePrivacyBudget``."""
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
 def limits_of(config: Mapping) -> ApiLimits:
-    """The implementation-defined values of a case's configuration (CONFIG.json)."""
-    return ApiLimits(
-        aggregation_services=dict(config["aggregationServices"]),
-        privacy_budget_epoch_days=config["privacyBudgetEpochDays"],
-        per_site_privacy_budget=config["perSitePrivacyBudget"],
-        global_privacy_budget_per_epoch=config["globalPrivacyBudgetPerEpoch"],
-        impression_site_quota_per_epoch=config["impressionSiteQuotaPerEpoch"],
-        max_conversion_sites_per_impression=config["maxConversionSitesPerImpression"],
-        max_conversion_callers_per_impression=config["maxConversionCallersPerImpression"],
-        max_impression_sites_for_conversion=config["maxImpressionSitesForConversion"],
-        max_impression_callers_for_conversion=config["maxImpressionCallersForConversion"],
-        max_credit_size=config["maxCreditSize"],
-        max_match_values=config["maxMatchValues"],
-        max_lookback_days=config["maxLookbackDays"],
-        max_histogram_size=config["maxHistogramSize"],
-    )
+    """The implementation-defined values of a case's configuration (CONFIG.json: each field of ``ApiLimits`` in
+    camel case; one it does not name keeps its default)."""
+    return ApiLimits(**{field.name: config[_camel(field.name)] for field in fields(ApiLimits)
+                        if _camel(field.name) in config})
 
 
 def _expected_name(expected: object) -> str | None:

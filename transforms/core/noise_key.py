@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from transforms.core.mechanisms.noise import RandomSource, SecretSource
-from transforms.core.private_files import check_private, create_private_file
+from transforms.core.private_files import SharedFile, check_private, create_private_file
 from transforms.core.secrets import SecretUnavailable, is_environment, read_secret
 
 KEY_ENVIRONMENT = "PM_BEAM_NOISE_KEY"  # when set, the location of the key of a run that names none
@@ -115,7 +115,7 @@ def read_noise_key(location: str, accept_shared: bool = False) -> NoiseKey:
     if _is_local(location):
         try:
             check_private(location, "the noise key", accept_shared)
-        except Exception as error:  # noqa: BLE001 - SharedFile, or an OSError of stat
+        except SharedFile as error:
             raise SecretUnavailable(str(error)) from None
     try:
         return NoiseKey.parse(read_secret(location), repr(location))

@@ -53,18 +53,13 @@ def create_private_file(path: str) -> bool:
     return True
 
 
-def shared_bits(path: str) -> int:
-    """The group and other permission bits of ``path`` (0 for a private file; 0 when it cannot be found: whoever
-    opens it says why)."""
-    try:
-        return os.stat(path).st_mode & _SHARED_BITS
-    except OSError:
-        return 0
-
-
 def check_private(path: str, what: str, accept_shared: bool = False) -> None:
-    """``SharedFile`` when ``path`` exists and group or others may read or write it, unless ``accept_shared``."""
-    if shared_bits(path) and not accept_shared:
+    """``SharedFile`` when ``path`` exists and group or others may read or write it, unless ``accept_shared`` (a path
+    that cannot be found passes: whoever opens it says why)."""
+    try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return
+    if mode & _SHARED_BITS and not accept_shared:
         raise SharedFile(f"{what} {path} is readable or writable by group or others (mode {mode:04o}): "
                          f"chmod 600 {path}, or accept it with {ACCEPT_OPTION}")

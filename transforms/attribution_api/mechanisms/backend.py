@@ -267,12 +267,13 @@ class Backend:
         return self._attribute(site, intermediary_site, now, request)
 
     def _matching(self, site: str, intermediary_site: str | None, epoch: int, now: Fraction,
-                  request: ConversionRequest) -> list[Impression]:
-        """``common matching logic``: the impressions of ``epoch`` this conversion may be attributed to."""
+                  request: ConversionRequest, epochs: list[int]) -> list[Impression]:
+        """``common matching logic``: the impressions of ``epoch`` (``epochs``: each impression's) this conversion
+        may be attributed to."""
         conversion_caller = intermediary_site or site
         matched = []
-        for impression in self.impressions:
-            if self.current_epoch(impression.timestamp) != epoch:
+        for impression, impression_epoch in zip(self.impressions, epochs, strict=True):
+            if impression_epoch != epoch:
                 continue
             if now > impression.timestamp + impression.lifetime_seconds:
                 continue
@@ -298,9 +299,10 @@ class Backend:
         current = self.current_epoch(now)
         start = self._start_epoch(now)
         single_epoch = current == self.current_epoch(now - request.lookback_seconds)
+        epochs = [self.current_epoch(impression.timestamp) for impression in self.impressions]  # once per conversion
         l1_norm = 0
         if single_epoch:
-            impressions = self._matching(site, intermediary_site, current, now, request)
+            impressions = self._matching(site, intermediary_site, current, now, request, epochs)
             if not impressions:
                 return [0] * request.histogram_size
             l1_norm = sum(self._histogram(impressions, request))
@@ -308,10 +310,10 @@ class Backend:
         deducted_quotas: set[tuple[int, str]] = set()
         deducted_global: set[int] = set()
         for epoch in range(start, current + 1):
-            impressions = self._matching(site, intermediary_site, epoch, now, request)
+            impressions = self._matching(site, intermediary_site, epoch, now, request, epochs)
             if impressions and self._deduct(epoch, site, impressions, request, single_epoch, l1_norm,
                                             deducted_quotas, deducted_global):
-                matched.extend(impression for impression in impressions if impression not in matched)
+                matched.extend(impressions)  # each impression lies in one epoch: the epochs' sets are disjoint
         if not matched:
             return [0] * request.histogram_size
         return self._histogram(matched, request)
