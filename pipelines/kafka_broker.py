@@ -42,6 +42,15 @@ class BrokerUnavailable(Exception):
     """Apache Kafka's broker cannot run here (no Java, its jars could not be fetched, or it did not start)."""
 
 
+
+def _cluster_id() -> str:
+    """A random cluster id as Kafka makes one (``Uuid.randomUuid``): 16 bytes in URL-safe base64 without padding,
+    drawn again when it starts with ``-``, which the storage tool would read as an option (1 in 64 did)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
 class KafkaBroker:
     """Apache Kafka ``KAFKA_VERSION`` on 127.0.0.1:``port`` (broker and controller in one process, KRaft), with its
     log directory in a temporary directory removed when it stops; a context manager."""
@@ -90,7 +99,7 @@ class KafkaBroker:
     def start(self) -> KafkaBroker:
         try:
             properties = self._configure()
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = _cluster_id()
             formatted = subprocess.run(self._java("kafka.tools.StorageTool", "format", "--cluster-id", cluster_id,
                                                   "--config", str(properties)),
                                        capture_output=True, text=True, timeout=_START_SECONDS)
