@@ -2,8 +2,8 @@
 jobs whose workers are on several machines, or whose state must live with the rest of an operator's data.
 
 Every snapshot is one transaction; ``save``'s statements are the SQLite store's (``ON CONFLICT`` upserts). A job's
-claim is a session-level advisory lock (``pg_try_advisory_lock``) held by a connection of its own: the server
-releases it when that connection ends, however the process ends.
+claim is a session-level advisory lock (``pg_try_advisory_lock``) held by a connection of its own: released
+explicitly, and by the server when that connection ends, however the process ends.
 """
 from __future__ import annotations
 
@@ -62,7 +62,15 @@ class PostgresStore(StateStore):
         if not holder.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             holder.close()
             return None
-        return JobClaim(holder.close)
+
+        def release() -> None:
+            # unlocked before the connection closes: the server ends a closed session asynchronously, and a claim
+            # right after a release (a refused start, then the right one) could still find the lock held
+            with contextlib.suppress(self._psycopg.Error):  # a broken connection holds no lock either
+                holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            holder.close()
+
+        return JobClaim(release)
 
     def close(self) -> None:
         with self._lock:
