@@ -310,11 +310,11 @@ for prefix, spec in (("impressions-", IMPRESSION), ("conversions-", CONVERSION))
     rows, _ = read_files(sorted(glob.glob(f"{data}/{prefix}*")), spec)
     for row in rows:
         events[row.device_id].append(row)
-codec, shard, encoded = device_codec(config.capacity_units), state_pb2.DeviceShardState(version=3), []
+codec, shard, encoded = device_codec(config), state_pb2.DeviceShardState(version=3), []
 for device_id, rows in sorted(events.items()):
     rows = sort_events(rows)
     half = rows[: len(rows) // 2 + 1]  # a device half-way through its events, as a running job holds it
-    record = DeviceRecord(DeviceState(config.capacity_units))
+    record = DeviceRecord(DeviceState(config.new_filters()))
     list(replay(device_id, half, record.state, config, policy, source))
     record.cut = half[-1].event_time_micros + 1
     encoded.append((device_id, codec.encode(record)))
@@ -332,7 +332,7 @@ from pipelines.release import _STREAMING_GC_THRESHOLDS
 from schemas.proto import state_pb2
 from transforms.budgeting.state import device_codec
 from transforms.core.durable.step import DurableStep
-from transforms.core.mechanisms.budget_units import epsilon_units
+from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.core.noise_key import resolve_key
 store, wanted = sys.argv[1], int(sys.argv[2])
 gc.set_threshold(*_STREAMING_GC_THRESHOLDS)  # as in a streaming run, where the restore happens
@@ -340,7 +340,7 @@ started = time.perf_counter()
 step = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open()
 restored = step.restore(state_pb2.DeviceShardState, "devices")
 read = time.perf_counter()
-codec = device_codec(epsilon_units(1, "down"))
+codec = device_codec(MeasurementConfig())
 devices = {device_id: codec.decode(data) for device_id, data in restored.shard.devices.items()}
 shard_bytes = restored.shard.SerializeToString()  # the shard's record, as the step writes it into Beam state
 done = time.perf_counter()

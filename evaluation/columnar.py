@@ -180,7 +180,7 @@ def _replay(table: ConversionTable, candidates: np.ndarray, config: MeasurementC
     dropped: list[int] = []
     consumed: list[tuple[int, int, int, int]] = []
     for device, device_id, events in table.dataset.device_events(candidates):
-        state = DeviceState(config.capacity_units)
+        state = DeviceState(config.new_filters())
         for report in replay(device_id, events, state, config, policy, _NO_SOURCE, report_ids=False):
             histograms.append(report.histogram)
             charged.append(report.charged_units)

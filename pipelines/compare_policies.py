@@ -20,6 +20,7 @@ import sys
 
 from pipelines.common import CliParser, InputError, configure_logging, fail
 from pipelines.measurement import add_job_options, job_of, run
+from pipelines.options.measurement import API_BUDGET_OPTIONS, policy_name
 from transforms.budgeting.mechanisms.policies import POLICIES
 
 COLUMNS = (
@@ -30,7 +31,7 @@ COLUMNS = (
 
 def policy_list(text: str) -> list[str]:
     """The value of ``--policies``: some of the policies, comma-separated."""
-    chosen = [policy.strip() for policy in text.split(",") if policy.strip()]
+    chosen = [policy_name(policy.strip()) for policy in text.split(",") if policy.strip()]
     if not chosen or any(policy not in POLICIES for policy in chosen):
         raise argparse.ArgumentTypeError(f"must list some of {', '.join(POLICIES)}, got {text!r}")
     return chosen
@@ -41,7 +42,8 @@ def build_parser() -> CliParser:
         beam_options=True,
         prog="python -m pipelines.compare_policies",
         description="The measurement job once per budgeting policy on the same data, side by side (Cookie Monster paper Fig. 4). "
-        "Every option of pipelines.measurement applies, except --policy.",
+        "Every option of pipelines.measurement applies, except --policy; the Attribution API's budget options "
+        "apply to its policies only.",
     )
     parser.add_argument("--policies", type=policy_list, default=",".join(POLICIES),
                         help=f"comma-separated policies to compare (default {','.join(POLICIES)})")
@@ -55,7 +57,8 @@ def compare(argv: list[str]) -> tuple[list[dict], str]:
     args, beam_args = build_parser().parse_known_args(argv)
     rows = []
     for policy in args.policies:
-        options = argparse.Namespace(**{**vars(args), "policy": policy, "emit_budgets": True,
+        api_budgets = {} if POLICIES[policy].global_filters else dict.fromkeys(API_BUDGET_OPTIONS)
+        options = argparse.Namespace(**{**vars(args), **api_budgets, "policy": policy, "emit_budgets": True,
                                         "output": os.path.join(args.output, policy)})
         summary = run(job_of(options), beam_args)
         counts, stats = summary["counts"], summary["SENSITIVE_budget_statistics"] or {}

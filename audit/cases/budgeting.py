@@ -57,8 +57,7 @@ def make_filter_case(policy: str, query_epsilon: Fraction = Fraction(1, 2), quer
     mechanism = make_policy(policy)
 
     def batches(side: str, source: RandomSource) -> list:
-        state = DeviceState(config.capacity_units)
-        state.filters = filters_of(config.capacity_units)
+        state = DeviceState(filters_of(config.capacity_units))
         reports = replay("device", _events(side, queries, query_epsilon), state, config, mechanism, source)
         return [make_batch(QUERIER, report.query_key, 0, [report]) for report in reports]
 

@@ -1,8 +1,9 @@
 """The options of on-device budgeting (Cookie Monster, Cookie Monster paper) and their reading into a ``MeasurementConfig``.
 
-Three groups, each mapping one to one onto the configuration: budgeting (policy, epochs, attribution windows,
-the filters' capacity eps_G; defaults of Cookie Monster paper Sec. 8.1), queries (batch size B and the accuracy target that
-sets every epsilon, Sec. 4.2) and bias detection (Appendix D).
+Four groups, each mapping one to one onto the configuration: budgeting (policy, epochs, attribution windows,
+the filters' capacity eps_G; defaults of Cookie Monster paper Sec. 8.1), the Attribution API's global budget and
+quotas (Big Bird), queries (batch size B and the accuracy target that sets every epsilon, Sec. 4.2) and bias
+detection (Appendix D).
 """
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
     """Declares the budgeting (with ``policy``, the ``--policy`` option too), query and bias-detection groups."""
     budget = parser.add_argument_group("budgeting (defaults: Cookie Monster paper Sec. 8.1)")
     if policy:
-        budget.add_argument("--policy", choices=tuple(POLICIES), default="cookie_monster", help="default cookie_monster")
+        budget.add_argument("--policy", type=policy_name, choices=tuple(POLICIES), default="cookie_monster",
+                            help="default cookie_monster; attribution_api and big_bird: the W3C Attribution API's "
+                            "budgets (docs/attribution-api.md); '-' may stand for '_'")
     budget.add_argument("--epoch-days", type=POSITIVE_INTEGER, default=DEFAULT_EPOCH_DAYS,
                         help="epoch length in days (default 7)")
     budget.add_argument("--epoch-origin", default="1970-01-01", help="UTC start of epoch 0 (default 1970-01-01)")
@@ -38,6 +41,17 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
     )
     budget.add_argument("--epsilon-g", type=POSITIVE_EXACT, default=Fraction(1),
                         help="capacity eps_G of each (querier, device, epoch) filter (default 1)")
+    api = parser.add_argument_group(
+        "the Attribution API's budgets (--policy attribution_api or big_bird; Big Bird, Tholoniat et al. Sec. 4)")
+    api.add_argument("--global-epsilon", type=optional_epsilon,
+                     help=f"global budget of each device-epoch, over every site (default {GLOBAL_TIMES} x "
+                     "--epsilon-g, the ratio of the specification's test configuration; 'none': no global budget)")
+    api.add_argument("--impression-quota-epsilon", type=optional_epsilon,
+                     help=f"quota of the global budget per (device-epoch, impression site) (default {IMPRESSION_TIMES} "
+                     "x --epsilon-g; 'none': no quota)")
+    api.add_argument("--conversion-quota-epsilon", type=optional_epsilon,
+                     help=f"quota of the global budget per (device-epoch, conversion site) (big_bird: default "
+                     f"{CONVERSION_TIMES} x --epsilon-g; attribution_api: none, as the specification)")
     query = parser.add_argument_group("queries")
     query.add_argument("--batch-size", type=POSITIVE_INTEGER, default=DEFAULT_BATCH_SIZE,
                        help="reports per query, B (default 2000)")
@@ -64,6 +78,40 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
         "--heartbeats", action="store_true",
         help="a heartbeat event in every device-epoch: the count is then exactly the out-of-budget epochs",
     )
+
+
+GLOBAL_TIMES, IMPRESSION_TIMES, CONVERSION_TIMES = 8, 4, 2  # defaults, in multiples of eps_G
+_NONE = "none"
+API_BUDGET_OPTIONS = ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon")
+
+
+def policy_name(text: str) -> str:
+    """A policy's name, with '-' read as '_' (``--policy big-bird``)."""
+    return text.replace("-", "_")
+
+
+def optional_epsilon(text: str) -> Fraction | str:
+    """A positive exact epsilon, or 'none'."""
+    return _NONE if text.strip().lower() == _NONE else POSITIVE_EXACT(text)
+
+
+def _api_budgets(args: argparse.Namespace) -> dict:
+    """The Attribution API policies' global budget and quotas (``MeasurementConfig`` fields): the defaults as
+    multiples of eps_G, 'none' as no filter; for the other policies, none (and an error if one was given)."""
+    given = {name: getattr(args, name) for name in API_BUDGET_OPTIONS}
+    if not POLICIES[args.policy].global_filters:
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise CliError(f"--{named[0].replace('_', '-')} applies to --policy attribution_api or big_bird")
+        return {}
+    defaults = {"global_epsilon": GLOBAL_TIMES, "impression_quota_epsilon": IMPRESSION_TIMES,
+                "conversion_quota_epsilon": CONVERSION_TIMES if args.policy == "big_bird" else None}
+    budgets = {}
+    for name, value in given.items():
+        if value is None:
+            value = None if defaults[name] is None else defaults[name] * args.epsilon_g
+        budgets[name] = None if value == _NONE else value
+    return budgets
 
 
 def _origin_micros(text: str) -> int:
@@ -98,6 +146,7 @@ def measurement_config(args: argparse.Namespace) -> MeasurementConfig:
             max_window_days=args.max_attribution_window_days,
             accuracy=accuracy,
             bias=bias,
+            **_api_budgets(args),
         )
     except ValueError as error:
         raise CliError(str(error)) from None

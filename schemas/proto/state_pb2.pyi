@@ -227,14 +227,16 @@ class BudgetDeviceState(_message.Message):
     def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Union[ImpressionColumns, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ..., filter_columns: _Optional[_Union[FilterColumns, _Mapping]] = ...) -> None: ...
 
 class FilterColumns(_message.Message):
-    __slots__ = ("querier_sites", "epochs", "consumed_units")
+    __slots__ = ("querier_sites", "epochs", "consumed_units", "kinds")
     QUERIER_SITES_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
     querier_sites: _containers.RepeatedScalarFieldContainer[str]
     epochs: _containers.RepeatedScalarFieldContainer[int]
     consumed_units: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, querier_sites: _Optional[_Iterable[str]] = ..., epochs: _Optional[_Iterable[int]] = ..., consumed_units: _Optional[_Iterable[int]] = ...) -> None: ...
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, querier_sites: _Optional[_Iterable[str]] = ..., epochs: _Optional[_Iterable[int]] = ..., consumed_units: _Optional[_Iterable[int]] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ContributionBudgetState(_message.Message):
     __slots__ = ("contributions", "total")

@@ -24,30 +24,36 @@ from tests.support.crash import no_job_outlives_its_test  # noqa: F401  (autouse
 from tests.support.kafka import consume_all, fresh_topic, produce
 
 MEASUREMENT = ("--policy", "cookie_monster", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+# the Attribution API's budgets with Big Bird's quotas, tight enough to refuse epochs: their filters are restored too
+BIG_BIRD = ("--policy", "big_bird", "--global-epsilon", "0.6", "--impression-quota-epsilon", "0.4",
+            "--conversion-quota-epsilon", "0.5", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+POLICIES = {"cookie_monster": MEASUREMENT, "big_bird": BIG_BIRD}
 MEASUREMENT_LATENESS = ["--allowed-lateness-seconds", str(7 * 86_400)]  # a piece spans 2.4 days of event time
 
 
 @pytest.fixture(scope="module")
 def population(tmp_path_factory):
-    """200 devices' impressions and conversions over 60 days, and what the batch job releases from them."""
+    """200 devices' impressions and conversions over 60 days, and where the batch job's outputs from them are,
+    under each of ``POLICIES``."""
     from pipelines import measurement
     from tests.support.measurement_data import random_population, write_jsonl
 
     impressions, conversions = random_population(seed=17, devices=200)
     directory = tmp_path_factory.mktemp("population")
     files = write_jsonl(directory / "i.jsonl", impressions), write_jsonl(directory / "c.jsonl", conversions)
-    assert measurement.main(["--impressions", files[0], "--conversions", files[1], "--output",
-                             str(directory / "batch"), *MEASUREMENT]) == 0
-    return impressions, conversions, directory / "batch"
+    for policy, options in POLICIES.items():
+        assert measurement.main(["--impressions", files[0], "--conversions", files[1], "--output",
+                                 str(directory / policy), *options]) == 0
+    return impressions, conversions, directory
 
 
 def _measurement_arguments(address: str, topics: tuple[str, str], results: str, output: Path, store: Path, *,
-                           stop: str) -> list[str]:
+                           stop: str, policy: str) -> list[str]:
     return ["pipelines.measurement", "--impressions", f"kafka://{address}/{topics[0]}?group=crash&stop={stop}",
             "--conversions", f"kafka://{address}/{topics[1]}?group=crash&stop={stop}", "--output", str(output),
             "--output-topic", f"kafka://{address}/{results}", "--state-store", f"sqlite:///{store}",
             "--job-id", "measurement-crash", "--progress-seconds", "0.2", *crash.SNAPSHOTS, *MEASUREMENT_LATENESS,
-            *MEASUREMENT]
+            *POLICIES[policy]]
 
 
 def _events_in_time_order(impressions, conversions) -> list[tuple[int, bytes]]:
@@ -65,29 +71,31 @@ def _produce_events(address: str, topics: tuple[str, str], events: list[tuple[in
 
 
 MEASUREMENT_KILL_POINTS = [
-    ("before the first snapshot", None, 0),
-    ("in the middle of the second snapshot", "2", None),
-    ("between snapshots, halfway", None, 500),
-    ("in the middle of the end's snapshot", "end", None),
-    ("just after the end's snapshot", "after:end", None),
+    ("cookie_monster", "before the first snapshot", None, 0),
+    ("cookie_monster", "in the middle of the second snapshot", "2", None),
+    ("cookie_monster", "between snapshots, halfway", None, 500),
+    ("cookie_monster", "in the middle of the end's snapshot", "end", None),
+    ("cookie_monster", "just after the end's snapshot", "after:end", None),
+    ("big_bird", "between snapshots, halfway", None, 500),
 ]
 
 
-@pytest.mark.parametrize(("moment", "fault", "read"), MEASUREMENT_KILL_POINTS,
-                         ids=[p[0] for p in MEASUREMENT_KILL_POINTS])
+@pytest.mark.parametrize(("policy", "moment", "fault", "read"), MEASUREMENT_KILL_POINTS,
+                         ids=[f"{p[0]}, {p[1]}" for p in MEASUREMENT_KILL_POINTS])
 def test_the_measurement_job_killed_and_restarted_releases_the_same_reports_and_budgets(
-        kafka_broker, population, tmp_path, moment, fault, read):
+        kafka_broker, population, tmp_path, policy, moment, fault, read):
     """Reports and budgets are per device and equal the batch job's; which reports share a query batch follows the
     firings (different in every live run), so the query results are compared by their shape, and each result's
     id must carry one value."""
-    impressions, conversions, batch = population
+    impressions, conversions, batches = population
+    batch = batches / policy
     topics, results = (fresh_topic("crash-impressions"), fresh_topic("crash-conversions")), fresh_topic("results")
     store = tmp_path / "state.sqlite"
     events = _events_in_time_order(impressions, conversions)
     if fault in ("end", "after:end"):
         _produce_events(kafka_broker.address, topics, events)
         job = crash.start(_measurement_arguments(kafka_broker.address, topics, results, tmp_path / "first", store,
-                                            stop="end"), fault)
+                                            stop="end", policy=policy), fault)
         printed = job.communicate(timeout=300)[0]
     else:
         # both topics exist before the job joins them: the first piece, and the first conversion (conversions
@@ -96,7 +104,7 @@ def test_the_measurement_job_killed_and_restarted_releases_the_same_reports_and_
         chunks = crash.chunks([event for event in events if event is not first_conversion])
         _produce_events(kafka_broker.address, topics, [*chunks[0], first_conversion])
         job = crash.start(_measurement_arguments(kafka_broker.address, topics, results, tmp_path / "first", store,
-                                            stop="never"), fault)
+                                            stop="never", policy=policy), fault)
         started = "".join(crash.reading(job))
         if read == 0:
             job.kill()
@@ -111,7 +119,7 @@ def test_the_measurement_job_killed_and_restarted_releases_the_same_reports_and_
     assert job.returncode == -signal.SIGKILL, printed
     snapshotted = crash.snapshots(store)
     again = crash.start(_measurement_arguments(kafka_broker.address, topics, results, tmp_path / "again", store,
-                                          stop="end"))
+                                          stop="end", policy=policy))
     rest, _ = again.communicate(timeout=300)
     assert again.returncode == 0, rest
     assert ("state: job measurement-crash restored" in rest) == (snapshotted > 0), rest

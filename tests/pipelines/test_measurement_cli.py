@@ -54,10 +54,12 @@ def test_a_run_writes_its_outputs_and_a_summary(nike, tmp_path, capsys):
     assert "dead letters 1 (missing_field:event_time_micros 1)" in printed
 
 
-def test_streaming_writes_the_same_outputs_as_batch(tmp_path, capsys):
+@pytest.mark.parametrize("policy", [("ipa_like",),
+                                    ("big-bird", "--global-epsilon", "0.6", "--impression-quota-epsilon", "0.4")])
+def test_streaming_writes_the_same_outputs_as_batch(tmp_path, capsys, policy):
     impressions, conversions = random_population(seed=11)
     paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
-    options = ("--policy", "ipa_like", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+    options = ("--policy", *policy, "--batch-size", "3", "--seed", "5", "--emit-budgets")
     assert _run(capsys, *paths, tmp_path / "batch", *options)[0] == 0
     assert _run(capsys, *paths, tmp_path / "stream", *options, "--streaming")[0] == 0
     for prefix in ("reports", "query_results", "incomplete_batches", "SENSITIVE_device_epoch_budgets"):
@@ -103,6 +105,8 @@ def test_bias_detection_adds_the_count_and_the_bound(nike, tmp_path, capsys):
         (("--epoch-origin", "yesterday"), "--epoch-origin must be an ISO date"),
         (("--policy", "bogus"), "invalid choice"),
         (("--attribution-window-days", "100"), "between 1 day and the longest allowed window"),
+        (("--global-epsilon", "2"), "--global-epsilon applies to --policy attribution_api or big_bird"),
+        (("--policy", "big-bird", "--impression-quota-epsilon", "0"), "must be a number > 0"),
     ],
 )
 def test_bad_options_are_one_line_errors(nike, tmp_path, capsys, extra, message):
@@ -122,8 +126,10 @@ def test_compare_policies_prints_and_writes_the_table(nike, tmp_path, capsys):
     assert compare_policies.main(argv) == 0
     printed = capsys.readouterr().out
     rows = {row["policy"]: row for row in json.loads((output / "results.json").read_text())["comparison"]}
-    assert set(rows) == {"cookie_monster", "ara_like", "ipa_like"}
+    assert set(rows) == {"cookie_monster", "ara_like", "ipa_like", "attribution_api", "big_bird"}
     assert rows["cookie_monster"]["average_epsilon"] == pytest.approx(1.35 / 9)
+    # the default global budget (8) and quotas (4; big_bird's conversion quota 2) do not bind on ann's 1.35
+    assert rows["attribution_api"]["average_epsilon"] == rows["big_bird"]["average_epsilon"] == pytest.approx(1.35 / 9)
     assert rows["ara_like"]["average_epsilon"] == pytest.approx((1.0 + 5 * 0.5) / 9)  # see test_measurement.py
     assert rows["ipa_like"]["maximum_epsilon"] == 0.5
     assert "cookie_monster" in printed and (output / "comparison.csv").exists()

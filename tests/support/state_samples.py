@@ -134,7 +134,7 @@ BUDGET_ROWS = sort_events(_one_device([*IMPRESSIONS, *CONVERSIONS]))
 
 def _budget_before() -> DeviceRecord:
     first, rest = _halves(BUDGET_ROWS)
-    record = DeviceRecord(DeviceState(BUDGET_CONFIG.capacity_units))
+    record = DeviceRecord(DeviceState(BUDGET_CONFIG.new_filters()))
     list(replay(first[0].device_id, first, record.state, BUDGET_CONFIG, make_policy(BUDGET_CONFIG.policy),
                 SeededSource(SEED)))
     record.cut = first[-1].event_time_micros + 1
@@ -154,7 +154,7 @@ def _reports() -> list:
     events = sort_events([*IMPRESSIONS, *CONVERSIONS])
     reports = []
     for device_id in sorted({row.device_id for row in events}):
-        device = DeviceState(BUDGET_CONFIG.capacity_units)
+        device = DeviceState(BUDGET_CONFIG.new_filters())
         reports += replay(device_id, [row for row in events if row.device_id == device_id], device, BUDGET_CONFIG,
                           make_policy(BUDGET_CONFIG.policy), SeededSource(SEED))
     return reports
@@ -183,7 +183,7 @@ SAMPLES: dict[str, StateSample] = {
     "paa_device": StateSample(client_record_codec(PAA), _client_before(PAA, PAA_ROWS), _client_after(PAA)),
     "event_level_device": StateSample(device_record_codec_for(1.0, SeededSource(SEED)), _event_level_before,
                                       _event_level_after),
-    "budget_device": StateSample(device_codec(BUDGET_CONFIG.capacity_units), _budget_before, _budget_after),
+    "budget_device": StateSample(device_codec(BUDGET_CONFIG), _budget_before, _budget_after),
     "measurement_queries": StateSample(queries_codec(3), _queries_before, _queries_after),
 }
 

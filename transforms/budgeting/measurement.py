@@ -152,7 +152,7 @@ class _ReplayShardsFn(beam.DoFn):
         for device_id in sorted(devices):
             events = devices[device_id]
             events.sort(key=event_order)
-            state = DeviceState(self._config.capacity_units)
+            state = DeviceState(self._config.new_filters())
             for report in replay(device_id, events, state, self._config, self._policy, self._source):
                 reports += 1
                 yield report
@@ -272,11 +272,11 @@ class _DeviceFn(DeviceShardFn):
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)
         self._ipa = self._config.policy == "ipa_like"
-        self.codec = device_codec(self._config.capacity_units)
+        self.codec = device_codec(self._config)
         self.side_codec = queries_codec(self._batch_size)
 
     def new_record(self) -> DeviceRecord:
-        return DeviceRecord(DeviceState(self._config.capacity_units))
+        return DeviceRecord(DeviceState(self._config.new_filters()))
 
     def new_side(self) -> QueriesRecord:
         return QueriesRecord(self._batch_size)
@@ -329,7 +329,7 @@ class _DeviceFn(DeviceShardFn):
         """The first time at which the device's oldest epoch is out of every window: the start of the next epoch
         plus the window."""
         device = record.state
-        kept = [epoch for _, epoch in device.filters.consumed] + list(device.impressions)
+        kept = [filter_key[1] for filter_key in device.filters.consumed] + list(device.impressions)
         if not kept:
             return None
         return self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros

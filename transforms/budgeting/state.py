@@ -8,12 +8,15 @@ Privacy: the filters' consumption is what must survive a restart (Cookie Monster
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from schemas.proto import state_pb2
 from schemas.row_messages import message_of, row_of
 from schemas.rows import DeviceEpochBudget, Impression
-from transforms.budgeting.mechanisms.device import DeviceState, ReportRecord
+from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, ReportRecord
 from transforms.budgeting.mechanisms.queries import BatchCutter
 from transforms.core.device_state import device_record_codec
+from transforms.core.mechanisms.global_filters import FilterId, FilterSet
 from transforms.core.state import StateCodec
 
 
@@ -42,18 +45,22 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
         for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
             message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
                                    campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
-    consumed = device.filters.consumed  # (querier site, epoch) -> units
+    consumed = device.filters.consumed  # (querier site, epoch) -> units, or FilterId (kind, epoch, site) -> units
     if consumed:
-        querier_sites, epochs = zip(*consumed, strict=True)
         filters = message.filter_columns
-        filters.querier_sites.extend(querier_sites)
+        if isinstance(device.filters, FilterSet):
+            kinds, epochs, sites = zip(*consumed, strict=True)
+            filters.kinds.extend(kinds)
+        else:
+            sites, epochs = zip(*consumed, strict=True)
+        filters.querier_sites.extend(sites)
         filters.epochs.extend(epochs)
         filters.consumed_units.extend(consumed.values())
     if device.occupied:
         message.occupied_epochs.extend(sorted(device.occupied))
 
 
-def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> DeviceState:
+def _device_from(message: state_pb2.BudgetDeviceState, config: MeasurementConfig) -> DeviceState:
     impressions = {entry.epoch: [row_of(Impression, row) for row in entry.impressions] for entry in message.impressions}
     attributes = [(entry.publisher_site, entry.advertiser_site, entry.campaign_id, entry.product_id,
                    tuple(entry.filter_keys)) for entry in message.attributes]
@@ -63,15 +70,19 @@ def _device_from(message: state_pb2.BudgetDeviceState, capacity_units: int) -> D
         impressions.setdefault(epoch, []).append(Impression(device_id, time, impression_id, *attributes[code]))
     consumed = _filters_from(message.filters)
     filters = message.filter_columns
-    consumed.update(zip(zip(filters.querier_sites, filters.epochs, strict=True), filters.consumed_units, strict=True))
-    device = DeviceState(capacity_units, impressions, consumed)
+    keys: Iterable = zip(filters.querier_sites, filters.epochs, strict=True)
+    if filters.kinds:
+        keys = map(FilterId, filters.kinds, filters.epochs, filters.querier_sites)
+    consumed.update(zip(keys, filters.consumed_units, strict=True))
+    device = DeviceState(config.new_filters(consumed), impressions)
     device.occupied = set(message.occupied_epochs)
     return device
 
 
-def device_codec(capacity_units: int) -> StateCodec:
-    """The codec of a device's record (``DeviceRecordState``) whose state is its ``DeviceState``."""
-    return device_record_codec("budget_device", _device_to, lambda message: _device_from(message, capacity_units))
+def device_codec(config: MeasurementConfig) -> StateCodec:
+    """The codec of a device's record (``DeviceRecordState``) whose state is its ``DeviceState`` (filters as
+    ``config.new_filters`` makes them)."""
+    return device_record_codec("budget_device", _device_to, lambda message: _device_from(message, config))
 
 
 class QueriesRecord:

@@ -122,6 +122,11 @@ CONFIGS = {
     "ipa_like": MeasurementConfig(policy="ipa_like"),
     "cookie_monster+bias": MeasurementConfig(bias=BiasDetection(Fraction(1, 2), heartbeats=True)),
     "ara_like+bias": MeasurementConfig(policy="ara_like", bias=BiasDetection(Fraction(2), count="reports")),
+    # the Attribution API's budgets, tight enough that the global budget and the quotas refuse some epochs
+    "attribution_api": MeasurementConfig(policy="attribution_api", global_epsilon=Fraction(3, 5),
+                                         impression_quota_epsilon=Fraction(2, 5)),
+    "big_bird": MeasurementConfig(policy="big_bird", global_epsilon=Fraction(1), impression_quota_epsilon=Fraction(4, 5),
+                                  conversion_quota_epsilon=Fraction(1, 2)),
 }
 
 

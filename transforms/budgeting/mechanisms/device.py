@@ -27,6 +27,7 @@ from transforms.budgeting.mechanisms.bias import BiasDetection, bias_weight
 from transforms.budgeting.mechanisms.policies import BudgetPolicy, make_policy
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 from transforms.core.mechanisms.budget_units import epsilon_units, units_float
+from transforms.core.mechanisms.global_filters import SITE, FilterCapacities, FilterId, FilterSet
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.mechanisms.time_steps import EpochClock
 
@@ -45,13 +46,26 @@ class MeasurementConfig:
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
     accuracy: AccuracyTarget | None = None
     bias: BiasDetection | None = None
+    # the Attribution API's policies (attribution_api, big_bird): per device-epoch, the global budget, each
+    # impression site's and each conversion site's quota of it (Big Bird); None: no such filter
+    global_epsilon: Fraction | None = None
+    impression_quota_epsilon: Fraction | None = None
+    conversion_quota_epsilon: Fraction | None = None
 
     def __post_init__(self) -> None:
         policy = make_policy(self.policy)
         if self.bias is not None and not policy.supports_bias_detection:
-            raise ValueError(f"bias detection (Appendix D) needs an on-device policy; {self.policy} drops no data")
+            raise ValueError(f"bias detection (Appendix D) needs an on-device policy of the Cookie Monster paper "
+                             f"(cookie_monster, ara_like), not {self.policy}")
         if self.capacity_epsilon <= 0:
             raise ValueError(f"the per-epoch capacity eps_G must be > 0, got {self.capacity_epsilon}")
+        for name in ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon"):
+            value = getattr(self, name)
+            if value is not None and not policy.global_filters:
+                raise ValueError(f"{name} applies to the Attribution API's policies (attribution_api, big_bird), "
+                                 f"not {self.policy}")
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
         if not 1 <= self.default_window_days <= self.max_window_days:
             raise ValueError(
                 f"the default attribution window ({self.default_window_days} days) must be between 1 day and the "
@@ -65,6 +79,22 @@ class MeasurementConfig:
     @cached_property
     def capacity_float(self) -> float:
         return float(self.capacity_epsilon)
+
+    @cached_property
+    def filter_capacities(self) -> FilterCapacities:
+        """The Attribution API policies' filters in budget units (capacities rounded down)."""
+        def units(epsilon: Fraction | None) -> int | None:
+            return None if epsilon is None else epsilon_units(epsilon, "down")
+
+        return FilterCapacities(self.capacity_units, units(self.global_epsilon), units(self.impression_quota_epsilon),
+                                units(self.conversion_quota_epsilon))
+
+    def new_filters(self, consumed: dict | None = None) -> FilterTable | FilterSet:
+        """A device's filters: (querier, epoch) filters of capacity eps_G, or, for the Attribution API's policies,
+        the per-site, global and quota filters of ``filter_capacities``."""
+        if make_policy(self.policy).global_filters:
+            return FilterSet(self.filter_capacities, consumed)
+        return FilterTable(self.capacity_units, consumed)
 
     @property
     def max_window_micros(self) -> int:
@@ -86,12 +116,20 @@ class MeasurementConfig:
             "bias_detection": None if bias is None else {
                 "kappa": str(bias.kappa), "count": bias.count, "beta": bias.beta, "heartbeats": bias.heartbeats,
             },
+            **({"global_epsilon": _text(self.global_epsilon),
+                "impression_quota_epsilon": _text(self.impression_quota_epsilon),
+                "conversion_quota_epsilon": _text(self.conversion_quota_epsilon)}
+               if make_policy(self.policy).global_filters else {}),
         }
 
     def oldest_reachable_epoch(self, time_micros: int) -> int:
         """The oldest epoch a conversion at ``time_micros`` may read: the epoch of t minus the longest window.
         Filters and impressions of older epochs can never be used again by conversions at or after t."""
         return self.clock.epoch_of(time_micros - self.max_window_micros)
+
+
+def _text(epsilon: Fraction | None) -> str | None:
+    return None if epsilon is None else str(epsilon)
 
 
 def resolve_request(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range] | str:
@@ -151,14 +189,15 @@ class ReportRecord(NamedTuple):
 
 
 class DeviceState:
-    """What a device keeps: impressions per epoch (time ordered), its filters, keyed (querier, epoch), and
-    the epochs in which it holds any event (``occupied``, for Appendix D bias detection)."""
+    """What a device keeps: impressions per epoch (time ordered), its filters (``MeasurementConfig.new_filters``:
+    keyed (querier, epoch), or ``FilterId``s whose second item is the epoch too), and the epochs in which it holds
+    any event (``occupied``, for Appendix D bias detection)."""
 
     __slots__ = ("impressions", "filters", "occupied")
 
-    def __init__(self, capacity_units: int, impressions: dict | None = None, consumed: dict | None = None) -> None:
+    def __init__(self, filters: FilterTable | FilterSet, impressions: dict | None = None) -> None:
         self.impressions: dict[int, list[Impression]] = {} if impressions is None else impressions
-        self.filters = FilterTable(capacity_units, consumed)
+        self.filters = filters
         self.occupied: set[int] = set()
 
     def forget_before(self, epoch: int) -> None:
@@ -259,12 +298,17 @@ def sort_events(events: Iterable[Impression | Conversion]) -> list:
 def budget_rows(
     device_id: str, consumed: dict, config: MeasurementConfig, keys: Iterable | None = None
 ) -> list[DeviceEpochBudget]:
-    """SENSITIVE: a device's consumption per (querier, epoch) it was asked about (all of ``consumed``, or ``keys``)."""
+    """SENSITIVE: a device's consumption per (querier, epoch) it was asked about (all of ``consumed``, or ``keys``);
+    of a ``FilterSet``, its per-site filters (the querier's)."""
     capacity = config.capacity_float
-    return [
-        DeviceEpochBudget(key[0], device_id, key[1], units_float(consumed[key]), capacity)
-        for key in (consumed if keys is None else keys)
-    ]
+    rows = []
+    for key in (consumed if keys is None else keys):
+        if type(key) is FilterId:
+            if key.kind == SITE:
+                rows.append(DeviceEpochBudget(key.site, device_id, key.epoch, units_float(consumed[key]), capacity))
+        else:
+            rows.append(DeviceEpochBudget(key[0], device_id, key[1], units_float(consumed[key]), capacity))
+    return rows
 
 
 def with_central(row: DeviceEpochBudget, central_consumed: dict) -> DeviceEpochBudget:

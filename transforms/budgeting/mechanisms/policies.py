@@ -16,6 +16,12 @@ each epoch of its window into a fixed-shape histogram, paying budget from a
   relevant events and the budget is paid centrally per (querier, epoch) when
   the query runs (``query.CentralBudget``). The device only records which
   epochs the report read, for budget statistics.
+* ``AttributionApi``, the W3C Attribution API's budgets (``api.bs``, "deduct
+  privacy and safety budgets") over Cookie Monster's losses: besides the
+  querier's per-site filter, each epoch's global filter and the quotas of the
+  impression sites read (and, ``BigBird``, of the conversion site) pay, all
+  of an epoch's filters or none (``core.mechanisms.global_filters``; Big
+  Bird: Tholoniat et al., "Beyond Per-Querier Budgets").
 
 The shape of a report (m entries, m + 1 with Appendix D bias detection) never
 depends on budget state: a report that cannot pay is all zeros, not absent (no
@@ -34,6 +40,7 @@ from schemas.rows import AttributionRequest, Impression
 from transforms.budgeting.mechanisms.attribution import attribution_histogram
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, as_fraction
+from transforms.core.mechanisms.global_filters import SITE, FilterId, FilterSet, epoch_charges
 
 if TYPE_CHECKING:  # pragma: no cover
     from transforms.budgeting.mechanisms.bias import BiasDetection
@@ -106,11 +113,12 @@ class BudgetPolicy(ABC):
     name: str
     guarantee: str  # what a querier site's results are, in words (Cookie Monster paper Thm. 1 and Sec. 8.1)
     supports_bias_detection = True
+    global_filters = False  # True: the device's filters are a ``FilterSet`` (per-site, global, quotas)
 
     @abstractmethod
     def generate_report(
         self,
-        filters: FilterTable,
+        filters: FilterTable | FilterSet,
         querier_site: str,
         epochs: range,
         relevant_by_epoch: Mapping[int, Sequence[Impression]],
@@ -191,11 +199,65 @@ class IpaLike(BudgetPolicy):
         return ReportOutcome(attribution_histogram(events, request, value), 0, 0)
 
 
-POLICIES: dict[str, BudgetPolicy] = {policy.name: policy for policy in (CookieMonster(), AraLike(), IpaLike())}
+class AttributionApi(BudgetPolicy):
+    """The W3C Attribution API's budgeting (``api.bs``, "do attribution and fill a histogram" and "deduct privacy
+    and safety budgets") with Cookie Monster's individual losses (Thm. 4).
+
+    For each epoch of the window with relevant impressions: the querier's per-site filter pays the epoch's
+    individual loss; the epoch's global filter, and the quota of each impression site (publisher) whose impressions
+    the epoch gives, pay the report's global bound (Thm. 4 case 3: ``api.bs``'s value deduction); with a
+    conversion-site quota, so does the querier's quota. All of an epoch's filters pay or none does
+    (``FilterSet.try_consume``); an epoch that cannot pay contributes no events. The filters' capacities are the
+    configuration's (``MeasurementConfig.filter_capacities``)."""
+
+    name = "attribution_api"
+    guarantee = ("individual device-epoch eps_G-DP per conversion site, and globally (over every site together) "
+                 "the global budget per device-epoch (Big Bird: Tholoniat et al., Sec. 4); impression-site quotas "
+                 "bound what one site's impressions let conversions take from it")
+    supports_bias_detection = False
+    global_filters = True
+
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+        if bias is not None:
+            raise ValueError(f"{self.name}: bias detection (Appendix D) is for the Cookie Monster family of policies")
+        assert isinstance(filters, FilterSet)
+        single_epoch = len(epochs) == 1
+        bound = scaled_loss_units(request.requested_epsilon, request.report_global_sensitivity,
+                                  request.query_global_sensitivity)
+        kept: list[Impression] = []
+        charged = dropped = 0
+        for epoch in epochs:
+            filters.touch(FilterId(SITE, epoch, querier_site))
+            events = relevant_by_epoch.get(epoch)
+            if not events:
+                continue
+            loss = individual_loss_units(events, request, value, single_epoch)
+            impression_sites = {event.publisher_site for event in events}
+            if filters.try_consume(epoch_charges(epoch, querier_site, impression_sites, loss, bound)):
+                kept.extend(events)
+                charged += loss
+            else:
+                dropped += 1
+        return ReportOutcome(attribution_histogram(kept, request, value), charged, dropped)
+
+
+class BigBird(AttributionApi):
+    """``AttributionApi`` with Big Bird's conversion-site quota on by default (Tholoniat et al., "Beyond Per-Querier
+    Budgets", Sec. 4: quotas on impression and conversion sites, so that Sybil sites cannot drain the global
+    budget)."""
+
+    name = "big_bird"
+    guarantee = AttributionApi.guarantee + "; conversion-site quotas bound what one querier takes from it"
+
+
+POLICIES: dict[str, BudgetPolicy] = {
+    policy.name: policy for policy in (CookieMonster(), AraLike(), IpaLike(), AttributionApi(), BigBird())
+}
 
 
 def make_policy(name: str) -> BudgetPolicy:
-    """The policy called ``name`` (``cookie_monster``, ``ara_like`` or ``ipa_like``)."""
+    """The policy called ``name`` (``cookie_monster``, ``ara_like``, ``ipa_like``, ``attribution_api`` or
+    ``big_bird``)."""
     try:
         return POLICIES[name]
     except KeyError:

@@ -73,7 +73,7 @@ def simulate(
     reports: list[ReportRecord] = []
     budgets: list[DeviceEpochBudget] = []
     for device_id, device_events in devices.items():
-        state = DeviceState(config.capacity_units)
+        state = DeviceState(config.new_filters())
         reports += replay(device_id, device_events, state, config, policy, source)
         budgets += budget_rows(device_id, state.filters.consumed, config)
     batches, incomplete = cut_batches(reports, batch_size)

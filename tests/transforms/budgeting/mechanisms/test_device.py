@@ -21,6 +21,7 @@ from transforms.budgeting.mechanisms.device import (
     sort_events,
 )
 from transforms.budgeting.mechanisms.policies import CookieMonster, IpaLike, make_policy
+from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 from transforms.core.mechanisms.noise import SecureSource, SeededSource
 from transforms.core.mechanisms.time_steps import EpochClock
 
@@ -145,7 +146,7 @@ def test_event_order_impressions_first_at_equal_times():
 
 
 def run(events, policy="cookie_monster", state=None, source=None, config=CONFIG, device="ann"):
-    state = DeviceState(config.capacity_units) if state is None else state
+    state = DeviceState(config.new_filters()) if state is None else state
     source = ConstantSource() if source is None else source
     return list(replay(device, sort_events(events), state, config, make_policy(policy), source)), state
 
@@ -167,7 +168,7 @@ def test_impressions_after_the_conversion_are_not_attributed():
 def test_impressions_already_in_state_after_the_conversion_are_not_attributed():
     """The streaming path may hold impressions later than a conversion it replays: they are filtered by time."""
     t = at(10, 3)
-    state = DeviceState(UNIT, impressions={10: [impression(t + 5, "from-the-future")]})
+    state = DeviceState(FilterTable(UNIT), impressions={10: [impression(t + 5, "from-the-future")]})
     reports, state = run([conversion(t, "c", 30.0)], state=state)
     assert [r.histogram for r in reports] == [(0.0,)]
     assert state.filters.consumed == {("nike.com", epoch): 0 for epoch in range(6, 11)}
@@ -225,7 +226,7 @@ def test_replay_in_pieces_equals_replay_at_once():
     events = sort_events([impression(at(7), "a"), impression(at(8), "b"), conversion(at(9), "c1", 60.0),
                           impression(at(9, 1), "d"), conversion(at(10), "c2", 60.0), conversion(at(10, 1), "c3", 9.0)])
     whole, whole_state = run(events)
-    state = DeviceState(UNIT)
+    state = DeviceState(FilterTable(UNIT))
     pieces = []
     for part in (events[:2], events[2:4], events[4:]):
         pieces += list(replay("ann", part, state, CONFIG, CookieMonster(), ConstantSource()))
@@ -233,7 +234,7 @@ def test_replay_in_pieces_equals_replay_at_once():
 
 
 def test_forget_before_drops_old_epochs_only():
-    state = DeviceState(UNIT, impressions={3: [impression(at(3), "a")], 5: [impression(at(5), "b")]})
+    state = DeviceState(FilterTable(UNIT), impressions={3: [impression(at(3), "a")], 5: [impression(at(5), "b")]})
     state.forget_before(5)
     assert list(state.impressions) == [5]
     state.forget_before(0)

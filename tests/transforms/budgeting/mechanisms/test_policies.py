@@ -19,6 +19,8 @@ from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfi
 from transforms.budgeting.mechanisms.policies import (
     POLICIES,
     AraLike,
+    AttributionApi,
+    BigBird,
     CookieMonster,
     IpaLike,
     ReportOutcome,
@@ -27,6 +29,15 @@ from transforms.budgeting.mechanisms.policies import (
     scaled_loss_units,
 )
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.global_filters import (
+    CONVERSION_QUOTA,
+    GLOBAL,
+    IMPRESSION_QUOTA,
+    SITE,
+    FilterCapacities,
+    FilterId,
+    FilterSet,
+)
 
 UNIT = 10**12  # budget units per epsilon
 NIKE = "nike.com"
@@ -45,7 +56,7 @@ def nike_example(prefill_e1: bool):
     """Ann's device (Fig. 3): I1 (campaign a1) in e1, I2 (a2) in e2, nothing in e3, the $70 conversion in e4."""
     config = MeasurementConfig(policy="cookie_monster", capacity_epsilon=Fraction(1))
     capacity = config.capacity_units
-    state = DeviceState(capacity, consumed={(NIKE, 1): capacity} if prefill_e1 else None)
+    state = DeviceState(config.new_filters({(NIKE, 1): capacity} if prefill_e1 else None))
     nike_request = request(
         first_epoch=1, last_epoch=4, campaign_ids=("a1", "a2"), logic="last_n", last_n=2, dimension=2,
         requested_epsilon=0.5, report_global_sensitivity=70.0, query_global_sensitivity=100.0,
@@ -233,8 +244,86 @@ def test_ipa_like_consumes_nothing_on_device_but_touches_the_window():
     assert outcome == ReportOutcome((50.0, 0.0), 0, 0)
 
 
+# --------------------------------------------------------------------------- the Attribution API's budgets (Big Bird)
+
+CASE_3 = 35 * 10**10  # MULTI's report global bound: 0.5 * 70 / 100
+ADIDAS = "adidas.com"
+
+
+def api_filters(global_: int | None = 4 * UNIT, impression_quota: int | None = 2 * UNIT,
+                conversion_quota: int | None = None, consumed: dict | None = None) -> FilterSet:
+    return FilterSet(FilterCapacities(UNIT, global_, impression_quota, conversion_quota), consumed)
+
+
+def test_attribution_api_pays_every_filter_of_an_epoch_with_relevant_impressions():
+    """Per-site: Thm. 4's individual loss (case 3 here, several epochs); global and the impression site's quota: the
+    report's global bound (``api.bs``: the value deduction); epochs without relevant impressions pay nothing."""
+    filters = api_filters()
+    outcome = AttributionApi().generate_report(filters, NIKE, WINDOW, RELEVANT, MULTI, 50.0)
+    assert outcome == ReportOutcome((50.0, 0.0), 2 * CASE_3, 0)
+    expected = {FilterId(SITE, e, NIKE): 0 for e in WINDOW}
+    for epoch in (2, 3):
+        expected |= {FilterId(SITE, epoch, NIKE): CASE_3, FilterId(GLOBAL, epoch): CASE_3,
+                     FilterId(IMPRESSION_QUOTA, epoch, "nytimes.com"): CASE_3}
+    assert filters.consumed == expected
+
+
+def test_attribution_api_single_epoch_pays_the_individual_loss_per_site_and_the_bound_globally():
+    filters = api_filters()
+    outcome = AttributionApi().generate_report(filters, NIKE, range(3, 4), RELEVANT, MULTI, 20.0)
+    assert outcome == ReportOutcome((20.0, 0.0), 10**11, 0)  # 0.5 * 20 / 100
+    assert filters.consumed[FilterId(SITE, 3, NIKE)] == 10**11
+    assert filters.consumed[FilterId(GLOBAL, 3)] == CASE_3
+
+
+def test_the_global_budget_binds_across_sites_and_a_refused_epoch_changes_no_filter():
+    """Two conversion sites, each well within its own budget of 1: the global budget of 0.5 lets only the first
+    pay for epoch 3 (Big Bird's global device-epoch guarantee); the second's refused epoch charges nothing at all
+    (pdslib's two-phase commit), while its epoch 2 still pays."""
+    filters = api_filters(global_=CASE_3 + CASE_3 // 2, consumed={FilterId(GLOBAL, 2): 0})
+    AttributionApi().generate_report(filters, NIKE, range(3, 4), RELEVANT, MULTI, 70.0)
+    before = dict(filters.consumed)
+    outcome = AttributionApi().generate_report(filters, ADIDAS, WINDOW, RELEVANT, MULTI, 50.0)
+    assert outcome == ReportOutcome((0.0, 50.0), CASE_3, 1)  # epoch 3 (I3, a1) dropped: last touch falls on I2
+    assert filters.consumed[FilterId(SITE, 3, ADIDAS)] == 0
+    assert filters.consumed[FilterId(GLOBAL, 3)] == before[FilterId(GLOBAL, 3)] == CASE_3
+    assert filters.consumed[FilterId(IMPRESSION_QUOTA, 3, "nytimes.com")] == CASE_3
+    assert filters.consumed[FilterId(GLOBAL, 2)] == CASE_3
+
+
+def test_an_impression_sites_quota_binds_before_the_global_budget():
+    filters = api_filters(impression_quota=CASE_3)
+    AttributionApi().generate_report(filters, NIKE, range(3, 4), RELEVANT, MULTI, 70.0)
+    outcome = AttributionApi().generate_report(filters, ADIDAS, range(3, 4), RELEVANT, MULTI, 70.0)
+    assert outcome == ReportOutcome((0.0, 0.0), 0, 1)
+    assert filters.consumed[FilterId(GLOBAL, 3)] == CASE_3  # one site's impressions fed one report
+    other = {3: [impression(at(3), "I4", campaign_id="a1", publisher_site="lemonde.fr")]}
+    assert AttributionApi().generate_report(filters, ADIDAS, range(3, 4), other, MULTI, 70.0).histogram == (70.0, 0.0)
+
+
+def test_big_bird_conversion_site_quota_caps_one_querier_of_the_global_budget():
+    filters = api_filters(conversion_quota=CASE_3)
+    assert BigBird().generate_report(filters, NIKE, range(2, 3), RELEVANT, MULTI, 70.0).histogram == (0.0, 70.0)
+    assert BigBird().generate_report(filters, NIKE, range(2, 3), RELEVANT, MULTI, 70.0).histogram == (0.0, 0.0)
+    assert filters.consumed[FilterId(CONVERSION_QUOTA, 2, NIKE)] == CASE_3
+    assert filters.consumed[FilterId(SITE, 2, NIKE)] == CASE_3  # the per-site budget had room: the quota refused
+    assert BigBird().generate_report(filters, ADIDAS, range(2, 3), RELEVANT, MULTI, 70.0).histogram == (0.0, 70.0)
+
+
+def test_the_api_policies_need_their_filter_set_and_refuse_bias_detection():
+    config = MeasurementConfig(policy="big_bird", global_epsilon=Fraction(2), conversion_quota_epsilon=Fraction(1, 2))
+    filters = config.new_filters()
+    assert isinstance(filters, FilterSet)
+    assert filters.capacities == FilterCapacities(UNIT, 2 * UNIT, None, UNIT // 2)
+    assert isinstance(MeasurementConfig().new_filters(), FilterTable)
+    with pytest.raises(ValueError, match="global_epsilon applies to the Attribution API's policies"):
+        MeasurementConfig(policy="cookie_monster", global_epsilon=Fraction(1))
+    with pytest.raises(ValueError, match="bias detection"):
+        AttributionApi().generate_report(filters, NIKE, WINDOW, RELEVANT, MULTI, 50.0, bias=object())
+
+
 def test_policy_registry():
-    assert set(POLICIES) == {"cookie_monster", "ara_like", "ipa_like"}
+    assert set(POLICIES) == {"cookie_monster", "ara_like", "ipa_like", "attribution_api", "big_bird"}
     for name, policy in POLICIES.items():
         assert make_policy(name) is policy and policy.name == name
     assert isinstance(make_policy("cookie_monster"), CookieMonster)
@@ -268,6 +357,23 @@ CONVERSIONS = st.lists(
 )
 
 
+def capacity_of(config: MeasurementConfig, key) -> int:
+    """The capacity of the filter ``key`` names (a (querier, epoch) filter's is eps_G)."""
+    if type(key) is FilterId:
+        capacity = config.filter_capacities.of(key.kind)
+        assert capacity is not None  # a kind without filter records nothing
+        return capacity
+    return config.capacity_units
+
+
+def tight(policy: str, capacity: Fraction) -> MeasurementConfig:
+    """The policy at ``capacity``; the API's with a global budget and quotas that bind."""
+    if not POLICIES[policy].global_filters:
+        return MeasurementConfig(policy=policy, capacity_epsilon=capacity)
+    return MeasurementConfig(policy=policy, capacity_epsilon=capacity, global_epsilon=capacity * 3 / 2,
+                             impression_quota_epsilon=capacity, conversion_quota_epsilon=capacity / 2)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     policy=st.sampled_from(sorted(POLICIES)),
@@ -276,8 +382,8 @@ CONVERSIONS = st.lists(
     conversions=CONVERSIONS,
 )
 def test_no_device_filter_ever_exceeds_its_capacity(policy, capacity, impressions, conversions):
-    config = MeasurementConfig(policy=policy, capacity_epsilon=capacity)
-    state = DeviceState(config.capacity_units)
+    config = tight(policy, capacity)
+    state = DeviceState(config.new_filters())
     events = [impression(at(e, d), f"i{k}", campaign_id=c) for k, (e, d, c) in enumerate(impressions)]
     for k, (e, d, value, wanted, querier) in enumerate(conversions):
         wanted = wanted._replace(last_epoch=min(wanted.last_epoch, e), first_epoch=min(wanted.first_epoch, e))
@@ -287,7 +393,7 @@ def test_no_device_filter_ever_exceeds_its_capacity(policy, capacity, impression
     for report in replay("ann", sort_events(events), state, config, make_policy(policy), ConstantSource()):
         assert len(report.histogram) == dimensions[report.conversion_id]
         consumed = state.filters.consumed
-        assert all(0 <= units <= config.capacity_units for units in consumed.values())
+        assert all(0 <= units <= capacity_of(config, key) for key, units in consumed.items())
         assert all(consumed[key] >= units for key, units in previous.items())  # filters only fill up
         if policy == "ipa_like":
             assert not any(consumed.values())
@@ -307,8 +413,10 @@ def test_report_shape_does_not_depend_on_the_budget(policy, impressions, wanted,
         if c != "zz":
             relevant.setdefault(e, []).append(impression(at(e, d), f"i{k}", campaign_id=c))
     epochs = range(wanted.first_epoch, wanted.last_epoch + 1)
-    fresh = FilterTable(UNIT)
-    exhausted = FilterTable(UNIT, {(NIKE, e): UNIT for e in epochs})
+    if POLICIES[policy].global_filters:
+        fresh, exhausted = api_filters(), api_filters(consumed={FilterId(SITE, e, NIKE): UNIT for e in epochs})
+    else:
+        fresh, exhausted = FilterTable(UNIT), FilterTable(UNIT, {(NIKE, e): UNIT for e in epochs})
     with_budget = make_policy(policy).generate_report(fresh, NIKE, epochs, relevant, wanted, value).histogram
     without = make_policy(policy).generate_report(exhausted, NIKE, epochs, relevant, wanted, value).histogram
     assert len(with_budget) == len(without) == wanted.dimension
@@ -317,4 +425,4 @@ def test_report_shape_does_not_depend_on_the_budget(policy, impressions, wanted,
         assert without == with_budget
     else:  # out of budget everywhere: the null report, never a missing one
         assert without == (0.0,) * wanted.dimension
-    assert all(units == UNIT for units in exhausted.consumed.values())
+    assert all(units == UNIT for key, units in exhausted.consumed.items() if type(key) is not FilterId or key.kind == SITE)
