@@ -19,7 +19,7 @@ CSV_COLUMNS = ("name", "mechanism", "claimed_epsilon", "claimed_delta", "epsilon
                "event", "hits_given", "hits_other", "samples_per_side", "search_samples_per_side", "seconds",
                "noise_source", "consistent")
 SUBJECT_COLORS = {"kanon": "tab:purple", "aggregation": "tab:blue", "summary_reports": "tab:cyan",
-                  "event_level": "tab:orange", "budgeting": "tab:green"}
+                  "event_level": "tab:orange", "budgeting": "tab:green", "attribution_api": "tab:red"}
 
 
 def _number(value: object) -> str:

@@ -3,17 +3,20 @@
 Each is the kind of mistake published implementations have made (Lyu, Su and Li, "Understanding the Sparse
 Vector Technique for Differential Privacy", VLDB 2017, list several for AboveThreshold) or an off-by-one a
 reviewer could miss: a wrong noise scale, a wrong count in a probability, a budget check that lets the last
-charge through, a threshold without its tail term.
+charge through, a threshold without its tail term, an Attribution API backend that deducts a filter it never
+checked.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from transforms.attribution_api.mechanisms.backend import Backend
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.global_filters import GLOBAL, IMPRESSION_QUOTA, FilterId
 from transforms.core.mechanisms.noise import RandomSource, TruncatedLaplace, randbelow_array
 from transforms.event_level.mechanisms.config import EventLevelConfig
 from transforms.event_level.mechanisms.outputs import count_outputs
@@ -100,3 +103,43 @@ class OverdrawingFilterTable(FilterTable):
         return self.consumed.get(key, 0) < self.capacity_units
 
 
+class _PartlyCheckedBackend(Backend):
+    """An Attribution API backend whose filters of kind ``unchecked`` are charged outside its atomic check: the
+    other charges go through the backend's own ``_deduct``, and when it pays, these are deducted whenever
+    ``_lets_through`` admits them, however little they have left."""
+
+    unchecked: str
+
+    def _lets_through(self, filter_id: FilterId) -> bool:
+        raise NotImplementedError
+
+    def _deduct(self, charges: Mapping[FilterId, int]) -> bool:
+        unchecked = {filter_id: units for filter_id, units in charges.items() if filter_id.kind == self.unchecked}
+        if not all(map(self._lets_through, unchecked)) or not super()._deduct(
+                {filter_id: units for filter_id, units in charges.items() if filter_id not in unchecked}):
+            return False
+        for filter_id, units in unchecked.items():
+            self.filters.consumed[filter_id] = self.filters.consumed.get(filter_id, 0) + units
+        return True
+
+
+class UncheckedGlobalBudgetBackend(_PartlyCheckedBackend):
+    """An Attribution API backend that checks the per-site budget and the quotas, then deducts the global budget
+    without checking it (filters checked one at a time, with the global check dropped): the global budget of an
+    epoch overdraws, and several sites together spend up to their per-site budgets' sum."""
+
+    unchecked = GLOBAL
+
+    def _lets_through(self, filter_id: FilterId) -> bool:
+        return True
+
+
+class OverdrawingQuotaBackend(_PartlyCheckedBackend):
+    """An Attribution API backend whose impression-site quotas accept a charge whenever some quota is left, so the
+    last charge overdraws (as ``OverdrawingFilterTable`` does to a privacy filter)."""
+
+    unchecked = IMPRESSION_QUOTA
+
+    def _lets_through(self, filter_id: FilterId) -> bool:
+        left = self.filters.remaining(filter_id)
+        return left is None or left > 0

@@ -42,6 +42,9 @@ def main(runs: int) -> None:
         ("randomized_response", _captured(tests.test_randomized_response_counting_one_state_too_few)),
         *((f"filter[{policy}]", _captured(tests.test_a_filter_that_lets_the_last_charge_overdraw, policy))
           for policy in ("cookie_monster", "ara_like", "ipa_like")),
+        ("attribution_api[global]", _captured(tests.test_an_attribution_api_backend_deducting_the_global_budget_unchecked)),
+        ("attribution_api[quota]",
+         _captured(tests.test_an_attribution_api_impression_site_quota_that_lets_the_last_charge_overdraw)),
     ]
     stream = _captured(tests.test_the_stream_counting_joins_instead_of_distinct_users, _monkeypatch())
     for name, (case, samples) in [*audits, ("stream", stream)]:

@@ -17,6 +17,8 @@ and how many sd the claim lies below the mean):
     filter[cookie_monster] claim 1     mean 1.333  sd 0.057    5.8 sd
     filter[ara_like]       claim 1     mean 1.339  sd 0.052    6.5 sd
     filter[ipa_like]       claim 1     mean 1.331  sd 0.060    5.5 sd
+    attribution_api[global] claim 1.5  mean 1.797  sd 0.031    9.6 sd
+    attribution_api[quota]  claim 1    mean 1.609  sd 0.028   21.8 sd
 
 Every claim lies more than 5.5 standard deviations below the mean, so under a normal approximation of the
 bound's spread each test fails falsely with probability below 2e-8.
@@ -30,6 +32,7 @@ import pytest
 from audit.auditor import run_audit
 from audit.case import AuditCase
 from audit.cases.aggregation import make_key_discovery_case, make_noisy_sum_case
+from audit.cases.attribution_api import make_attribution_case
 from audit.cases.budgeting import make_filter_case
 from audit.cases.event_level import make_randomized_response_case
 from audit.cases.kanon import DRAW, K, make_instance_case, make_stream_case, make_tlap_case
@@ -87,3 +90,11 @@ def test_randomized_response_counting_one_state_too_few() -> None:
 @pytest.mark.parametrize("policy", ["cookie_monster", "ara_like", "ipa_like"])
 def test_a_filter_that_lets_the_last_charge_overdraw(policy: str) -> None:
     _caught(make_filter_case(policy, Fraction(9, 10), 2, broken.OverdrawingFilterTable), 4_000)
+
+
+def test_an_attribution_api_backend_deducting_the_global_budget_unchecked() -> None:
+    _caught(make_attribution_case("global", Fraction(1), broken.UncheckedGlobalBudgetBackend), 50_000)
+
+
+def test_an_attribution_api_impression_site_quota_that_lets_the_last_charge_overdraw() -> None:
+    _caught(make_attribution_case("impression_site_quota", Fraction(9, 10), broken.OverdrawingQuotaBackend), 50_000)

@@ -1,12 +1,16 @@
 """One browser's Attribution API state and operations (W3C Attribution API Level 1, ``api.bs``; its reference
 implementation is ``impl/src/backend.ts`` in github.com/w3c/attribution).
 
-What it holds: the impressions saved by ``save_impression``; the per-site privacy budget of every (epoch, conversion
-site), the global budget of every epoch and the quota of every (epoch, impression site) (Big Bird: Tholoniat et al.,
-"Beyond Per-Querier Budgets"), all in integer micro-epsilon; the epoch start time, chosen at random on first use;
-when browsing history was last cleared. ``measure_conversion`` validates its options, finds the impressions that
+What it holds: the impressions saved by ``save_impression``; its privacy filters (``transforms.core.mechanisms.
+global_filters``, in integer micro-epsilon): the per-site privacy budget of every (epoch, conversion site), the global
+budget of every epoch and the quota of every (epoch, impression site) (Big Bird: Tholoniat et al., "Beyond
+Per-Querier Budgets", Sec. 4), with Big Bird's conversion-site quota as an option; the epoch start time, chosen at
+random on first use; when browsing history was last cleared; with Big Bird's per-user-action cap, which sites
+activated a quota within each user action. ``measure_conversion`` validates its options, finds the impressions that
 match in each epoch of the lookback window, deducts each epoch's budgets atomically (all of an epoch's checks pass
-before any store changes) and fills the histogram by last-n-touch attribution.
+before any filter changes) and fills the histogram by last-n-touch attribution. Big Bird's other options live beside
+it: passive privacy loss here, one deduction for several intermediaries in ``cross_report``, batched scheduling in
+``batch_scheduling``.
 
 Time is in seconds since the Unix epoch (exact rationals). Budget deductions are computed exactly: ``ceil(sensitivity
 * epsilon / (2 * maxValue) * 10**6)`` with ``epsilon`` as the decimal it was given, where the reference computes in
@@ -19,11 +23,12 @@ moment after 1970).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from transforms.attribution_api.mechanisms.credit import fairly_allocate_credit
+from transforms.core.mechanisms.global_filters import SITE, FilterCapacities, FilterId, FilterSet, epoch_charges
 
 MICRO = 1_000_000  # budgets are integers of 1e-6 epsilon
 SECONDS_PER_DAY = 86_400
@@ -76,20 +81,36 @@ class ApiLimits:
     # Big Bird's conversion-site quota (pdslib's TriggerQuota): micro-epsilon of the global budget each (epoch,
     # conversion site) may consume; None, the specification's behaviour, has none
     conversion_site_quota_per_epoch: int | None = None
+    # Big Bird's per-user-action cap on quota activations (Sec. 4, Alg. 2; w3c/attribution PR #309's "impression
+    # site count cap" and "conversion site count cap"): how many distinct impression sites may save impressions, and
+    # per epoch how many distinct conversion sites may draw from their quotas, within one user action; None, the
+    # specification's behaviour, caps nothing
+    impression_site_count_cap: int | None = None
+    conversion_site_count_cap: int | None = None
 
     @property
     def epoch_seconds(self) -> int:
         return self.privacy_budget_epoch_days * SECONDS_PER_DAY
 
+    @property
+    def capacities(self) -> FilterCapacities:
+        """The capacities of the four kinds of filter (``global_filters``)."""
+        return FilterCapacities(self.per_site_privacy_budget, self.global_privacy_budget_per_epoch,
+                                self.impression_site_quota_per_epoch, self.conversion_site_quota_per_epoch)
+
 
 @dataclass(frozen=True)
 class Delegate:
-    """What the browser supplies: the clock, its random choices, and what a registrable domain is."""
+    """What the browser supplies: the clock, its random choices, what a registrable domain is, and (for Big Bird's
+    per-user-action cap) the current user action."""
 
     now: Callable[[], Fraction]  # seconds since the Unix epoch
     epoch_start_fraction: Callable[[], Fraction]  # in [0, 1): where in an epoch the epoch start time falls
     credit_fraction: Callable[[], Fraction]  # in [0, 1]: fairly allocate credit's random double
     site_of: Callable[[str], str | None]  # the registrable domain of a host (private suffixes allowed), or None
+    # PR #309's "current user action context": an identifier of the user action (a click, a navigation) the call
+    # belongs to, which the browser chooses; needed only with a count cap
+    user_action: Callable[[], Hashable] | None = None
 
 
 @dataclass
@@ -103,6 +124,21 @@ class Impression:
     lifetime_seconds: int
     histogram_index: int
     priority: int
+
+
+@dataclass
+class UserActionContext:
+    """PR #309's "user action context entry": the impression sites admitted to save impressions within one user
+    action, and per epoch the conversion sites admitted to draw from their quotas (an admitted site is admitted
+    again for free)."""
+
+    impression_sites: set[str] = field(default_factory=set)
+    conversion_sites: dict[int, set[str]] = field(default_factory=dict)
+
+
+def _has_room(admitted: set[str], site: str, cap: int) -> bool:
+    """PR #309's "check ... site allowance": ``site`` was admitted already, or fewer than ``cap`` sites were."""
+    return site in admitted or len(admitted) < cap
 
 
 @dataclass(frozen=True)
@@ -119,6 +155,19 @@ class ConversionRequest:
     credit: tuple[Fraction, ...]
     value: int
     max_value: int
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One ``measureConversion`` call, validated: its site, the conversion callers the impressions must allow (the
+    intermediary or the site; for ``cross_report``, every intermediary), its time, options and user action. It is
+    attributed as of its own time, at once or (``batch_scheduling``) later."""
+
+    site: str
+    callers: frozenset[str]
+    now: Fraction
+    request: ConversionRequest
+    context: UserActionContext | None  # None: no conversion-site count cap
 
 
 def _unsigned_long(value: object, name: str) -> int:
@@ -149,11 +198,20 @@ class Backend:
     enabled: bool = True
     impressions: list[Impression] = field(default_factory=list)
     epoch_start_time: Fraction | None = None
-    privacy_budgets: dict[tuple[int, str], int] = field(default_factory=dict)  # (epoch, site) -> remaining
-    global_budgets: dict[int, int] = field(default_factory=dict)  # epoch -> remaining
-    impression_site_quotas: dict[tuple[int, str], int] = field(default_factory=dict)  # (epoch, site) -> remaining
-    conversion_site_quotas: dict[tuple[int, str], int] = field(default_factory=dict)  # (epoch, site) -> remaining
     last_browsing_history_clear: Fraction | None = None
+    user_actions: dict[Hashable, UserActionContext] = field(default_factory=dict)  # PR #309's context store
+    filters: FilterSet = field(init=False)  # every budget and quota, created on first use
+
+    def __post_init__(self) -> None:
+        self.filters = FilterSet(self.limits.capacities)
+        capped = (self.limits.impression_site_count_cap, self.limits.conversion_site_count_cap) != (None, None)
+        if capped and self.delegate.user_action is None:
+            raise ValueError("the per-user-action cap needs the delegate's current user action")
+
+    def _user_action(self) -> UserActionContext:
+        """PR #309's "current user action context": the entry of the delegate's current user action."""
+        assert self.delegate.user_action is not None  # checked in __post_init__ whenever a cap asks for it
+        return self.user_actions.setdefault(self.delegate.user_action(), UserActionContext())
 
     # --- sites
     def _parse_site(self, host: str) -> str:
@@ -192,6 +250,13 @@ class Backend:
             start = max(start, self.current_epoch(self.last_browsing_history_clear) + 1)
         return start
 
+    def _window(self, now: Fraction, request: ConversionRequest) -> tuple[range, bool]:
+        """The epochs a conversion at ``now`` may read (from the starting epoch, and not before its lookback, where
+        no impression can match, to the current one) and whether its lookback lies in one epoch."""
+        current = self.current_epoch(now)
+        earliest = self.current_epoch(now - request.lookback_seconds)
+        return range(max(self._start_epoch(now), earliest), current + 1), current == earliest
+
     # --- saveImpression
     def save_impression(self, site: str, intermediary_site: str | None, options: Mapping[str, object]) -> None:
         """``saveImpression``: validate, then (when enabled) store the impression."""
@@ -214,6 +279,12 @@ class Backend:
                                                self.limits.max_conversion_callers_per_impression)
         if not self.enabled:
             return
+        cap = self.limits.impression_site_count_cap
+        if cap is not None:  # Big Bird's cap: an impression site past it in this user action saves nothing
+            admitted = self._user_action().impression_sites
+            if not _has_room(admitted, site, cap):
+                return
+            admitted.add(site)
         self.impressions.append(Impression(match_value, site, intermediary_site, conversion_sites, conversion_callers,
                                            timestamp, lifetime_days * SECONDS_PER_DAY, histogram_index, priority))
 
@@ -260,20 +331,27 @@ class Backend:
         within budget)."""
         self._check_site(site)
         self._check_site(intermediary_site)
+        conversion = self._conversion(site, frozenset({intermediary_site or site}), options)
+        if not self.enabled:
+            return [0] * conversion.request.histogram_size
+        return self._histogram(self._attribute(conversion), conversion.request)
+
+    def _conversion(self, site: str, callers: frozenset[str], options: Mapping[str, object]) -> Conversion:
+        """``measureConversion``'s first steps (its sites already checked): the time, the validated options and,
+        with the conversion-site count cap, the current user action."""
         now = self.delegate.now()
         request = self._validate(options)
-        if not self.enabled:
-            return [0] * request.histogram_size
-        return self._attribute(site, intermediary_site, now, request)
+        context = None if self.limits.conversion_site_count_cap is None else self._user_action()
+        return Conversion(site, callers, now, request, context)
 
-    def _matching(self, site: str, intermediary_site: str | None, epoch: int, now: Fraction,
-                  request: ConversionRequest, epochs: list[int]) -> list[Impression]:
-        """``common matching logic``: the impressions of ``epoch`` (``epochs``: each impression's) this conversion
-        may be attributed to."""
-        conversion_caller = intermediary_site or site
+    def _matching(self, conversion: Conversion, epoch: int, epochs: list[int]) -> list[Impression]:
+        """``common matching logic``: the impressions of ``epoch`` (``epochs``: each impression's) the conversion
+        may be attributed to; one saved after the conversion (which batched scheduling attributes later, as of its
+        own time) never is."""
+        now, request, site = conversion.now, conversion.request, conversion.site
         matched = []
         for impression, impression_epoch in zip(self.impressions, epochs, strict=True):
-            if impression_epoch != epoch:
+            if impression_epoch != epoch or impression.timestamp > now:
                 continue
             if now > impression.timestamp + impression.lifetime_seconds:
                 continue
@@ -281,7 +359,7 @@ class Backend:
                 continue
             if impression.conversion_sites and site not in impression.conversion_sites:
                 continue
-            if impression.conversion_callers and conversion_caller not in impression.conversion_callers:
+            if impression.conversion_callers and not conversion.callers <= impression.conversion_callers:
                 continue
             if request.match_values and impression.match_value not in request.match_values:
                 continue
@@ -293,30 +371,49 @@ class Backend:
             matched.append(impression)
         return matched
 
-    def _attribute(self, site: str, intermediary_site: str | None, now: Fraction,
-                   request: ConversionRequest) -> list[int]:
-        """``do attribution and fill a histogram``."""
-        current = self.current_epoch(now)
-        start = self._start_epoch(now)
-        single_epoch = current == self.current_epoch(now - request.lookback_seconds)
+    def _attribute(self, conversion: Conversion) -> list[Impression]:
+        """``do attribution and fill a histogram`` up to the histogram: the impressions of the epochs whose budgets
+        paid, every filter charged."""
+        return [impression for impressions in self._epochs_within_budget(conversion, charge_site=True).values()
+                for impression in impressions]  # each impression lies in one epoch: the epochs' sets are disjoint
+
+    def _epochs_within_budget(self, conversion: Conversion, charge_site: bool) -> dict[int, list[Impression]]:
+        """The matching impressions of each epoch of the window whose charges passed (``api.bs`` "do attribution
+        and fill a histogram" up to the histogram). Without ``charge_site`` the per-site budget is left out, for
+        ``cross_report`` to charge each beneficiary's (pdslib ``measure_conversion``)."""
+        request = conversion.request
+        window, single_epoch = self._window(conversion.now, request)
         epochs = [self.current_epoch(impression.timestamp) for impression in self.impressions]  # once per conversion
-        l1_norm = 0
-        if single_epoch:
-            impressions = self._matching(site, intermediary_site, current, now, request, epochs)
-            if not impressions:
-                return [0] * request.histogram_size
-            l1_norm = sum(self._histogram(impressions, request))
-        matched: list[Impression] = []
-        deducted_quotas: set[tuple[int, str]] = set()
-        deducted_global: set[int] = set()
-        for epoch in range(start, current + 1):
-            impressions = self._matching(site, intermediary_site, epoch, now, request, epochs)
-            if impressions and self._deduct(epoch, site, impressions, request, single_epoch, l1_norm,
-                                            deducted_quotas, deducted_global):
-                matched.extend(impressions)  # each impression lies in one epoch: the epochs' sets are disjoint
-        if not matched:
-            return [0] * request.histogram_size
-        return self._histogram(matched, request)
+        matches = {epoch: impressions for epoch in window
+                   if (impressions := self._matching(conversion, epoch, epochs))}
+        if not matches:
+            return {}
+        # in one epoch only the current one can match: the L1 norm of its histogram is the per-site deduction's
+        l1_norm = sum(self._histogram(matches[window[-1]], request)) if single_epoch else 0
+        deduction, value_deduction = self._deductions(request, single_epoch, l1_norm)
+        paid = {}
+        for epoch, impressions in matches.items():
+            charges = epoch_charges(epoch, conversion.site, {impression.impression_site for impression in impressions},
+                                    deduction, value_deduction)
+            if not charge_site:
+                del charges[FilterId(SITE, epoch, conversion.site)]
+            if self._deduct_admitted(conversion, epoch, charges):
+                paid[epoch] = impressions
+        return paid
+
+    def _deduct_admitted(self, conversion: Conversion, epoch: int, charges: Mapping[FilterId, int]) -> bool:
+        """Big Bird's per-user-action cap on conversion-site quota activations (Sec. 4, Alg. 2; PR #309's "check
+        conversion site allowance"), then ``_deduct``: a conversion site not yet admitted in this user action and
+        epoch when the cap's sites are all admitted is refused like an out-of-budget epoch, and a site is admitted
+        only when its charges pass (safety limits are charged if and only if the privacy budget is)."""
+        cap = self.limits.conversion_site_count_cap
+        if conversion.context is None or cap is None:
+            return self._deduct(charges)
+        admitted = conversion.context.conversion_sites.setdefault(epoch, set())
+        if not _has_room(admitted, conversion.site, cap) or not self._deduct(charges):
+            return False
+        admitted.add(conversion.site)
+        return True
 
     def _deductions(self, request: ConversionRequest, single_epoch: bool, l1_norm: int) -> tuple[int, int]:
         """(the per-site deduction, the value deduction) in micro-epsilon, rounded up: sensitivity / noise scale,
@@ -327,48 +424,46 @@ class Backend:
         l1_deduction = math.ceil(l1_sensitivity / scale * MICRO)
         return (l1_deduction if single_epoch else value_deduction), value_deduction
 
-    def _deduct(self, epoch: int, site: str, impressions: list[Impression], request: ConversionRequest,
-                single_epoch: bool, l1_norm: int, deducted_quotas: set[tuple[int, str]], deducted_global: set[int]
-                ) -> bool:
-        """``deduct privacy and safety budgets``: every check first (per-site budget, global budget, each impression
-        site's quota, and with Big Bird's option the conversion site's quota), then every deduction; nothing changes
-        when a check fails."""
-        deduction, value_deduction = self._deductions(request, single_epoch, l1_norm)
-        key = (epoch, site)
-        if deduction > self.privacy_budgets.get(key, self.limits.per_site_privacy_budget):
-            return False
-        if value_deduction > self.global_budgets.get(epoch, self.limits.global_privacy_budget_per_epoch):
-            return False
-        quota_keys = {(epoch, impression.impression_site) for impression in impressions}
-        if any(value_deduction > self.impression_site_quotas.get(quota, self.limits.impression_site_quota_per_epoch)
-               for quota in quota_keys):
-            return False
-        conversion_quota = self.limits.conversion_site_quota_per_epoch
-        if conversion_quota is not None and value_deduction > self.conversion_site_quotas.get(key, conversion_quota):
-            return False
-        self.privacy_budgets[key] = self.privacy_budgets.get(key, self.limits.per_site_privacy_budget) - deduction
-        if epoch not in deducted_global:
-            deducted_global.add(epoch)
-            self.global_budgets[epoch] = (self.global_budgets.get(epoch, self.limits.global_privacy_budget_per_epoch)
-                                          - value_deduction)
-            if conversion_quota is not None:
-                self.conversion_site_quotas[key] = self.conversion_site_quotas.get(key, conversion_quota) - value_deduction
-        for quota in sorted(quota_keys - deducted_quotas):
-            deducted_quotas.add(quota)
-            self.impression_site_quotas[quota] = (
-                self.impression_site_quotas.get(quota, self.limits.impression_site_quota_per_epoch) - value_deduction)
-        return True
+    def _deduct(self, charges: Mapping[FilterId, int]) -> bool:
+        """``deduct privacy and safety budgets`` for one epoch's ``charges`` (``global_filters.epoch_charges``: the
+        per-site budget, the global budget, each impression site's quota once however many of its impressions
+        match, and with Big Bird's option the conversion site's quota): every check first, then every deduction;
+        nothing changes when a check fails (pdslib's two-phase commit)."""
+        return self.filters.try_consume(charges)
 
-    def _histogram(self, impressions: list[Impression], request: ConversionRequest) -> list[int]:
-        """``fill a histogram with last-n-touch attribution``: the n = min(|credit|, |impressions|) impressions of
-        highest priority, most recent first among equals, get the value split by their credit."""
+    def account_passive_loss(self, epochs: Iterable[int], units: int, querier_site: str, conversion_site: str,
+                             impression_sites: Iterable[str] = ()) -> list[FilterId]:
+        """pdslib's ``account_for_passive_privacy_loss``: ``units`` micro-epsilon of privacy loss incurred outside
+        a report, charged in each of ``epochs`` to ``querier_site``'s per-site budget, the global budget, the
+        conversion site's quota and each of ``impression_sites``' quotas, once per epoch listed. All or nothing
+        across the epochs (pdslib commits epoch by epoch and stops at the first that refuses). Returns the filters
+        that refused (empty: the loss is accounted for)."""
+        sites = list(impression_sites)
+        charges: dict[FilterId, int] = {}
+        for epoch in epochs:
+            charges.update(epoch_charges(epoch, conversion_site, sites, units, units, querier_site))
+        refused = self.filters.out_of_budget(charges)
+        if not refused:
+            self.filters.try_consume(charges)
+        return refused
+
+    def _shares(self, impressions: list[Impression], request: ConversionRequest) -> list[tuple[Impression, int]]:
+        """``fill a histogram with last-n-touch attribution`` before the histogram: the n = min(|credit|,
+        |impressions|) impressions of highest priority, most recent first among equals, each with its share of the
+        value split by their credit."""
         ranked = sorted(impressions, key=lambda impression: (impression.priority, impression.timestamp), reverse=True)
         n = min(len(request.credit), len(ranked))
         shares = fairly_allocate_credit(request.credit[:n], request.value, self.delegate.credit_fraction)
+        return list(zip(ranked[:n], shares, strict=True))
+
+    def _histogram(self, impressions: list[Impression], request: ConversionRequest) -> list[int]:
+        """``fill a histogram with last-n-touch attribution`` (all zeros without impressions): each share added
+        to its impression's bucket, when the histogram has it."""
         histogram = [0] * request.histogram_size
-        for impression, share in zip(ranked[:n], shares, strict=True):
-            if impression.histogram_index < request.histogram_size:
-                histogram[impression.histogram_index] += share
+        if impressions:
+            for impression, share in self._shares(impressions, request):
+                if impression.histogram_index < request.histogram_size:
+                    histogram[impression.histogram_index] += share
         return histogram
 
     # --- clearing
@@ -394,8 +489,8 @@ class Backend:
 
     def clear_state(self, sites: Iterable[str], forget_visits: bool) -> None:
         """``clear browsing history for attribution``: without ``forget_visits``, the sites' budgets of the epochs
-        in reach set to zero; with it, the sites' impressions and budgets (everything when no site is named), and
-        the epochs before now out of reach."""
+        in reach set to zero; with it, the sites' impressions, budgets and quotas (everything when no site is
+        named), and the epochs before now out of reach."""
         parsed = self._parse_sites(sites, "sites", math.inf)
         now = self.delegate.now()
         if not forget_visits:
@@ -403,20 +498,15 @@ class Backend:
                 raise AttributionRangeError("clearing without forgetting visits names at least one site")
             for site in parsed:
                 for epoch in range(self._start_epoch(now), self.current_epoch(now) + 1):
-                    self.privacy_budgets[(epoch, site)] = 0
+                    self.filters.exhaust(FilterId(SITE, epoch, site))
             return
         if not parsed:
-            self.impressions, self.privacy_budgets, self.impression_site_quotas = [], {}, {}
-            self.conversion_site_quotas = {}
-            self.global_budgets.clear()
+            self.impressions = []
+            self.filters.consumed.clear()
         else:
             self.impressions = [impression for impression in self.impressions
                                 if impression.impression_site not in parsed]
-            self.privacy_budgets = {key: left for key, left in self.privacy_budgets.items() if key[1] not in parsed}
-            self.impression_site_quotas = {key: left for key, left in self.impression_site_quotas.items()
-                                           if key[1] not in parsed}
-            self.conversion_site_quotas = {key: left for key, left in self.conversion_site_quotas.items()
-                                           if key[1] not in parsed}
+            self.filters.forget(parsed)  # budgets and quotas; the global budget is kept
         self.last_browsing_history_clear = now
 
     def clear_expired_impressions(self) -> None:
