@@ -173,6 +173,7 @@ def _fast_request(request: Any, record: dict) -> AttributionRequest | object:
     window, first, last, n, dimension = get("window_days"), get("first_epoch"), get("last_epoch"), get("last_n"), get("dimension")
     epsilon, report, query = get("requested_epsilon"), get("report_global_sensitivity"), get("query_global_sensitivity")
     campaigns, keys = get("campaign_ids", ()), get("filter_keys", ())
+    sites, callers = get("impression_sites", ()), get("impression_callers", ())
     selected, logic, norm, key = get("product_id", ""), get("logic", ""), get("norm", ""), get("query_key", "")
     if not (type(selected) is str and type(logic) is str and type(norm) is str and type(key) is str):
         return _SLOW
@@ -183,6 +184,7 @@ def _fast_request(request: Any, record: dict) -> AttributionRequest | object:
         and first is None and last is None
         and (campaigns == () or (type(campaigns) is list and all(_name(c) for c in campaigns)))
         and (keys == () or (type(keys) is list and all(_name(k) for k in keys)))
+        and _names(sites) and _names(callers)
         and selected.isascii() and key.isascii()
         and logic in ATTRIBUTION_LOGICS and norm in NORMS
         and ((n is None and logic != "last_n") or (type(n) is int and n >= 1))
@@ -193,7 +195,7 @@ def _fast_request(request: Any, record: dict) -> AttributionRequest | object:
         return _SLOW
     return AttributionRequest(
         window, None, None, tuple(campaigns), selected, tuple(keys), logic, n or 1, dimension, epsilon, report, query,
-        norm, key or f"product={selected}",
+        norm, key or f"product={selected}", tuple(sites or ()), tuple(callers or ()),
     )
 
 
@@ -385,6 +387,8 @@ def _request(value: Any, conversion_product_id: str) -> AttributionRequest:
         query_global_sensitivity=query_sensitivity,
         norm=norm,
         query_key=_text("query_key", value.get("query_key")) or f"product={product_id}",
+        impression_sites=_strings("impression_sites", value.get("impression_sites")),
+        impression_callers=_strings("impression_callers", value.get("impression_callers")),
     )
 
 

@@ -47,6 +47,8 @@ class Impression(NamedTuple):
     campaign_id: str
     product_id: str
     filter_keys: tuple
+    intermediary_site: str = ""  # the W3C Attribution API's impression caller when not the publisher
+    conversion_callers: tuple = ()  # the API's conversionCallers: who may measure against it (empty: any)
 
 
 ATTRIBUTION_LOGICS = ("last_touch", "first_touch", "equal_credit", "last_n")
@@ -76,6 +78,8 @@ class AttributionRequest(NamedTuple):
     query_global_sensitivity: float
     norm: str
     query_key: str
+    impression_sites: tuple = ()  # the W3C Attribution API's impressionSites (empty: any)
+    impression_callers: tuple = ()  # and impressionCallers (empty: any)
 
 
 class Conversion(NamedTuple):

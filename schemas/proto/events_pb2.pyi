@@ -19,7 +19,7 @@ class JoinEvent(_message.Message):
     def __init__(self, interest_group: _Optional[str] = ..., user_id: _Optional[str] = ..., event_time_micros: _Optional[int] = ...) -> None: ...
 
 class Impression(_message.Message):
-    __slots__ = ("device_id", "event_time_micros", "impression_id", "publisher_site", "advertiser_site", "campaign_id", "product_id", "filter_keys")
+    __slots__ = ("device_id", "event_time_micros", "impression_id", "publisher_site", "advertiser_site", "campaign_id", "product_id", "filter_keys", "intermediary_site", "conversion_callers")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MICROS_FIELD_NUMBER: _ClassVar[int]
     IMPRESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,8 @@ class Impression(_message.Message):
     CAMPAIGN_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCT_ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_KEYS_FIELD_NUMBER: _ClassVar[int]
+    INTERMEDIARY_SITE_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_CALLERS_FIELD_NUMBER: _ClassVar[int]
     device_id: str
     event_time_micros: int
     impression_id: str
@@ -36,10 +38,12 @@ class Impression(_message.Message):
     campaign_id: str
     product_id: str
     filter_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, device_id: _Optional[str] = ..., event_time_micros: _Optional[int] = ..., impression_id: _Optional[str] = ..., publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    intermediary_site: str
+    conversion_callers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, device_id: _Optional[str] = ..., event_time_micros: _Optional[int] = ..., impression_id: _Optional[str] = ..., publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ..., intermediary_site: _Optional[str] = ..., conversion_callers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AttributionRequest(_message.Message):
-    __slots__ = ("window_days", "first_epoch", "last_epoch", "campaign_ids", "product_id", "filter_keys", "logic", "last_n", "dimension", "requested_epsilon", "report_global_sensitivity", "query_global_sensitivity", "norm", "query_key")
+    __slots__ = ("window_days", "first_epoch", "last_epoch", "campaign_ids", "product_id", "filter_keys", "logic", "last_n", "dimension", "requested_epsilon", "report_global_sensitivity", "query_global_sensitivity", "norm", "query_key", "impression_sites", "impression_callers")
     WINDOW_DAYS_FIELD_NUMBER: _ClassVar[int]
     FIRST_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LAST_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +58,8 @@ class AttributionRequest(_message.Message):
     QUERY_GLOBAL_SENSITIVITY_FIELD_NUMBER: _ClassVar[int]
     NORM_FIELD_NUMBER: _ClassVar[int]
     QUERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSION_SITES_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSION_CALLERS_FIELD_NUMBER: _ClassVar[int]
     window_days: int
     first_epoch: int
     last_epoch: int
@@ -68,7 +74,9 @@ class AttributionRequest(_message.Message):
     query_global_sensitivity: float
     norm: str
     query_key: str
-    def __init__(self, window_days: _Optional[int] = ..., first_epoch: _Optional[int] = ..., last_epoch: _Optional[int] = ..., campaign_ids: _Optional[_Iterable[str]] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ..., logic: _Optional[str] = ..., last_n: _Optional[int] = ..., dimension: _Optional[int] = ..., requested_epsilon: _Optional[float] = ..., report_global_sensitivity: _Optional[float] = ..., query_global_sensitivity: _Optional[float] = ..., norm: _Optional[str] = ..., query_key: _Optional[str] = ...) -> None: ...
+    impression_sites: _containers.RepeatedScalarFieldContainer[str]
+    impression_callers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, window_days: _Optional[int] = ..., first_epoch: _Optional[int] = ..., last_epoch: _Optional[int] = ..., campaign_ids: _Optional[_Iterable[str]] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ..., logic: _Optional[str] = ..., last_n: _Optional[int] = ..., dimension: _Optional[int] = ..., requested_epsilon: _Optional[float] = ..., report_global_sensitivity: _Optional[float] = ..., query_global_sensitivity: _Optional[float] = ..., norm: _Optional[str] = ..., query_key: _Optional[str] = ..., impression_sites: _Optional[_Iterable[str]] = ..., impression_callers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Conversion(_message.Message):
     __slots__ = ("device_id", "event_time_micros", "conversion_id", "advertiser_site", "querier_site", "value", "product_id", "attribution_request")

@@ -195,18 +195,22 @@ class ImpressionColumns(_message.Message):
     def __init__(self, epochs: _Optional[_Iterable[int]] = ..., event_time_micros: _Optional[_Iterable[int]] = ..., impression_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ImpressionAttributes(_message.Message):
-    __slots__ = ("publisher_site", "advertiser_site", "campaign_id", "product_id", "filter_keys")
+    __slots__ = ("publisher_site", "advertiser_site", "campaign_id", "product_id", "filter_keys", "intermediary_site", "conversion_callers")
     PUBLISHER_SITE_FIELD_NUMBER: _ClassVar[int]
     ADVERTISER_SITE_FIELD_NUMBER: _ClassVar[int]
     CAMPAIGN_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCT_ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_KEYS_FIELD_NUMBER: _ClassVar[int]
+    INTERMEDIARY_SITE_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_CALLERS_FIELD_NUMBER: _ClassVar[int]
     publisher_site: str
     advertiser_site: str
     campaign_id: str
     product_id: str
     filter_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    intermediary_site: str
+    conversion_callers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ..., intermediary_site: _Optional[str] = ..., conversion_callers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BudgetDeviceState(_message.Message):
     __slots__ = ("impressions", "filters", "occupied_epochs", "device_id", "impression_columns", "attributes", "filter_columns")

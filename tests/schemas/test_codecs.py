@@ -602,6 +602,8 @@ CONVERSION_CASES = [
     (conversion_record(campaign_ids=["a1", 2]), "wrong_type:campaign_ids"),
     (conversion_record(filter_keys=[" "]), "empty_field:filter_keys"),
     (conversion_record(filter_keys={"k": 1}), "wrong_type:filter_keys"),
+    (conversion_record(impression_sites="nytimes.com"), "wrong_type:impression_sites"),
+    (conversion_record(impression_callers=[""]), "empty_field:impression_callers"),
     (conversion_record(query_key=7), "wrong_type:query_key"),
     (conversion_record(product_id=["shoe"]), "wrong_type:product_id"),
     (with_fields(device_id=...), "missing_field:device_id"),
@@ -780,7 +782,7 @@ def test_impression_fast_path_agrees_with_the_generic_checks_on_valid_and_invali
 @pytest.mark.parametrize(
     "field, value",
     [("publisher_site", 0), ("campaign_id", False), ("product_id", []), ("filter_keys", ""), ("filter_keys", 0),
-     ("filter_keys", {})],
+     ("filter_keys", {}), ("intermediary_site", 0), ("conversion_callers", ""), ("conversion_callers", {})],
 )
 def test_impression_fast_path_refuses_falsy_values_of_the_wrong_type(field, value):
     record = dict(row_to_dict(IMPRESSION_ROW), filter_keys=["mobile", "eu"])  # a list, as JSON decodes it
@@ -805,7 +807,9 @@ def test_conversion_fast_path_agrees_with_the_generic_checks():
                            ("dimension", 0), ("last_n", 0), ("requested_epsilon", 0.0), ("requested_epsilon", 1),
                            ("report_global_sensitivity", 1e9), ("campaign_ids", ["", "a"]), ("filter_keys", [3]),
                            ("window_days", 0), ("first_epoch", 3), ("query_key", ""), ("product_id", ""),
-                           ("last_n", True), ("last_n", None), ("last_n", 2)]:
+                           ("last_n", True), ("last_n", None), ("last_n", 2), ("impression_sites", ["a.com"]),
+                           ("impression_sites", "a.com"), ("impression_callers", ["b.com", ""]),
+                           ("impression_callers", [1])]:
             variants.append(dict(record, attribution_request=dict(request, **{field: bad})))
         variants += [dict(record, value=-1.0), dict(record, value=float("nan")), dict(record, value=3),
                      dict(record, device_id=" "), dict(record, attribution_request=[])]

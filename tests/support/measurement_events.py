@@ -24,9 +24,11 @@ def impression(
     filter_keys: tuple = (),
     device_id: str = "ann",
     publisher_site: str = "nytimes.com",
+    intermediary_site: str = "",
+    conversion_callers: tuple = (),
 ) -> Impression:
     return Impression(device_id, time, impression_id, publisher_site, advertiser_site, campaign_id, product_id,
-                      tuple(filter_keys))
+                      tuple(filter_keys), intermediary_site, conversion_callers)
 
 
 def request(**changes) -> AttributionRequest:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from schemas.rows import DeviceEpochBudget, EventLevelSource
+from schemas.rows import DeviceEpochBudget, EventLevelSource, Impression
 from tests.support.event_level_events import random_events as random_event_level
 from tests.support.measurement_data import random_population
 from tests.support.summary_events import random_ara, random_paa
@@ -132,21 +133,34 @@ BUDGET_CONFIG = MeasurementConfig()
 BUDGET_ROWS = sort_events(_one_device([*IMPRESSIONS, *CONVERSIONS]))
 
 
-def _budget_before() -> DeviceRecord:
-    first, rest = _halves(BUDGET_ROWS)
-    record = DeviceRecord(DeviceState(BUDGET_CONFIG.new_filters()))
-    list(replay(first[0].device_id, first, record.state, BUDGET_CONFIG, make_policy(BUDGET_CONFIG.policy),
-                SeededSource(SEED)))
-    record.cut = first[-1].event_time_micros + 1
-    record.items = [(row.event_time_micros, row) for row in rest]
-    return record
+# The same device under the W3C Attribution API's budgets with Big Bird's quotas, tight enough to refuse epochs,
+# every other impression saved by an intermediary that lets only the advertiser measure it.
+API_CONFIG = MeasurementConfig(policy="big_bird", global_epsilon=Fraction(3, 5), impression_quota_epsilon=Fraction(2, 5),
+                               conversion_quota_epsilon=Fraction(1, 2))
+API_ROWS = [row._replace(intermediary_site="adtech.example", conversion_callers=(row.advertiser_site,))
+            if type(row) is Impression and index % 2 else row for index, row in enumerate(BUDGET_ROWS)]
 
 
-def _budget_after(record: DeviceRecord) -> list:
-    events = sort_events(record.advance(2**62, []))
-    reports = list(replay(events[0].device_id, events, record.state, BUDGET_CONFIG, make_policy(BUDGET_CONFIG.policy),
-                          SeededSource(SEED + 1)))
-    return [*reports, sorted(record.state.filters.consumed.items()), sorted(record.state.occupied)]
+def _budget_before(config: MeasurementConfig, rows: list) -> Callable[[], DeviceRecord]:
+    def before() -> DeviceRecord:
+        first, rest = _halves(rows)
+        record = DeviceRecord(DeviceState(config.new_filters()))
+        list(replay(first[0].device_id, first, record.state, config, make_policy(config.policy), SeededSource(SEED)))
+        record.cut = first[-1].event_time_micros + 1
+        record.items = [(row.event_time_micros, row) for row in rest]
+        return record
+
+    return before
+
+
+def _budget_after(config: MeasurementConfig) -> Callable[[DeviceRecord], list]:
+    def after(record: DeviceRecord) -> list:
+        events = sort_events(record.advance(2**62, []))
+        reports = list(replay(events[0].device_id, events, record.state, config, make_policy(config.policy),
+                              SeededSource(SEED + 1)))
+        return [*reports, sorted(record.state.filters.consumed.items()), sorted(record.state.occupied)]
+
+    return after
 
 
 # The querier's side: reports of one (querier, query key) cut into batches of 3; one querier's waiting batches.
@@ -183,7 +197,10 @@ SAMPLES: dict[str, StateSample] = {
     "paa_device": StateSample(client_record_codec(PAA), _client_before(PAA, PAA_ROWS), _client_after(PAA)),
     "event_level_device": StateSample(device_record_codec_for(1.0, SeededSource(SEED)), _event_level_before,
                                       _event_level_after),
-    "budget_device": StateSample(device_codec(BUDGET_CONFIG), _budget_before, _budget_after),
+    "budget_device": StateSample(device_codec(BUDGET_CONFIG), _budget_before(BUDGET_CONFIG, BUDGET_ROWS),
+                                 _budget_after(BUDGET_CONFIG)),
+    "budget_device_big_bird": StateSample(device_codec(API_CONFIG), _budget_before(API_CONFIG, API_ROWS),
+                                          _budget_after(API_CONFIG)),
     "measurement_queries": StateSample(queries_codec(3), _queries_before, _queries_after),
 }
 

@@ -65,7 +65,8 @@ class ImpressionShards:
     Beam pays per element and per encoded object. Here a shard's impressions
     travel as one bytes element of four columns: device ids, times,
     impression ids, and a code into the table of the (publisher, advertiser,
-    campaign, product, filter keys) combinations, which repeat. Pickling
+    campaign, product, filter keys, intermediary, conversion callers)
+    combinations, which repeat. Pickling
     columns of strings and ints is several times faster than pickling rows.
     """
 
@@ -79,14 +80,14 @@ class ImpressionShards:
         self.pending = 0
 
     def add(self, row: Impression) -> None:
-        device, time, impression, publisher, advertiser, campaign, product, keys = row
+        device, time, impression, *attributes = row
         shard = self._shard_of.get(device)
         if shard is None:
             shard = self._shard_of[device] = device_shard(device, self._shards)
             if shard not in self._columns:
                 self._columns[shard] = ([], [], [], [])
         devices, times, impressions, codes = self._columns[shard]
-        rest = (publisher, advertiser, campaign, product, keys)
+        rest = tuple(attributes)
         code = self._codes.get(rest)
         if code is None:
             code = self._codes[rest] = len(self._codes)

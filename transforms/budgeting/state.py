@@ -19,6 +19,8 @@ from transforms.core.device_state import device_record_codec
 from transforms.core.mechanisms.global_filters import FilterId, FilterSet
 from transforms.core.state import StateCodec
 
+_ATTRIBUTES = Impression._fields[3:]  # what ImpressionAttributes holds, in the row's order
+
 
 def _filters_to(consumed: dict, target) -> None:
     for (querier_site, epoch), units in consumed.items():
@@ -42,9 +44,8 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
         columns.impression_ids.extend(ids)
         codes: dict[tuple, int] = {}
         columns.attributes.extend([codes.setdefault(shared, len(codes)) for shared in zip(*attributes, strict=True)])
-        for publisher_site, advertiser_site, campaign_id, product_id, filter_keys in codes:
-            message.attributes.add(publisher_site=publisher_site, advertiser_site=advertiser_site,
-                                   campaign_id=campaign_id, product_id=product_id, filter_keys=filter_keys)
+        for shared in codes:
+            message.attributes.add(**dict(zip(_ATTRIBUTES, shared, strict=True)))
     consumed = device.filters.consumed  # (querier site, epoch) -> units, or FilterId (kind, epoch, site) -> units
     if consumed:
         filters = message.filter_columns
@@ -63,7 +64,8 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
 def _device_from(message: state_pb2.BudgetDeviceState, config: MeasurementConfig) -> DeviceState:
     impressions = {entry.epoch: [row_of(Impression, row) for row in entry.impressions] for entry in message.impressions}
     attributes = [(entry.publisher_site, entry.advertiser_site, entry.campaign_id, entry.product_id,
-                   tuple(entry.filter_keys)) for entry in message.attributes]
+                   tuple(entry.filter_keys), entry.intermediary_site, tuple(entry.conversion_callers))
+                  for entry in message.attributes]
     device_id, columns = message.device_id, message.impression_columns
     for epoch, time, impression_id, code in zip(columns.epochs, columns.event_time_micros, columns.impression_ids,
                                                 columns.attributes, strict=True):

@@ -5,7 +5,8 @@ Seed 003 Sec. 3.3 and Code Listing 1:
 * Step 1, ``is_relevant``: ``select_relevant_events``: impressions for the
   conversion's advertiser site, of one of the requested campaigns (or, with
   no campaign listed, of the requested product), carrying every requested
-  filter key.
+  filter key, and matching the W3C Attribution API's callers and sites when
+  the events carry them.
 * Step 4, ``attribution_histogram``: ``compute_attribution``: the logic picks
   the credited impressions and splits the value among them; each credit goes
   to the histogram bucket of its impression (the index of its campaign in the
@@ -30,17 +31,23 @@ from schemas.rows import ATTRIBUTION_LOGICS as LOGICS
 from schemas.rows import NORMS, AttributionRequest, Impression
 
 
-def is_relevant(impression: Impression, advertiser_site: str, request: AttributionRequest) -> bool:
+def is_relevant(impression: Impression, advertiser_site: str, request: AttributionRequest, caller: str = "") -> bool:
     """Step 1 of Code Listing 1 for one impression (whatever its time; ``select_relevant`` is the rule)."""
-    return bool(select_relevant((impression,), advertiser_site, request, impression.event_time_micros))
+    return bool(select_relevant((impression,), advertiser_site, request, impression.event_time_micros, caller))
 
 
 def select_relevant(
-    impressions: Sequence[Impression], advertiser_site: str, request: AttributionRequest, until_micros: int
+    impressions: Sequence[Impression], advertiser_site: str, request: AttributionRequest, until_micros: int,
+    caller: str = "",
 ) -> list[Impression]:
     """Step 1 of Code Listing 1: the impressions at or before ``until_micros`` for ``advertiser_site``, of one of
     the request's campaigns (or, with none listed, of its product), carrying every requested filter key. One list
-    comprehension per case: this runs for every epoch of every conversion's window."""
+    comprehension per case: this runs for every epoch of every conversion's window.
+
+    With the W3C Attribution API's fields (``api.bs``, "common matching logic"): an impression that names
+    conversion callers matches only a conversion whose ``caller`` (its querier) is one of them; a request that
+    names impression sites or callers matches only impressions saved on those sites or by those callers (the
+    intermediary, else the publisher)."""
     keys = request.filter_keys
     if request.campaign_ids:
         campaigns = request.campaign_ids
@@ -56,6 +63,12 @@ def select_relevant(
         ]
     if keys:
         found = [i for i in found if all(key in i.filter_keys for key in keys)]
+    if found and (request.impression_sites or request.impression_callers or any(i.conversion_callers for i in found)):
+        sites, callers = request.impression_sites, request.impression_callers
+        found = [i for i in found
+                 if (not i.conversion_callers or caller in i.conversion_callers)
+                 and (not sites or i.publisher_site in sites)
+                 and (not callers or (i.intermediary_site or i.publisher_site) in callers)]
     return found
 
 

@@ -223,7 +223,8 @@ def _relevant_by_epoch(state: DeviceState, conversion: Conversion, request: Attr
     for epoch in epochs:
         impressions = state.impressions.get(epoch)
         if impressions:
-            relevant = select_relevant(impressions, conversion.advertiser_site, request, conversion.event_time_micros)
+            relevant = select_relevant(impressions, conversion.advertiser_site, request, conversion.event_time_micros,
+                                       conversion.querier_site)
             if relevant:
                 found[epoch] = relevant
     return found

@@ -66,6 +66,20 @@ def test_relevance_needs_every_requested_filter_key():
     assert is_relevant(impression(1, "i", filter_keys=()), "nike.com", request(filter_keys=()))
 
 
+def test_relevance_follows_the_attribution_apis_callers_and_sites():
+    """``api.bs`` "common matching logic": an impression's conversionCallers name who may measure it; a request's
+    impressionSites and impressionCallers (the intermediary, else the publisher) name what it may read."""
+    saved_by_adtech = impression(1, "i", intermediary_site="adtech.example", conversion_callers=("nike.com",))
+    assert is_relevant(saved_by_adtech, "nike.com", request(), caller="nike.com")
+    assert not is_relevant(saved_by_adtech, "nike.com", request(), caller="reseller.example")
+    assert is_relevant(impression(1, "i"), "nike.com", request(), caller="reseller.example")  # no callers: anyone
+    assert is_relevant(saved_by_adtech, "nike.com", request(impression_sites=("nytimes.com",)), caller="nike.com")
+    assert not is_relevant(saved_by_adtech, "nike.com", request(impression_sites=("lemonde.fr",)), caller="nike.com")
+    assert is_relevant(saved_by_adtech, "nike.com", request(impression_callers=("adtech.example",)), caller="nike.com")
+    assert not is_relevant(saved_by_adtech, "nike.com", request(impression_callers=("nytimes.com",)), caller="nike.com")
+    assert is_relevant(impression(1, "i"), "nike.com", request(impression_callers=("nytimes.com",)))  # the publisher
+
+
 # --------------------------------------------------------------------------- logics
 
 
