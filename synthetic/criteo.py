@@ -182,6 +182,20 @@ CRITEO_AUGMENT_WINDOW_DAYS = 30  # augmented impressions in [t - 30 d, t)
 CRITEO_MAX_AUGMENT = 100
 CRITEO_LOGIC = "last_touch"
 CRITEO_PUBLISHER = "publisher.example"
+# --api-fields (the W3C Attribution API's fields): impressions spread over publishers, saved by their advertiser's
+# ad tech, measurable by the advertiser only (docs/attribution-api.md)
+CRITEO_API_PUBLISHERS = 50
+CRITEO_API_INTERMEDIARIES = 8
+
+
+def criteo_api_publisher(index: int) -> str:
+    """The publisher of impression ``index`` under ``--api-fields``: round robin over the publishers."""
+    return f"publisher-{index % CRITEO_API_PUBLISHERS:02d}.example"
+
+
+def criteo_api_intermediary(advertiser: int) -> str:
+    """The ad tech that saves advertiser ``advertiser``'s impressions under ``--api-fields``."""
+    return f"adtech-{advertiser % CRITEO_API_INTERMEDIARIES}.example"
 CRITEO_START = "2024-01-01T00:00:00Z"
 CRITEO_CHUNK_IMPRESSIONS = 250_000  # impressions generated at once (a chunk of one advertiser)
 CRITEO_RECORDS_PER_SHARD = 1_000_000  # about this many (base) records per file
@@ -390,12 +404,14 @@ def _truncated_exponential_micros(rng: np.random.Generator, n: int) -> np.ndarra
 
 def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment: int = 0, seed: int = 0,
                     fmt: str = "avro", start: str | int = CRITEO_START, progress: bool = True,
-                    sidecars: bool = False, event_files: bool = True) -> CriteoStats:
+                    sidecars: bool = False, event_files: bool = True, api_fields: bool = False) -> CriteoStats:
     """Write the Criteo-like dataset of Cookie Monster paper Sec. 8.4 (model: the module docstring) at ``scale`` times the
     paper's size to ``out_dir``, with ``augment`` synthetic impressions per conversion (Criteo++, Sec. 8.4, Fig.
     6d); return what was written. ``start`` is an ISO 8601 date(-time) or epoch microseconds. With ``sidecars``
     (Avro only), every file also gets its column side-car (``files.ColumnSidecar``, for the evaluation); with
-    ``event_files=False`` as well, only the side-cars are written. Raises
+    ``event_files=False`` as well, only the side-cars are written. With ``api_fields``, impressions carry the W3C
+    Attribution API's fields (``criteo_api_publisher``, ``criteo_api_intermediary``; the advertiser alone may
+    measure them); nothing else changes, the random draws included. Raises
     ``ValueError`` for a bad option (the message names it)."""
     datafiles.check_format_and_scale(fmt, scale)
     augment = datafiles.check_integer("--augment", augment, 0, CRITEO_MAX_AUGMENT)
@@ -457,10 +473,15 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         impression_devices[first:first + n] = users
 
         advertiser = names[a]
+        api = {"intermediary": criteo_api_intermediary(a), "callers": (advertiser,)} if api_fields else {}
+
+        def publishers(start: int, count: int) -> str | list[str]:
+            return [criteo_api_publisher(i) for i in range(start, start + count)] if api_fields else CRITEO_PUBLISHER
+
         records = datafiles.encode_impressions(
             fmt, [f"device-{u:0{device_width}d}" for u in users.tolist()], times.tolist(),
-            [f"imp-{i:0{imp_width}d}" for i in range(first, first + n)], publisher=CRITEO_PUBLISHER,
-            advertiser=advertiser, campaign="", product=[f"category-{k}" for k in categories.tolist()])
+            [f"imp-{i:0{imp_width}d}" for i in range(first, first + n)], publisher=publishers(first, n),
+            advertiser=advertiser, campaign="", product=[f"category-{k}" for k in categories.tolist()], **api)
         if augment and conv_time.size:
             aug = datafiles.stream(aug_seq, a, j)
             hi = np.repeat(conv_time, augment)
@@ -471,8 +492,9 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
             first_aug = counts["augmented"]
             records += datafiles.encode_impressions(
                 fmt, [f"device-{u:0{device_width}d}" for u in aug_users.tolist()], aug_times.tolist(),
-                [f"aug-{i}" for i in range(first_aug, first_aug + aug_times.size)], publisher=CRITEO_PUBLISHER,
-                advertiser=advertiser, campaign="", product=[f"category-{k}" for k in aug_categories.tolist()])
+                [f"aug-{i}" for i in range(first_aug, first_aug + aug_times.size)],
+                publisher=publishers(first_aug, int(aug_times.size)), advertiser=advertiser, campaign="",
+                product=[f"category-{k}" for k in aug_categories.tolist()], **api)
             counts["augmented"] += int(aug_times.size)
         counts["impressions"] += n
         counts["conversions"] += int(conv_time.size)
@@ -553,8 +575,13 @@ def generate_criteo(out_dir: str | os.PathLike, *, scale: float = 0.05, augment:
         conversion_files=[str(path) for path in conversion_paths],
     )
     parameters = {"scale": scale, "augment": augment, "seed": seed, "format": fmt,
-                  "start": iso_micros(start_micros), "start_micros": start_micros}
-    datafiles.write_generation_json(out, DATASET, parameters, criteo_model(), stats)
+                  "start": iso_micros(start_micros), "start_micros": start_micros, "api_fields": api_fields}
+    model = criteo_model()
+    if api_fields:
+        model |= {"publisher_site": f"publisher-NN.example, impression i's NN = i mod {CRITEO_API_PUBLISHERS}",
+                  "intermediary_site": f"adtech-M.example, advertiser a's M = a mod {CRITEO_API_INTERMEDIARIES}",
+                  "conversion_callers": ["the impression's advertiser"]}
+    datafiles.write_generation_json(out, DATASET, parameters, model, stats)
     return stats
 
 
@@ -646,13 +673,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--augment", type=Integer(0, CRITEO_MAX_AUGMENT), default=0,
                         help=f"synthetic impressions per conversion in its {CRITEO_AUGMENT_WINDOW_DAYS}-day window "
                              f"(Criteo++; the paper uses 0, 3, 6, 9), 0 to {CRITEO_MAX_AUGMENT} (default 0)")
+    parser.add_argument("--api-fields", action="store_true",
+                        help=f"the W3C Attribution API's fields: impressions over {CRITEO_API_PUBLISHERS} publishers "
+                             f"(round robin), saved by one of {CRITEO_API_INTERMEDIARIES} ad techs (the advertiser's), "
+                             "measurable by their advertiser only (docs/attribution-api.md)")
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """Generate from parsed options and print the summary (``ValueError`` / ``OSError`` go to the caller)."""
     began = time.monotonic()
     stats = generate_criteo(args.output, scale=args.scale, augment=args.augment, seed=args.seed, fmt=args.format,
-                            start=args.start, progress=not args.quiet)
+                            start=args.start, progress=not args.quiet, api_fields=args.api_fields)
     print(f"generate {DATASET}: wrote {stats.impressions:,} impressions (+{stats.augmented_impressions:,} augmented) "
           f"of {stats.advertisers} advertisers by {stats.users:,} devices ({stats.impressions_per_user:.2f} "
           f"impressions each) and {stats.conversions:,} conversions in {time.monotonic() - began:.1f} s")

@@ -245,27 +245,31 @@ def _column(value: str | Sequence[str], length: int) -> Iterable[str]:
 
 
 def encode_impressions(fmt: str, devices: Sequence[str], times: Sequence[int], ids: Sequence[str], *,
-                       publisher: str, advertiser: str | Sequence[str], campaign: str | Sequence[str],
-                       product: str | Sequence[str]) -> list:
-    """Valid impressions without filter keys, as parallel columns (``advertiser``, ``campaign`` and ``product``
-    either one string for all or a column), encoded for ``fmt``: the records ``encode_record`` would give, without
-    a dict per record for jsonl and pb. Names must be plain ASCII (no quote or backslash): they are the
-    generators' own ids."""
+                       publisher: str | Sequence[str], advertiser: str | Sequence[str], campaign: str | Sequence[str],
+                       product: str | Sequence[str], intermediary: str = "", callers: Sequence[str] = ()) -> list:
+    """Valid impressions without filter keys, as parallel columns (``publisher``, ``advertiser``, ``campaign`` and
+    ``product`` either one string for all or a column), encoded for ``fmt``: the records ``encode_record`` would
+    give, without a dict per record for jsonl and pb. With ``intermediary`` or ``callers``, every impression also
+    carries the W3C Attribution API's ``intermediary_site`` and ``conversion_callers``. Names must be plain ASCII
+    (no quote or backslash): they are the generators' own ids."""
     n = len(devices)
-    columns = zip(devices, times, ids, _column(advertiser, n), _column(campaign, n), _column(product, n), strict=True)
+    columns = zip(devices, times, ids, _column(publisher, n), _column(advertiser, n), _column(campaign, n),
+                  _column(product, n), strict=True)
+    api = {"intermediary_site": intermediary, "conversion_callers": list(callers)} if intermediary or callers else {}
     if fmt == "avro":
         keys: list = []  # shared: the writer only reads it
-        return [{"device_id": d, "event_time_micros": t, "impression_id": i, "publisher_site": publisher,
-                 "advertiser_site": a, "campaign_id": c, "product_id": p, "filter_keys": keys}
-                for d, t, i, a, c, p in columns]
+        return [{"device_id": d, "event_time_micros": t, "impression_id": i, "publisher_site": s,
+                 "advertiser_site": a, "campaign_id": c, "product_id": p, "filter_keys": keys, **api}
+                for d, t, i, s, a, c, p in columns]
     if fmt == "jsonl":
+        tail = "".join(f", {json.dumps(name)}: {json.dumps(value)}" for name, value in api.items())
         return [f'{{"device_id": "{d}", "event_time_micros": {t}, "impression_id": "{i}", "publisher_site": '
-                f'"{publisher}", "advertiser_site": "{a}", "campaign_id": "{c}", "product_id": "{p}", '
-                f'"filter_keys": []}}\n' for d, t, i, a, c, p in columns]
+                f'"{s}", "advertiser_site": "{a}", "campaign_id": "{c}", "product_id": "{p}", '
+                f'"filter_keys": []{tail}}}\n' for d, t, i, s, a, c, p in columns]
     message = events_pb2.Impression
-    return [encode_delimited(message(device_id=d, event_time_micros=t, impression_id=i, publisher_site=publisher,
-                                     advertiser_site=a, campaign_id=c, product_id=p))
-            for d, t, i, a, c, p in columns]
+    return [encode_delimited(message(device_id=d, event_time_micros=t, impression_id=i, publisher_site=s,
+                                     advertiser_site=a, campaign_id=c, product_id=p, **api))
+            for d, t, i, s, a, c, p in columns]
 
 
 class RequestEncoder:

@@ -79,7 +79,7 @@ def test_files_read_back_and_match_stats(runs):
     summary = json.loads((out / "generation.json").read_text())
     assert summary["dataset"] == "criteo-like"
     assert summary["parameters"] == {"scale": SCALE, "augment": 0, "seed": 21, "format": "avro",
-                                     "start": "2024-01-01T00:00:00Z", "start_micros": START}
+                                     "start": "2024-01-01T00:00:00Z", "start_micros": START, "api_fields": False}
     recorded = summary["stats"]
     assert (recorded["impressions"], recorded["conversions"], recorded["users"]) == (
         len(impressions), len(conversions), stats.users)
@@ -88,6 +88,24 @@ def test_files_read_back_and_match_stats(runs):
     assert summary["model"]["population_rho"] == CRITEO_POPULATION_RHO
     assert (recorded["max_device_impressions"], recorded["top_1pct_device_share"]) == (
         stats.max_device_impressions, stats.top_1pct_device_share)
+
+
+@pytest.mark.parametrize("fmt", ["avro", "jsonl", "pb"])
+def test_the_attribution_api_fields_change_only_those_fields(fmt, tmp_path):
+    """--api-fields: publishers round robin, the advertiser's ad tech as intermediary, the advertiser as the only
+    conversion caller; every other field (and every draw) as without them."""
+    plain = read_dataset(generate_criteo(tmp_path / "plain", scale=0.0005, augment=1, seed=2, progress=False))
+    api = read_dataset(generate_criteo(tmp_path / fmt, scale=0.0005, augment=1, seed=2, fmt=fmt, progress=False,
+                                       api_fields=True))
+    assert api[1] == plain[1]
+    assert len(api[0]) == len(plain[0])
+    for with_fields, without in zip(api[0], plain[0], strict=True):
+        assert with_fields._replace(publisher_site=without.publisher_site, intermediary_site="",
+                                    conversion_callers=()) == without
+        assert with_fields.conversion_callers == (without.advertiser_site,)
+        assert with_fields.intermediary_site == criteo.criteo_api_intermediary(int(without.advertiser_site[11:14]))
+    publishers = collections.Counter(row.publisher_site for row in api[0] if row.impression_id.startswith("imp-"))
+    assert len(publishers) == criteo.CRITEO_API_PUBLISHERS and max(publishers.values()) - min(publishers.values()) <= 1
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "pb"])
