@@ -52,6 +52,12 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
     api.add_argument("--conversion-quota-epsilon", type=optional_epsilon,
                      help=f"quota of the global budget per (device-epoch, conversion site) (big_bird: default "
                      f"{CONVERSION_TIMES} x --epsilon-g; attribution_api: none, as the specification)")
+    api.add_argument("--impression-site-cap", type=POSITIVE_INTEGER,
+                     help="Big Bird's per-user-action cap: of one device's events at one time (a user action), only "
+                     "the impressions of the first N impression sites are saved (default: no cap)")
+    api.add_argument("--conversion-site-cap", type=POSITIVE_INTEGER,
+                     help="Big Bird's per-user-action cap: of one device's conversions at one time, at most N "
+                     "conversion sites draw from each epoch's quotas; the others' epochs are refused (default: no cap)")
     query = parser.add_argument_group("queries")
     query.add_argument("--batch-size", type=POSITIVE_INTEGER, default=DEFAULT_BATCH_SIZE,
                        help="reports per query, B (default 2000)")
@@ -82,7 +88,8 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
 
 GLOBAL_TIMES, IMPRESSION_TIMES, CONVERSION_TIMES = 8, 4, 2  # defaults, in multiples of eps_G
 _NONE = "none"
-API_BUDGET_OPTIONS = ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon")
+API_BUDGET_OPTIONS = ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon", "impression_site_cap",
+                      "conversion_site_cap")
 
 
 def policy_name(text: str) -> str:
@@ -96,8 +103,9 @@ def optional_epsilon(text: str) -> Fraction | str:
 
 
 def _api_budgets(args: argparse.Namespace) -> dict:
-    """The Attribution API policies' global budget and quotas (``MeasurementConfig`` fields): the defaults as
-    multiples of eps_G, 'none' as no filter; for the other policies, none (and an error if one was given)."""
+    """The Attribution API policies' global budget, quotas and per-user-action caps (``MeasurementConfig`` fields):
+    the budgets' defaults as multiples of eps_G, 'none' as no filter, no cap by default; for the other policies,
+    none (and an error if one was given)."""
     given = {name: getattr(args, name) for name in API_BUDGET_OPTIONS}
     if not POLICIES[args.policy].global_filters:
         named = [name for name, value in given.items() if value is not None]
@@ -108,8 +116,8 @@ def _api_budgets(args: argparse.Namespace) -> dict:
                 "conversion_quota_epsilon": CONVERSION_TIMES if args.policy == "big_bird" else None}
     budgets = {}
     for name, value in given.items():
-        if value is None:
-            value = None if defaults[name] is None else defaults[name] * args.epsilon_g
+        if value is None and defaults.get(name) is not None:
+            value = defaults[name] * args.epsilon_g
         budgets[name] = None if value == _NONE else value
     return budgets
 

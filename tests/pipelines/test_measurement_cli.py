@@ -55,7 +55,8 @@ def test_a_run_writes_its_outputs_and_a_summary(nike, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("policy", [("ipa_like",),
-                                    ("big-bird", "--global-epsilon", "0.6", "--impression-quota-epsilon", "0.4")])
+                                    ("big-bird", "--global-epsilon", "0.6", "--impression-quota-epsilon", "0.4",
+                                     "--impression-site-cap", "1", "--conversion-site-cap", "1")])
 def test_streaming_writes_the_same_outputs_as_batch(tmp_path, capsys, policy):
     impressions, conversions = random_population(seed=11)
     paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
@@ -107,6 +108,7 @@ def test_bias_detection_adds_the_count_and_the_bound(nike, tmp_path, capsys):
         (("--attribution-window-days", "100"), "between 1 day and the longest allowed window"),
         (("--global-epsilon", "2"), "--global-epsilon applies to --policy attribution_api or big_bird"),
         (("--policy", "big-bird", "--impression-quota-epsilon", "0"), "must be a number > 0"),
+        (("--conversion-site-cap", "2"), "--conversion-site-cap applies to --policy attribution_api or big_bird"),
     ],
 )
 def test_bad_options_are_one_line_errors(nike, tmp_path, capsys, extra, message):

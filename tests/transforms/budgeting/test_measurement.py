@@ -126,7 +126,7 @@ CONFIGS = {
     "attribution_api": MeasurementConfig(policy="attribution_api", global_epsilon=Fraction(3, 5),
                                          impression_quota_epsilon=Fraction(2, 5)),
     "big_bird": MeasurementConfig(policy="big_bird", global_epsilon=Fraction(1), impression_quota_epsilon=Fraction(4, 5),
-                                  conversion_quota_epsilon=Fraction(1, 2)),
+                                  conversion_quota_epsilon=Fraction(1, 2), impression_site_cap=1, conversion_site_cap=1),
 }
 
 

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from transforms.attribution_api.mechanisms.credit import fairly_allocate_credit
-from transforms.core.mechanisms.global_filters import SITE, FilterCapacities, FilterId, FilterSet, epoch_charges
+from transforms.core.mechanisms.global_filters import (
+    SITE,
+    FilterCapacities,
+    FilterId,
+    FilterSet,
+    UserActionContext,
+    epoch_charges,
+)
 
 MICRO = 1_000_000  # budgets are integers of 1e-6 epsilon
 SECONDS_PER_DAY = 86_400
@@ -126,21 +133,6 @@ class Impression:
     priority: int
 
 
-@dataclass
-class UserActionContext:
-    """PR #309's "user action context entry": the impression sites admitted to save impressions within one user
-    action, and per epoch the conversion sites admitted to draw from their quotas (an admitted site is admitted
-    again for free)."""
-
-    impression_sites: set[str] = field(default_factory=set)
-    conversion_sites: dict[int, set[str]] = field(default_factory=dict)
-
-
-def _has_room(admitted: set[str], site: str, cap: int) -> bool:
-    """PR #309's "check ... site allowance": ``site`` was admitted already, or fewer than ``cap`` sites were."""
-    return site in admitted or len(admitted) < cap
-
-
 @dataclass(frozen=True)
 class ConversionRequest:
     """``measureConversion``'s options, validated."""
@@ -211,7 +203,8 @@ class Backend:
     def _user_action(self) -> UserActionContext:
         """PR #309's "current user action context": the entry of the delegate's current user action."""
         assert self.delegate.user_action is not None  # checked in __post_init__ whenever a cap asks for it
-        return self.user_actions.setdefault(self.delegate.user_action(), UserActionContext())
+        return self.user_actions.setdefault(self.delegate.user_action(), UserActionContext(
+            self.limits.impression_site_count_cap, self.limits.conversion_site_count_cap))
 
     # --- sites
     def _parse_site(self, host: str) -> str:
@@ -280,11 +273,9 @@ class Backend:
         if not self.enabled:
             return
         cap = self.limits.impression_site_count_cap
-        if cap is not None:  # Big Bird's cap: an impression site past it in this user action saves nothing
-            admitted = self._user_action().impression_sites
-            if not _has_room(admitted, site, cap):
-                return
-            admitted.add(site)
+        # Big Bird's cap: an impression site past it in this user action saves nothing
+        if cap is not None and not self._user_action().admit_impression_site(site):
+            return
         self.impressions.append(Impression(match_value, site, intermediary_site, conversion_sites, conversion_callers,
                                            timestamp, lifetime_days * SECONDS_PER_DAY, histogram_index, priority))
 
@@ -406,14 +397,9 @@ class Backend:
         conversion site allowance"), then ``_deduct``: a conversion site not yet admitted in this user action and
         epoch when the cap's sites are all admitted is refused like an out-of-budget epoch, and a site is admitted
         only when its charges pass (safety limits are charged if and only if the privacy budget is)."""
-        cap = self.limits.conversion_site_count_cap
-        if conversion.context is None or cap is None:
+        if conversion.context is None:
             return self._deduct(charges)
-        admitted = conversion.context.conversion_sites.setdefault(epoch, set())
-        if not _has_room(admitted, conversion.site, cap) or not self._deduct(charges):
-            return False
-        admitted.add(conversion.site)
-        return True
+        return conversion.context.consume_for_conversion_site(epoch, conversion.site, lambda: self._deduct(charges))
 
     def _deductions(self, request: ConversionRequest, single_epoch: bool, l1_norm: int) -> tuple[int, int]:
         """(the per-site deduction, the value deduction) in micro-epsilon, rounded up: sensitivity / noise scale,

@@ -27,7 +27,7 @@ from transforms.budgeting.mechanisms.bias import BiasDetection, bias_weight
 from transforms.budgeting.mechanisms.policies import BudgetPolicy, make_policy
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 from transforms.core.mechanisms.budget_units import epsilon_units, units_float
-from transforms.core.mechanisms.global_filters import SITE, FilterCapacities, FilterId, FilterSet
+from transforms.core.mechanisms.global_filters import SITE, FilterCapacities, FilterId, FilterSet, UserActionContext
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.mechanisms.time_steps import EpochClock
 
@@ -51,6 +51,11 @@ class MeasurementConfig:
     global_epsilon: Fraction | None = None
     impression_quota_epsilon: Fraction | None = None
     conversion_quota_epsilon: Fraction | None = None
+    # Big Bird's per-user-action caps (attribution_api, big_bird): of one device's events at one time (one user
+    # action), at most so many impression sites' impressions are saved, and per epoch at most so many conversion
+    # sites draw from their quotas; None: no cap
+    impression_site_cap: int | None = None
+    conversion_site_cap: int | None = None
 
     def __post_init__(self) -> None:
         policy = make_policy(self.policy)
@@ -59,7 +64,8 @@ class MeasurementConfig:
                              f"(cookie_monster, ara_like), not {self.policy}")
         if self.capacity_epsilon <= 0:
             raise ValueError(f"the per-epoch capacity eps_G must be > 0, got {self.capacity_epsilon}")
-        for name in ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon"):
+        for name in ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon", "impression_site_cap",
+                     "conversion_site_cap"):
             value = getattr(self, name)
             if value is not None and not policy.global_filters:
                 raise ValueError(f"{name} applies to the Attribution API's policies (attribution_api, big_bird), "
@@ -118,7 +124,8 @@ class MeasurementConfig:
             },
             **({"global_epsilon": _text(self.global_epsilon),
                 "impression_quota_epsilon": _text(self.impression_quota_epsilon),
-                "conversion_quota_epsilon": _text(self.conversion_quota_epsilon)}
+                "conversion_quota_epsilon": _text(self.conversion_quota_epsilon),
+                "impression_site_cap": self.impression_site_cap, "conversion_site_cap": self.conversion_site_cap}
                if make_policy(self.policy).global_filters else {}),
         }
 
@@ -256,12 +263,18 @@ def replay(
     epoch_of = config.clock.epoch_of
     bias = config.bias
     occupied = EVERY_EPOCH if bias is not None and bias.heartbeats else state.occupied
+    caps = (config.impression_site_cap, config.conversion_site_cap)
+    capped = caps != (None, None)
+    action, action_time = None, None
     for event in events:
         epoch = epoch_of(event.event_time_micros)
         if bias is not None:
             state.occupied.add(epoch)
+        if capped and event.event_time_micros != action_time:  # a user action: the device's events at one time
+            action, action_time = UserActionContext(*caps), event.event_time_micros
         if isinstance(event, Impression):
-            state.impressions.setdefault(epoch, []).append(event)
+            if action is None or action.admit_impression_site(event.publisher_site):
+                state.impressions.setdefault(epoch, []).append(event)
             continue
         resolved = resolve_request(event, config)
         if isinstance(resolved, str):
@@ -270,7 +283,7 @@ def replay(
         assert request.requested_epsilon is not None  # resolve_request sets it
         relevant = _relevant_by_epoch(state, event, request, epochs)
         outcome = policy.generate_report(
-            state.filters, event.querier_site, epochs, relevant, request, event.value, occupied, bias
+            state.filters, event.querier_site, epochs, relevant, request, event.value, occupied, bias, action
         )
         yield ReportRecord(
             querier_site=event.querier_site,

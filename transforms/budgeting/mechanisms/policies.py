@@ -29,6 +29,7 @@ budget side channel). Beam-free.
 """
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Container, Mapping, Sequence
@@ -40,7 +41,7 @@ from schemas.rows import AttributionRequest, Impression
 from transforms.budgeting.mechanisms.attribution import attribution_histogram
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
 from transforms.core.mechanisms.budget_units import UNITS_PER_EPSILON, as_fraction
-from transforms.core.mechanisms.global_filters import SITE, FilterId, FilterSet, epoch_charges
+from transforms.core.mechanisms.global_filters import SITE, FilterId, FilterSet, UserActionContext, epoch_charges
 
 if TYPE_CHECKING:  # pragma: no cover
     from transforms.budgeting.mechanisms.bias import BiasDetection
@@ -126,8 +127,10 @@ class BudgetPolicy(ABC):
         value: float,
         occupied: Container[int] = (),
         bias: BiasDetection | None = None,
+        action: UserActionContext | None = None,
     ) -> ReportOutcome:
-        """The report; ``request.requested_epsilon`` is already resolved."""
+        """The report; ``request.requested_epsilon`` is already resolved. ``action``: the user action of the
+        conversion, under Big Bird's per-user-action cap (the Attribution API's policies)."""
 
 
 def _with_count(histogram: tuple, bias: BiasDetection | None, empty_epochs: int) -> tuple:
@@ -142,7 +145,8 @@ class CookieMonster(BudgetPolicy):
     guarantee = ("individual device-epoch eps_G-DP per querier site (Cookie Monster paper Thm. 1, case 1: attribution functions "
                  "that use public events only through the report identifier; 2 eps_G otherwise, case 2)")
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None,
+                        action=None):
         single_epoch = len(epochs) == 1
         extra = 0 if bias is None else bias.extra_loss_units(request)
         kept: list[Impression] = []
@@ -170,7 +174,8 @@ class AraLike(BudgetPolicy):
     name = "ara_like"
     guarantee = "device-epoch eps_G-DP per querier site (every epoch of a window pays the full requested epsilon)"
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None,
+                        action=None):
         full = scaled_loss_units(request.requested_epsilon, request.query_global_sensitivity, request.query_global_sensitivity)
         if bias is not None:
             full += bias.extra_loss_units(request)  # Thm. 17, charged like the rest: on every epoch
@@ -190,7 +195,8 @@ class IpaLike(BudgetPolicy):
     guarantee = "device-epoch eps_G-DP per querier site, enforced centrally per epoch (off-device budgeting)"
     supports_bias_detection = False
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None,
+                        action=None):
         if bias is not None:
             raise ValueError("ipa_like drops no data: bias detection applies to on-device policies only")
         for epoch in epochs:
@@ -208,7 +214,9 @@ class AttributionApi(BudgetPolicy):
     the epoch gives, pay the report's global bound (Thm. 4 case 3: ``api.bs``'s value deduction); with a
     conversion-site quota, so does the querier's quota. All of an epoch's filters pay or none does
     (``FilterSet.try_consume``); an epoch that cannot pay contributes no events. The filters' capacities are the
-    configuration's (``MeasurementConfig.filter_capacities``)."""
+    configuration's (``MeasurementConfig.filter_capacities``). Under Big Bird's per-user-action cap, ``action``
+    admits at most so many conversion sites per epoch of one user action (``UserActionContext``); another site's
+    epoch is refused like one out of budget."""
 
     name = "attribution_api"
     guarantee = ("individual device-epoch eps_G-DP per conversion site, and globally (over every site together) "
@@ -217,7 +225,8 @@ class AttributionApi(BudgetPolicy):
     supports_bias_detection = False
     global_filters = True
 
-    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None):
+    def generate_report(self, filters, querier_site, epochs, relevant_by_epoch, request, value, occupied=(), bias=None,
+                        action=None):
         if bias is not None:
             raise ValueError(f"{self.name}: bias detection (Appendix D) is for the Cookie Monster family of policies")
         assert isinstance(filters, FilterSet)
@@ -232,8 +241,9 @@ class AttributionApi(BudgetPolicy):
             if not events:
                 continue
             loss = individual_loss_units(events, request, value, single_epoch)
-            impression_sites = {event.publisher_site for event in events}
-            if filters.try_consume(epoch_charges(epoch, querier_site, impression_sites, loss, bound)):
+            charges = epoch_charges(epoch, querier_site, {event.publisher_site for event in events}, loss, bound)
+            consume = functools.partial(filters.try_consume, charges)
+            if consume() if action is None else action.consume_for_conversion_site(epoch, querier_site, consume):
                 kept.extend(events)
                 charged += loss
             else:

@@ -19,8 +19,8 @@ Beam-free.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 SITE, GLOBAL, IMPRESSION_QUOTA, CONVERSION_QUOTA = "site", "global", "impression_quota", "conversion_quota"
@@ -133,3 +133,39 @@ class FilterSet:
 
     def items(self) -> Iterator[tuple[FilterId, int]]:
         return iter(self.consumed.items())
+
+
+@dataclass
+class UserActionContext:
+    """Big Bird's per-user-action cap on quota activations (Tholoniat et al., Sec. 4, Alg. 2; w3c/attribution PR
+    #309's "user action context entry"): within one user action, at most ``impression_site_cap`` impression sites
+    may save impressions, and per epoch at most ``conversion_site_cap`` conversion sites may draw from their quotas
+    (None: no cap). An admitted site is admitted again for free, so a Sybil page that makes many sites act on one
+    user action gets at most the cap's worth."""
+
+    impression_site_cap: int | None = None
+    conversion_site_cap: int | None = None
+    impression_sites: set[str] = field(default_factory=set)
+    conversion_sites: dict[int, set[str]] = field(default_factory=dict)
+
+    def admit_impression_site(self, site: str) -> bool:
+        """Whether ``site`` may save an impression in this action (and admit it): no cap, it was admitted already,
+        or fewer than the cap's sites were (PR #309's "check impression site allowance")."""
+        admitted, cap = self.impression_sites, self.impression_site_cap
+        if cap is not None and site not in admitted and len(admitted) >= cap:
+            return False
+        admitted.add(site)
+        return True
+
+    def consume_for_conversion_site(self, epoch: int, site: str, consume: Callable[[], bool]) -> bool:
+        """PR #309's "check conversion site allowance", then ``consume()`` (the epoch's check-then-deduct): a
+        conversion site not yet admitted in this action and epoch, when the cap's sites all are, is refused like an
+        out-of-budget epoch without calling ``consume``; a site is admitted only when ``consume()`` succeeds (quotas
+        are charged if and only if the privacy budget is)."""
+        admitted, cap = self.conversion_sites.setdefault(epoch, set()), self.conversion_site_cap
+        if cap is not None and site not in admitted and len(admitted) >= cap:
+            return False
+        if not consume():
+            return False
+        admitted.add(site)
+        return True

@@ -310,6 +310,48 @@ def test_big_bird_conversion_site_quota_caps_one_querier_of_the_global_budget():
     assert BigBird().generate_report(filters, ADIDAS, range(2, 3), RELEVANT, MULTI, 70.0).histogram == (0.0, 70.0)
 
 
+def test_big_birds_per_user_action_caps_bound_what_sybil_sites_acting_on_one_user_action_get():
+    """One user action (the device's events at one time) makes 5 publishers save impressions and 5 conversion
+    sites measure: with both caps at 2, only the first 2 publishers' impressions are saved and only 2 conversion
+    sites draw from the epoch's quotas; a later action starts afresh."""
+    config = MeasurementConfig(policy="big_bird", impression_site_cap=2, conversion_site_cap=2)
+    sites = [f"sybil-{k}.example" for k in range(5)]
+    wanted = request(first_epoch=3, last_epoch=3, requested_epsilon=0.1, product_id="shoe")
+    events = [impression(at(3, 1), f"i{k}", advertiser_site=site, publisher_site=site) for k, site in enumerate(sites)]
+    events += [conversion(at(3, 2), f"c{k}", 10.0, wanted, advertiser_site=site, querier_site=site)
+               for k, site in enumerate(sites)]
+    events += [impression(at(3, 3), "later", advertiser_site=sites[4], publisher_site=sites[4]),
+               conversion(at(3, 4), "c-later", 10.0, wanted, advertiser_site=sites[4], querier_site=sites[4])]
+    state = DeviceState(config.new_filters())
+    reports = list(replay("ann", sort_events(events), state, config, make_policy("big_bird"), ConstantSource()))
+    assert [len(impressions) for impressions in state.impressions.values()] == [3]  # i0, i1 and the later one
+    paid = [report.conversion_id for report in reports if report.charged_units]
+    assert paid == ["c0", "c1", "c-later"]  # c2..c4's impressions were not saved; sybil-4's later one was
+    assert [report.dropped_epochs for report in reports] == [0, 0, 0, 0, 0, 0]  # c2..c4 had nothing to pay for
+    uncapped = MeasurementConfig(policy="big_bird")
+    state = DeviceState(uncapped.new_filters())
+    reports = list(replay("ann", sort_events(events), state, uncapped, make_policy("big_bird"), ConstantSource()))
+    assert [report.conversion_id for report in reports if report.charged_units] == [*(f"c{k}" for k in range(5)),
+                                                                                   "c-later"]
+
+
+def test_the_conversion_site_cap_refuses_a_third_site_in_one_user_action():
+    """Impressions from one publisher for 3 advertisers; their 3 conversions in one user action, the cap at 2:
+    the third conversion site's epoch is refused like an out-of-budget one (no filter changes)."""
+    config = MeasurementConfig(policy="attribution_api", conversion_site_cap=2)
+    sites = ["a.example", "b.example", "c.example"]
+    wanted = request(first_epoch=3, last_epoch=3, requested_epsilon=0.1, product_id="shoe")
+    events = [impression(at(3, 1), f"i{k}", advertiser_site=site) for k, site in enumerate(sites)]
+    events += [conversion(at(3, 2), f"c{k}", 10.0, wanted, advertiser_site=site, querier_site=site)
+               for k, site in enumerate(sites)]
+    state = DeviceState(config.new_filters())
+    reports = list(replay("ann", sort_events(events), state, config, make_policy("attribution_api"), ConstantSource()))
+    assert [report.dropped_epochs for report in reports] == [0, 0, 1]
+    assert [report.histogram for report in reports] == [(10.0,), (10.0,), (0.0,)]
+    assert FilterId(SITE, 3, "c.example") not in state.filters.consumed or not state.filters.consumed[
+        FilterId(SITE, 3, "c.example")]
+
+
 def test_the_api_policies_need_their_filter_set_and_refuse_bias_detection():
     config = MeasurementConfig(policy="big_bird", global_epsilon=Fraction(2), conversion_quota_epsilon=Fraction(1, 2))
     filters = config.new_filters()
