@@ -1,4 +1,5 @@
-"""The experiments of ``python -m pipelines.evaluate``: Cookie Monster paper Sec. 8 (Fig. 4, 5, 6) and Appendix D.
+"""The experiments of ``python -m pipelines.evaluate``: Cookie Monster paper Sec. 8 (Fig. 4, 5, 6) and Appendix D
+(Big Bird's depletion attack is ``evaluation.bigbird``).
 
 Each experiment generates (or reuses) its datasets under ``DIR/data``, loads
 each once, runs its points (``runs.Runner``) and writes its CSVs and PNG into
@@ -49,14 +50,21 @@ class Sizes:
     patcg_scale: float  # of the paper's 24M conversions
     criteo_scale: float  # of the paper's 12M impressions
     criteo_augment: tuple
+    big_bird_quotas: tuple  # impression-site quotas swept (epsilon; Big Bird Fig. 5)
+    big_bird_globals: tuple  # global budgets swept (epsilon)
+    big_bird_ranks: tuple  # popularity rank of the first hijacked site, swept (Big Bird Fig. 6c)
 
 
 SIZES = {
-    "tiny": Sizes(50, 2, (0.1, 1.0), (0.1, 1.0), 50, (1.0, 10.0), (7, 30), 0.0002, 0.01, (0, 3)),
+    "tiny": Sizes(50, 2, (0.1, 1.0), (0.1, 1.0), 50, (1.0, 10.0), (7, 30), 0.0002, 0.01, (0, 3), (0.5, 2.0, 8.0),
+                  (1.0, 8.0), (1, 11)),
     "quick": Sizes(2000, 10, (0.01, 0.1, 0.5, 1.0), (0.01, 0.1, 0.5, 1.0), 200, (0.5, 1.0, 2.0, 5.0, 10.0, 20.0),
-                   EPOCH_SWEEP, 0.005, 0.05, (0, 3, 6, 9)),
+                   EPOCH_SWEEP, 0.005, 0.05, (0, 3, 6, 9), (0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 8.0),
+                   (1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1, 11, 21, 31, 41)),
     "full": Sizes(2000, 10, (0.001, 0.01, 0.1, 0.5, 1.0), (0.001, 0.01, 0.1, 0.5, 1.0), 200,
-                  (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0), EPOCH_SWEEP, 0.1, 0.5, (0, 3, 6, 9)),
+                  (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0), EPOCH_SWEEP, 0.1, 0.5, (0, 3, 6, 9),
+                  (0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 7.5, 8.0), (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+                  (1, 11, 21, 31, 41)),
 }
 
 

@@ -1,4 +1,5 @@
-"""The PNG figures of the evaluation (Cookie Monster paper Fig. 4, 5, 6, and the Appendix D bias-detection figure).
+"""The PNG figures of the evaluation (Cookie Monster paper Fig. 4, 5, 6, the Appendix D bias-detection figure, and Big
+Bird Fig. 5).
 
 Each function draws one panel on a matplotlib ``Axes`` from plain rows (the
 dicts of ``results.json``) or arrays, so the figures can be redrawn from the
@@ -10,7 +11,7 @@ figure is drawn: without it this module imports, and ``require_matplotlib``
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -185,6 +186,24 @@ def kappa_panel(points: list[dict], variants: Sequence[tuple[str, bool]], y: str
         if log_y:
             axes.set_yscale("log")
         _finish(axes, title, "kappa", y, legend="best")
+    return draw
+
+
+def series_panel(series: Mapping[str, tuple[Sequence[float], Sequence[float], str, str]], title: str, xlabel: str,
+                 ylabel: str, references: Mapping[str, tuple[float, str, str]] | None = None, log_x: bool = False,
+                 log_y: bool = False) -> Callable[[Axes], None]:
+    """Labelled lines ``label -> (xs, ys, color, linestyle)`` and horizontal reference lines ``label -> (y, color,
+    linestyle)`` (Big Bird Fig. 5: a swept system against fixed baselines)."""
+    def draw(axes: Axes) -> None:
+        for label, (xs, ys, color, style) in series.items():
+            axes.plot(xs, ys, marker="o", markersize=3, color=color, linestyle=style, label=label)
+        for label, (y, color, style) in (references or {}).items():
+            axes.axhline(y, color=color, linestyle=style, linewidth=1, label=label)
+        if log_x:
+            axes.set_xscale("log", base=2)
+        if log_y:
+            axes.set_yscale("log")
+        _finish(axes, title, xlabel, ylabel, legend="best")
     return draw
 
 

@@ -159,7 +159,8 @@ PATCG_PAPER = ["209x by the end of the workload (0.277 / 0.00133)", "3 of 80 (3.
                "Fig. 5b: IPA-like within 5 % when executed; Cookie Monster below ARA-like"]
 
 
-def _generation(path: Path) -> dict:
+def generation_of(path: Path) -> dict:
+    """What the generator recorded in ``path/generation.json`` (parameters, model, statistics)."""
     return json.loads((path / "generation.json").read_text(encoding="utf-8"))
 
 
@@ -173,7 +174,7 @@ def patcg(settings: Settings) -> ExperimentOutput:
                       lambda: patcg_data.generate_patcg(path, scale=scale, seed=settings.seed,
                                                         progress=not settings.quiet, sidecars=True,
                                                         event_files=settings.event_files), patcg_data)
-    generation = _generation(path)
+    generation = generation_of(path)
     batch_size = generation["stats"]["batch_size"]
     dataset = load_dataset("patcg-like", str(path / "impressions-*"), str(path / "conversions-*"),
                            progress=not settings.quiet)
@@ -215,23 +216,26 @@ def _criteo_claims(sweep: Sweep) -> dict:
     return claims
 
 
+def criteo_dataset(settings: Settings, scale: float, augment: int) -> Path:
+    """The directory of the Criteo-like dataset (Criteo++ with ``augment`` impressions per conversion) at
+    ``scale``, generated once under ``DIR/data`` and reused by every experiment that reads it."""
+    path = settings.data / f"criteo-like-s{scale}-a{augment}-seed{settings.seed}"
+    return generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed,
+                                    "event_files": settings.event_files},
+                             lambda: criteo_data.generate_criteo(
+                                 path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet,
+                                 sidecars=True, event_files=settings.event_files),
+                             criteo_data)
+
+
 def criteo(settings: Settings) -> ExperimentOutput:
     """Fig. 6 a-d on the Criteo-like dataset: the three policies at every epoch length, then Cookie Monster at
     7-day epochs on the augmented datasets (Criteo++: IPA-like and ARA-like do not depend on augmentation)."""
     scale = settings.scale or settings.sizes.criteo_scale
     epoch_sweep, augments = settings.sizes.epoch_sweep, settings.sizes.criteo_augment
     progress = Progress("criteo", settings.quiet)
-    datasets = {}
-    for augment in augments:
-        path = settings.data / f"criteo-like-s{scale}-a{augment}-seed{settings.seed}"
-        generated_dataset(path, {"scale": scale, "augment": augment, "seed": settings.seed,
-                                 "event_files": settings.event_files},
-                          lambda path=path, augment=augment: criteo_data.generate_criteo(
-                              path, scale=scale, augment=augment, seed=settings.seed, progress=not settings.quiet,
-                              sidecars=True, event_files=settings.event_files),
-                          criteo_data)
-        datasets[augment] = path
-    generation = _generation(datasets[0])
+    datasets = {augment: criteo_dataset(settings, scale, augment) for augment in augments}
+    generation = generation_of(datasets[0])
     base = load_dataset("criteo-like", str(datasets[0] / "impressions-*"), str(datasets[0] / "conversions-*"),
                         progress=not settings.quiet)
     sweep = run_sweep(settings, "criteo", base, CRITEO_BATCH, 1.0, epoch_sweep, params=(("augment", 0),))

@@ -1,4 +1,5 @@
-"""Reproduce the Cookie Monster evaluation (Cookie Monster paper Sec. 8) and Appendix D bias detection.
+"""Reproduce the Cookie Monster evaluation (Cookie Monster paper Sec. 8), Appendix D bias detection and Big Bird's
+depletion attack (arXiv 2506.05290 Sec. 7).
 
     python -m pipelines.evaluate EXPERIMENT [EXPERIMENT ...] --output DIR [--full] [--scale S] [--seed N]
         [--repetitions R] [--data-dir D] [--event-files] [--compare-with RESULTS_JSON] [--quiet]
@@ -6,8 +7,9 @@
         [--epochs 1,7,14,30,60] [--seed N] [--repetitions R] [--quiet]
 
 EXPERIMENT is ``microbenchmark-knob1`` and ``microbenchmark-knob2`` (Fig. 4),
-``patcg`` (Fig. 5), ``criteo`` (Fig. 6), ``bias-detection`` (Appendix D) or
-``all``. ``custom`` runs the Fig. 5/6 panels on your own files. Each
+``patcg`` (Fig. 5), ``criteo`` (Fig. 6), ``bias-detection`` (Appendix D),
+``big-bird`` (Big Bird's depletion attack on the W3C Attribution API, its Fig. 5)
+or ``all``. ``custom`` runs the Fig. 5/6 panels on your own files. Each
 experiment writes its CSVs and PNGs into DIR, merges its points and headline
 numbers into ``DIR/results.json`` and rewrites ``DIR/report.md`` from it, so
 experiments can be run one at a time into the same directory. Generated
@@ -15,8 +17,9 @@ datasets go to ``DIR/data`` (or ``--data-dir``) as columns (``columns/*.npz``:
 encoding Avro would be most of the cost of generating them; ``--event-files``
 writes the Avro event files too) and are reused when their parameters match.
 Runs use the in-memory reference of the measurement job, computed column-wise
-(``evaluation.columnar``), with seeded randomness (simulation mode), like
-every evaluation output.
+(``evaluation.columnar``); ``big-bird`` replays the Attribution API backend's
+budgets column-wise (``evaluation.depletion``); all with seeded randomness
+(simulation mode), like every evaluation output.
 
 The figures need matplotlib, from the ``eval`` extra
 (``pip install 'privacy-measurement-beam[eval]'``); without it ``--help`` works
@@ -31,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluation import figures, realistic
+from evaluation import bigbird, figures, realistic
 from evaluation.data import load_dataset
 from evaluation.experiments import (
     EPOCH_SWEEP,
@@ -51,6 +54,7 @@ EXPERIMENTS: dict[str, Callable[[Settings], ExperimentOutput]] = {
     "patcg": realistic.patcg,
     "criteo": realistic.criteo,
     "bias-detection": bias_detection,
+    "big-bird": bigbird.big_bird,
 }
 PAPER = {"patcg": realistic.PATCG_PAPER, "criteo": realistic.CRITEO_PAPER, "custom": ["n/a", "n/a", "n/a"]}
 
@@ -69,7 +73,7 @@ def build_parser() -> CliParser:
     size.add_argument("--tiny", dest="size", action="store_const", const="tiny",
                       help="the smallest sizes, seconds per experiment (tests and smoke runs)")
     parser.add_argument("--scale", type=Real(0, 1, low_open=True),
-                        help="dataset scale for patcg (of 24M conversions) and criteo (of 12M impressions); "
+                        help="dataset scale for patcg (of 24M conversions) and criteo and big-bird (of 12M impressions); "
                              "1 is the paper's size (default: 0.005 / 0.05 quick, 0.1 / 0.5 full)")
     parser.add_argument("--seed", type=SEED, default=0, help="seed of the data and of the simulation (default 0)")
     parser.add_argument("--repetitions", type=POSITIVE_INTEGER, default=200,
