@@ -1,7 +1,7 @@
 """Throughput and memory of the measurement pipeline on the Cookie Monster microbenchmark (Cookie Monster paper Sec. 8.1).
 
     python benchmarks/measurement_throughput.py [--quick] [--json PATH] [--runs 3] [--workers 2]
-        [--policies cookie_monster,ara_like,ipa_like] [--data DIR]
+        [--policies cookie_monster,ara_like,ipa_like,attribution_api,big_bird] [--data DIR]
 
 Generates (once; cached under --data) the microbenchmark with knob2 = 0.1 and
 knob1 = 0.1 (20,000 users, 280,000 events) and knob1 = 0.01 (200,000 users,
@@ -13,7 +13,9 @@ noise) and the same simulation as a plain Python loop without Beam (the same
 codecs read every record, ``transforms.budgeting.mechanisms.simulation.simulate``
 replays every device and runs the queries). Reports the median events per
 second of each, their ratio, and peak resident memory: of the job process,
-and of the largest worker process. Never part of the test suite.
+and of the largest worker process; the policies run in turn within each run,
+and each policy's rate is also given over the first policy's (the median of
+the runs' paired ratios). Never part of the test suite.
 
 The published research simulator of the paper processes about 15,000 events
 per second per core and needs about 260 MB and 1.35 GB for the two datasets;
@@ -32,7 +34,7 @@ from harness import ROOT, cached, pipeline_child, run_child, write_json
 
 DATASETS = {"knob1=0.1": {"knob1": 0.1, "knob2": 0.1, "shards": 2}, "knob1=0.01": {"knob1": 0.01, "knob2": 0.1, "shards": 6}}
 PUBLISHED_MB = {"knob1=0.1": 260, "knob1=0.01": 1350}
-POLICIES = ("cookie_monster", "ara_like", "ipa_like")
+POLICIES = ("cookie_monster", "ara_like", "ipa_like", "attribution_api", "big_bird")
 
 _PIPELINE_CHILD = pipeline_child(
     "pipelines.measurement", {"events": 'summary["counts"]["parsed"]', "executed": 'summary["counts"]["queries_executed"]'}
@@ -77,33 +79,45 @@ def _runner_args(workers: int) -> list[str]:
     return ["--runner=DirectRunner", f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
 
 
-def measure(name: str, scale: dict, policy: str, runs: int, workers: int, data_root: str) -> dict:
+def measure(name: str, scale: dict, policies: tuple[str, ...], runs: int, workers: int, data_root: str) -> list[dict]:
+    """Every policy's runs on one dataset, the policies in turn within each run (so that a drift of the machine's
+    speed weighs on all alike); each row's ``vs_first`` is the median over runs of its rate over the first policy's
+    in the same run."""
     impressions, conversions = _dataset(os.path.join(data_root, f"pm-beam-microbenchmark-{scale['knob1']}"), scale)
     out_dir = tempfile.mkdtemp(prefix="pm-beam-measurement-bench-out-")
-    job_args = ["--impressions", impressions, "--conversions", conversions, "--output", out_dir, "--policy", policy]
-    pipeline_runs, reference_runs = [], []
+    pipeline_runs: dict[str, list] = {policy: [] for policy in policies}
+    reference_runs: dict[str, list] = {policy: [] for policy in policies}
     for index in range(runs):
-        pipeline_runs.append(run_child(_PIPELINE_CHILD, job_args + _runner_args(workers)))
-        reference_runs.append(run_child(_REFERENCE_CHILD, job_args))
-        print(f"  {name} {policy} run {index + 1}/{runs}: pipeline {pipeline_runs[-1]['seconds']:.2f} s, "
-              f"reference {reference_runs[-1]['seconds']:.2f} s", flush=True)
-    assert pipeline_runs[0]["executed"] == reference_runs[0]["executed"], "pipeline and reference disagree"
-    rate = statistics.median(r["events"] / r["seconds"] for r in pipeline_runs)
-    reference_rate = statistics.median(r["events"] / r["seconds"] for r in reference_runs)
-    return {
-        "dataset": name,
-        "policy": policy,
-        "events": pipeline_runs[0]["events"],
-        "events_per_second": round(rate),
-        "peak_rss_mb": round(max(r["peak_rss_mb"] for r in pipeline_runs), 1),
-        "worker_peak_rss_mb": round(max(r["worker_peak_rss_mb"] for r in pipeline_runs), 1),
-        "reference_events_per_second": round(reference_rate),
-        "reference_peak_rss_mb": round(max(r["peak_rss_mb"] for r in reference_runs), 1),
-        "ratio": round(rate / reference_rate, 3),
-        "pipeline_seconds": [round(r["seconds"], 3) for r in pipeline_runs],
-        "reference_seconds": [round(r["seconds"], 3) for r in reference_runs],
-        "queries_executed": pipeline_runs[0]["executed"],
-    }
+        for policy in policies:
+            job_args = ["--impressions", impressions, "--conversions", conversions, "--output", out_dir, "--policy",
+                        policy]
+            pipeline_runs[policy].append(run_child(_PIPELINE_CHILD, job_args + _runner_args(workers)))
+            reference_runs[policy].append(run_child(_REFERENCE_CHILD, job_args))
+            print(f"  {name} {policy} run {index + 1}/{runs}: pipeline {pipeline_runs[policy][-1]['seconds']:.2f} s, "
+                  f"reference {reference_runs[policy][-1]['seconds']:.2f} s", flush=True)
+    rows = []
+    first = pipeline_runs[policies[0]]
+    for policy in policies:
+        mine, reference = pipeline_runs[policy], reference_runs[policy]
+        assert mine[0]["executed"] == reference[0]["executed"], "pipeline and reference disagree"
+        rate = statistics.median(r["events"] / r["seconds"] for r in mine)
+        reference_rate = statistics.median(r["events"] / r["seconds"] for r in reference)
+        rows.append({
+            "dataset": name,
+            "policy": policy,
+            "events": mine[0]["events"],
+            "events_per_second": round(rate),
+            "peak_rss_mb": round(max(r["peak_rss_mb"] for r in mine), 1),
+            "worker_peak_rss_mb": round(max(r["worker_peak_rss_mb"] for r in mine), 1),
+            "reference_events_per_second": round(reference_rate),
+            "reference_peak_rss_mb": round(max(r["peak_rss_mb"] for r in reference), 1),
+            "ratio": round(rate / reference_rate, 3),
+            "vs_first": round(statistics.median(b["seconds"] / a["seconds"] for a, b in zip(mine, first, strict=True)), 3),
+            "pipeline_seconds": [round(r["seconds"], 3) for r in mine],
+            "reference_seconds": [round(r["seconds"], 3) for r in reference],
+            "queries_executed": mine[0]["executed"],
+        })
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,23 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the knob1 = 0.1 dataset only, Cookie Monster only, one run")
     parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
     parser.add_argument("--workers", type=int, default=2, help="DirectRunner worker processes (1: in-process FnApiRunner)")
-    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies (default: all three)")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies (default: all five)")
     parser.add_argument("--json", help="write the results as JSON here")
     parser.add_argument("--data", help="dataset cache directory (default: the system temp dir)")
     args = parser.parse_args(argv)
     runs = args.runs or (1 if args.quick else 3)
     datasets = {"knob1=0.1": DATASETS["knob1=0.1"]} if args.quick else DATASETS
     policies = ("cookie_monster",) if args.quick else tuple(args.policies.split(","))
-    rows = [
-        measure(name, scale, policy, runs, args.workers, args.data or tempfile.gettempdir())
-        for name, scale in datasets.items() for policy in policies
-    ]
+    rows = [row for name, scale in datasets.items()
+            for row in measure(name, scale, policies, runs, args.workers, args.data or tempfile.gettempdir())]
     print(f"\n{'dataset':<12}{'policy':<16}{'events':>11}{'events/s':>11}{'job MB':>8}{'worker MB':>10}"
-          f"{'reference/s':>13}{'ratio':>7}")
+          f"{'reference/s':>13}{'ratio':>7}{'vs ' + policies[0]:>20}")
     for row in rows:
         print(f"{row['dataset']:<12}{row['policy']:<16}{row['events']:>11,}{row['events_per_second']:>11,}"
               f"{row['peak_rss_mb']:>8,.0f}{row['worker_peak_rss_mb']:>10,.0f}{row['reference_events_per_second']:>13,}"
-              f"{row['ratio']:>7.2f}")
+              f"{row['ratio']:>7.2f}{row['vs_first']:>20.2f}")
     print(f"target: >= 150,000 events/s; peak RSS <= {PUBLISHED_MB['knob1=0.1'] // 2} MB (knob1 = 0.1) and "
           f"<= {PUBLISHED_MB['knob1=0.01'] // 2} MB (knob1 = 0.01), half the published simulator's")
     if args.json:
