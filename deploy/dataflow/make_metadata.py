@@ -25,7 +25,8 @@ from pathlib import Path
 
 from pipelines.__main__ import COMMANDS
 from pipelines.options.aggregate import filtering_ids
-from schemas.option_values import Exact, Integer, Real, location
+from pipelines.options.measurement import optional_epsilon
+from schemas.option_values import POSITIVE_EXACT, Exact, Integer, Real, location
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -150,15 +151,15 @@ def left_out(template: Template, action: argparse.Action) -> str | None:
     return template.pipeline.left_out.get(option_of(action))
 
 
-def number_pattern(kind: Integer | Real | Exact) -> Pattern:
-    """Digits, a decimal, or (``Exact``) a decimal or a ratio; signed only when the domain has negative numbers.
-    The bounds themselves are the command line's to check."""
+def number_pattern(kind: Integer | Real | Exact, *words: str) -> Pattern:
+    """Digits, a decimal, or (``Exact``) a decimal or a ratio; signed only when the domain has negative numbers;
+    or one of ``words``. The bounds themselves are the command line's to check."""
     if isinstance(kind, Integer):
         digits = "[1-9][0-9]*" if kind.low >= 1 else "(0|[1-9][0-9]*)"
         return Pattern(f"^{'' if kind.low >= 0 else '-?'}{digits}$", kind.valid_example())
     sign = "" if kind.low is not None and kind.low >= 0 else "[-+]?"
     ratio = f"|{sign}[0-9]+/[0-9]+" if isinstance(kind, Exact) else ""
-    return Pattern(f"^({sign}{DECIMAL}{ratio})$", kind.valid_example())
+    return Pattern(f"^({sign}{DECIMAL}{ratio}{''.join('|' + word for word in words)})$", kind.valid_example())
 
 
 def choices_pattern(choices: tuple[str, ...]) -> Pattern:
@@ -185,6 +186,8 @@ def pattern(template: Template, action: argparse.Action) -> Pattern:
         return number_pattern(action.type)
     if action.type is filtering_ids:
         return INTEGER_LIST
+    if action.type is optional_epsilon:
+        return number_pattern(POSITIVE_EXACT, "none")
     if action.type is None or action.type is location:  # location: a path made absolute, else as given
         return BY_METAVAR.get(str(action.metavar), TEXT)
     raise ValueError(f"{option}: no validation regex for its type {action.type!r}: add one to {__file__}")
