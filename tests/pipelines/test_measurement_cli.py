@@ -142,3 +142,28 @@ def test_compare_policies_rejects_an_unknown_policy(nike, tmp_path, capsys):
     argv = ["--impressions", nike[0], "--conversions", nike[1], "--output", str(tmp_path), "--policies", "cm"]
     assert compare_policies.main(argv) == 2
     assert "argument --policies: must list some of" in capsys.readouterr().err
+
+
+def test_the_attribution_api_fields_of_generated_data_are_read_and_budgeted(tmp_path, capsys):
+    """criteo-like --api-fields: the fields change nothing under Cookie Monster (each impression lets its own
+    advertiser, the querier, measure it); under big_bird every device-epoch's per-site filter stays within eps_G
+    and tight quotas refuse epochs that Cookie Monster pays."""
+    from synthetic.criteo import generate_criteo
+
+    plain = generate_criteo(tmp_path / "plain", scale=0.0005, seed=3, fmt="jsonl", progress=False)
+    api = generate_criteo(tmp_path / "api", scale=0.0005, seed=3, fmt="jsonl", progress=False, api_fields=True)
+    inputs = {name: (stats.impression_files[0], stats.conversion_files[0]) for name, stats in (("plain", plain),
+                                                                                               ("api", api))}
+    options = ("--batch-size", "20", "--seed", "2", "--emit-budgets")
+    for name in inputs:
+        assert _run(capsys, *inputs[name], tmp_path / f"cm-{name}", *options)[0] == 0
+    assert _lines(tmp_path / "cm-api", "reports") == _lines(tmp_path / "cm-plain", "reports") != []
+    status, summary, _ = _run(capsys, *inputs["api"], tmp_path / "bb", *options, "--policy", "big-bird",
+                              "--global-epsilon", "0.7", "--impression-quota-epsilon", "0.5")
+    assert status == 0 and summary["counts"]["dead_lettered"] == 0
+    budgets = [json.loads(line) for line in _lines(tmp_path / "bb", "SENSITIVE_device_epoch_budgets")]
+    assert budgets and all(row["consumed_epsilon"] <= row["capacity_epsilon"] for row in budgets)
+    spent = {name: sum(json.loads(line)["consumed_epsilon"] for line in _lines(tmp_path / name,
+                                                                              "SENSITIVE_device_epoch_budgets"))
+             for name in ("cm-api", "bb")}
+    assert spent["bb"] < spent["cm-api"]  # the quota of 0.5 refuses epochs that each ask 0.658
