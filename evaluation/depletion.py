@@ -6,7 +6,8 @@ global budget. This module replays that workload against the budgets of ``transf
 ``Backend`` (one browser per device): every ``saveImpression`` and ``measureConversion`` the browsers would see,
 the per-site budget of every (epoch, conversion site), the global budget of every epoch, the impression-site
 quota of every (epoch, impression site) and Big Bird's conversion-site quota of every (epoch, conversion site),
-in integer micro-epsilon, each epoch's checks all passing before any deduction.
+in integer micro-epsilon, each epoch's checks all passing before any deduction; and Big Bird's per-user-action cap
+on the conversion sites that draw from an epoch (Sec. 4, Alg. 2), the artifact's "domain cap".
 
 The benign workload is the Criteo-like dataset (``synthetic/criteo.py``) as the Cookie Monster ``criteo``
 experiment queries it: advertisers are the conversion sites (and the queriers), a product category is a match
@@ -30,8 +31,25 @@ and converts, asking the per-site budget's epsilon for a value at its maximum, n
 sites drawn among those the round did not visit (all of them when there are no more). Such a conversion matches
 the Sybil impressions of earlier rounds of the last 30 days and drains their epochs' global budgets. The artifact
 draws the named sites of a round's conversions without replacement while it can; here each conversion draws its
-own. Big Bird's per-user-action cap on quota activations is not replayed (the browsers run without it), so the
-attacker gets the artifact's uncapped 20 redirections.
+own.
+
+The fresh-Sybil attacker (``Attack.fresh``) is the same attack made to defeat the quotas: by Big Bird's resilience
+theorem (its case (i), as the artifact's README states it), quotas without the per-user-action cap bound the drain
+only by the number of Sybil sites times a quota, and this attacker brings a new site for every conversion. It
+hijacks the same visits and draws the same coins, but each redirection visits a Sybil site of its own: the j-th
+redirection of a device's k-th round is Sybil site ``k redirections + j``, which saves an impression (naming no
+conversion site, so that any may read it, with a match value no benign conversion asks for) and converts, naming the
+impression sites of the j-th redirections of the device's earlier rounds (in its first round there are none: it does
+not convert). No two conversions of a device share a conversion site or an impression site, so the quotas never
+refuse them: they drain what the per-site budgets of fresh sites allow.
+
+Big Bird's per-user-action cap (``Budgets.conversion_site_cap``) is the artifact's: at most that many conversion
+sites of one user action draw from each epoch (pdslib's ``try_record_site`` on the report's conversion site; PR #309's
+"conversion site count cap"); a user action is an attack round (a hijacked visit and its redirections, the
+artifact's "sister site" action) or one benign event. The impression-site count cap of PR #309, which the artifact
+does not implement, is not replayed: every Sybil page saves its impression. The attacker keeps its 20 redirections
+under the cap (the artifact gives it ``cap + 2``): the cap lets at most that many of a round's conversions draw from
+each epoch, whichever they are.
 
 Every browser's epoch start (``api.bs``: a random hour of the epoch before the first use) is drawn once, before
 the data begins, so the attack does not move it. Only the devices that converted are replayed: no other device
@@ -65,8 +83,9 @@ PUBLISHER_EXPONENT = 1.0  # ... publisher k (1-based) with weight 1 / k
 UNLIMITED = 2**62  # the capacity of a filter that is off (never refuses: deductions stay far below it)
 STREAMS = {"publishers": 1, "epoch_starts": 2, "attack": 3}  # seeded numpy streams, one per role
 
-# What refuses a deduction, in api.bs's order of checks ("deduct privacy and safety budgets")
-REFUSALS = ("per_site", "global", "impression_quota", "conversion_quota")
+# What refuses a deduction: the four filters in api.bs's order of checks ("deduct privacy and safety budgets"), then
+# Big Bird's per-user-action cap, checked before them (PR #309's "check conversion site allowance")
+REFUSALS = ("per_site", "global", "impression_quota", "conversion_quota", "conversion_site_cap")
 
 
 def _rng(seed: int, role: str) -> np.random.Generator:
@@ -76,12 +95,14 @@ def _rng(seed: int, role: str) -> np.random.Generator:
 @dataclass(frozen=True)
 class Budgets:
     """One budget setting in micro-epsilon; None turns a filter off (Big Bird Sec. 4: per-site budget, global
-    budget, impression-site and conversion-site quotas)."""
+    budget, impression-site and conversion-site quotas), and Big Bird's per-user-action cap: how many conversion sites
+    of one user action may draw from an epoch (Alg. 2; None: no cap)."""
 
     per_site: int
     global_budget: int | None
     impression_quota: int | None
     conversion_quota: int | None
+    conversion_site_cap: int | None = None
 
     def capacities(self) -> tuple[int, int, int, int]:
         """(per-site, global, impression-site quota, conversion-site quota), ``UNLIMITED`` for those off."""
@@ -94,7 +115,9 @@ class Attack:
     """The attacker (Big Bird artifact's Attack B, random): Sybil sites (at most 64: a set of them is a uint64),
     redirections per hijacked visit, how many impression and conversion sites it hijacks and from which popularity
     rank, the share of its Sybils each conversion names, the epsilon its conversions ask (the per-site budget: the
-    most one Sybil site can pay) and the chance that the genuine action comes before the round."""
+    most one Sybil site can pay) and the chance that the genuine action comes before the round. With ``fresh``, the
+    fresh-Sybil attacker (module docstring): a Sybil site of its own per redirection, ``sybils`` and
+    ``named_share`` unused."""
 
     sybils: int = 25
     redirections: int = 20
@@ -103,15 +126,17 @@ class Attack:
     named_share: float = 0.35
     epsilon: Fraction = Fraction(1)
     genuine_first: float = 0.5
+    fresh: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 < self.redirections < self.sybils <= 64:
-            raise ValueError(f"need 0 < redirections < sybils <= 64, got {self.redirections} and {self.sybils}")
+        if self.redirections <= 0 or not (self.fresh or self.redirections < self.sybils <= 64):
+            raise ValueError(f"need 0 < redirections < sybils <= 64 (or fresh Sybils), got {self.redirections} and "
+                             f"{self.sybils}")
 
     @property
     def named(self) -> int:
-        """Impression sites each conversion names: the artifact's share of the Sybils (at least one), at most
-        those a round leaves unvisited."""
+        """Impression sites each conversion of the random attacker names: the artifact's share of the Sybils (at
+        least one), at most those a round leaves unvisited."""
         return min(max(1, round(self.sybils * self.named_share)), self.sybils - self.redirections)
 
     @property
@@ -191,7 +216,9 @@ class Events:
     Sites are numbers: conversion sites are the advertisers ``0 .. advertisers-1`` then the Sybils, impression
     sites the publishers ``0 .. PUBLISHERS-1`` then the Sybils. ``*_slot`` orders a device's calls: 3 g + 1 for
     its g-th genuine event (impressions before conversions at one time), 3 g and 3 g + 2 for an attack round just
-    before and just after it; a round's redirections come in order, each an impression then a conversion.
+    before and just after it; a round's redirections come in order, each an impression then a conversion. The fresh
+    attacker's Sybil sites are numbered by device (``Attack.fresh``), so ``round_sybils`` and ``round_named`` are
+    empty.
     ``epoch_offset`` is each device's epoch start fraction times the epoch length (whole seconds), drawn before
     ``origin`` (micros), the browsers' first use."""
 
@@ -224,6 +251,19 @@ class Events:
     @property
     def advertisers(self) -> int:
         return len(self.advertiser_names)
+
+    def round_rank(self) -> np.ndarray:
+        """Each attack round's rank among its device's rounds (0: the first)."""
+        return np.arange(self.round_device.size) - np.searchsorted(self.round_device, self.round_device, side="left")
+
+    def sybil_sites(self) -> int:
+        """How many Sybil sites the replay numbers (after the advertisers and after the publishers): the random
+        attacker's, or the fresh attacker's for the device with the most rounds."""
+        if self.attack is None:
+            return 0
+        if not self.attack.fresh:
+            return self.attack.sybils
+        return int(self.round_rank().max(initial=-1) + 1) * self.attack.redirections
 
     def epoch_start(self) -> np.ndarray:
         """Each device's epoch start time (micros): the hour before ``origin - epoch_offset`` (``api.bs``)."""
@@ -282,7 +322,8 @@ def events_of(dataset: Dataset, origin: int, seed: int, attack: Attack | None) -
 
 
 def _add_rounds(events: Events, attack: Attack, seed: int) -> None:
-    """The attack rounds: one per visit to a hijacked site, its Sybils and named sites drawn (``Attack``)."""
+    """The attack rounds: one per visit to a hijacked site, with the random attacker its Sybils and named sites
+    drawn (``Attack``); the fresh attacker's rounds are the random attacker's, drawn from the same stream."""
     rng = _rng(seed, "attack")
     ranks = slice(attack.first_rank - 1, attack.first_rank - 1 + attack.hijacked)
     top_pubs = _by_count(events.imp_site)[ranks]
@@ -297,6 +338,8 @@ def _add_rounds(events: Events, attack: Attack, seed: int) -> None:
     after = rng.random(device.size) < attack.genuine_first  # the genuine action first: the round just after it
     events.round_device, events.round_time = device, time
     events.round_slot = genuine - 1 + 2 * after
+    if attack.fresh:
+        return
     events.round_sybils = np.argsort(rng.random((device.size, attack.sybils)), axis=1)[:, :attack.redirections].astype(
         np.int8)
     visited = np.bitwise_or.reduce(np.left_shift(np.uint64(1), events.round_sybils.astype(np.uint64)), axis=1)
@@ -325,10 +368,12 @@ class Deductions:
     quota: np.ndarray  # (epoch, impression site) of each quota entry
     quota_owner: np.ndarray  # its deduction, relative to the step's first
     conversion: np.ndarray  # its measureConversion call: benign conversion i, or benign + round * redirections + j
+    action: np.ndarray  # (user action, epoch): benign event or attack round (Big Bird's per-user-action cap)
     benign: int  # the benign conversions
     sites: int  # the filters of each kind (state entries of a replay)
     globals: int
     quotas: int
+    actions: int
 
 
 def _benign(events: Events) -> tuple[np.ndarray, ...]:
@@ -365,54 +410,71 @@ def _benign(events: Events) -> tuple[np.ndarray, ...]:
 
 
 def _attacker(events: Events) -> tuple[np.ndarray, ...]:
-    """The attacker's (conversion, epoch) deductions: round, redirection, epoch, matched Sybil mask. A conversion
-    matches the named Sybils' impressions of the earlier rounds of its device within ``LOOKBACK_DAYS`` (a round's
-    own Sybils are never named)."""
+    """The attacker's (conversion, epoch) deductions: round, redirection, epoch, the conversion's Sybil site, and
+    its impression-site quota entries (how many each deduction has, then their Sybil sites, deduction after
+    deduction). A conversion matches the Sybil impressions of the earlier rounds of its device within
+    ``LOOKBACK_DAYS`` at the sites it names (a round's own are never named): the random attacker's named Sybils, or
+    the fresh attacker's j-th sites of the earlier rounds (module docstring)."""
     attack = events.attack
     assert attack is not None
     first = _first_at_or_after(events.round_device, events.round_time, events.round_device,
                                events.round_time - LOOKBACK_DAYS * MICROS_PER_DAY)
     later, earlier = _expand(first, np.arange(events.round_device.size))
     epoch = events.epoch_of(events.round_device[earlier], events.round_time[earlier])
-    visited = np.bitwise_or.reduce(np.left_shift(np.uint64(1), events.round_sybils.astype(np.uint64)), axis=1)
     cells, cell = np.unique(np.stack([later, epoch]), axis=1, return_inverse=True)
-    present = np.zeros(cells.shape[1], dtype=np.uint64)
-    np.bitwise_or.at(present, cell.reshape(-1), visited[earlier])
+    cell = cell.reshape(-1)
     # each (round, epoch) with Sybil impressions, crossed with the round's conversions
-    redirection = np.tile(np.arange(attack.redirections), cells.shape[1])
-    rounds = np.repeat(cells[0], attack.redirections)
-    epochs = np.repeat(cells[1], attack.redirections)
-    matched = events.round_named[rounds, redirection] & np.repeat(present, attack.redirections)
+    redirections = attack.redirections
+    redirection = np.tile(np.arange(redirections), cells.shape[1])
+    rounds = np.repeat(cells[0], redirections)
+    epochs = np.repeat(cells[1], redirections)
+    if attack.fresh:
+        # every conversion matches: one quota entry per earlier round of the cell (the pairs are in cell order:
+        # by round, then by earlier round, whose epochs do not decrease)
+        rank = events.round_rank()
+        per_cell = np.bincount(cell, minlength=cells.shape[1])
+        starts = np.repeat(np.cumsum(per_cell) - per_cell, redirections)
+        owner, pair = _expand(starts, starts + np.repeat(per_cell, redirections))
+        return (rounds, redirection, epochs, rank[rounds] * redirections + redirection,
+                np.repeat(per_cell, redirections), rank[earlier[pair]] * redirections + redirection[owner])
+    visited = np.bitwise_or.reduce(np.left_shift(np.uint64(1), events.round_sybils.astype(np.uint64)), axis=1)
+    present = np.zeros(cells.shape[1], dtype=np.uint64)
+    np.bitwise_or.at(present, cell, visited[earlier])
+    matched = events.round_named[rounds, redirection] & np.repeat(present, redirections)
     keep = matched != 0
-    return rounds[keep], redirection[keep], epochs[keep], matched[keep]
+    rounds, redirection = rounds[keep], redirection[keep]
+    counts, bits = _bits(matched[keep], attack.sybils)
+    return rounds, redirection, epochs[keep], events.round_sybils[rounds, redirection].astype(np.int64), counts, bits
 
 
 def build(events: Events) -> Deductions:
     """Every deduction the replay of ``events`` checks, in step order, with its filters' keys. The impression-site
     quota entries (several per deduction) are laid out without sorting them: at the paper's scale there are about
     a hundred million."""
-    sybils = events.attack.sybils if events.attack else 0
+    sybils = events.sybil_sites()
     conv_sites, imp_sites = events.advertisers + sybils, PUBLISHERS + sybils
+    site_type = np.min_scalar_type(imp_sites)  # an impression site's number: the quota entries are many
     b_conv, b_epoch, b_quota_site, b_owner = _benign(events)
+    benign = events.conv_time.size
     parts = {
         "device": [events.conv_device[b_conv]], "slot": [events.conv_slot[b_conv]],
         "redirection": [np.zeros(b_conv.size, np.int64)], "epoch": [b_epoch], "site": [events.conv_site[b_conv]],
-        "conversion": [b_conv],
+        "conversion": [b_conv], "action": [b_conv],
         "amount": [np.array([benign_deduction(v) for v in range(MAX_VALUE + 1)])[events.conv_value[b_conv]]],
     }
-    entry_counts, entry_sites = [np.bincount(b_owner, minlength=b_conv.size)], [b_quota_site.astype(np.int16)]
+    entry_counts, entry_sites = [np.bincount(b_owner, minlength=b_conv.size)], [b_quota_site.astype(site_type)]
     if events.attack is not None and events.round_device.size:
-        rounds, redirection, epoch, matched = _attacker(events)
+        rounds, redirection, epoch, sybil, counts, entry_sybils = _attacker(events)
         parts["device"].append(events.round_device[rounds])
         parts["slot"].append(events.round_slot[rounds])
         parts["redirection"].append(redirection)
         parts["epoch"].append(epoch)
-        parts["site"].append(events.advertisers + events.round_sybils[rounds, redirection].astype(np.int64))
-        parts["conversion"].append(events.conv_time.size + rounds * events.attack.redirections + redirection)
+        parts["site"].append(events.advertisers + sybil)
+        parts["conversion"].append(benign + rounds * events.attack.redirections + redirection)
+        parts["action"].append(benign + rounds)
         parts["amount"].append(np.full(rounds.size, events.attack.deduction))
-        counts, bits = _bits(matched, sybils)
         entry_counts.append(counts)
-        entry_sites.append(PUBLISHERS + bits.astype(np.int16))
+        entry_sites.append(entry_sybils.astype(site_type) + PUBLISHERS)
     cols = {name: np.concatenate(arrays).astype(np.int64) for name, arrays in parts.items()}
     counts, sites = np.concatenate(entry_counts), np.concatenate(entry_sites)  # entries by deduction, in order
     del parts, entry_counts, entry_sites
@@ -431,6 +493,7 @@ def build(events: Events) -> Deductions:
     cell = (cols["device"] * epochs + cols["epoch"])[by_step]
     site, sites_count = _dense(cell * conv_sites + cols["site"][by_step])
     global_key, globals_count = _dense(cell)
+    action, actions_count = _dense((cols["action"] * epochs + cols["epoch"])[by_step])
     # each deduction's quota entries, deduction after deduction in step order
     step_counts = counts[by_step]
     ends = np.cumsum(step_counts)
@@ -441,18 +504,23 @@ def build(events: Events) -> Deductions:
     return Deductions(
         steps=steps, amount=cols["amount"][by_step], site=site, global_key=global_key,
         quota_steps=np.r_[0, ends][steps], quota=quota, quota_owner=np.repeat(within, step_counts),
-        conversion=cols["conversion"][by_step], benign=events.conv_time.size, sites=sites_count,
-        globals=globals_count, quotas=quotas_count)
+        conversion=cols["conversion"][by_step], action=action, benign=benign, sites=sites_count,
+        globals=globals_count, quotas=quotas_count, actions=actions_count)
 
 
 def run(deductions: Deductions, budgets: Budgets) -> np.ndarray:
-    """Replays every deduction under ``budgets``: at step k the k-th deduction of every device, its checks (per-site
-    budget, global budget, every matched impression site's quota, conversion-site quota), then all of its
-    deductions or none (``api.bs`` "deduct privacy and safety budgets"). Keys of one step belong to distinct
-    devices, so none repeats. Returns each deduction's refusal: 0 when deducted, else 1 + the index in
-    ``REFUSALS`` of the first filter that refused it, in ``api.bs``'s order of checks (SENSITIVE)."""
+    """Replays every deduction under ``budgets``: at step k the k-th deduction of every device, Big Bird's
+    per-user-action cap (PR #309's "check conversion site allowance"), its checks (per-site budget, global budget,
+    every matched impression site's quota, conversion-site quota), then all of its deductions or none (``api.bs``
+    "deduct privacy and safety budgets"). Keys of one step belong to distinct devices, so none repeats. The cap
+    counts the deductions a (user action, epoch) made: each conversion of an action has a conversion site of its
+    own (one per redirection, one per benign action), so that count is its admitted sites (``UserActionContext``).
+    Returns each deduction's refusal: 0 when deducted, else 1 + the index in ``REFUSALS`` of what refused it, the
+    cap first, then the filters in ``api.bs``'s order of checks (SENSITIVE)."""
     per_site, global_budget, quota, conversion_quota = budgets.capacities()
     d = deductions
+    admissions_left = np.full(d.actions, UNLIMITED if budgets.conversion_site_cap is None else
+                              budgets.conversion_site_cap, dtype=np.int64)
     site_left = np.full(d.sites, per_site, dtype=np.int64)
     conv_left = np.full(d.sites, conversion_quota, dtype=np.int64)
     global_left = np.full(d.globals, global_budget, dtype=np.int64)
@@ -460,13 +528,14 @@ def run(deductions: Deductions, budgets: Budgets) -> np.ndarray:
     refusal = np.zeros(d.amount.size, dtype=np.int8)
     for k in range(d.steps.size - 1):
         lo, hi, q_lo, q_hi = d.steps[k], d.steps[k + 1], d.quota_steps[k], d.quota_steps[k + 1]
-        amount, site, glob = d.amount[lo:hi], d.site[lo:hi], d.global_key[lo:hi]
+        amount, site, glob, action = d.amount[lo:hi], d.site[lo:hi], d.global_key[lo:hi], d.action[lo:hi]
         quota_key, owner = d.quota[q_lo:q_hi], d.quota_owner[q_lo:q_hi]
         short = quota_left[quota_key] < amount[owner]
         quota_short = np.bincount(owner[short], minlength=hi - lo) > 0
-        code = np.select([site_left[site] < amount, global_left[glob] < amount, quota_short,
-                          conv_left[site] < amount], [1, 2, 3, 4], 0).astype(np.int8)
+        code = np.select([admissions_left[action] <= 0, site_left[site] < amount, global_left[glob] < amount,
+                          quota_short, conv_left[site] < amount], [5, 1, 2, 3, 4], 0).astype(np.int8)
         ok = code == 0
+        admissions_left[action[ok]] -= 1
         site_left[site[ok]] -= amount[ok]
         conv_left[site[ok]] -= amount[ok]
         global_left[glob[ok]] -= amount[ok]

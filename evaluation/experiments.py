@@ -53,18 +53,19 @@ class Sizes:
     big_bird_quotas: tuple  # impression-site quotas swept (epsilon; Big Bird Fig. 5)
     big_bird_globals: tuple  # global budgets swept (epsilon)
     big_bird_ranks: tuple  # popularity rank of the first hijacked site, swept (Big Bird Fig. 6c)
+    big_bird_caps: tuple  # per-user-action caps (conversion sites per user action and epoch), swept (Big Bird Fig. 6a)
 
 
 SIZES = {
     "tiny": Sizes(50, 2, (0.1, 1.0), (0.1, 1.0), 50, (1.0, 10.0), (7, 30), 0.0002, 0.01, (0, 3), (0.5, 2.0, 8.0),
-                  (1.0, 8.0), (1, 11)),
+                  (1.0, 8.0), (1, 11), (1, 2)),
     "quick": Sizes(2000, 10, (0.01, 0.1, 0.5, 1.0), (0.01, 0.1, 0.5, 1.0), 200, (0.5, 1.0, 2.0, 5.0, 10.0, 20.0),
                    EPOCH_SWEEP, 0.005, 0.05, (0, 3, 6, 9), (0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 8.0),
-                   (1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1, 11, 21, 31, 41)),
+                   (1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1, 11, 21, 31, 41), (1, 2, 3, 4)),
     "full": Sizes(2000, 10, (0.001, 0.01, 0.1, 0.5, 1.0), (0.001, 0.01, 0.1, 0.5, 1.0), 200,
                   (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0), EPOCH_SWEEP, 0.1, 0.5, (0, 3, 6, 9),
                   (0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 7.5, 8.0), (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
-                  (1, 11, 21, 31, 41)),
+                  (1, 11, 21, 31, 41), (1, 2, 3, 4)),
 }
 
 
