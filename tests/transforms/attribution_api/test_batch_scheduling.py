@@ -6,7 +6,8 @@ the rest. Deterministic: no false-failure probability to state."""
 from __future__ import annotations
 
 from tests.transforms.attribution_api.browser import Browser, conversion_options
-from transforms.attribution_api.mechanisms.batch_scheduling import BatchedReport, BatchScheduler
+from transforms.attribution_api.mechanisms.batch_scheduling import BatchScheduler
+from transforms.core.mechanisms.batch_scheduling import Released
 
 
 def _options(epsilon: float, impression_site: str) -> dict[str, object]:
@@ -14,9 +15,9 @@ def _options(epsilon: float, impression_site: str) -> dict[str, object]:
     return conversion_options(value=1, maxValue=1, epsilon=epsilon, histogramSize=5, impressionSites=[impression_site])
 
 
-def _answered(reports: list[BatchedReport]) -> set[int]:
+def _answered(reports: list[Released[list[int]]]) -> set[int]:
     """The requests whose report is not null: the value in the impressions' bucket."""
-    return {report.request_id for report in reports if report.histogram == [1, 0, 0, 0, 0]}
+    return {report.request_id for report in reports if report.result == [1, 0, 0, 0, 0]}
 
 
 def test_a_conversion_waits_for_the_next_release_of_the_global_budget():
@@ -83,8 +84,8 @@ def test_the_batch_phase_shares_the_global_budget_fairly_across_impression_sites
     hats = [scheduler.measure_conversion(f"hats-{index}.example", None, _options(
         round(0.99 + 0.0001 * index, 4), "blog.example"), 2) for index in range(1, 11)]
     assert scheduler.schedule_batch() == []
-    assert len(scheduler.waiting) == 15
-    held = scheduler.delayed[1]  # the reports allocated so far, released at the end of the second interval
+    assert len(scheduler.schedule.waiting) == 15
+    held = scheduler.schedule.delayed[1]  # the reports allocated so far, released at the end of the second interval
     assert {report.request_id for report in held} == set(shoes[:3] + hats[:2]) == _answered(held)
     reports = scheduler.schedule_batch()
     assert sorted(report.request_id for report in reports) == shoes + hats and len(_answered(reports)) == 10
