@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from pipelines.processes import answers, free_port, is_running, java, log_tail, 
 
 HOME_ENVIRONMENT = "PM_BEAM_FLINK_HOME"
 RECORD = "cluster.json"
+SCRATCH = "tmp"  # the processes' working directories (Flink's io.tmp.dirs), removed when the cluster stops
 DEFAULT_REST_PORT = 8081
 DEFAULT_SLOTS = 2
 _START_SECONDS = 120
@@ -194,6 +196,9 @@ class FlinkCluster:
             "state.checkpoints.dir": (state / "checkpoints").as_uri(),
             "state.savepoints.dir": (state / "savepoints").as_uri(),
             "state.checkpoints.num-retained": "3",
+            # the processes' working directories (the TaskManager's job jars: about 2 GB a run) inside the cluster's
+            # home, removed when it stops, not left in the system's temporary directory
+            "io.tmp.dirs": str(self.home / SCRATCH),
             **TUNING,
             **self.settings,
         }
@@ -331,6 +336,7 @@ class FlinkCluster:
                 stop_pid(process.pid)
                 process.wait()
         (self.home / RECORD).unlink(missing_ok=True)
+        shutil.rmtree(self.home / SCRATCH, ignore_errors=True)
 
     def __enter__(self) -> FlinkCluster:
         self.start()
@@ -351,7 +357,7 @@ def _started_in(pid: int, home: Path) -> bool:
 
 def stop_recorded(home: Path) -> list[str]:
     """Stop the processes recorded in ``home`` (``make flink-down``), by process id; the names of those that were
-    running. The record is removed; checkpoints and savepoints stay."""
+    running. The record and the processes' working directories are removed; checkpoints and savepoints stay."""
     record = ClusterRecord.load(home)
     if record is None:
         raise ClusterUnavailable(f"no cluster is recorded in {home} (nothing to stop)")
@@ -361,4 +367,5 @@ def stop_recorded(home: Path) -> list[str]:
         if pid is not None and _started_in(pid, home) and stop_pid(pid):
             stopped.append(name)
     (home / RECORD).unlink(missing_ok=True)
+    shutil.rmtree(home / SCRATCH, ignore_errors=True)
     return stopped
