@@ -80,14 +80,14 @@ class ImpressionShards:
         self.pending = 0
 
     def add(self, row: Impression) -> None:
-        device, time, impression, *attributes = row
+        device, time, impression = row[:3]
         shard = self._shard_of.get(device)
         if shard is None:
             shard = self._shard_of[device] = device_shard(device, self._shards)
             if shard not in self._columns:
                 self._columns[shard] = ([], [], [], [])
         devices, times, impressions, codes = self._columns[shard]
-        rest = tuple(attributes)
+        rest = row[3:]  # the attributes, a plain tuple
         code = self._codes.get(rest)
         if code is None:
             code = self._codes[rest] = len(self._codes)

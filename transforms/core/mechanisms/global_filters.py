@@ -71,25 +71,26 @@ class FilterSet:
     """The filters of one device, created empty on first use; ``consumed`` maps each used filter to its units,
     ``limits`` the filters whose capacity is their own rather than their kind's (None: no limit)."""
 
-    __slots__ = ("capacities", "consumed", "limits")
+    __slots__ = ("capacities", "consumed", "limits", "_of_kind")
 
     def __init__(self, capacities: FilterCapacities, consumed: dict[FilterId, int] | None = None,
                  limits: dict[FilterId, int | None] | None = None) -> None:
         self.capacities = capacities
         self.consumed: dict[FilterId, int] = {} if consumed is None else consumed
         self.limits: dict[FilterId, int | None] = {} if limits is None else limits
+        self._of_kind = {kind: capacities.of(kind) for kind in KINDS}  # read for every charge: looked up once
 
     def capacity(self, filter_id: FilterId) -> int | None:
         """``filter_id``'s capacity: its own when ``limits`` sets one (pdslib's ``set_capacity``; the part of a
         release filter unlocked so far), its kind's otherwise; None: no limit."""
         if filter_id in self.limits:
             return self.limits[filter_id]
-        return self.capacities.of(filter_id.kind)
+        return self._of_kind[filter_id.kind]
 
     def touch(self, filter_id: FilterId) -> None:
         """Record that a report asked about ``filter_id`` (zero consumption if it never pays), for budget
         statistics over the requested device-epochs (Cookie Monster paper Sec. 8.2)."""
-        if self.capacities.of(filter_id.kind) is not None:
+        if self._of_kind[filter_id.kind] is not None:
             self.consumed.setdefault(filter_id, 0)
 
     def remaining(self, filter_id: FilterId) -> int | None:
@@ -111,7 +112,7 @@ class FilterSet:
         if self.out_of_budget(charges):
             return False
         for filter_id, units in charges.items():
-            if self.capacities.of(filter_id.kind) is not None:  # a lifted limit still records
+            if self._of_kind[filter_id.kind] is not None:  # a lifted limit still records
                 self.consumed[filter_id] = self.consumed.get(filter_id, 0) + units
         return True
 
