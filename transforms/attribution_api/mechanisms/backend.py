@@ -335,32 +335,37 @@ class Backend:
         context = None if self.limits.conversion_site_count_cap is None else self._user_action()
         return Conversion(site, callers, now, request, context)
 
-    def _matching(self, conversion: Conversion, epoch: int, epochs: list[int]) -> list[Impression]:
-        """``common matching logic``: the impressions of ``epoch`` (``epochs``: each impression's) the conversion
-        may be attributed to; one saved after the conversion (which batched scheduling attributes later, as of its
-        own time) never is."""
+    def _matches(self, conversion: Conversion, impression: Impression) -> bool:
+        """``common matching logic``: whether the conversion may be attributed to ``impression``; one saved after the
+        conversion (which batched scheduling attributes later, as of its own time) never is."""
         now, request, site = conversion.now, conversion.request, conversion.site
-        matched = []
-        for impression, impression_epoch in zip(self.impressions, epochs, strict=True):
-            if impression_epoch != epoch or impression.timestamp > now:
-                continue
-            if now > impression.timestamp + impression.lifetime_seconds:
-                continue
-            if now > impression.timestamp + request.lookback_seconds:
-                continue
-            if impression.conversion_sites and site not in impression.conversion_sites:
-                continue
-            if impression.conversion_callers and not conversion.callers <= impression.conversion_callers:
-                continue
-            if request.match_values and impression.match_value not in request.match_values:
-                continue
-            if request.impression_sites and impression.impression_site not in request.impression_sites:
-                continue
-            impression_caller = impression.intermediary_site or impression.impression_site
-            if request.impression_callers and impression_caller not in request.impression_callers:
-                continue
-            matched.append(impression)
-        return matched
+        if impression.timestamp > now:
+            return False
+        if now > impression.timestamp + impression.lifetime_seconds:
+            return False
+        if now > impression.timestamp + request.lookback_seconds:
+            return False
+        if impression.conversion_sites and site not in impression.conversion_sites:
+            return False
+        if impression.conversion_callers and not conversion.callers <= impression.conversion_callers:
+            return False
+        if request.match_values and impression.match_value not in request.match_values:
+            return False
+        if request.impression_sites and impression.impression_site not in request.impression_sites:
+            return False
+        impression_caller = impression.intermediary_site or impression.impression_site
+        return not request.impression_callers or impression_caller in request.impression_callers
+
+    def _matches_by_epoch(self, conversion: Conversion, window: range) -> dict[int, list[Impression]]:
+        """The matching impressions of each epoch of ``window`` that has any, in the order they were saved; one pass
+        over the impressions."""
+        found: dict[int, list[Impression]] = {}
+        for impression in self.impressions:
+            if self._matches(conversion, impression):
+                epoch = self.current_epoch(impression.timestamp)
+                if epoch in window:
+                    found.setdefault(epoch, []).append(impression)
+        return {epoch: found[epoch] for epoch in window if epoch in found}
 
     def _attribute(self, conversion: Conversion) -> list[Impression]:
         """``do attribution and fill a histogram`` up to the histogram: the impressions of the epochs whose budgets
@@ -374,9 +379,7 @@ class Backend:
         ``cross_report`` to charge each beneficiary's (pdslib ``measure_conversion``)."""
         request = conversion.request
         window, single_epoch = self._window(conversion.now, request)
-        epochs = [self.current_epoch(impression.timestamp) for impression in self.impressions]  # once per conversion
-        matches = {epoch: impressions for epoch in window
-                   if (impressions := self._matching(conversion, epoch, epochs))}
+        matches = self._matches_by_epoch(conversion, window)
         if not matches:
             return {}
         # in one epoch only the current one can match: the L1 norm of its histogram is the per-site deduction's
