@@ -1,9 +1,9 @@
 """The options of on-device budgeting (Cookie Monster, Cookie Monster paper) and their reading into a ``MeasurementConfig``.
 
 Four groups, each mapping one to one onto the configuration: budgeting (policy, epochs, attribution windows,
-the filters' capacity eps_G; defaults of Cookie Monster paper Sec. 8.1), the Attribution API's global budget and
-quotas (Big Bird), queries (batch size B and the accuracy target that sets every epsilon, Sec. 4.2) and bias
-detection (Appendix D).
+the filters' capacity eps_G; defaults of Cookie Monster paper Sec. 8.1), the Attribution API's global budget,
+quotas, caps and batched scheduling (Big Bird), queries (batch size B and the accuracy target that sets every
+epsilon, Sec. 4.2) and bias detection (Appendix D).
 """
 from __future__ import annotations
 
@@ -12,10 +12,15 @@ from fractions import Fraction
 
 from pipelines.common import CliError, CliParser
 from schemas.option_values import OPEN_PROBABILITY, POSITIVE_EXACT, POSITIVE_INTEGER, Real
-from schemas.time_units import MICROS_PER_DAY, parse_start
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_HOUR, parse_start
 from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.bias import BIAS_COUNTS, DEFAULT_BIAS_BETA, BiasDetection
-from transforms.budgeting.mechanisms.device import DEFAULT_MAX_WINDOW_DAYS, DEFAULT_WINDOW_DAYS, MeasurementConfig
+from transforms.budgeting.mechanisms.device import (
+    DEFAULT_MAX_WINDOW_DAYS,
+    DEFAULT_WINDOW_DAYS,
+    MeasurementConfig,
+    Scheduling,
+)
 from transforms.budgeting.mechanisms.policies import POLICIES
 from transforms.budgeting.mechanisms.queries import DEFAULT_BATCH_SIZE
 from transforms.core.mechanisms.time_steps import DEFAULT_EPOCH_DAYS, EpochClock
@@ -58,6 +63,16 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
     api.add_argument("--conversion-site-cap", type=POSITIVE_INTEGER,
                      help="Big Bird's per-user-action cap: of one device's conversions at one time, at most N "
                      "conversion sites draw from each epoch's quotas; the others' epochs are refused (default: no cap)")
+    api.add_argument("--scheduling-interval-hours", type=POSITIVE_INTEGER,
+                     help="Big Bird's batched scheduling: conversions are allocated in batches at the end of each "
+                     "interval of H hours (from 1970-01-01 UTC), fairest first, and their reports released at the end "
+                     "of their last attempt's interval (default: every report answered at once)")
+    api.add_argument("--scheduling-attempts", type=POSITIVE_INTEGER,
+                     help="with --scheduling-interval-hours: the intervals a conversion may wait for budget before it "
+                     "is allocated with what the device has (default 1)")
+    api.add_argument("--global-releases", type=POSITIVE_INTEGER,
+                     help="with --scheduling-interval-hours: each epoch's global budget is released in N equal slices, "
+                     "one per interval from the first that reads it (default 1: all at once)")
     query = parser.add_argument_group("queries")
     query.add_argument("--batch-size", type=POSITIVE_INTEGER, default=DEFAULT_BATCH_SIZE,
                        help="reports per query, B (default 2000)")
@@ -88,8 +103,9 @@ def add_measurement_options(parser: CliParser, *, policy: bool = True) -> None:
 
 GLOBAL_TIMES, IMPRESSION_TIMES, CONVERSION_TIMES = 8, 4, 2  # defaults, in multiples of eps_G
 _NONE = "none"
+_SCHEDULING_OPTIONS = ("scheduling_interval_hours", "scheduling_attempts", "global_releases")
 API_BUDGET_OPTIONS = ("global_epsilon", "impression_quota_epsilon", "conversion_quota_epsilon", "impression_site_cap",
-                      "conversion_site_cap")
+                      "conversion_site_cap", *_SCHEDULING_OPTIONS)
 
 
 def policy_name(text: str) -> str:
@@ -103,23 +119,35 @@ def optional_epsilon(text: str) -> Fraction | str:
 
 
 def _api_budgets(args: argparse.Namespace) -> dict:
-    """The Attribution API policies' global budget, quotas and per-user-action caps (``MeasurementConfig`` fields):
-    the budgets' defaults as multiples of eps_G, 'none' as no filter, no cap by default; for the other policies,
-    none (and an error if one was given)."""
+    """The Attribution API policies' global budget, quotas, per-user-action caps and batched scheduling
+    (``MeasurementConfig`` fields): the budgets' defaults as multiples of eps_G, 'none' as no filter, no cap and no
+    scheduling by default; for the other policies, none (and an error if one was given)."""
     given = {name: getattr(args, name) for name in API_BUDGET_OPTIONS}
+    named = [name for name, value in given.items() if value is not None]
     if not POLICIES[args.policy].global_filters:
-        named = [name for name, value in given.items() if value is not None]
         if named:
-            raise CliError(f"--{named[0].replace('_', '-')} applies to --policy attribution_api or big_bird")
+            raise CliError(f"--{_flag(named[0])} applies to --policy attribution_api or big_bird")
         return {}
+    if args.scheduling_interval_hours is None and (args.scheduling_attempts or args.global_releases):
+        raise CliError(f"--{_flag('scheduling_attempts' if args.scheduling_attempts else 'global_releases')} needs "
+                       "--scheduling-interval-hours")
     defaults = {"global_epsilon": GLOBAL_TIMES, "impression_quota_epsilon": IMPRESSION_TIMES,
                 "conversion_quota_epsilon": CONVERSION_TIMES if args.policy == "big_bird" else None}
-    budgets = {}
+    budgets: dict = {}
     for name, value in given.items():
+        if name in _SCHEDULING_OPTIONS:
+            continue
         if value is None and defaults.get(name) is not None:
             value = defaults[name] * args.epsilon_g
         budgets[name] = None if value == _NONE else value
+    if args.scheduling_interval_hours is not None:
+        budgets["scheduling"] = Scheduling(args.scheduling_interval_hours * MICROS_PER_HOUR,
+                                           args.scheduling_attempts or 1, args.global_releases or 1)
     return budgets
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
 
 
 def _origin_micros(text: str) -> int:

@@ -213,7 +213,7 @@ class ImpressionAttributes(_message.Message):
     def __init__(self, publisher_site: _Optional[str] = ..., advertiser_site: _Optional[str] = ..., campaign_id: _Optional[str] = ..., product_id: _Optional[str] = ..., filter_keys: _Optional[_Iterable[str]] = ..., intermediary_site: _Optional[str] = ..., conversion_callers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BudgetDeviceState(_message.Message):
-    __slots__ = ("impressions", "filters", "occupied_epochs", "device_id", "impression_columns", "attributes", "filter_columns")
+    __slots__ = ("impressions", "filters", "occupied_epochs", "device_id", "impression_columns", "attributes", "filter_columns", "schedule")
     IMPRESSIONS_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     OCCUPIED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +221,7 @@ class BudgetDeviceState(_message.Message):
     IMPRESSION_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     FILTER_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     impressions: _containers.RepeatedCompositeFieldContainer[EpochImpressions]
     filters: _containers.RepeatedCompositeFieldContainer[FilterCharge]
     occupied_epochs: _containers.RepeatedScalarFieldContainer[int]
@@ -228,7 +229,56 @@ class BudgetDeviceState(_message.Message):
     impression_columns: ImpressionColumns
     attributes: _containers.RepeatedCompositeFieldContainer[ImpressionAttributes]
     filter_columns: FilterColumns
-    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Union[ImpressionColumns, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ..., filter_columns: _Optional[_Union[FilterColumns, _Mapping]] = ...) -> None: ...
+    schedule: BatchScheduleState
+    def __init__(self, impressions: _Optional[_Iterable[_Union[EpochImpressions, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FilterCharge, _Mapping]]] = ..., occupied_epochs: _Optional[_Iterable[int]] = ..., device_id: _Optional[str] = ..., impression_columns: _Optional[_Union[ImpressionColumns, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[ImpressionAttributes, _Mapping]]] = ..., filter_columns: _Optional[_Union[FilterColumns, _Mapping]] = ..., schedule: _Optional[_Union[BatchScheduleState, _Mapping]] = ...) -> None: ...
+
+class BatchScheduleState(_message.Message):
+    __slots__ = ("interval", "next_id", "requests", "held", "epochs", "public_filters")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_FILTERS_FIELD_NUMBER: _ClassVar[int]
+    interval: int
+    next_id: int
+    requests: _containers.RepeatedCompositeFieldContainer[ScheduledConversionState]
+    held: _containers.RepeatedCompositeFieldContainer[HeldReportState]
+    epochs: _containers.RepeatedCompositeFieldContainer[ScheduledEpochState]
+    public_filters: FilterColumns
+    def __init__(self, interval: _Optional[int] = ..., next_id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[ScheduledConversionState, _Mapping]]] = ..., held: _Optional[_Iterable[_Union[HeldReportState, _Mapping]]] = ..., epochs: _Optional[_Iterable[_Union[ScheduledEpochState, _Mapping]]] = ..., public_filters: _Optional[_Union[FilterColumns, _Mapping]] = ...) -> None: ...
+
+class ScheduledConversionState(_message.Message):
+    __slots__ = ("request_id", "remaining_attempts", "conversion", "waiting")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    remaining_attempts: int
+    conversion: _events_pb2.Conversion
+    waiting: bool
+    def __init__(self, request_id: _Optional[int] = ..., remaining_attempts: _Optional[int] = ..., conversion: _Optional[_Union[_events_pb2.Conversion, _Mapping]] = ..., waiting: bool = ...) -> None: ...
+
+class HeldReportState(_message.Message):
+    __slots__ = ("interval", "request_id", "report")
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    interval: int
+    request_id: int
+    report: ReportRecordState
+    def __init__(self, interval: _Optional[int] = ..., request_id: _Optional[int] = ..., report: _Optional[_Union[ReportRecordState, _Mapping]] = ...) -> None: ...
+
+class ScheduledEpochState(_message.Message):
+    __slots__ = ("epoch", "releases", "impression_sites")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RELEASES_FIELD_NUMBER: _ClassVar[int]
+    IMPRESSION_SITES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    releases: int
+    impression_sites: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., releases: _Optional[int] = ..., impression_sites: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FilterColumns(_message.Message):
     __slots__ = ("querier_sites", "epochs", "consumed_units", "kinds")

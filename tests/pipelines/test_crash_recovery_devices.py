@@ -24,9 +24,11 @@ from tests.support.crash import no_job_outlives_its_test  # noqa: F401  (autouse
 from tests.support.kafka import consume_all, fresh_topic, produce
 
 MEASUREMENT = ("--policy", "cookie_monster", "--batch-size", "3", "--seed", "5", "--emit-budgets")
-# the Attribution API's budgets with Big Bird's quotas, tight enough to refuse epochs: their filters are restored too
+# the Attribution API's budgets with Big Bird's quotas, tight enough to refuse epochs, and its batched scheduling
+# (daily batches, 2 attempts, the global budget in 3 slices): the filters and the schedules are restored too
 BIG_BIRD = ("--policy", "big_bird", "--global-epsilon", "0.6", "--impression-quota-epsilon", "0.4",
-            "--conversion-quota-epsilon", "0.5", "--batch-size", "3", "--seed", "5", "--emit-budgets")
+            "--conversion-quota-epsilon", "0.5", "--scheduling-interval-hours", "24", "--scheduling-attempts", "2",
+            "--global-releases", "3", "--batch-size", "3", "--seed", "5", "--emit-budgets")
 POLICIES = {"cookie_monster": MEASUREMENT, "big_bird": BIG_BIRD}
 MEASUREMENT_LATENESS = ["--allowed-lateness-seconds", str(7 * 86_400)]  # a piece spans 2.4 days of event time
 

@@ -56,7 +56,10 @@ def test_a_run_writes_its_outputs_and_a_summary(nike, tmp_path, capsys):
 
 @pytest.mark.parametrize("policy", [("ipa_like",),
                                     ("big-bird", "--global-epsilon", "0.6", "--impression-quota-epsilon", "0.4",
-                                     "--impression-site-cap", "1", "--conversion-site-cap", "1")])
+                                     "--impression-site-cap", "1", "--conversion-site-cap", "1"),
+                                    ("big_bird", "--global-epsilon", "0.4", "--impression-quota-epsilon", "0.3",
+                                     "--scheduling-interval-hours", "48", "--scheduling-attempts", "3",
+                                     "--global-releases", "6")])
 def test_streaming_writes_the_same_outputs_as_batch(tmp_path, capsys, policy):
     impressions, conversions = random_population(seed=11)
     paths = write_jsonl(tmp_path / "i.jsonl", impressions), write_jsonl(tmp_path / "c.jsonl", conversions)
@@ -109,6 +112,12 @@ def test_bias_detection_adds_the_count_and_the_bound(nike, tmp_path, capsys):
         (("--global-epsilon", "2"), "--global-epsilon applies to --policy attribution_api or big_bird"),
         (("--policy", "big-bird", "--impression-quota-epsilon", "0"), "must be a number > 0"),
         (("--conversion-site-cap", "2"), "--conversion-site-cap applies to --policy attribution_api or big_bird"),
+        (("--scheduling-interval-hours", "24"), "--scheduling-interval-hours applies to --policy attribution_api"),
+        (("--policy", "big_bird", "--global-releases", "2"), "--global-releases needs --scheduling-interval-hours"),
+        (("--policy", "big_bird", "--scheduling-attempts", "2"), "--scheduling-attempts needs --scheduling-interval"),
+        (("--policy", "big_bird", "--scheduling-interval-hours", "0"), "must be an integer >= 1, got 0"),
+        (("--policy", "big_bird", "--scheduling-interval-hours", "24", "--conversion-site-cap", "1"),
+         "conversion-site cap applies to reports answered at their user action"),
     ],
 )
 def test_bad_options_are_one_line_errors(nike, tmp_path, capsys, extra, message):

@@ -11,6 +11,7 @@ later version is tested against them).
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from schemas.rows import DeviceEpochBudget, EventLevelSource, Impression
+from schemas.time_units import MICROS_PER_DAY
 from tests.support.event_level_events import random_events as random_event_level
 from tests.support.measurement_data import random_population
 from tests.support.summary_events import random_ara, random_paa
-from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, replay, sort_events
+from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, Scheduling, replay, sort_events
 from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.state import QueriesRecord, device_codec, queries_codec
 from transforms.core.device_state import DeviceRecord
@@ -137,6 +139,8 @@ BUDGET_ROWS = sort_events(_one_device([*IMPRESSIONS, *CONVERSIONS]))
 # every other impression saved by an intermediary that lets only the advertiser measure it.
 API_CONFIG = MeasurementConfig(policy="big_bird", global_epsilon=Fraction(3, 5), impression_quota_epsilon=Fraction(2, 5),
                                conversion_quota_epsilon=Fraction(1, 2))
+# ... and with Big Bird's batched scheduling (daily batches, 3 attempts, the global budget released in 4 slices).
+SCHEDULED_CONFIG = dataclasses.replace(API_CONFIG, scheduling=Scheduling(MICROS_PER_DAY, attempts=3, releases=4))
 API_ROWS = [row._replace(intermediary_site="adtech.example", conversion_callers=(row.advertiser_site,))
             if type(row) is Impression and index % 2 else row for index, row in enumerate(BUDGET_ROWS)]
 
@@ -145,8 +149,9 @@ def _budget_before(config: MeasurementConfig, rows: list) -> Callable[[], Device
     def before() -> DeviceRecord:
         first, rest = _halves(rows)
         record = DeviceRecord(DeviceState(config.new_filters()))
-        list(replay(first[0].device_id, first, record.state, config, make_policy(config.policy), SeededSource(SEED)))
         record.cut = first[-1].event_time_micros + 1
+        list(replay(first[0].device_id, first, record.state, config, make_policy(config.policy), SeededSource(SEED),
+                    until_micros=record.cut))
         record.items = [(row.event_time_micros, row) for row in rest]
         return record
 
@@ -201,6 +206,8 @@ SAMPLES: dict[str, StateSample] = {
                                  _budget_after(BUDGET_CONFIG)),
     "budget_device_big_bird": StateSample(device_codec(API_CONFIG), _budget_before(API_CONFIG, API_ROWS),
                                           _budget_after(API_CONFIG)),
+    "budget_device_scheduled": StateSample(device_codec(SCHEDULED_CONFIG), _budget_before(SCHEDULED_CONFIG, API_ROWS),
+                                           _budget_after(SCHEDULED_CONFIG)),
     "measurement_queries": StateSample(queries_codec(3), _queries_before, _queries_after),
 }
 

@@ -268,7 +268,9 @@ class _DeviceFn(DeviceShardFn):
         super().__init__(lateness_micros)
         self._config, self._source, self._batch_size = config, source, batch_size
         self._emit_budgets = emit_budgets
-        self.wakes_at_end = emit_budgets  # a wake expires epochs: at the end, it emits only their budget rows
+        # a wake expires epochs (at the end, it emits only their budget rows) or, with batched scheduling, runs the
+        # device's scheduling intervals (at the end, it releases every report still held)
+        self.wakes_at_end = emit_budgets or config.scheduling is not None
 
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)
@@ -314,10 +316,12 @@ class _DeviceFn(DeviceShardFn):
             side.rows = []
 
     def replay(self, device_id: str, record: DeviceRecord, events: list, fired_micros: int) -> Iterator:
-        """Replay the events before the cut, expire the epochs no conversion from then on can reach."""
+        """Replay the events before the cut (and the scheduling intervals ended by then), expire the epochs no
+        conversion from then on can reach."""
         device = record.state
-        yield from replay(device_id, sort_events(events), device, self._config, self._policy, self._source)
-        oldest = self._config.oldest_reachable_epoch(record.cut)
+        yield from replay(device_id, sort_events(events), device, self._config, self._policy, self._source,
+                          until_micros=record.cut)
+        oldest = device.oldest_needed_epoch(self._config, record.cut)
         expired = [filter_key for filter_key in device.filters.consumed if filter_key[1] < oldest]
         if self._emit_budgets:
             for row in budget_rows(device_id, device.filters.consumed, self._config, expired):
@@ -327,13 +331,20 @@ class _DeviceFn(DeviceShardFn):
         device.forget_before(oldest)
 
     def wake_micros(self, record: DeviceRecord) -> int | None:
-        """The first time at which the device's oldest epoch is out of every window: the start of the next epoch
-        plus the window."""
+        """The first time at which the device's oldest epoch is out of every window (the start of the next epoch
+        plus the window) or, with conversions scheduled, the end of the current scheduling interval."""
         device = record.state
         kept = [filter_key[1] for filter_key in device.filters.consumed] + list(device.impressions)
-        if not kept:
-            return None
-        return self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros
+        schedule, scheduling = device.schedule, self._config.scheduling
+        wakes = []
+        if schedule is not None:
+            assert scheduling is not None
+            kept += schedule.released
+            if schedule.outstanding:
+                wakes.append(scheduling.interval_end_micros(schedule.interval))
+        if kept:
+            wakes.append(self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros)
+        return min(wakes, default=None)
 
 
 class MeasureStreaming(beam.PTransform):

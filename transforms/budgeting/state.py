@@ -1,5 +1,6 @@
 """The streaming budgeting job's per-key state as explicit records (``transforms.core.state``): per device its
-impressions, privacy filters and occupied epochs (``BudgetDeviceState`` in a ``DeviceRecordState``); beside the
+impressions, privacy filters, occupied epochs and, with batched scheduling, its schedule (``BudgetDeviceState`` in a
+``DeviceRecordState``); beside the
 devices, per (querier, query key) the batch being filled and, IPA-like, the central filters
 (``MeasurementQueriesState``).
 
@@ -12,10 +13,12 @@ from collections.abc import Iterable
 
 from schemas.proto import state_pb2
 from schemas.row_messages import message_of, row_of
-from schemas.rows import DeviceEpochBudget, Impression
-from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, ReportRecord
+from schemas.rows import Conversion, DeviceEpochBudget, Impression
+from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, ReportRecord, scheduled_terms
+from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter
 from transforms.core.device_state import device_record_codec
+from transforms.core.mechanisms.batch_scheduling import BatchSchedule, Released, ScheduledRequest
 from transforms.core.mechanisms.global_filters import FilterId, FilterSet
 from transforms.core.state import StateCodec
 
@@ -46,19 +49,74 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
         columns.attributes.extend([codes.setdefault(shared, len(codes)) for shared in zip(*attributes, strict=True)])
         for shared in codes:
             message.attributes.add(**dict(zip(_ATTRIBUTES, shared, strict=True)))
-    consumed = device.filters.consumed  # (querier site, epoch) -> units, or FilterId (kind, epoch, site) -> units
-    if consumed:
-        filters = message.filter_columns
-        if isinstance(device.filters, FilterSet):
-            kinds, epochs, sites = zip(*consumed, strict=True)
-            filters.kinds.extend(kinds)
-        else:
-            sites, epochs = zip(*consumed, strict=True)
-        filters.querier_sites.extend(sites)
-        filters.epochs.extend(epochs)
-        filters.consumed_units.extend(consumed.values())
+    _columns_to(device.filters.consumed, isinstance(device.filters, FilterSet), message.filter_columns)
     if device.occupied:
         message.occupied_epochs.extend(sorted(device.occupied))
+    if device.schedule is not None:
+        _schedule_to(device.schedule, message.schedule)
+
+
+def _columns_to(consumed: dict, kinds: bool, columns: state_pb2.FilterColumns) -> None:
+    """Consumption as columns: (querier site, epoch) -> units, or, with ``kinds``, FilterId (kind, epoch, site) ->
+    units."""
+    if not consumed:
+        return
+    if kinds:
+        kind_column, epochs, sites = zip(*consumed, strict=True)
+        columns.kinds.extend(kind_column)
+    else:
+        sites, epochs = zip(*consumed, strict=True)
+    columns.querier_sites.extend(sites)
+    columns.epochs.extend(epochs)
+    columns.consumed_units.extend(consumed.values())
+
+
+def _columns_from(columns: state_pb2.FilterColumns) -> dict:
+    keys: Iterable = zip(columns.querier_sites, columns.epochs, strict=True)
+    if columns.kinds:
+        keys = map(FilterId, columns.kinds, columns.epochs, columns.querier_sites)
+    return dict(zip(keys, columns.consumed_units, strict=True))
+
+
+def _schedule_to(schedule: BatchSchedule, message: state_pb2.BatchScheduleState) -> None:
+    message.interval, message.next_id = schedule.interval, schedule.next_id
+    for waiting, requests in ((True, schedule.waiting), (False, schedule.pending)):
+        for request in requests:
+            entry = message.requests.add(request_id=request.request_id, remaining_attempts=request.remaining_attempts,
+                                         waiting=waiting)
+            message_of(request.payload, entry.conversion)
+    for interval, held in sorted(schedule.delayed.items()):
+        for released in held:
+            message_of(released.result, message.held.add(interval=interval, request_id=released.request_id).report)
+    for epoch, releases in schedule.released.items():
+        message.epochs.add(epoch=epoch, releases=releases, impression_sites=sorted(schedule.sites_per_epoch[epoch]))
+    _columns_to(schedule.public.consumed, True, message.public_filters)
+
+
+def _schedule_from(message: state_pb2.BatchScheduleState, filters: FilterSet,
+                   config: MeasurementConfig) -> BatchSchedule:
+    """The schedule over the device's ``filters``; each request's charges, sites and size follow from its
+    conversion and the job's options (``scheduled_terms``)."""
+    if config.scheduling is None:
+        raise ValueError("the state holds conversions of Big Bird's batched scheduling, and this job schedules "
+                         "none: restart it with the options that wrote the state (--scheduling-interval-hours)")
+    policy = make_policy(config.policy)
+    schedule: BatchSchedule = BatchSchedule(filters, config.scheduling.releases, interval=message.interval,
+                                            next_id=message.next_id)
+    for entry in message.requests:
+        conversion = row_of(Conversion, entry.conversion)
+        _, charges, impression_sites, units = scheduled_terms(conversion, config, policy)
+        request = ScheduledRequest(entry.request_id, entry.remaining_attempts, conversion, charges, impression_sites,
+                                   units)
+        (schedule.waiting if entry.waiting else schedule.pending).append(request)
+    for held in message.held:
+        schedule.delayed.setdefault(held.interval, []).append(
+            Released(held.request_id, row_of(ReportRecord, held.report)))
+    for epoch in message.epochs:
+        schedule.released[epoch.epoch] = epoch.releases
+        schedule.sites_per_epoch[epoch.epoch] = set(epoch.impression_sites)
+    schedule.public.consumed.update(_columns_from(message.public_filters))
+    return schedule
 
 
 def _device_from(message: state_pb2.BudgetDeviceState, config: MeasurementConfig) -> DeviceState:
@@ -71,13 +129,12 @@ def _device_from(message: state_pb2.BudgetDeviceState, config: MeasurementConfig
                                                 columns.attributes, strict=True):
         impressions.setdefault(epoch, []).append(Impression(device_id, time, impression_id, *attributes[code]))
     consumed = _filters_from(message.filters)
-    filters = message.filter_columns
-    keys: Iterable = zip(filters.querier_sites, filters.epochs, strict=True)
-    if filters.kinds:
-        keys = map(FilterId, filters.kinds, filters.epochs, filters.querier_sites)
-    consumed.update(zip(keys, filters.consumed_units, strict=True))
+    consumed.update(_columns_from(message.filter_columns))
     device = DeviceState(config.new_filters(consumed), impressions)
     device.occupied = set(message.occupied_epochs)
+    if message.HasField("schedule"):
+        assert isinstance(device.filters, FilterSet)
+        device.schedule = _schedule_from(message.schedule, device.filters, config)
     return device
 
 

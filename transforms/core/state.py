@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from google.protobuf.message import Message
 
-STATE_VERSION = 4  # the layout of schemas/proto/state.proto this code writes (its version history is there)
+STATE_VERSION = 5  # the layout of schemas/proto/state.proto this code writes (its version history is there)
 
 
 class StateVersionError(ValueError):

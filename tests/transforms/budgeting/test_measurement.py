@@ -1,6 +1,7 @@
 """The measurement PTransforms: batch on hand-built data, streaming (TestStream) against batch, the portable runner."""
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 
 import apache_beam as beam
@@ -13,8 +14,15 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from schemas.rows import AttributionReport, Conversion, DeviceEpochBudget, Impression, IncompleteBatch
-from schemas.time_units import MICROS_PER_DAY
-from tests.support.measurement_data import impression, nike_example, random_population, write_jsonl
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_HOUR
+from tests.support.measurement_data import (
+    conversion,
+    impression,
+    nike_example,
+    random_population,
+    request,
+    write_jsonl,
+)
 from tests.support.streams import milli, shuffled_stream, streaming_options
 from transforms.budgeting.measurement import (
     BUDGETS,
@@ -26,7 +34,7 @@ from transforms.budgeting.measurement import (
     _DeviceFn,
 )
 from transforms.budgeting.mechanisms.bias import BiasDetection
-from transforms.budgeting.mechanisms.device import MeasurementConfig
+from transforms.budgeting.mechanisms.device import MeasurementConfig, Scheduling
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute
 from transforms.budgeting.mechanisms.simulation import simulate
 from transforms.core.device_stream import END_OF_INPUT, pack_events, replay_devices
@@ -127,6 +135,10 @@ CONFIGS = {
                                          impression_quota_epsilon=Fraction(2, 5)),
     "big_bird": MeasurementConfig(policy="big_bird", global_epsilon=Fraction(1), impression_quota_epsilon=Fraction(4, 5),
                                   conversion_quota_epsilon=Fraction(1, 2), impression_site_cap=1, conversion_site_cap=1),
+    # Big Bird's batched scheduling: reports held for up to 3 two-day intervals, the global budget released in 6
+    "big_bird+scheduling": MeasurementConfig(policy="big_bird", global_epsilon=Fraction(2, 5),
+                                             impression_quota_epsilon=Fraction(3, 10),
+                                             scheduling=Scheduling(2 * MICROS_PER_DAY, attempts=3, releases=6)),
 }
 
 
@@ -212,6 +224,51 @@ def test_streaming_allowed_lateness(lateness_days):
         assert_that(out[RESULTS], equal_to(expected.results), label="results")
         late = [] if lateness_days else ["late"]
         assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: d.reason), equal_to(late), label="late")
+
+
+def test_streaming_releases_a_scheduled_report_when_the_watermark_passes_its_interval():
+    """Batched scheduling with daily intervals and 2 attempts: a conversion on day 23 is released at the end of
+    day 24, by a firing then (its device wakes for it), not at the end of the input."""
+    config = MeasurementConfig(policy="big_bird", scheduling=Scheduling(MICROS_PER_DAY, attempts=2))
+    rows = [impression("ann", 22.5, "I1"), conversion("ann", 23.25, "c1", 40.0, request())]
+    release = 25 * MICROS_PER_DAY
+    stream = (TestStream().add_elements(rows).advance_watermark_to(milli(30 * MICROS_PER_DAY))
+              .advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity())
+    expected = simulate(rows, config, SeededSource(SEED), 1)
+    with TestPipeline(options=streaming_options()) as p:
+        out = p | stream | MeasureStreaming(config, SeededSource(SEED), 1)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        timed = out[REPORTS] | beam.Map(lambda report, at=beam.DoFn.TimestampParam: at.micros)
+        assert_that(timed, equal_to([release]), label="released at the end of day 24")
+
+
+def test_the_streaming_device_step_cut_anywhere_gives_the_batch_reports_and_drops_what_it_no_longer_needs():
+    """The streaming step's replay of each device (its epochs expired and their budget rows emitted, its schedule
+    forgotten when idle) over random cuts across 200 days, its record written and read back at each, then the end of
+    the input: the reference's reports and budget rows, and nothing kept at the end."""
+    config = CONFIGS["big_bird+scheduling"]
+    impressions, conversions = random_population(seed=6)
+    events = impressions + conversions
+    expected = simulate(events, config, SeededSource(SEED), 3)
+    step = _DeviceFn(config, SeededSource(SEED), 3, emit_budgets=True, lateness_micros=0)
+    step.setup()
+    rng = random.Random(2)
+    reports, budgets = [], []
+    for device in sorted({event.device_id for event in conversions}):
+        mine = [event for event in events if event.device_id == device]
+        record = step.new_record()
+        for cut in [*sorted(rng.sample(range(0, 200 * MICROS_PER_DAY, MICROS_PER_HOUR), 8)), END_OF_INPUT_MICROS]:
+            arriving = [event for event in mine if record.cut <= event.event_time_micros < cut]
+            for output in step.replay(device, record, record.advance(cut, arriving), cut):
+                if isinstance(output, beam.pvalue.TaggedOutput):
+                    budgets.append(output.value)
+                else:
+                    reports.append(output)
+            record = step.codec.decode(step.codec.encode(record))
+        device_state = record.state
+        assert device_state.schedule is None and not device_state.filters.consumed and not device_state.impressions
+    assert sorted(reports) == sorted(expected.reports)
+    assert sorted(budgets) == sorted(expected.budgets)
 
 
 def _packed(poll: list, watermark_micros: int) -> list:

@@ -7,9 +7,11 @@ and the accuracy target that may set the requested epsilon (Sec. 8.1).
 is unusable, for the dead-letter sink). ``DeviceState`` holds what a device
 keeps between events: its impressions by epoch and its privacy filters.
 ``replay`` feeds it events in order and yields one ``ReportRecord`` per
-conversion. The batch path replays a device's whole history in one call; the
-streaming path calls ``replay`` from a timer with the events that became
-final and keeps the state in Beam state; both give the same reports.
+conversion: at once, or, with Big Bird's batched scheduling (``Scheduling``),
+at the end of the scheduling interval in which its attempts run out. The batch
+path replays a device's whole history in one call; the streaming path calls
+``replay`` from a timer with the events that became final, up to its cut, and
+keeps the state in Beam state; both give the same reports.
 """
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ from functools import cached_property
 from typing import NamedTuple
 
 from schemas.rows import AttributionReport, AttributionRequest, Conversion, DeviceEpochBudget, Impression
-from schemas.time_units import MICROS_PER_DAY
+from schemas.time_units import MICROS_PER_DAY, MICROS_PER_HOUR
 from transforms.budgeting.mechanisms.accuracy import AccuracyTarget
 from transforms.budgeting.mechanisms.attribution import select_relevant
 from transforms.budgeting.mechanisms.bias import BiasDetection, bias_weight
-from transforms.budgeting.mechanisms.policies import BudgetPolicy, make_policy
+from transforms.budgeting.mechanisms.policies import AttributionApi, BudgetPolicy, ReportOutcome, make_policy
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.batch_scheduling import BatchSchedule, Released
 from transforms.core.mechanisms.budget_units import epsilon_units, units_float
 from transforms.core.mechanisms.global_filters import SITE, FilterCapacities, FilterId, FilterSet, UserActionContext
 from transforms.core.mechanisms.noise import RandomSource
@@ -33,6 +36,32 @@ from transforms.core.mechanisms.time_steps import EpochClock
 
 DEFAULT_WINDOW_DAYS = 30
 DEFAULT_MAX_WINDOW_DAYS = 90
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Big Bird's batched scheduling of the Attribution API's reports (Tholoniat et al., arXiv 2506.05290v1,
+    "batched scheduling"; ``transforms.core.mechanisms.batch_scheduling``): time is cut into intervals of
+    ``interval_micros`` from the Unix epoch; a conversion is registered in its interval, gets ``attempts``
+    intervals to be allocated, and its report is released at the end of the last of them; each epoch's global
+    budget is released in ``releases`` slices, one per interval from the first that reads it."""
+
+    interval_micros: int
+    attempts: int = 1
+    releases: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("interval_micros", "attempts", "releases"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"batched scheduling's {name} must be >= 1, got {getattr(self, name)}")
+
+    def interval_of(self, time_micros: int) -> int:
+        """The scheduling interval holding ``time_micros``."""
+        return time_micros // self.interval_micros
+
+    def interval_end_micros(self, interval: int) -> int:
+        """When ``interval`` ends: its batch runs once every event before then is replayed."""
+        return (interval + 1) * self.interval_micros
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,8 @@ class MeasurementConfig:
     # sites draw from their quotas; None: no cap
     impression_site_cap: int | None = None
     conversion_site_cap: int | None = None
+    # Big Bird's batched scheduling (attribution_api, big_bird); None: every report is answered at once
+    scheduling: Scheduling | None = None
 
     def __post_init__(self) -> None:
         policy = make_policy(self.policy)
@@ -72,6 +103,12 @@ class MeasurementConfig:
                                  f"not {self.policy}")
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
+        if self.scheduling is not None and not policy.global_filters:
+            raise ValueError(f"batched scheduling applies to the Attribution API's policies (attribution_api, "
+                             f"big_bird), not {self.policy}")
+        if self.scheduling is not None and self.conversion_site_cap is not None:
+            raise ValueError("the per-user-action conversion-site cap applies to reports answered at their user "
+                             "action; with batched scheduling they are allocated later, outside it")
         if not 1 <= self.default_window_days <= self.max_window_days:
             raise ValueError(
                 f"the default attribution window ({self.default_window_days} days) must be between 1 day and the "
@@ -125,7 +162,10 @@ class MeasurementConfig:
             **({"global_epsilon": _text(self.global_epsilon),
                 "impression_quota_epsilon": _text(self.impression_quota_epsilon),
                 "conversion_quota_epsilon": _text(self.conversion_quota_epsilon),
-                "impression_site_cap": self.impression_site_cap, "conversion_site_cap": self.conversion_site_cap}
+                "impression_site_cap": self.impression_site_cap, "conversion_site_cap": self.conversion_site_cap,
+                "scheduling": None if self.scheduling is None else {
+                    "interval_hours": self.scheduling.interval_micros / MICROS_PER_HOUR,
+                    "attempts": self.scheduling.attempts, "global_releases": self.scheduling.releases}}
                if make_policy(self.policy).global_filters else {}),
         }
 
@@ -197,21 +237,36 @@ class ReportRecord(NamedTuple):
 
 class DeviceState:
     """What a device keeps: impressions per epoch (time ordered), its filters (``MeasurementConfig.new_filters``:
-    keyed (querier, epoch), or ``FilterId``s whose second item is the epoch too), and the epochs in which it holds
-    any event (``occupied``, for Appendix D bias detection)."""
+    keyed (querier, epoch), or ``FilterId``s whose second item is the epoch too), the epochs in which it holds
+    any event (``occupied``, for Appendix D bias detection) and, with batched scheduling, its schedule of
+    conversions (``schedule``: created at its first conversion, over ``filters``)."""
 
-    __slots__ = ("impressions", "filters", "occupied")
+    __slots__ = ("impressions", "filters", "occupied", "schedule")
 
     def __init__(self, filters: FilterTable | FilterSet, impressions: dict | None = None) -> None:
         self.impressions: dict[int, list[Impression]] = {} if impressions is None else impressions
         self.filters = filters
         self.occupied: set[int] = set()
+        self.schedule: BatchSchedule[Conversion, ReportRecord] | None = None
+
+    def oldest_needed_epoch(self, config: MeasurementConfig, cut_micros: int) -> int:
+        """The oldest epoch whose filters and impressions must be kept once events before ``cut_micros`` are
+        replayed: the oldest a later conversion may read, or an older one a scheduled conversion reads."""
+        oldest = config.oldest_reachable_epoch(cut_micros)
+        scheduled = None if self.schedule is None else self.schedule.oldest_epoch()
+        return oldest if scheduled is None else min(oldest, scheduled)
 
     def forget_before(self, epoch: int) -> None:
-        """Drop impressions and occupancy of epochs before ``epoch`` (no window can reach them any more)."""
+        """Drop impressions, occupancy and what the schedule keeps of epochs before ``epoch`` (no window can reach
+        them any more; the filters' consumption is the caller's, who reports it first), and the schedule itself once
+        it keeps nothing (so that a device with nothing left can be dropped)."""
         for old in [e for e in self.impressions if e < epoch]:
             del self.impressions[old]
         self.occupied.difference_update([e for e in self.occupied if e < epoch])
+        if self.schedule is not None:
+            self.schedule.forget_before(epoch)
+            if self.schedule.idle:  # the next conversion makes a new one, the same as this one skipped to it
+                self.schedule = None
 
 
 class _EveryEpoch:
@@ -252,13 +307,18 @@ def replay(
     policy: BudgetPolicy,
     source: RandomSource,
     report_ids: bool = True,
+    until_micros: int | None = None,
 ) -> Iterator[ReportRecord]:
     """Feed ``events`` (already in ``event_order``) to the device; one report per servable conversion.
 
     A conversion whose request ``resolve_request`` refuses produces no report
     (the reading stage dead-letters it with the same check). ``report_ids=False``
     leaves the report ids empty: for the evaluation, which releases no report
-    and never reads them (``source`` is then not used).
+    and never reads them (``source`` is then not used). With batched scheduling,
+    a conversion is registered and its report comes when the scheduling interval
+    in which its attempts run out has ended: an interval's batch runs before the
+    first event at or after its end, and after the events, for every interval that
+    ended by ``until_micros`` (None: the end of the input, every report released).
     """
     epoch_of = config.clock.epoch_of
     bias = config.bias
@@ -266,7 +326,23 @@ def replay(
     caps = (config.impression_site_cap, config.conversion_site_cap)
     capped = caps != (None, None)
     action, action_time = None, None
+    scheduling = config.scheduling
+
+    def report(conversion: Conversion, request: AttributionRequest, epochs: range,
+               action: UserActionContext | None = None) -> ReportRecord:
+        relevant = _relevant_by_epoch(state, conversion, request, epochs)
+        outcome = policy.generate_report(
+            state.filters, conversion.querier_site, epochs, relevant, request, conversion.value, occupied, bias, action
+        )
+        return _record(device_id, conversion, request, epochs, outcome, config, source, report_ids)
+
+    def allocate(conversion: Conversion) -> ReportRecord:  # a scheduled conversion, as of its own time
+        return report(conversion, *_servable(conversion, config))
+
     for event in events:
+        if state.schedule is not None:
+            assert scheduling is not None
+            yield from _results(state.schedule.run_until(scheduling.interval_of(event.event_time_micros), allocate))
         epoch = epoch_of(event.event_time_micros)
         if bias is not None:
             state.occupied.add(epoch)
@@ -279,28 +355,63 @@ def replay(
         resolved = resolve_request(event, config)
         if isinstance(resolved, str):
             continue
-        request, epochs = resolved
-        assert request.requested_epsilon is not None  # resolve_request sets it
-        relevant = _relevant_by_epoch(state, event, request, epochs)
-        outcome = policy.generate_report(
-            state.filters, event.querier_site, epochs, relevant, request, event.value, occupied, bias, action
-        )
-        yield ReportRecord(
-            querier_site=event.querier_site,
-            query_key=request.query_key,
-            conversion_time_micros=event.event_time_micros,
-            device_id=device_id,
-            conversion_id=event.conversion_id,
-            report_id=source.keyed_token(("report", device_id, event.conversion_id)) if report_ids else "",
-            histogram=outcome.histogram,
-            requested_epsilon=request.requested_epsilon,
-            query_global_sensitivity=request.query_global_sensitivity,
-            first_epoch=epochs.start,
-            last_epoch=epochs.stop - 1,
-            charged_units=outcome.charged_units,
-            dropped_epochs=outcome.dropped_epochs,
-            bias_weight=0.0 if bias is None else bias_weight(request, len(epochs)),
-        )
+        if scheduling is None:
+            yield report(event, *resolved, action)
+            continue
+        if state.schedule is None:
+            assert isinstance(state.filters, FilterSet)  # MeasurementConfig: scheduling needs global filters
+            state.schedule = BatchSchedule(state.filters, scheduling.releases,
+                                           interval=scheduling.interval_of(event.event_time_micros))
+        epochs, charges, impression_sites, units = scheduled_terms(event, config, policy)
+        state.schedule.register(event, epochs, charges, impression_sites, units, scheduling.attempts)
+    if state.schedule is not None:
+        assert scheduling is not None
+        until = None if until_micros is None else scheduling.interval_of(until_micros)
+        yield from _results(state.schedule.run_until(until, allocate))
+
+
+def _results(released: list[Released[ReportRecord]]) -> list[ReportRecord]:
+    return [item.result for item in released]
+
+
+def _servable(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range]:
+    """The request and window of a conversion ``resolve_request`` accepted before (a scheduled one)."""
+    resolved = resolve_request(conversion, config)
+    assert not isinstance(resolved, str), resolved
+    return resolved
+
+
+def scheduled_terms(conversion: Conversion, config: MeasurementConfig,
+                    policy: BudgetPolicy) -> tuple[range, dict[FilterId, int], frozenset[str], int]:
+    """What batched scheduling knows of a servable conversion, all of it public (its request's parameters, never
+    the device's data): the epochs its window reads, the most its report costs each filter, the impression sites
+    it names and its size (Big Bird, "batched scheduling"; pdslib's public filters)."""
+    assert isinstance(policy, AttributionApi)  # MeasurementConfig: scheduling needs the API's policies
+    request, epochs = _servable(conversion, config)
+    charges, units = policy.public_charges(conversion.querier_site, epochs, request)
+    return epochs, charges, frozenset(request.impression_sites), units
+
+
+def _record(device_id: str, conversion: Conversion, request: AttributionRequest, epochs: range,
+            outcome: ReportOutcome, config: MeasurementConfig, source: RandomSource, report_ids: bool) -> ReportRecord:
+    assert request.requested_epsilon is not None  # resolve_request sets it
+    bias = config.bias
+    return ReportRecord(
+        querier_site=conversion.querier_site,
+        query_key=request.query_key,
+        conversion_time_micros=conversion.event_time_micros,
+        device_id=device_id,
+        conversion_id=conversion.conversion_id,
+        report_id=source.keyed_token(("report", device_id, conversion.conversion_id)) if report_ids else "",
+        histogram=outcome.histogram,
+        requested_epsilon=request.requested_epsilon,
+        query_global_sensitivity=request.query_global_sensitivity,
+        first_epoch=epochs.start,
+        last_epoch=epochs.stop - 1,
+        charged_units=outcome.charged_units,
+        dropped_epochs=outcome.dropped_epochs,
+        bias_weight=0.0 if bias is None else bias_weight(request, len(epochs)),
+    )
 
 
 def sort_events(events: Iterable[Impression | Conversion]) -> list:

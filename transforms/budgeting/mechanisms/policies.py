@@ -250,6 +250,19 @@ class AttributionApi(BudgetPolicy):
                 dropped += 1
         return ReportOutcome(attribution_histogram(kept, request, value), charged, dropped)
 
+    def public_charges(self, querier_site: str, epochs: range,
+                       request: AttributionRequest) -> tuple[dict[FilterId, int], int]:
+        """The most a report can cost each filter, from the request alone (Big Bird's batched scheduling decides on
+        these, never on the device's data), and its size: per epoch of the window, the report's global bound (at
+        least any epoch's individual loss, Thm. 4 case 3) to the querier's per-site filter, the global filter, its
+        quota and the quotas of the impression sites the request names."""
+        bound = scaled_loss_units(request.requested_epsilon, request.report_global_sensitivity,
+                                  request.query_global_sensitivity)
+        charges: dict[FilterId, int] = {}
+        for epoch in epochs:
+            charges.update(epoch_charges(epoch, querier_site, request.impression_sites, bound, bound))
+        return charges, bound
+
 
 class BigBird(AttributionApi):
     """``AttributionApi`` with Big Bird's conversion-site quota on by default (Tholoniat et al., "Beyond Per-Querier

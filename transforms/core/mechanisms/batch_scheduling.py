@@ -122,14 +122,59 @@ class BatchSchedule(Generic[Payload, Result]):
         self.interval += 1
         return results
 
-    def _release_global_budgets(self) -> None:
-        """The next slice of each known epoch's global budget, in the public filters and the device's."""
+    @property
+    def outstanding(self) -> bool:
+        """Whether any request is registered, waiting or holding a result: its intervals must each run."""
+        return bool(self.pending or self.waiting or self.delayed)
+
+    @property
+    def idle(self) -> bool:
+        """Whether the schedule keeps nothing but its interval: no request outstanding, no epoch released, nothing
+        charged to the public filters."""
+        return not (self.outstanding or self.released or self.public.consumed)
+
+    def run_until(self, interval: int | None, allocate: Callable[[Payload], Result]) -> list[Released[Result]]:
+        """Every scheduling interval before ``interval`` (None: until no request is outstanding), in order. An
+        interval with no request outstanding only releases global budget, which ``_release_global_budgets`` does
+        for a whole idle stretch at once: the same state as that many empty ``schedule_batch`` calls."""
+        results: list[Released[Result]] = []
+        while self.outstanding if interval is None else self.interval < interval:
+            if self.outstanding:
+                results += self.schedule_batch(allocate)
+            else:
+                assert interval is not None
+                self._release_global_budgets(interval - self.interval)
+                self.interval = interval
+        return results
+
+    def oldest_epoch(self) -> int | None:
+        """The oldest epoch an outstanding request reads (its filters and data must be kept), or None."""
+        return min((filter_id.epoch for request in self.pending + self.waiting for filter_id in request.charges),
+                   default=None)
+
+    def forget_before(self, epoch: int) -> None:
+        """Drop what the schedule keeps of epochs before ``epoch`` (their releases, named sites, public filters and
+        both filter sets' own capacities), once no request can read them any more."""
+        oldest = self.oldest_epoch()
+        if oldest is not None and oldest < epoch:
+            raise ValueError(f"epoch {oldest} is still read by a scheduled request: cannot forget before {epoch}")
+        for old in [known for known in self.released if known < epoch]:
+            del self.released[old]
+        for old in [known for known in self.sites_per_epoch if known < epoch]:
+            del self.sites_per_epoch[old]
+        for table in (self.public.consumed, self.public.limits, self.filters.limits):
+            for filter_id in [filter_id for filter_id in table if filter_id.epoch < epoch]:
+                del table[filter_id]
+
+    def _release_global_budgets(self, count: int = 1) -> None:
+        """The next ``count`` slices of each known epoch's global budget, in the public filters and the device's
+        (a count past n unlocks nothing more, so it is kept at n)."""
         capacity = self.filters.capacities.global_
         if capacity is None:
             return
         for epoch in self.released:
-            self.released[epoch] += 1
-            unlocked = min(capacity, capacity * self.released[epoch] // self.releases)
+            self.released[epoch] = min(self.releases, self.released[epoch] + count)
+            unlocked = capacity * self.released[epoch] // self.releases
             for filters in (self.public, self.filters):
                 filters.limits[FilterId(GLOBAL, epoch)] = unlocked
 
