@@ -1,7 +1,7 @@
 """Throughput and memory of the measurement pipeline on the Cookie Monster microbenchmark (Cookie Monster paper Sec. 8.1).
 
     python benchmarks/measurement_throughput.py [--quick] [--json PATH] [--runs 3] [--workers 2]
-        [--policies cookie_monster,ara_like,ipa_like,attribution_api,big_bird] [--data DIR]
+        [--policies cookie_monster,ara_like,ipa_like,attribution_api,big_bird,big_bird+scheduling] [--data DIR]
 
 Generates (once; cached under --data) the microbenchmark with knob2 = 0.1 and
 knob1 = 0.1 (20,000 users, 280,000 events) and knob1 = 0.01 (200,000 users,
@@ -35,6 +35,18 @@ from harness import ROOT, cached, pipeline_child, run_child, write_json
 DATASETS = {"knob1=0.1": {"knob1": 0.1, "knob2": 0.1, "shards": 2}, "knob1=0.01": {"knob1": 0.01, "knob2": 0.1, "shards": 6}}
 PUBLISHED_MB = {"knob1=0.1": 260, "knob1=0.01": 1350}
 POLICIES = ("cookie_monster", "ara_like", "ipa_like", "attribution_api", "big_bird")
+# policies with options, by name: Big Bird's batched scheduling (daily batches, 2 attempts, the global budget in 4)
+VARIANTS = {"big_bird+scheduling": ("--policy", "big_bird", "--scheduling-interval-hours", "24",
+                                    "--scheduling-attempts", "2", "--global-releases", "4")}
+
+
+def _policy_args(policy: str) -> list[str]:
+    """The job's options for ``policy``: one of ``POLICIES`` or of ``VARIANTS``."""
+    if policy in VARIANTS:
+        return list(VARIANTS[policy])
+    if policy not in POLICIES:
+        raise SystemExit(f"unknown policy {policy!r}: one of {', '.join([*POLICIES, *VARIANTS])}")
+    return ["--policy", policy]
 
 _PIPELINE_CHILD = pipeline_child(
     "pipelines.measurement", {"events": 'summary["counts"]["parsed"]', "executed": 'summary["counts"]["queries_executed"]'}
@@ -89,8 +101,8 @@ def measure(name: str, scale: dict, policies: tuple[str, ...], runs: int, worker
     reference_runs: dict[str, list] = {policy: [] for policy in policies}
     for index in range(runs):
         for policy in policies:
-            job_args = ["--impressions", impressions, "--conversions", conversions, "--output", out_dir, "--policy",
-                        policy]
+            job_args = ["--impressions", impressions, "--conversions", conversions, "--output", out_dir,
+                        *_policy_args(policy)]
             pipeline_runs[policy].append(run_child(_PIPELINE_CHILD, job_args + _runner_args(workers)))
             reference_runs[policy].append(run_child(_REFERENCE_CHILD, job_args))
             print(f"  {name} {policy} run {index + 1}/{runs}: pipeline {pipeline_runs[policy][-1]['seconds']:.2f} s, "
@@ -125,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the knob1 = 0.1 dataset only, Cookie Monster only, one run")
     parser.add_argument("--runs", type=int, help="runs of each side (default 3, 1 with --quick)")
     parser.add_argument("--workers", type=int, default=2, help="DirectRunner worker processes (1: in-process FnApiRunner)")
-    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies (default: all five)")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help=f"comma-separated policies (default: all five; also {', '.join(VARIANTS)})")
     parser.add_argument("--json", help="write the results as JSON here")
     parser.add_argument("--data", help="dataset cache directory (default: the system temp dir)")
     args = parser.parse_args(argv)
@@ -134,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     policies = ("cookie_monster",) if args.quick else tuple(args.policies.split(","))
     rows = [row for name, scale in datasets.items()
             for row in measure(name, scale, policies, runs, args.workers, args.data or tempfile.gettempdir())]
-    print(f"\n{'dataset':<12}{'policy':<16}{'events':>11}{'events/s':>11}{'job MB':>8}{'worker MB':>10}"
+    print(f"\n{'dataset':<12}{'policy':<22}{'events':>11}{'events/s':>11}{'job MB':>8}{'worker MB':>10}"
           f"{'reference/s':>13}{'ratio':>7}{'vs ' + policies[0]:>20}")
     for row in rows:
-        print(f"{row['dataset']:<12}{row['policy']:<16}{row['events']:>11,}{row['events_per_second']:>11,}"
+        print(f"{row['dataset']:<12}{row['policy']:<22}{row['events']:>11,}{row['events_per_second']:>11,}"
               f"{row['peak_rss_mb']:>8,.0f}{row['worker_peak_rss_mb']:>10,.0f}{row['reference_events_per_second']:>13,}"
               f"{row['ratio']:>7.2f}{row['vs_first']:>20.2f}")
     print(f"target: >= 150,000 events/s; peak RSS <= {PUBLISHED_MB['knob1=0.1'] // 2} MB (knob1 = 0.1) and "

@@ -168,15 +168,22 @@ class BatchSchedule(Generic[Payload, Result]):
 
     def _release_global_budgets(self, count: int = 1) -> None:
         """The next ``count`` slices of each known epoch's global budget, in the public filters and the device's
-        (a count past n unlocks nothing more, so it is kept at n)."""
-        capacity = self.filters.capacities.global_
+        (a count past n unlocks nothing more, so it is kept at n). An epoch released in full has no capacity of
+        its own (its kind's is the whole budget), so it costs nothing more here, and a state read back without
+        the filters' own capacities is the same as the one written."""
+        capacity, releases = self.filters.capacities.global_, self.releases
         if capacity is None:
             return
-        for epoch in self.released:
-            self.released[epoch] = min(self.releases, self.released[epoch] + count)
-            unlocked = capacity * self.released[epoch] // self.releases
+        for epoch, released in self.released.items():
+            if released == releases:
+                continue
+            released = self.released[epoch] = min(releases, released + count)
+            global_id = FilterId(GLOBAL, epoch)
             for filters in (self.public, self.filters):
-                filters.limits[FilterId(GLOBAL, epoch)] = unlocked
+                if released == releases:
+                    filters.limits.pop(global_id, None)
+                else:
+                    filters.limits[global_id] = capacity * released // releases
 
     def _switch_impression_quotas(self, on: bool) -> None:
         """The quotas of the impression sites requests name, back to their capacity or without limit."""
@@ -198,8 +205,7 @@ class BatchSchedule(Generic[Payload, Result]):
         if not last_attempt and self.public.out_of_budget(request.charges):
             return False
         result = allocate(request.payload)
-        for filter_id, units in request.charges.items():  # pdslib's allocation statistics: filter by filter
-            self.public.try_consume({filter_id: units})
+        self.public.consume_each(request.charges)  # pdslib's allocation statistics: filter by filter
         self.delayed.setdefault(self.interval + request.remaining_attempts, []).append(
             Released(request.request_id, result))
         return True

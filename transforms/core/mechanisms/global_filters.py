@@ -99,12 +99,17 @@ class FilterSet:
         return None if capacity is None else capacity - self.consumed.get(filter_id, 0)
 
     def out_of_budget(self, charges: Mapping[FilterId, int]) -> list[FilterId]:
-        """The filters that ``charges`` would take past their capacity (phase 1, the dry run)."""
-        for units in charges.values():
+        """The filters that ``charges`` would take past their capacity (phase 1, the dry run). ``capacity`` and
+        ``remaining`` written out: this runs for every charge of every report."""
+        limits, of_kind, consumed = self.limits, self._of_kind, self.consumed
+        over = []
+        for filter_id, units in charges.items():
             if units < 0:
                 raise ValueError(f"a charge cannot be negative, got {units}")
-        return [filter_id for filter_id, units in charges.items()
-                if (left := self.remaining(filter_id)) is not None and units > left]
+            capacity = limits[filter_id] if filter_id in limits else of_kind[filter_id.kind]
+            if capacity is not None and units > capacity - consumed.get(filter_id, 0):
+                over.append(filter_id)
+        return over
 
     def try_consume(self, charges: Mapping[FilterId, int]) -> bool:
         """Deduct every charge and return True, or return False and deduct nothing when any filter would exceed
@@ -115,6 +120,15 @@ class FilterSet:
             if self._of_kind[filter_id.kind] is not None:  # a lifted limit still records
                 self.consumed[filter_id] = self.consumed.get(filter_id, 0) + units
         return True
+
+    def consume_each(self, charges: Mapping[FilterId, int]) -> None:
+        """Deduct each charge whose filter can pay it, each on its own (not atomically: pdslib's public filters
+        record an allocated request's consumption filter by filter). Each filter's check involves only its own
+        charge, so one dry run over all of them tells which can pay."""
+        over = set(self.out_of_budget(charges))
+        for filter_id, units in charges.items():
+            if filter_id not in over and self._of_kind[filter_id.kind] is not None:
+                self.consumed[filter_id] = self.consumed.get(filter_id, 0) + units
 
     def exhaust(self, filter_id: FilterId) -> None:
         """Leave ``filter_id`` nothing (``api.bs`` "clear browsing history" without forgetting visits sets a site's

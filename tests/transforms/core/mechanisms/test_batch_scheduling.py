@@ -31,7 +31,7 @@ def test_requests_wait_for_the_global_budgets_release_and_the_last_attempt_is_al
     assert schedule.schedule_batch(allocate) == [Released(first, "A"), Released(third, "C")]
     assert computed == ["a", "c"] and device.limits[FilterId(GLOBAL, 1)] == 5
     assert schedule.schedule_batch(allocate) == [Released(second, "B")]
-    assert computed == ["a", "c", "b"] and device.limits[FilterId(GLOBAL, 1)] == 10
+    assert computed == ["a", "c", "b"] and device.capacity(FilterId(GLOBAL, 1)) == 10
     assert schedule.schedule_batch(allocate) == []
 
 
@@ -67,7 +67,7 @@ def test_running_until_an_interval_skips_idle_ones_at_once_as_one_batch_each_wou
         released += stepped.schedule_batch(allocate)
     assert released == [Released(1, "A")]
     assert _state(skipped) == _state(stepped)
-    assert skipped.released == {1: 4, 2: 4} and skipped.filters.limits[FilterId(GLOBAL, 1)] == 12
+    assert skipped.released == {1: 4, 2: 4} and skipped.filters.capacity(FilterId(GLOBAL, 1)) == 12 and not skipped.filters.limits
     assert skipped.run_until(None, allocate) == [] and skipped.interval == 9  # nothing outstanding: no batch
 
 
