@@ -192,6 +192,7 @@ def parse_job(argv: list[str] | None) -> tuple[RegistrationsJob, list[str]]:
         raise common.CliError("python -m pipelines.registrations writes its reports to files, not to --output-topic")
     if options.input_format not in (None, "jsonl"):
         raise common.CliError(f"registration logs are JSON Lines; --format {options.input_format} is not supported")
+    common.input_files([args.registrations], "jsonl")  # an InputError (one line, exit 2) when none matches
     return RegistrationsJob(args.registrations, options, BrowserConfig()), beam_args
 
 

@@ -172,33 +172,57 @@ def _integral_number(value: Any) -> int | None:
     return None
 
 
+_MAX_SIGNIFICANT_DIGITS = 20  # 2^64 has 20 digits: a longer number is out of every range read here
+
+
+def parse_decimal(value: Any, signed: bool = False) -> int | None:
+    """The integer a base-10 string of ASCII digits (``signed``: with an optional leading '-') denotes, leading zeros
+    allowed as Chromium's ``StringToInt64`` allows them; None for any other value. A number of more significant
+    digits than any 64-bit integer has is None too: it is out of every range, and Python's ``int`` refuses strings
+    past 4,300 digits with an error of its own."""
+    if not isinstance(value, str) or not (_SIGNED_DIGITS if signed else _DIGITS).fullmatch(value):
+        return None
+    negative = value.startswith("-")
+    digits = value[negative:].lstrip("0") or "0"
+    if len(digits) > _MAX_SIGNIFICANT_DIGITS:
+        return None
+    return -int(digits) if negative else int(digits)
+
+
 def _uint64_string(value: Any, reason: str) -> int:
-    if not isinstance(value, str) or not _DIGITS.fullmatch(value) or int(value) >= UINT64:
-        raise HeaderError(reason, f"expected a base-10 uint64 string, got {value!r}")
-    return int(value)
+    number = parse_decimal(value)
+    if number is None or number >= UINT64:
+        raise HeaderError(reason, f"expected a base-10 uint64 string, got {_shown(value)}")
+    return number
 
 
 def _int64_string(value: Any, reason: str) -> int:
-    if not isinstance(value, str) or not _SIGNED_DIGITS.fullmatch(value) or not -INT64 <= int(value) < INT64:
-        raise HeaderError(reason, f"expected a base-10 int64 string, got {value!r}")
-    return int(value)
+    number = parse_decimal(value, signed=True)
+    if number is None or not -INT64 <= number < INT64:
+        raise HeaderError(reason, f"expected a base-10 int64 string, got {_shown(value)}")
+    return number
 
 
 def _duration(value: Any, reason: str) -> int:
     """A non-negative duration in seconds: an integral number or a base-10 uint64 string."""
     number = _integral_number(value)
-    if number is None and isinstance(value, str) and _DIGITS.fullmatch(value):
-        number = int(value)
+    if number is None:
+        number = parse_decimal(value)
     if number is None or number < 0 or number >= UINT64:
-        raise HeaderError(reason, f"expected a non-negative number of seconds, got {value!r}")
+        raise HeaderError(reason, f"expected a non-negative number of seconds, got {_shown(value)}")
     return number
 
 
 def _debug_key(value: Any) -> int | None:
     """A debug key: an invalid one is dropped, not an error (spec)."""
-    if isinstance(value, str) and _DIGITS.fullmatch(value) and int(value) < UINT64:
-        return int(value)
-    return None
+    number = parse_decimal(value)
+    return number if number is not None and number < UINT64 else None
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error's detail (a dead letter keeps the raw input)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _bool(value: Any, reason: str) -> bool:

@@ -33,6 +33,7 @@ from schemas.registration_headers import (
     HeaderError,
     is_trustworthy,
     origin_of,
+    parse_decimal,
     parse_source,
     parse_trigger,
     unsupported_fields,
@@ -66,10 +67,15 @@ class RegistrationFailure(NamedTuple):
     unsupported: tuple[str, ...] = ()  # features of the specification the header uses that this project lacks
 
 
+_MAX_MILLIS = (1 << 63) // MICROS_PER_MILLI  # times are kept in int64 microseconds
+
+
 def _millis(value: Any, reason: str) -> int:
-    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
-        raise HeaderError(reason, f"expected milliseconds as a base-10 string, got {value!r}")
-    return int(value)
+    millis = parse_decimal(value)
+    if millis is None or millis >= _MAX_MILLIS:
+        raise HeaderError(reason, f"expected milliseconds as a base-10 string below {_MAX_MILLIS}, got "
+                          f"{str(value)[:40]!r}")
+    return millis
 
 
 def _eligibility(value: Any) -> frozenset[str]:

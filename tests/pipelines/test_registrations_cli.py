@@ -163,6 +163,43 @@ def test_dead_letters_carry_the_specification_reasons(tmp_path, capsys):
         "falsely_attributed_source": 1} or counts["event_level_outcomes"] == {"never_attributed_source": 1}
 
 
+def test_numbers_of_thousands_of_digits_are_dead_letters_not_a_failed_job(tmp_path, capsys):
+    """Python's ``int`` refuses strings past 4,300 digits with an error of its own: a registration whose priority,
+    debug key or time has 5,000 digits is one dead letter with the specification's reason, and the job goes on."""
+    source = {"destination": "https://shop.example", "source_event_id": "1"}
+    many = "9" * 5_000
+    lines = [
+        _entry("d1", 1_000, {"Attribution-Reporting-Register-Source": source}, "navigation-source"),
+        _entry("d1", 1_500, {"Attribution-Reporting-Register-Source": {**source, "priority": many}}, "navigation-source"),
+        _entry("d1", 1_600, {"Attribution-Reporting-Register-Source": {**source, "source_event_id": many}},
+               "navigation-source"),
+        _entry("d1", 1_700, {"Attribution-Reporting-Register-Source": {**source, "expiry": many}}, "navigation-source"),
+        _entry("d1", 2_000, {"Attribution-Reporting-Register-Trigger": {
+            "event_trigger_data": [{"trigger_data": "1"}], "debug_key": many}}, context="https://shop.example"),
+        _entry("d1", 0, {"Attribution-Reporting-Register-Source": source}, "navigation-source").replace(
+            '"timestamp": "0"', f'"timestamp": "{many}"'),
+        # leading zeros are allowed, as Chromium's StringToInt64 allows them
+        _entry("d1", 3_000, {"Attribution-Reporting-Register-Source": {**source, "priority": "0" * 5_000 + "7"}},
+               "navigation-source"),
+    ]
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text("\n".join(lines) + "\n")
+    status, summary, printed = run_main(registrations.main, capsys, [
+        "--registrations", log_path, "--output", tmp_path / "out", "--seed", 1, "--max-error-fraction", 0.9])
+    assert status == 0, printed
+    counts = summary["counts"]
+    assert (counts["read"], counts["parsed"], counts["dead_lettered"]) == (7, 3, 4)
+    assert counts["dead_lettered_by_reason"] == {"priority_value_invalid": 1, "source_event_id_value_invalid": 1,
+                                                 "expiry_value_invalid": 1, "timestamp_invalid": 1}
+
+
+def test_a_pattern_that_matches_no_file_is_a_one_line_error(tmp_path, capsys):
+    status, _, printed = run_main(registrations.main, capsys, [
+        "--registrations", tmp_path / "none-*.jsonl", "--output", tmp_path / "out"])
+    assert status == 2
+    assert printed.strip() == f"error: no input file matches '{tmp_path / 'none-*.jsonl'}'"
+
+
 def test_a_log_of_nothing_valid_releases_nothing(tmp_path, capsys):
     log_path = tmp_path / "log.jsonl"
     log_path.write_text("not json\n{}\n")
