@@ -5,9 +5,12 @@ and ``python -m pipelines.registrations`` (registration logs, Beam) share.
 * ``BrowserConfig``: the vendor parameters of Chrome's interop ``default_config.json`` that this project
   implements; ``UNIMPLEMENTED_CONFIG`` names the features behind the others.
 * ``replay_device``: the registrations of one device, in time order, through the attribution storage with the
-  event-level and aggregatable clients' specification modes; every report, in the order it is sent.
+  event-level and aggregatable clients' specification modes; every report, in the order it is sent, at the time
+  its delivery sends it (``transforms.core.mechanisms.report_delivery``: the device's connectivity and
+  navigations, from the log's delivery entries).
 * ``report_record``: a report as ``{"report_url", "report_time", "payload"}``, the interop suite's output form
-  (the payload is the report body the browser POSTs, with aggregatable contributions in clear).
+  (the payload is the report body the browser POSTs, with aggregatable contributions in clear; the report time is
+  when it is sent).
 """
 from __future__ import annotations
 
@@ -15,11 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.registration_log import ParsedRegistration
+from schemas.registration_log import DeliveryChange, ParsedRegistration
 from schemas.registrations import SourceRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import AttributionStorage, OriginLimits, replay
 from transforms.core.mechanisms.noise import RandomSource
+from transforms.core.mechanisms.report_delivery import NAVIGATION_RETRIES, Connectivity, sent_at
 from transforms.event_level.mechanisms.ara_spec import SpecEventLevel, SpecEventReport
 from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatable, SpecAggregatableReport
 
@@ -47,7 +51,6 @@ UNIMPLEMENTED_CONFIG = {
     "needs_aggregatable_named_budgets": "named budgets",
     "needs_source_destination_limit": "destination limits",
     "needs_cross_app_web": "cross app and web attribution (Android)",
-    "retry_after_new_navigation": "report delivery (network connectivity and retries)",
 }
 
 
@@ -72,6 +75,14 @@ class BrowserConfig:
     rate_limit_origins_per_site_window_in_days: int = 1
     max_event_level_reports_per_destination: int = 1024
     max_aggregatable_reports_per_destination: int = 1024
+    # which retry of a failed report waits for a navigation ("first_retry", "second_retry", "third_retry"; Chrome's
+    # kAttributionReportNavigationBasedRetry), or None: every retry is timed
+    retry_after_new_navigation: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.retry_after_new_navigation not in (None, *NAVIGATION_RETRIES):
+            raise ValueError(f"retry_after_new_navigation is one of {', '.join(NAVIGATION_RETRIES)}, got "
+                             f"{self.retry_after_new_navigation!r}")
 
     @classmethod
     def from_json(cls, values: Mapping[str, Any]) -> tuple[BrowserConfig, dict[str, Any]]:
@@ -84,6 +95,8 @@ class BrowserConfig:
                 others[key] = value
             elif key == "aggregation_coordinator_origins":
                 kwargs[key] = tuple(value)
+            elif key == "retry_after_new_navigation":
+                kwargs[key] = str(value)
             elif key in ("max_settable_event_level_epsilon", "max_event_level_channel_capacity_navigation",
                          "max_event_level_channel_capacity_event"):
                 kwargs[key] = float(value)
@@ -94,9 +107,13 @@ class BrowserConfig:
 
 @dataclass
 class DeviceReports:
-    """What replaying one device gave: its reports and each part's outcome counts."""
+    """What replaying one device gave: the reports it sent, in the order it sent them, and when (``sent_micros``,
+    one per report: its report time, later when its delivery was retried), how many it never sent (every try
+    offline), and each part's outcome counts."""
 
     reports: list[SpecEventReport | SpecAggregatableReport]
+    sent_micros: list[int]
+    undelivered: int = 0
     refused_sources: list[tuple[SourceRegistration, ValueError]] = field(default_factory=list)
     event_level_outcomes: dict[str, int] = field(default_factory=dict)
     aggregatable_outcomes: dict[str, int] = field(default_factory=dict)
@@ -144,14 +161,17 @@ def new_storage(config: BrowserConfig, random_source: RandomSource | None,
     return storage, event_level, aggregatable
 
 
-def replay_device(registrations: Iterable[ParsedRegistration], config: BrowserConfig,
+def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange], config: BrowserConfig,
                   random_source: RandomSource | None = None, *, test_choices: bool = False) -> DeviceReports:
-    """Every report of one device's registrations (sorted here by time, stable). With ``test_choices`` (the
-    interop suite's test harness, never a real log: the log would then choose the noise), the randomized responses
-    and null-report days the registrations fix are used and aggregatable reports take the largest delay;
-    without, everything is drawn from ``random_source``."""
+    """Every report of one device's registrations (sorted here by time, stable), sent as the device's delivery
+    changes allow. With ``test_choices`` (the interop suite's test harness, never a real log: the log would then
+    choose the noise), the randomized responses and null-report days the registrations fix are used and
+    aggregatable reports take the largest delay; without, everything is drawn from ``random_source``."""
     storage, event_level, aggregatable = new_storage(config, random_source, fixed_delay=test_choices)
-    ordered = sorted(registrations, key=lambda parsed: parsed.registration.time_micros)
+    registrations = list(registrations)
+    changes = [item for item in registrations if isinstance(item, DeliveryChange)]
+    parsed = [item for item in registrations if isinstance(item, ParsedRegistration)]
+    ordered = sorted(parsed, key=lambda item: item.registration.time_micros)
     events = [
         (parsed.registration,
          None if not test_choices else [parsed.randomized_response, None]
@@ -159,7 +179,16 @@ def replay_device(registrations: Iterable[ParsedRegistration], config: BrowserCo
         for parsed in ordered
     ]
     reports, refused = replay(storage, events)
-    return DeviceReports(reports, refused, dict(event_level.outcomes), dict(aggregatable.outcomes))
+    connectivity = Connectivity.of(
+        [(change.time_millis * MICROS_PER_MILLI, online) for change in changes
+         if (online := change.connection) is not None],
+        [change.time_millis * MICROS_PER_MILLI for change in changes if change.connection is None])
+    navigation_retry = NAVIGATION_RETRIES.get(config.retry_after_new_navigation or "")
+    sent = [(sent_at(report.report_time_micros, connectivity, navigation_retry), order, report)
+            for order, report in enumerate(reports)]
+    delivered = sorted((item for item in sent if item[0] is not None), key=lambda item: (item[0], item[1]))
+    return DeviceReports([report for _, _, report in delivered], [time for time, _, _ in delivered],
+                         len(sent) - len(delivered), refused, dict(event_level.outcomes), dict(aggregatable.outcomes))
 
 
 def _millis(micros: int) -> str:
@@ -177,8 +206,9 @@ def _debug_keys(payload: dict[str, Any], source_key: int | None, trigger_key: in
         payload["trigger_debug_key"] = str(trigger_key)
 
 
-def event_report_record(report: SpecEventReport) -> dict[str, Any]:
-    """An event-level report: its URL, time and body (spec "serialize an event-level report")."""
+def event_report_record(report: SpecEventReport, sent_micros: int | None = None) -> dict[str, Any]:
+    """An event-level report: its URL, the time it is sent (``sent_micros``; by default its report time) and body
+    (spec "serialize an event-level report")."""
     destinations = report.attribution_destination
     payload: dict[str, Any] = {
         "attribution_destination": destinations[0] if len(destinations) == 1 else list(destinations),
@@ -189,13 +219,14 @@ def event_report_record(report: SpecEventReport) -> dict[str, Any]:
         "trigger_data": str(report.trigger_data),
     }
     _debug_keys(payload, report.source_debug_key, report.trigger_debug_key)
-    return {"report_url": report.reporting_origin + EVENT_REPORT_PATH, "report_time": _millis(report.report_time_micros),
-            "payload": payload}
+    sent = report.report_time_micros if sent_micros is None else sent_micros
+    return {"report_url": report.reporting_origin + EVENT_REPORT_PATH, "report_time": _millis(sent), "payload": payload}
 
 
-def aggregatable_report_record(report: SpecAggregatableReport) -> dict[str, Any]:
-    """An aggregatable report: its URL, time and body with the histogram contributions in clear (spec
-    "serialize an aggregatable report"; the encrypted payload's plaintext as ``histograms``)."""
+def aggregatable_report_record(report: SpecAggregatableReport, sent_micros: int | None = None) -> dict[str, Any]:
+    """An aggregatable report: its URL, the time it is sent (``sent_micros``; by default its report time) and body
+    with the histogram contributions in clear (spec "serialize an aggregatable report"; the encrypted payload's
+    plaintext as ``histograms``)."""
     shared_info: dict[str, Any] = {
         "api": API,
         "attribution_destination": report.attribution_destination,
@@ -215,11 +246,12 @@ def aggregatable_report_record(report: SpecAggregatableReport) -> dict[str, Any]
     if report.trigger_context_id is not None:
         payload["trigger_context_id"] = report.trigger_context_id
     _debug_keys(payload, report.source_debug_key, report.trigger_debug_key)
-    return {"report_url": report.reporting_origin + AGGREGATE_REPORT_PATH,
-            "report_time": _millis(report.report_time_micros), "payload": payload}
+    sent = report.report_time_micros if sent_micros is None else sent_micros
+    return {"report_url": report.reporting_origin + AGGREGATE_REPORT_PATH, "report_time": _millis(sent),
+            "payload": payload}
 
 
-def report_record(report: SpecEventReport | SpecAggregatableReport) -> dict[str, Any]:
+def report_record(report: SpecEventReport | SpecAggregatableReport, sent_micros: int | None = None) -> dict[str, Any]:
     if isinstance(report, SpecEventReport):
-        return event_report_record(report)
-    return aggregatable_report_record(report)
+        return event_report_record(report, sent_micros)
+    return aggregatable_report_record(report, sent_micros)

@@ -17,6 +17,8 @@ multiset of (URL, time, body). One line per case:
 
 Exit status: 0 when nothing failed, 1 when a case failed, 2 for a bad option or an unreadable case. The
 configuration every case starts from is ``default_config.json`` beside it (``--default-config`` to choose one).
+A case's delivery inputs (``connection``, ``navigation``) are the device's connectivity: each report is compared at
+the time its delivery sends it (``transforms.core.mechanisms.report_delivery``).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from pipelines.ara_browser import (
 )
 from pipelines.common import CliParser
 from schemas import jsonc
-from schemas.registration_log import ParsedRegistration, parse_entry
+from schemas.registration_log import DeliveryChange, ParsedRegistration, parse_entry
 
 PASS = "pass"
 PASS_NO_DEBUG = "pass (debug reports not compared)"
@@ -109,11 +111,12 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
     config, others = BrowserConfig.from_json({**default_config, **overrides})
     features = sorted({UNIMPLEMENTED_CONFIG.get(key, f"configuration key {key!r}") for key in others
                        if key in overrides or key not in UNIMPLEMENTED_CONFIG})
-    if any(isinstance(entry, dict) and "connection" in entry for entry in case["input"]["registrations"]):
-        features.append("report delivery (network connectivity and retries)")
-    parsed: list[ParsedRegistration] = []
+    parsed: list[ParsedRegistration | DeliveryChange] = []
     for entry in case["input"]["registrations"]:
         for result in parse_entry(entry, config.aggregation_coordinator_origins):
+            if isinstance(result, DeliveryChange):  # the device's connectivity and navigations
+                parsed.append(result)
+                continue
             features.extend(result.unsupported)
             if isinstance(result, ParsedRegistration):  # a failure registers nothing, as in the browser
                 parsed.append(result)
@@ -123,7 +126,7 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
     if features:
         return CaseResult(name, description, OUT_OF_SCOPE, ", ".join(sorted(set(features))), len(expected), 0)
     device = replay_device(parsed, config, random_source=None, test_choices=True)
-    actual = [report_record(report) for report in device.reports]
+    actual = [report_record(report, sent) for report, sent in zip(device.reports, device.sent_micros, strict=True)]
     difference = first_difference(expected, actual)
     if difference is not None:
         return CaseResult(name, description, FAIL, difference, len(expected), len(actual))

@@ -16,6 +16,11 @@ storage with the event-level and aggregatable clients in their specification mod
   event-level reports are eps-DP; a source above the channel-capacity limit is a dead letter
   ``source_channel_capacity_limit`` (``source_trigger_state_cardinality_limit`` above 2^32 - 1 outputs);
 * aggregatable reports get a delay uniform in [10, 60] minutes and null reports at the specification's rates.
+* a log's delivery entries (``{"device_id", "timestamp", "connection": false}`` / ``true``, ``"navigation": true``:
+  ``schemas/registration_log.py``) are the device's connectivity: a report due while its device is offline is
+  retried 5 and 15 minutes later, and one that never finds it online is not sent
+  (``transforms/core/mechanisms/report_delivery.py``); the event-level records carry the time a report is sent,
+  and ``summary.json`` counts the reports sent late and never sent (``counts.report_delivery``).
 
 Randomness is secure by default, seeded with ``--seed`` (simulation and tests); a log's own
 ``randomized_response`` / ``null_aggregatable_reports_days`` fields (the interop suite's fixed choices, for
@@ -43,7 +48,7 @@ from pipelines.noise import noise_source
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import UNREADABLE_FILE, read_json_lines
 from schemas.option_values import location
-from schemas.registration_log import ParsedRegistration, RegistrationFailure, parse_entry
+from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure, parse_entry
 from schemas.registrations import SourceRegistration
 from schemas.rows import API_ATTRIBUTION_REPORTING, DeadLetter
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, InputFileReport, WriteRecords
@@ -83,9 +88,11 @@ class _ParseLogFn(beam.DoFn):
     def setup(self) -> None:
         self._event_level = event_level_client(self._config)
 
-    def _refused(self, result: ParsedRegistration | RegistrationFailure) -> tuple[str, str] | None:
+    def _refused(self, result: ParsedRegistration | RegistrationFailure | DeliveryChange) -> tuple[str, str] | None:
         """(reason, detail) when the browser drops the registration: a header it cannot parse, a feature this
         project lacks, a source configuration above the channel-capacity limit."""
+        if isinstance(result, DeliveryChange):  # the device's connectivity or a navigation: nothing to check
+            return None
         if isinstance(result, RegistrationFailure):
             return ("unsupported_feature" if result.unsupported else result.reason), result.detail
         if result.unsupported:
@@ -156,14 +163,18 @@ class _ReplayDeviceFn(beam.DoFn):
         source = self._source.keyed_child(("registrations", device_id))
         device = replay_device(registrations, self._config, random_source=source)
         self._devices.inc()
+        late = sum(sent > report.report_time_micros for report, sent in zip(device.reports, device.sent_micros,
+                                                                             strict=True))
+        Metrics.counter(METRICS_NAMESPACE, "delivery.sent_late").inc(late)
+        Metrics.counter(METRICS_NAMESPACE, "delivery.never_sent").inc(device.undelivered)
         for _, error in device.refused_sources:  # dropped as the browser drops them (a source storage limit)
             Metrics.counter(METRICS_NAMESPACE, "source_dropped." + getattr(error, "reason", type(error).__name__)).inc()
         for outcomes, prefix in ((device.event_level_outcomes, "event_level."), (device.aggregatable_outcomes, "aggregatable.")):
             for outcome, count in outcomes.items():
                 Metrics.counter(METRICS_NAMESPACE, prefix + outcome).inc(count)
-        for index, report in enumerate(device.reports):
+        for index, (report, sent) in enumerate(zip(device.reports, device.sent_micros, strict=True)):
             if isinstance(report, SpecEventReport):
-                yield report_record(report)
+                yield report_record(report, sent)
             else:
                 yield beam.pvalue.TaggedOutput(AGGREGATABLE, report_record_of(client_report(report, source, (device_id, index))))
 
@@ -242,6 +253,8 @@ def summarise(job: RegistrationsJob, result, elapsed_seconds: float, input_count
             "event_level_outcomes": _outcomes(outcomes, "event_level."),
             "aggregatable_outcomes": _outcomes(outcomes, "aggregatable."),
             "sources_dropped": _outcomes(outcomes, "source_dropped."),
+            "report_delivery": {"sent_late": outcomes.get("delivery.sent_late", 0),
+                                "never_sent": outcomes.get("delivery.never_sent", 0)},
         },
         "elapsed_seconds": round(elapsed_seconds, 3),
         "outputs": {prefix: common.output_files(output, prefix) for prefix in OUTPUT_PREFIXES} | common.diagnostic_files(output),

@@ -12,6 +12,12 @@ context, and each response with its ``Attribution-Reporting-Register-Source`` / 
                     "response": {"Attribution-Reporting-Register-Source": {...}}}],
      "device_id": "d42"}                               # optional: whose browser (a log of many devices)
 
+An entry may instead change what the browser's report delivery meets (the interop suite's delivery inputs):
+``{"timestamp": "...", "connection": false}`` (the device goes offline; ``true``: back online) or
+``{"timestamp": "...", "navigation": true}`` (a navigation commits), with an optional ``device_id``;
+``parse_entry`` gives it as a ``DeliveryChange`` (``transforms.core.mechanisms.report_delivery`` says what
+these do to the time a report is sent).
+
 The header may be the JSON value itself (as in the interop cases) or its text (as on the wire). The fixed
 ``randomized_response`` and ``null_aggregatable_reports_days`` are the interop harness's: they are parsed and
 carried, and only ``python -m pipelines.interop`` uses them (``pipelines.ara_browser.replay_device``'s
@@ -54,6 +60,15 @@ class ParsedRegistration(NamedTuple):
     randomized_response: tuple[tuple[int, int], ...] | None = None  # sources: fake (trigger data, window) reports
     null_report_days: tuple[int, ...] | None = None  # triggers: lookback days the null-report rule chose
     unsupported: tuple[str, ...] = ()  # features of the specification it uses that this project lacks
+
+
+class DeliveryChange(NamedTuple):
+    """A delivery entry: from ``time_millis`` the device is online (``connection`` True) or offline (False), or,
+    with ``connection`` None, a navigation committed then."""
+
+    device_id: str
+    time_millis: int
+    connection: bool | None
 
 
 class RegistrationFailure(NamedTuple):
@@ -122,10 +137,26 @@ def _null_days(value: Any) -> tuple[int, ...] | None:
     return tuple(value)
 
 
-def parse_entry(entry: Any, coordinator_origins: Sequence[str]) -> list[ParsedRegistration | RegistrationFailure]:
-    """The registrations (and failures) of one log entry, in response order."""
+def _delivery_change(entry: dict, device: str) -> DeliveryChange:
+    """A delivery entry (a ``connection`` or a ``navigation``, with its time and nothing else to register)."""
+    time = _millis(entry.get("timestamp"), "timestamp_invalid")
+    if "connection" in entry:
+        if "navigation" in entry or not isinstance(entry["connection"], bool):
+            raise HeaderError("delivery_entry_invalid", "a connection entry has connection: true or false")
+        return DeliveryChange(device, time, entry["connection"])
+    if entry["navigation"] is not True:
+        raise HeaderError("delivery_entry_invalid", "a navigation entry has navigation: true")
+    return DeliveryChange(device, time, None)
+
+
+def parse_entry(entry: Any, coordinator_origins: Sequence[str]
+                ) -> list[ParsedRegistration | RegistrationFailure | DeliveryChange]:
+    """The registrations (and failures) of one log entry, in response order, or its delivery change."""
     device = str(entry.get("device_id", "")) if isinstance(entry, dict) else ""
     try:
+        if isinstance(entry, dict) and "registration_request" not in entry and (
+                "connection" in entry or "navigation" in entry):
+            return [_delivery_change(entry, device)]
         if not isinstance(entry, dict) or not isinstance(entry.get("registration_request"), dict):
             raise HeaderError("entry_invalid", "an entry needs a registration_request dictionary")
         request = entry["registration_request"]
@@ -140,7 +171,7 @@ def parse_entry(entry: Any, coordinator_origins: Sequence[str]) -> list[ParsedRe
             raise HeaderError("entry_invalid", "an entry needs a non-empty list of responses")
     except HeaderError as error:
         return [RegistrationFailure(error.reason, str(error), device, None, None)]
-    out: list[ParsedRegistration | RegistrationFailure] = []
+    out: list[ParsedRegistration | RegistrationFailure | DeliveryChange] = []
     for response in responses:
         out.append(_parse_response(response, request_time, context, eligible, device, coordinator_origins))
     return out

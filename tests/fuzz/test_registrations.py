@@ -7,7 +7,8 @@ a failure with a reason, the job's check of a parsed one names a reason or none,
 replay without an error; nothing raises. Inputs: valid source and trigger headers (every field the parser reads,
 and the fields of the features this project does not implement yet) with fields replaced by hostile JSON values
 (numbers of thousands of digits, 2^64, NaN, nested values, surrogates), removed or added, at the top level and
-inside their lists; hostile log entries; and log files of random and mutated lines.
+inside their lists; hostile log entries, delivery entries (connection, navigation) among them; and log files of
+random and mutated lines.
 
 Examples: 150 to 200 per test, about 10 s on one core for the file.
 """
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from pipelines.ara_browser import BrowserConfig, replay_device
 from pipelines.registrations import _ParseLogFn
 from schemas.codecs import read_json_lines
-from schemas.registration_log import ParsedRegistration, RegistrationFailure, parse_entry
+from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure, parse_entry
 from schemas.rows import DeadLetter
 from tests.support.hostile_inputs import FUZZ, JSON_VALUES, TEXT, mutations
 
@@ -90,15 +91,19 @@ def _entry(time: str, headers: dict, eligible: str | None, context: str = "https
             "responses": [{"url": "https://adtech.example/register", "response": headers, "debug_permission": True}]}
 
 
-def _accepted(entries: list) -> list[ParsedRegistration]:
+def _accepted(entries: list) -> list[ParsedRegistration | DeliveryChange]:
     """Every registration of ``entries`` the job accepts, each parsed result and check shaped as documented."""
     check = _ParseLogFn(CONFIG)
     check.setup()
     accepted = []
     for entry in entries:
         for result in parse_entry(entry, COORDINATORS):
-            assert isinstance(result, ParsedRegistration | RegistrationFailure)
+            assert isinstance(result, ParsedRegistration | RegistrationFailure | DeliveryChange)
             refused = check._refused(result)
+            if isinstance(result, DeliveryChange):
+                assert refused is None
+                accepted.append(result)
+                continue
             if isinstance(result, RegistrationFailure):
                 assert refused is not None and type(result.reason) is str and result.reason
                 continue
@@ -126,8 +131,12 @@ def test_hostile_headers_are_parsed_or_refused_and_what_is_accepted_replays(sour
     replay_device(accepted, CONFIG)  # the browser's attribution of what the job accepted: no error
 
 
+DELIVERY_ENTRIES = st.fixed_dictionaries({"timestamp": HOSTILE}, optional={
+    "connection": HOSTILE | st.booleans(), "navigation": HOSTILE | st.just(True), "device_id": HOSTILE})
+
+
 @settings(FUZZ, max_examples=200)
-@given(entry=JSON_VALUES | st.fixed_dictionaries({
+@given(entry=JSON_VALUES | DELIVERY_ENTRIES | st.fixed_dictionaries({
     "device_id": HOSTILE, "timestamp": HOSTILE, "registration_request": HOSTILE | st.just({"context_origin": "https://a.example"}),
     "responses": HOSTILE | st.lists(st.fixed_dictionaries({"url": HOSTILE, "response": HOSTILE,
                                                            "timestamp": HOSTILE}), max_size=2),

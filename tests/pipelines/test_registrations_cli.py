@@ -193,6 +193,49 @@ def test_numbers_of_thousands_of_digits_are_dead_letters_not_a_failed_job(tmp_pa
                                                  "expiry_value_invalid": 1, "timestamp_invalid": 1}
 
 
+def _report_times(output: Path) -> list[tuple[str, int]]:
+    """(source device's reporting URL, report time) of every event-level report written."""
+    return sorted((record["report_url"], int(record["report_time"]))
+                  for record in map(json.loads, _lines(str(output / "event_level_reports-*.jsonl"))))
+
+
+def test_delivery_entries_move_report_times_or_keep_reports_from_being_sent(tmp_path, capsys):
+    """Two devices' source and trigger, the same seed with and without their delivery entries: d1 is offline
+    across its first report window's end (2 days), so the reports due then are sent 5 minutes later; d2 goes
+    offline for good before any report is due, so none of its reports is sent. Nothing else changes."""
+    day = 86_400_000
+    source = {"destination": "https://shop.example", "source_event_id": "1"}
+    trigger = {"event_trigger_data": [{"trigger_data": "1"}]}
+    logged = []
+    for device, url in (("d1", "https://one.example/register"), ("d2", "https://two.example/register")):
+        for line in (_entry(device, 1_000, {"Attribution-Reporting-Register-Source": source}, "navigation-source"),
+                     _entry(device, 2_000, {"Attribution-Reporting-Register-Trigger": trigger},
+                            context="https://shop.example")):
+            logged.append(line.replace("https://adtech.example/register", url))
+    due = 1_000 + 2 * day  # the end of the first report window
+    delivery = [json.dumps({"device_id": "d1", "timestamp": str(due - 1), "connection": False}),
+                json.dumps({"device_id": "d1", "timestamp": str(due + 1), "connection": True}),
+                json.dumps({"device_id": "d2", "timestamp": "3000", "connection": False})]
+    runs = {}
+    for name, lines in (("plain", logged), ("delivered", logged + delivery)):
+        log_path = tmp_path / f"{name}.jsonl"
+        log_path.write_text("\n".join(lines) + "\n")
+        status, summary, printed = run_main(registrations.main, capsys, [
+            "--registrations", log_path, "--output", tmp_path / name, "--seed", 3])
+        assert status == 0, printed
+        runs[name] = (summary, _report_times(tmp_path / name))
+    plain, delivered = runs["plain"][1], runs["delivered"][1]
+    ones = [(url, time) for url, time in plain if url.startswith("https://one.example")]
+    twos = [(url, time) for url, time in plain if url.startswith("https://two.example")]
+    assert any(time == due for _, time in ones) and twos  # the case is not vacuous
+    moved = sorted((url, time + 5 * 60_000 if time == due else time) for url, time in ones)
+    assert delivered == moved
+    summary = runs["delivered"][0]
+    assert summary["counts"]["report_delivery"] == {"sent_late": sum(time == due for _, time in ones),
+                                                    "never_sent": len(twos)}
+    assert summary["counts"]["parsed"] == runs["plain"][0]["counts"]["parsed"] + 3  # delivery entries count as read
+
+
 def test_a_pattern_that_matches_no_file_is_a_one_line_error(tmp_path, capsys):
     status, _, printed = run_main(registrations.main, capsys, [
         "--registrations", tmp_path / "none-*.jsonl", "--output", tmp_path / "out"])
