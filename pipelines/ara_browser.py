@@ -18,10 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.registration_log import DeliveryChange, ParsedRegistration
+from pipelines.ara_debug_reports import VerboseDebugReport, header_error_report, source_report, trigger_report
+from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure
 from schemas.registrations import SourceRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
-from transforms.core.mechanisms.ara_attribution import AttributionStorage, OriginLimits, replay
+from transforms.core.mechanisms.ara_attribution import AttributionStorage, OriginLimits, SourceOutcome, replay
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.mechanisms.report_delivery import NAVIGATION_RETRIES, Connectivity, sent_at
 from transforms.event_level.mechanisms.ara_spec import SpecEventLevel, SpecEventReport
@@ -115,6 +116,7 @@ class DeviceReports:
     sent_micros: list[int]
     undelivered: int = 0
     refused_sources: list[tuple[SourceRegistration, ValueError]] = field(default_factory=list)
+    debug_reports: list[VerboseDebugReport] = field(default_factory=list)  # in time order
     event_level_outcomes: dict[str, int] = field(default_factory=dict)
     aggregatable_outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -161,12 +163,14 @@ def new_storage(config: BrowserConfig, random_source: RandomSource | None,
     return storage, event_level, aggregatable
 
 
-def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange], config: BrowserConfig,
+def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | RegistrationFailure],
+                  config: BrowserConfig,
                   random_source: RandomSource | None = None, *, test_choices: bool = False) -> DeviceReports:
     """Every report of one device's registrations (sorted here by time, stable), sent as the device's delivery
-    changes allow. With ``test_choices`` (the interop suite's test harness, never a real log: the log would then
-    choose the noise), the randomized responses and null-report days the registrations fix are used and
-    aggregatable reports take the largest delay; without, everything is drawn from ``random_source``."""
+    changes allow, and the verbose debug reports they ask for (a failure's, when its header asked for one). With
+    ``test_choices`` (the interop suite's test harness, never a real log: the log would then choose the noise),
+    the randomized responses and null-report days the registrations fix are used and aggregatable reports take the
+    largest delay; without, everything is drawn from ``random_source``."""
     storage, event_level, aggregatable = new_storage(config, random_source, fixed_delay=test_choices)
     registrations = list(registrations)
     changes = [item for item in registrations if isinstance(item, DeliveryChange)]
@@ -178,7 +182,14 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange], 
          if isinstance(parsed.registration, SourceRegistration) else [None, parsed.null_report_days])
         for parsed in ordered
     ]
-    reports, refused = replay(storage, events)
+    reports, refused, outcomes = replay(storage, events)
+    debug = [header_error_report(item.header_error_report, (item.time_millis or 0) * MICROS_PER_MILLI)
+             for item in registrations if isinstance(item, RegistrationFailure) and item.header_error_report]
+    for outcome in outcomes:
+        report = source_report(outcome, _noised(outcome), _limits(config, outcome.source)) \
+            if isinstance(outcome, SourceOutcome) else trigger_report(outcome)
+        if report is not None:
+            debug.append(report)
     connectivity = Connectivity.of(
         [(change.time_millis * MICROS_PER_MILLI, online) for change in changes
          if (online := change.connection) is not None],
@@ -188,7 +199,24 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange], 
             for order, report in enumerate(reports)]
     delivered = sorted((item for item in sent if item[0] is not None), key=lambda item: (item[0], item[1]))
     return DeviceReports([report for _, _, report in delivered], [time for time, _, _ in delivered],
-                         len(sent) - len(delivered), refused, dict(event_level.outcomes), dict(aggregatable.outcomes))
+                         len(sent) - len(delivered), refused, sorted(debug, key=lambda item: item.time_micros),
+                         dict(event_level.outcomes), dict(aggregatable.outcomes))
+
+
+def _noised(outcome: SourceOutcome) -> bool:
+    """Whether a stored source's randomized response was not truthful (its event-level state holds fake reports,
+    perhaps none)."""
+    return outcome.stored is not None and outcome.stored.states[0].fake is not None
+
+
+def _limits(config: BrowserConfig, source: SourceRegistration) -> dict[str, Any]:
+    """The limit each refusal's debug report names, as the body writes it (counts as strings)."""
+    capacity = (config.max_event_level_channel_capacity_navigation if source.source_type == "navigation"
+                else config.max_event_level_channel_capacity_event)
+    return {"source-storage-limit": str(config.max_sources_per_origin),
+            "source-reporting-origin-per-site-limit": str(config.rate_limit_max_reporting_origins_per_source_reporting_site),
+            "source-channel-capacity-limit": capacity,
+            "source-trigger-state-cardinality-limit": str(config.max_trigger_state_cardinality)}
 
 
 def _millis(micros: int) -> str:

@@ -9,8 +9,8 @@ this project's browser (``pipelines.ara_browser``: the header parser, the attrib
 and aggregatable clients in their specification modes) and its reports compared with the expected ones, as a
 multiset of (URL, time, body). One line per case:
 
-* ``pass``, or ``pass (debug reports not compared)`` when the case expects verbose debug reports, which this
-  project does not send (every other report is compared exactly);
+* ``pass``, or ``pass (debug reports not compared)`` when the case expects a debug report of a type this project
+  does not send yet (``pipelines.ara_debug_reports.TYPES``; every other report is compared exactly);
 * ``fail: <the first difference>``;
 * ``out of scope: <feature>`` when the case uses a feature of the specification this project does not implement
   (``schemas.registration_headers.UNSUPPORTED_*_FIELDS``, ``pipelines.ara_browser.UNIMPLEMENTED_CONFIG``).
@@ -36,9 +36,11 @@ from pipelines.ara_browser import (
     replay_device,
     report_record,
 )
+from pipelines.ara_debug_reports import TYPES as DEBUG_TYPES
+from pipelines.ara_debug_reports import VERBOSE_PATH
 from pipelines.common import CliParser
 from schemas import jsonc
-from schemas.registration_log import DeliveryChange, ParsedRegistration, parse_entry
+from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure, parse_entry
 
 PASS = "pass"
 PASS_NO_DEBUG = "pass (debug reports not compared)"
@@ -111,26 +113,39 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
     config, others = BrowserConfig.from_json({**default_config, **overrides})
     features = sorted({UNIMPLEMENTED_CONFIG.get(key, f"configuration key {key!r}") for key in others
                        if key in overrides or key not in UNIMPLEMENTED_CONFIG})
-    parsed: list[ParsedRegistration | DeliveryChange] = []
+    parsed: list[ParsedRegistration | DeliveryChange | RegistrationFailure] = []
     for entry in case["input"]["registrations"]:
         for result in parse_entry(entry, config.aggregation_coordinator_origins):
-            if isinstance(result, DeliveryChange):  # the device's connectivity and navigations
-                parsed.append(result)
-                continue
-            features.extend(result.unsupported)
-            if isinstance(result, ParsedRegistration):  # a failure registers nothing, as in the browser
-                parsed.append(result)
+            if not isinstance(result, DeliveryChange):
+                features.extend(result.unsupported)
+            parsed.append(result)  # a failure registers nothing, as in the browser (its header may be reported)
     expected_all = case["output"].get("reports", [])
-    expected = [r for r in expected_all if DEBUG_REPORT_PATH not in str(r.get("report_url", ""))]
+    compare_debug = _debug_reports_compared(expected_all)
+    expected = [r for r in expected_all if compare_debug or DEBUG_REPORT_PATH not in str(r.get("report_url", ""))]
     debug_left_out = len(expected) < len(expected_all)
     if features:
         return CaseResult(name, description, OUT_OF_SCOPE, ", ".join(sorted(set(features))), len(expected), 0)
     device = replay_device(parsed, config, random_source=None, test_choices=True)
     actual = [report_record(report, sent) for report, sent in zip(device.reports, device.sent_micros, strict=True)]
+    if compare_debug:
+        actual += [report.record() for report in device.debug_reports]
     difference = first_difference(expected, actual)
     if difference is not None:
         return CaseResult(name, description, FAIL, difference, len(expected), len(actual))
     return CaseResult(name, description, PASS_NO_DEBUG if debug_left_out else PASS, "", len(expected), len(actual))
+
+
+def _debug_reports_compared(expected: list[dict[str, Any]]) -> bool:
+    """Whether a case's debug reports are compared: every one it expects is a verbose debug report of a type this
+    project sends (``pipelines.ara_debug_reports.TYPES``)."""
+    for record in expected:
+        url = str(record.get("report_url", ""))
+        if DEBUG_REPORT_PATH not in url:
+            continue
+        if not url.endswith(VERBOSE_PATH) or not isinstance(record.get("payload"), list) or any(
+                not isinstance(entry, dict) or entry.get("type") not in DEBUG_TYPES for entry in record["payload"]):
+            return False
+    return True
 
 
 def default_config_for(path: Path, chosen: Path | None) -> dict[str, Any]:

@@ -28,7 +28,8 @@ Randomness is secure by default, seeded with ``--seed`` (simulation and tests); 
 
 Writes ``DIR/event_level_reports-*.jsonl`` (report URL, time and body, as the interop suite writes them),
 ``DIR/aggregatable_reports-*.avro`` (``AggregatableReport`` with clear-text CBOR payloads, what
-``python -m pipelines.aggregate`` reads), ``DIR/dead_letters-*.jsonl``, ``DIR/input_files-*.jsonl`` and
+``python -m pipelines.aggregate`` reads), ``DIR/verbose_debug_reports-*.jsonl`` (the verbose debug reports the
+registrations asked for: ``pipelines/ara_debug_reports.py``), ``DIR/dead_letters-*.jsonl``, ``DIR/input_files-*.jsonl`` and
 ``DIR/summary.json``; prints counts and paths.
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ from apache_beam.io import fileio
 from apache_beam.metrics import Metrics
 
 from pipelines import common, release, topics
-from pipelines.ara_browser import BrowserConfig, event_level_client, replay_device, report_record
+from pipelines.ara_browser import MICROS_PER_MILLI, BrowserConfig, event_level_client, replay_device, report_record
+from pipelines.ara_debug_reports import header_error_report
 from pipelines.noise import noise_source
 from pipelines.options.run import RunOptions, add_run_options, run_options
 from schemas.codecs import UNREADABLE_FILE, read_json_lines
@@ -60,8 +62,8 @@ from transforms.summary_reports.mechanisms.contributions import ClientReport, re
 from transforms.summary_reports.report_records import report_record_of
 
 METRICS_NAMESPACE = "pmbeam.registrations"
-EVENT_LEVEL, AGGREGATABLE = "event_level_reports", "aggregatable_reports"
-OUTPUT_PREFIXES = (EVENT_LEVEL, AGGREGATABLE)
+EVENT_LEVEL, AGGREGATABLE, DEBUG = "event_level_reports", "aggregatable_reports", "verbose_debug_reports"
+OUTPUT_PREFIXES = (EVENT_LEVEL, AGGREGATABLE, DEBUG)
 # a source the browser refuses, under Chrome's names for it (its verbose debug report types)
 REFUSAL_REASONS = {"information_gain_too_high": "source_channel_capacity_limit",
                    "too_many_states": "source_trigger_state_cardinality_limit"}
@@ -125,6 +127,10 @@ class _ParseLogFn(beam.DoFn):
                             dead += 1
                             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
                                 raw=line, reason=refused[0], source=f"{where} ({refused[1]})"))
+                            if isinstance(result, RegistrationFailure) and result.header_error_report is not None:
+                                report = header_error_report(result.header_error_report,
+                                                             (result.time_millis or 0) * MICROS_PER_MILLI)
+                                yield beam.pvalue.TaggedOutput(DEBUG, report.record())
         except (OSError, EOFError) as error:  # an unreadable or truncated compressed file
             dead += 1
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
@@ -177,6 +183,8 @@ class _ReplayDeviceFn(beam.DoFn):
                 yield report_record(report, sent)
             else:
                 yield beam.pvalue.TaggedOutput(AGGREGATABLE, report_record_of(client_report(report, source, (device_id, index))))
+        for debug in device.debug_reports:
+            yield beam.pvalue.TaggedOutput(DEBUG, debug.record())
 
 
 def build_parser() -> common.CliParser:
@@ -216,15 +224,17 @@ def build(pipeline: beam.Pipeline, job: RegistrationsJob, output: str) -> None:
         | "SpreadFiles" >> beam.Reshuffle()
         | "Open" >> fileio.ReadMatches()
         | "Parse" >> beam.ParDo(_ParseLogFn(job.config))
-        .with_outputs(DEAD_LETTERS, INPUT_FILES, main="registrations")
+        .with_outputs(DEAD_LETTERS, INPUT_FILES, DEBUG, main="registrations")
     )
     replayed = (
         read.registrations
         | "GroupDevices" >> beam.GroupByKey()
         | "ReplayDevices" >> beam.ParDo(_ReplayDeviceFn(job.config, noise_source(pipeline, job.run, "registrations")))
-        .with_outputs(AGGREGATABLE, main=EVENT_LEVEL)
+        .with_outputs(AGGREGATABLE, DEBUG, main=EVENT_LEVEL)
     )
     replayed[EVENT_LEVEL] | "WriteEventLevel" >> WriteRecords(f"{output}/{EVENT_LEVEL}", "jsonl")
+    ((read[DEBUG], replayed[DEBUG]) | "DebugReports" >> beam.Flatten()
+     | "WriteDebug" >> WriteRecords(f"{output}/{DEBUG}", "jsonl"))
     replayed[AGGREGATABLE] | "WriteAggregatable" >> WriteRecords(f"{output}/{AGGREGATABLE}", "avro", "aggregatable_report")
     topics.write_diagnostics(read[DEAD_LETTERS], read[INPUT_FILES], output, job.run)
 
@@ -249,6 +259,7 @@ def summarise(job: RegistrationsJob, result, elapsed_seconds: float, input_count
             **input_counts,
             "devices": outcomes.get("devices", 0),
             "event_level_reports": common.count_records(output, EVENT_LEVEL),
+            "verbose_debug_reports": common.count_records(output, DEBUG),
             "aggregatable_reports": common.count_records(output, AGGREGATABLE),
             "event_level_outcomes": _outcomes(outcomes, "event_level."),
             "aggregatable_outcomes": _outcomes(outcomes, "aggregatable."),
@@ -276,7 +287,7 @@ def report_lines(job: RegistrationsJob, summary: dict) -> list[str]:
         f"noise source: {parameters['noise_source']}{seed}",
         f"read {counts['read']} registrations, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"devices {counts['devices']}: event-level reports {counts['event_level_reports']}, "
-        f"aggregatable reports {counts['aggregatable_reports']}",
+        f"aggregatable reports {counts['aggregatable_reports']}, verbose debug reports {counts['verbose_debug_reports']}",
         *common.output_lines(summary),
     ]
 

@@ -256,15 +256,15 @@ def _hex_key(value: Any, reason: str) -> int:
 
 def _filter_values(key: str, values: Any, reason: str, limit: bool) -> tuple[str, ...]:
     values = _list(values, f"{reason}_list_invalid")
-    if limit and len(values) > MAX_FILTER_VALUES:
-        raise HeaderError(f"{reason}_list_too_long", f"{key!r} has {len(values)} values (at most {MAX_FILTER_VALUES})")
     out = []
     for item in values:
         if not isinstance(item, str):
-            raise HeaderError(f"{reason}_value_invalid", f"{key!r} values must be strings, got {item!r}")
+            raise HeaderError(f"{reason}_value_invalid", f"{key!r} values must be strings, got {_shown(item)}")
         if limit and len(item) > MAX_FILTER_STRING:
             raise HeaderError(f"{reason}_value_too_long", f"{item[:40]!r} (at most {MAX_FILTER_STRING} characters)")
         out.append(item)
+    if limit and len(set(out)) > MAX_FILTER_VALUES:  # distinct values, as Chrome's filter values set counts them
+        raise HeaderError(f"{reason}_list_too_long", f"{key!r} has {len(set(out))} values (at most {MAX_FILTER_VALUES})")
     return tuple(out)
 
 
@@ -327,9 +327,8 @@ def _destinations(value: Any) -> tuple[str, ...]:
     if value is None:
         raise HeaderError("destination_missing", "a source needs a 'destination'")
     items = value if isinstance(value, list) else [value]
-    if not items or len(items) > MAX_DESTINATIONS:
-        raise HeaderError("destination_list_too_long" if items else "destination_missing",
-                          f"{len(items)} destinations (1 to {MAX_DESTINATIONS})")
+    if not items:
+        raise HeaderError("destination_missing", "a source needs at least one destination")
     sites: list[str] = []
     for item in items:
         origin = origin_of(item) if isinstance(item, str) else None
@@ -340,6 +339,8 @@ def _destinations(value: Any) -> tuple[str, ...]:
         site = site_of(origin)
         if site not in sites:
             sites.append(site)
+    if len(sites) > MAX_DESTINATIONS:  # distinct sites, as Chrome's DestinationSet counts them
+        raise HeaderError("destination_list_too_long", f"{len(sites)} destination sites (at most {MAX_DESTINATIONS})")
     return tuple(sorted(sites))
 
 
@@ -505,7 +506,7 @@ def _aggregatable_trigger_data(value: Any) -> tuple[AggregatableTriggerData, ...
         if "key_piece" not in entry:
             raise HeaderError("aggregatable_trigger_data_key_piece_missing", "each entry needs a 'key_piece'")
         names = _list(entry.get("source_keys", []), "aggregatable_trigger_data_source_keys_invalid")
-        if any(not isinstance(name, str) or len(name) > MAX_AGGREGATION_KEY_ID for name in names):
+        if any(not isinstance(name, str) for name in names):  # of any length: the limit is on sources' keys
             raise HeaderError("aggregatable_trigger_data_source_keys_invalid", f"{names!r}")
         out.append(AggregatableTriggerData(
             _hex_key(entry["key_piece"], "aggregatable_trigger_data_key_piece_invalid"), tuple(names),
@@ -517,9 +518,7 @@ def _aggregatable_trigger_data(value: Any) -> tuple[AggregatableTriggerData, ...
 def _value_dictionary(value: Any) -> tuple[tuple[str, int], ...]:
     values = _dict(value, "aggregatable_values_wrong_type")
     out = []
-    for name, number in values.items():
-        if len(name) > MAX_AGGREGATION_KEY_ID:
-            raise HeaderError("aggregatable_values_key_too_long", f"{name[:40]!r} (at most {MAX_AGGREGATION_KEY_ID} characters)")
+    for name, number in values.items():  # names of any length: the limit is on sources' keys
         integer = _integral_number(number)
         if integer is None or not 1 <= integer <= MAX_AGGREGATABLE_VALUE:
             raise HeaderError("aggregatable_values_value_invalid",

@@ -9,7 +9,8 @@ context, and each response with its ``Attribution-Reporting-Register-Source`` / 
                     "timestamp": "1643235573000",      # optional: defaults to the request's
                     "randomized_response": null,       # optional: a source's fixed randomized response
                     "null_aggregatable_reports_days": null,   # optional: a trigger's fixed null-report days
-                    "response": {"Attribution-Reporting-Register-Source": {...}}}],
+                    "response": {"Attribution-Reporting-Register-Source": {...},
+                                 "Attribution-Reporting-Info": "report-header-errors"}}],  # optional
      "device_id": "d42"}                               # optional: whose browser (a log of many devices)
 
 An entry may instead change what the browser's report delivery meets (the interop suite's delivery inputs):
@@ -28,6 +29,7 @@ with its reason: a dead letter. Nothing here runs attribution.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -42,6 +44,7 @@ from schemas.registration_headers import (
     parse_decimal,
     parse_source,
     parse_trigger,
+    site_of,
     unsupported_fields,
 )
 from schemas.registrations import EVENT, NAVIGATION, SourceRegistration, TriggerRegistration
@@ -71,6 +74,16 @@ class DeliveryChange(NamedTuple):
     connection: bool | None
 
 
+class HeaderErrorReport(NamedTuple):
+    """What a ``header-parsing-error`` verbose debug report tells the reporting origin of a header it could not
+    parse, when the response asked for it (``Attribution-Reporting-Info: report-header-errors``)."""
+
+    reporting_origin: str
+    context_site: str
+    header: str
+    value: str  # the header as received: its text, or its JSON value written compactly with sorted keys
+
+
 class RegistrationFailure(NamedTuple):
     """A response that registers nothing, and why (a dead letter)."""
 
@@ -80,6 +93,21 @@ class RegistrationFailure(NamedTuple):
     time_millis: int | None
     header: str | None  # the header name, when the header was the problem
     unsupported: tuple[str, ...] = ()  # features of the specification the header uses that this project lacks
+    header_error_report: HeaderErrorReport | None = None
+
+
+INFO_HEADER = "Attribution-Reporting-Info"
+REPORT_HEADER_ERRORS = "report-header-errors"
+
+
+def _reports_header_errors(info: Any) -> bool:
+    """Whether an ``Attribution-Reporting-Info`` value (a structured-header dictionary) has the bare key
+    ``report-header-errors``."""
+    return isinstance(info, str) and any(item.strip().split(";")[0] == REPORT_HEADER_ERRORS for item in info.split(","))
+
+
+def _header_text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 _MAX_MILLIS = (1 << 63) // MICROS_PER_MILLI  # times are kept in int64 microseconds
@@ -173,14 +201,24 @@ def parse_entry(entry: Any, coordinator_origins: Sequence[str]
         return [RegistrationFailure(error.reason, str(error), device, None, None)]
     out: list[ParsedRegistration | RegistrationFailure | DeliveryChange] = []
     for response in responses:
-        out.append(_parse_response(response, request_time, context, eligible, device, coordinator_origins))
+        parsed = _parse_response(response, request_time, context, eligible, device, coordinator_origins)
+        if request.get("fenced") is True:  # a fenced frame's registrations send no verbose debug report
+            parsed = _without_debug_reports(parsed)
+        out.append(parsed)
     return out
+
+
+def _without_debug_reports(parsed: ParsedRegistration | RegistrationFailure) -> ParsedRegistration | RegistrationFailure:
+    if isinstance(parsed, RegistrationFailure):
+        return parsed._replace(header_error_report=None)
+    return parsed._replace(registration=parsed.registration._replace(debug_reporting=False))
 
 
 def _parse_response(response: Any, request_time: int, context: str, eligible: frozenset[str], device: str,
                     coordinator_origins: Sequence[str]) -> ParsedRegistration | RegistrationFailure:
     time_millis, header_name = None, None
     unsupported: tuple[str, ...] = ()
+    parsing, reporting, raw = False, None, None  # whether a failure is the header's own, for its debug report
     try:
         if not isinstance(response, dict) or not isinstance(response.get("response"), dict):
             raise HeaderError("response_invalid", "a response needs a 'response' dictionary of headers")
@@ -197,13 +235,16 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
             raise HeaderError("no_registration_header", f"neither {SOURCE_HEADER} nor {TRIGGER_HEADER}")
         debug = response.get("debug_permission", False) is True
         header_name = SOURCE_HEADER if has_source else TRIGGER_HEADER
-        value = _header_value(headers[header_name])
+        raw, parsing = headers[header_name], True
+        value = _header_value(raw)
+        parsing = False
         unsupported = tuple(unsupported_fields(value, source=has_source))
         time_micros = time_millis * MICROS_PER_MILLI
         if has_source:
             source_types = [kind for name, kind in _ELIGIBILITY.items() if name in eligible]
             if not source_types:
                 raise HeaderError("source_ineligible", f"the request is not eligible for sources ({sorted(eligible)})")
+            parsing = True
             return ParsedRegistration(
                 parse_source(value, time_micros=time_micros, context_origin=context, reporting_origin=reporting,
                              source_type=source_types[0], debug_permission=debug),
@@ -212,6 +253,7 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
             )
         if "trigger" not in eligible:
             raise HeaderError("trigger_ineligible", f"the request is not eligible for triggers ({sorted(eligible)})")
+        parsing = True
         return ParsedRegistration(
             parse_trigger(value, time_micros=time_micros, context_origin=context, reporting_origin=reporting,
                           coordinator_origins=coordinator_origins, debug_permission=debug),
@@ -219,4 +261,8 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
             unsupported=unsupported,
         )
     except HeaderError as error:
-        return RegistrationFailure(error.reason, str(error), device, time_millis, header_name, unsupported)
+        report = None
+        if parsing and reporting is not None and header_name is not None and _reports_header_errors(
+                response["response"].get(INFO_HEADER)):
+            report = HeaderErrorReport(reporting, site_of(context), header_name, _header_text(raw))
+        return RegistrationFailure(error.reason, str(error), device, time_millis, header_name, unsupported, report)

@@ -78,11 +78,31 @@ def _write_case(tmp_path: Path, name: str, case: dict) -> Path:
 
 
 def test_the_runner_passes_and_prints_a_line_per_case(capsys):
-    assert interop.main([str(SUITE / "basic.json"), str(SUITE / "basic_aggregatable.json")]) == 0
+    assert interop.main([str(SUITE / "dedup_key.json"), str(SUITE / "basic.json")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["basic", "pass", "(debug", "reports", "not", "compared)"]
-    assert lines[1].split() == ["basic_aggregatable", "pass"]
+    assert lines[0].split() == ["basic", "pass"]  # its source-success debug report compared too
+    assert lines[1].split() == ["dedup_key", "pass", "(debug", "reports", "not", "compared)"]  # trigger-event-*
     assert lines[-1] == "2 cases: 2 passed (1 without their debug reports), 0 failed, 0 out of scope"
+
+
+def test_a_wrong_verbose_debug_report_fails(tmp_path):
+    """basic's source-success report, expected with another source event id: the case fails on it."""
+    case = jsonc.loads((SUITE / "basic.json").read_text())
+    debug = next(report for report in case["output"]["reports"] if report["report_url"].endswith("/debug/verbose"))
+    debug["payload"][0]["body"]["source_event_id"] = "124"
+    result = interop.run_case(_write_case(tmp_path, "wrong_debug", case), DEFAULT_CONFIG)
+    assert result.result == interop.FAIL and "source-success" in result.detail
+
+
+def test_a_fenced_frame_and_a_registration_without_debug_permission_send_no_verbose_debug_report(tmp_path):
+    case = jsonc.loads((SUITE / "basic.json").read_text())
+    case["output"]["reports"] = [report for report in case["output"]["reports"]
+                                 if not report["report_url"].endswith("/debug/verbose")]
+    case["input"]["registrations"][0]["registration_request"]["fenced"] = True
+    assert interop.run_case(_write_case(tmp_path, "fenced", case), DEFAULT_CONFIG).result == interop.PASS
+    del case["input"]["registrations"][0]["registration_request"]["fenced"]
+    case["input"]["registrations"][0]["responses"][0]["debug_permission"] = False
+    assert interop.run_case(_write_case(tmp_path, "no_permission", case), DEFAULT_CONFIG).result == interop.PASS
 
 
 def test_a_wrong_expectation_fails_with_the_first_difference(tmp_path, capsys):

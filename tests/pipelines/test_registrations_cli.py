@@ -236,6 +236,43 @@ def test_delivery_entries_move_report_times_or_keep_reports_from_being_sent(tmp_
     assert summary["counts"]["parsed"] == runs["plain"][0]["counts"]["parsed"] + 3  # delivery entries count as read
 
 
+def test_the_job_writes_the_verbose_debug_reports_registrations_ask_for(tmp_path, capsys):
+    """A source asking for debug reports with permission, one asking without, a trigger with no source on its
+    destination, and a header that fails to parse with report-header-errors: three verbose debug reports."""
+    def entry(time, headers, eligible=None, context="https://publisher.example", permission=True):
+        request = {"context_origin": context, **({"Attribution-Reporting-Eligible": eligible} if eligible else {})}
+        return json.dumps({"device_id": "d1", "timestamp": str(time), "registration_request": request,
+                           "responses": [{"url": "https://adtech.example/register", "debug_permission": permission,
+                                          "response": headers}]})
+
+    source = {"destination": "https://shop.example", "source_event_id": "7", "debug_reporting": True}
+    lines = [entry(1_000, {"Attribution-Reporting-Register-Source": source}, "navigation-source"),
+             entry(1_500, {"Attribution-Reporting-Register-Source": source}, "navigation-source", permission=False),
+             entry(2_000, {"Attribution-Reporting-Register-Trigger": {"debug_reporting": True}},
+                   context="https://other.example"),
+             entry(3_000, {"Attribution-Reporting-Register-Trigger": {"event_trigger_data": {}},
+                           "Attribution-Reporting-Info": "report-header-errors"}, context="https://shop.example")]
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text("\n".join(lines) + "\n")
+    status, summary, printed = run_main(registrations.main, capsys, [
+        "--registrations", log_path, "--output", tmp_path / "out", "--seed", 1, "--max-error-fraction", 0.5])
+    assert status == 0, printed
+    reports = sorted((json.loads(line) for line in _lines(str(tmp_path / "out" / "verbose_debug_reports-*.jsonl"))),
+                     key=lambda record: int(record["report_time"]))
+    assert summary["counts"]["verbose_debug_reports"] == 3 and "verbose debug reports 3" in printed
+    assert {record["report_url"] for record in reports} == {
+        "https://adtech.example/.well-known/attribution-reporting/debug/verbose"}
+    assert [record["report_time"] for record in reports] == ["1000", "2000", "3000"]
+    assert reports[0]["payload"][0]["type"] in ("source-success", "source-noised")  # its randomized response
+    assert reports[0]["payload"][0]["body"] == {"attribution_destination": "https://shop.example",
+                                                "source_event_id": "7", "source_site": "https://publisher.example"}
+    assert reports[1]["payload"] == [{"type": "trigger-no-matching-source",
+                                      "body": {"attribution_destination": "https://other.example"}}]
+    assert reports[2]["payload"] == [{"type": "header-parsing-error", "body": {
+        "context_site": "https://shop.example", "header": "Attribution-Reporting-Register-Trigger",
+        "value": '{"event_trigger_data":{}}'}}]
+
+
 def test_a_pattern_that_matches_no_file_is_a_one_line_error(tmp_path, capsys):
     status, _, printed = run_main(registrations.main, capsys, [
         "--registrations", tmp_path / "none-*.jsonl", "--output", tmp_path / "out"])

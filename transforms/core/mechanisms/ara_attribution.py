@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from schemas.registrations import FilterConfig, FilterPair, SourceRegistration, TriggerRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
@@ -258,21 +258,49 @@ def split_due(reports: list[Any], until_micros: int) -> tuple[list[Any], list[An
     return due, [r for r in reports if r.report_time_micros > until_micros] if due else reports
 
 
-def replay(storage: AttributionStorage, events: Iterable[tuple[Any, Sequence[Any] | None]]
-           ) -> tuple[list[Any], list[tuple[SourceRegistration, ValueError]]]:
-    """Feed (registration, choices) pairs in time order to ``storage`` and release every report: the reports in
-    the order they are released, and the sources a part refused (``ValueError``: e.g. an event-level
-    configuration above its channel capacity), which are not stored, as the specification drops them."""
+class SourceOutcome(NamedTuple):
+    """What became of a source: stored, or refused (``refusal``: a ``SourceRefused`` of the storage's limits, or
+    a part's ``ValueError``, e.g. an event-level configuration above its channel capacity)."""
+
+    source: SourceRegistration
+    stored: StoredSource | None
+    refusal: ValueError | None
+
+
+class TriggerOutcome(NamedTuple):
+    """What became of a trigger at the storage: whether any source matched it (step 1) and the source it was
+    attributed to (None: none matched, or the chosen one's filter data did not, step 3)."""
+
+    trigger: TriggerRegistration
+    matched: bool
+    attributed: StoredSource | None
+
+
+class Replayed(NamedTuple):
+    """A replay's reports in the order they are released, the sources refused, and every registration's
+    outcome in registration order (what verbose debug reports tell the reporting origins)."""
+
+    reports: list[Any]
+    refused: list[tuple[SourceRegistration, ValueError]]
+    outcomes: list[SourceOutcome | TriggerOutcome]
+
+
+def replay(storage: AttributionStorage, events: Iterable[tuple[Any, Sequence[Any] | None]]) -> Replayed:
+    """Feed (registration, choices) pairs in time order to ``storage`` and release every report; a source the
+    storage or a part refuses is not stored, as the specification drops it."""
     reports: list[Any] = []
     refused: list[tuple[SourceRegistration, ValueError]] = []
+    outcomes: list[SourceOutcome | TriggerOutcome] = []
     for registration, choices in events:
         reports.extend(storage.release(registration.time_micros - 1))
         if isinstance(registration, SourceRegistration):
             try:
-                storage.register_source(registration, choices)
+                outcomes.append(SourceOutcome(registration, storage.register_source(registration, choices), None))
             except ValueError as error:
                 refused.append((registration, error))
+                outcomes.append(SourceOutcome(registration, None, error))
         else:
-            storage.register_trigger(registration, choices)
+            matched = bool(storage.matching_sources(registration))
+            outcomes.append(TriggerOutcome(registration, matched, storage.register_trigger(registration, choices)))
     reports.extend(storage.release(2**63 - 1))
-    return reports, refused
+    return Replayed(reports, refused, outcomes)

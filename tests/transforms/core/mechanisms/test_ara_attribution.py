@@ -168,6 +168,8 @@ def test_replay_releases_in_time_order_and_reports_refused_sources():
 
     storage = AttributionStorage([Timed()], OriginLimits(sources_per_origin=1))
     events = [(source(0), None), (source(1), None), (trigger(2), None), (trigger(3), None)]
-    reports, refused = replay(storage, events)
+    reports, refused, outcomes = replay(storage, events)
     assert reports == [2_000_100, 3_000_100]
     assert [(registration.time_micros, error.reason) for registration, error in refused] == [(1_000_000, "source_storage_limit")]
+    assert [(type(outcome).__name__, outcome[1] is not None) for outcome in outcomes] == [
+        ("SourceOutcome", True), ("SourceOutcome", False), ("TriggerOutcome", True), ("TriggerOutcome", True)]
