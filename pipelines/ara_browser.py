@@ -185,9 +185,13 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
     reports, refused, outcomes = replay(storage, events)
     debug = [header_error_report(item.header_error_report, (item.time_millis or 0) * MICROS_PER_MILLI)
              for item in registrations if isinstance(item, RegistrationFailure) and item.header_error_report]
+    trigger_results = iter(zip(event_level.results, aggregatable.results, strict=True))  # one per trigger, in order
     for outcome in outcomes:
-        report = source_report(outcome, _noised(outcome), _limits(config, outcome.source)) \
-            if isinstance(outcome, SourceOutcome) else trigger_report(outcome)
+        if isinstance(outcome, SourceOutcome):
+            report = source_report(outcome, _noised(outcome), _source_limits(config, outcome.source))
+        else:
+            report = trigger_report(outcome, *next(trigger_results), _trigger_limits(config),
+                                    lambda made: event_report_record(made)["payload"])
         if report is not None:
             debug.append(report)
     connectivity = Connectivity.of(
@@ -209,7 +213,18 @@ def _noised(outcome: SourceOutcome) -> bool:
     return outcome.stored is not None and outcome.stored.states[0].fake is not None
 
 
-def _limits(config: BrowserConfig, source: SourceRegistration) -> dict[str, Any]:
+def _trigger_limits(config: BrowserConfig) -> dict[str, Any]:
+    """The limit each of a trigger's limit reports names, as the body writes it."""
+    return {"trigger-reporting-origin-limit": str(config.rate_limit_max_attribution_reporting_origins),
+            "trigger-event-attributions-per-source-destination-limit": str(config.rate_limit_max_attributions),
+            "trigger-aggregate-attributions-per-source-destination-limit": str(config.rate_limit_max_attributions),
+            "trigger-event-storage-limit": str(config.max_event_level_reports_per_destination),
+            "trigger-aggregate-storage-limit": str(config.max_aggregatable_reports_per_destination),
+            "trigger-aggregate-excessive-reports": str(config.max_aggregatable_reports_per_source),
+            "trigger-aggregate-insufficient-budget": "65536"}
+
+
+def _source_limits(config: BrowserConfig, source: SourceRegistration) -> dict[str, Any]:
     """The limit each refusal's debug report names, as the body writes it (counts as strings)."""
     capacity = (config.max_event_level_channel_capacity_navigation if source.source_type == "navigation"
                 else config.max_event_level_channel_capacity_event)

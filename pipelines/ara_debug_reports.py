@@ -13,19 +13,23 @@ the user). The types sent here (``TYPES``):
   reports or none), ``source-storage-limit``, ``source-reporting-origin-per-site-limit``,
   ``source-channel-capacity-limit`` and ``source-trigger-state-cardinality-limit`` (refused, with the ``limit``
   that refused it);
-* triggers: ``trigger-no-matching-source`` (no stored source of its reporting origin names its destination);
+* triggers: ``trigger-no-matching-source`` (no stored source of its reporting origin names its destination),
+  ``trigger-no-matching-filter-data`` (the chosen source's filter data does not match), and, for a trigger that
+  reached a source, one entry per part whose outcome has a type (``EVENT_LEVEL_TYPES``, ``AGGREGATABLE_TYPES``:
+  the event-level part's first, the same type once), with the ``limit`` that refused it, or, for
+  ``trigger-event-low-priority`` and ``trigger-event-excessive-reports``, the body of the report that was not made;
 * headers: ``header-parsing-error`` (the header's name and value as received, and the context site).
 
-The debug reports of the attributed trigger's outcomes (``trigger-event-*``, ``trigger-aggregate-*``,
-``trigger-no-matching-filter-data``) and of destination limits are not sent yet.
+The debug reports of destination limits and the debug copies of reports (``debug_mode``) are not sent yet.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from schemas.registration_log import HeaderErrorReport
 from schemas.registrations import SourceRegistration, TriggerRegistration
-from transforms.core.mechanisms.ara_attribution import SourceOutcome, TriggerOutcome
+from transforms.core.mechanisms.ara_attribution import PartResult, SourceOutcome, TriggerOutcome
 
 VERBOSE_PATH = "/.well-known/attribution-reporting/debug/verbose"
 SOURCE_SUCCESS, SOURCE_NOISED = "source-success", "source-noised"
@@ -38,8 +42,37 @@ REFUSAL_TYPES = {
     "information_gain_too_high": "source-channel-capacity-limit",
     "too_many_states": "source-trigger-state-cardinality-limit",
 }
-TYPES = frozenset({SOURCE_SUCCESS, SOURCE_NOISED, TRIGGER_NO_MATCHING_SOURCE, HEADER_PARSING_ERROR,
-                   *REFUSAL_TYPES.values()})
+TRIGGER_NO_MATCHING_FILTER_DATA = "trigger-no-matching-filter-data"
+REPORTING_ORIGIN_LIMIT = "trigger-reporting-origin-limit"
+# a part's outcome for a trigger (the specification's result names) -> its debug report's type
+EVENT_LEVEL_TYPES = {
+    "no_matching_configurations": "trigger-event-no-matching-configurations",
+    "deduplicated": "trigger-event-deduplicated",
+    "report_window_not_started": "trigger-event-report-window-not-started",
+    "report_window_passed": "trigger-event-report-window-passed",
+    "no_matching_trigger_data": "trigger-event-no-matching-trigger-data",
+    "falsely_attributed_source": "trigger-event-noise",
+    "never_attributed_source": "trigger-event-noise",
+    "excessive_reports": "trigger-event-excessive-reports",
+    "priority_too_low": "trigger-event-low-priority",
+    "excessive_reporting_origins": REPORTING_ORIGIN_LIMIT,
+    "excessive_attributions": "trigger-event-attributions-per-source-destination-limit",
+    "no_capacity_for_conversion_destination": "trigger-event-storage-limit",
+}
+AGGREGATABLE_TYPES = {
+    "report_window_passed": "trigger-aggregate-report-window-passed",
+    "deduplicated": "trigger-aggregate-deduplicated",
+    "no_histograms": "trigger-aggregate-no-contributions",
+    "excessive_reports": "trigger-aggregate-excessive-reports",
+    "excessive_reporting_origins": REPORTING_ORIGIN_LIMIT,
+    "excessive_attributions": "trigger-aggregate-attributions-per-source-destination-limit",
+    "no_capacity_for_conversion_destination": "trigger-aggregate-storage-limit",
+    "insufficient_budget": "trigger-aggregate-insufficient-budget",
+}
+REPORT_BODY_TYPES = frozenset({"trigger-event-low-priority", "trigger-event-excessive-reports"})
+TYPES = frozenset({SOURCE_SUCCESS, SOURCE_NOISED, TRIGGER_NO_MATCHING_SOURCE, TRIGGER_NO_MATCHING_FILTER_DATA,
+                   HEADER_PARSING_ERROR, *REFUSAL_TYPES.values(), *EVENT_LEVEL_TYPES.values(),
+                   *AGGREGATABLE_TYPES.values()})
 
 
 class VerboseDebugReport(NamedTuple):
@@ -86,15 +119,40 @@ def source_report(outcome: SourceOutcome, noised: bool, limits: dict[str, Any]) 
     return VerboseDebugReport(source.reporting_origin, source.time_micros, ((kind, body),))
 
 
-def trigger_report(outcome: TriggerOutcome) -> VerboseDebugReport | None:
-    """The debug report of a trigger's registration, if it asked for one and its outcome has a type here."""
+def trigger_report(outcome: TriggerOutcome, event_level: PartResult, aggregatable: PartResult,
+                   limits: dict[str, Any], report_body: Callable[[Any], dict[str, Any]]) -> VerboseDebugReport | None:
+    """The debug report of a trigger's registration, if it asked for one and its outcome has a type here:
+    ``event_level`` and ``aggregatable`` are the parts' results for it, ``limits`` each limit type's limit as the
+    body writes it, ``report_body`` the body of a report that was not made."""
     trigger: TriggerRegistration = outcome.trigger
-    if not (trigger.debug_reporting and trigger.debug_permission) or outcome.matched:
+    if not (trigger.debug_reporting and trigger.debug_permission):
         return None
     body: dict[str, Any] = {"attribution_destination": trigger.destination_site}
+    if outcome.candidate is None:
+        entries = [(TRIGGER_NO_MATCHING_SOURCE, body)]
+    else:
+        source = outcome.candidate.registration
+        body = {**body, "source_event_id": str(source.source_event_id), "source_site": source.source_site}
+        if source.debug_key is not None:
+            body["source_debug_key"] = str(source.debug_key)
+        if not outcome.attributed:
+            entries = [(TRIGGER_NO_MATCHING_FILTER_DATA, body)]
+        else:
+            entries = []
+            for result, types in ((event_level, EVENT_LEVEL_TYPES), (aggregatable, AGGREGATABLE_TYPES)):
+                kind = types.get(result.outcome)
+                if kind is None or any(kind == seen for seen, _ in entries):
+                    continue
+                if kind in REPORT_BODY_TYPES:
+                    entries.append((kind, report_body(result.report)))
+                else:
+                    entries.append((kind, {**body, "limit": limits[kind]} if kind in limits else body))
+            if not entries:
+                return None
     if trigger.debug_key is not None:
-        body["trigger_debug_key"] = str(trigger.debug_key)
-    return VerboseDebugReport(trigger.reporting_origin, trigger.time_micros, ((TRIGGER_NO_MATCHING_SOURCE, body),))
+        entries = [(kind, {**entry, "trigger_debug_key": str(trigger.debug_key)}) if kind not in REPORT_BODY_TYPES
+                   else (kind, entry) for kind, entry in entries]
+    return VerboseDebugReport(trigger.reporting_origin, trigger.time_micros, tuple(entries))
 
 
 def header_error_report(report: HeaderErrorReport, time_micros: int) -> VerboseDebugReport:

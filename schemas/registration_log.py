@@ -106,8 +106,29 @@ def _reports_header_errors(info: Any) -> bool:
     return isinstance(info, str) and any(item.strip().split(";")[0] == REPORT_HEADER_ERRORS for item in info.split(","))
 
 
+_INT32 = range(-(2**31), 2**31)
+
+
+def _as_chrome_value(value: Any) -> Any:
+    """A JSON value as Chrome's ``base::Value`` holds it: an integer outside int32 is a double (so it is written
+    back as ``4294967296.0``; the interop case ``custom_trigger_data``)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return value
+    if isinstance(value, int):
+        return value if value in _INT32 else float(value)
+    if isinstance(value, dict):
+        return {key: _as_chrome_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_chrome_value(item) for item in value]
+    return value
+
+
 def _header_text(raw: Any) -> str:
-    return raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The header as a header-parsing-error report gives it: its text, or its JSON value written as Chrome's
+    ``JSONWriter`` writes it (compact, keys sorted)."""
+    if isinstance(raw, str):
+        return raw
+    return json.dumps(_as_chrome_value(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 _MAX_MILLIS = (1 << 63) // MICROS_PER_MILLI  # times are kept in int64 microseconds

@@ -78,10 +78,10 @@ def _write_case(tmp_path: Path, name: str, case: dict) -> Path:
 
 
 def test_the_runner_passes_and_prints_a_line_per_case(capsys):
-    assert interop.main([str(SUITE / "dedup_key.json"), str(SUITE / "basic.json")]) == 0
+    assert interop.main([str(SUITE / "success_debug_event_level.json"), str(SUITE / "basic.json")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["basic", "pass"]  # its source-success debug report compared too
-    assert lines[1].split() == ["dedup_key", "pass", "(debug", "reports", "not", "compared)"]  # trigger-event-*
+    assert lines[1].split() == ["success_debug_event_level", "pass", "(debug", "reports", "not", "compared)"]
     assert lines[-1] == "2 cases: 2 passed (1 without their debug reports), 0 failed, 0 out of scope"
 
 

@@ -97,6 +97,14 @@ class AttributionPart(Protocol):
         """The reports whose report time is at or before ``until_micros``, no longer replaceable."""
 
 
+class PartResult(NamedTuple):
+    """What one part made of one trigger: its outcome (the specification's result name, in snake case) and, when
+    the outcome is about a report that was not made for want of room, that report (what its debug report shows)."""
+
+    outcome: str
+    report: Any = None
+
+
 RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY
 MAX_ATTRIBUTIONS = 100
 
@@ -126,6 +134,13 @@ class AttributionRateLimit:
 
     def record(self, source: SourceRegistration, trigger: TriggerRegistration, item: Any = None) -> None:
         self.records.append((self._key(source, trigger), source.time_micros, item))
+
+    def record_noised(self, source: SourceRegistration) -> None:
+        """A source whose randomized response is not truthful: one attribution per destination site at its
+        registration, whatever its fake reports (Chrome; the interop case ``aggregatable_reports_fake_source``:
+        a noised source's later triggers meet the limit on its destinations)."""
+        for destination in source.destination_sites:
+            self.records.append(((source.source_site, destination, source.reporting_site), source.time_micros, None))
 
     def forget(self, item: Any) -> None:
         self.records = [record for record in self.records if record[2] is not item]
@@ -218,11 +233,15 @@ class AttributionStorage:
             and stored.registration.time_micros <= trigger.time_micros < stored.expires_micros
         ]
 
+    def candidate(self, trigger: TriggerRegistration) -> StoredSource | None:
+        """Steps 1 and 2: the matching source the trigger goes to, before its filters are checked."""
+        return _highest_priority(self.matching_sources(trigger))
+
     def register_trigger(self, trigger: TriggerRegistration, choices: Sequence[Any] | None = None) -> StoredSource | None:
         """Steps 1 to 5; the source the trigger was attributed to, or None."""
         choices = choices or [None] * len(self.parts)
         matching = self.matching_sources(trigger)
-        chosen = max(matching, key=lambda stored: (stored.registration.priority, stored.index), default=None)
+        chosen = _highest_priority(matching)
         if chosen is not None and not filters_match(chosen.registration, trigger.time_micros, trigger.filters):
             chosen = None
         if chosen is not None:
@@ -252,6 +271,11 @@ class AttributionStorage:
         self.sources = [stored for stored in self.sources if stored.expires_micros > now_micros]
 
 
+def _highest_priority(matching: list[StoredSource]) -> StoredSource | None:
+    """Step 2: the source of highest priority, ties to the most recently registered."""
+    return max(matching, key=lambda stored: (stored.registration.priority, stored.index), default=None)
+
+
 def split_due(reports: list[Any], until_micros: int) -> tuple[list[Any], list[Any]]:
     """(the reports due by ``until_micros`` in report-time order, the others): what a part releases."""
     due = sorted((r for r in reports if r.report_time_micros <= until_micros), key=lambda r: r.report_time_micros)
@@ -268,12 +292,12 @@ class SourceOutcome(NamedTuple):
 
 
 class TriggerOutcome(NamedTuple):
-    """What became of a trigger at the storage: whether any source matched it (step 1) and the source it was
-    attributed to (None: none matched, or the chosen one's filter data did not, step 3)."""
+    """What became of a trigger at the storage: the source steps 1 and 2 chose (None: none matched) and whether it
+    was attributed to it (False: its filter data did not match, step 3)."""
 
     trigger: TriggerRegistration
-    matched: bool
-    attributed: StoredSource | None
+    candidate: StoredSource | None
+    attributed: bool
 
 
 class Replayed(NamedTuple):
@@ -300,7 +324,8 @@ def replay(storage: AttributionStorage, events: Iterable[tuple[Any, Sequence[Any
                 refused.append((registration, error))
                 outcomes.append(SourceOutcome(registration, None, error))
         else:
-            matched = bool(storage.matching_sources(registration))
-            outcomes.append(TriggerOutcome(registration, matched, storage.register_trigger(registration, choices)))
+            candidate = storage.candidate(registration)
+            attributed = storage.register_trigger(registration, choices) is not None
+            outcomes.append(TriggerOutcome(registration, candidate, attributed))
     reports.extend(storage.release(2**63 - 1))
     return Replayed(reports, refused, outcomes)

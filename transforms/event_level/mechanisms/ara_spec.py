@@ -39,6 +39,7 @@ from transforms.core.mechanisms.ara_attribution import (
     MAX_ATTRIBUTIONS,
     RATE_LIMIT_WINDOW_MICROS,
     AttributionRateLimit,
+    PartResult,
     filters_match,
     split_due,
 )
@@ -88,7 +89,10 @@ class SpecEventSource:
 
 
 def source_config(source: SourceRegistration) -> EventLevelConfig:
-    """The source's output space O (Sec. 2.2): its trigger data, windows and max_event_level_reports."""
+    """The source's output space O (Sec. 2.2): its trigger data, windows and max_event_level_reports. A source
+    with no trigger data (``"trigger_data": []``, which Chrome stores) can make no report: one output, none."""
+    if not source.trigger_data:
+        return _config(source.source_type, source.expiry_seconds, 0, (0,), source.event_report_window_ends, "modulus")
     return _config(source.source_type, source.expiry_seconds, source.max_event_level_reports, source.trigger_data,
                    source.event_report_window_ends, source.trigger_data_matching)
 
@@ -134,6 +138,7 @@ class SpecEventLevel:
     rate_limit_window_micros: int = RATE_LIMIT_WINDOW_MICROS
     max_reports_per_destination: int = MAX_REPORTS_PER_DESTINATION
     outcomes: Counter = field(default_factory=Counter)
+    results: list[PartResult] = field(default_factory=list)  # each trigger's, in the order they came
     _due: list[SpecEventReport] = field(default_factory=list)  # every report not yet released
     _rate_limit: AttributionRateLimit = field(init=False)
 
@@ -160,6 +165,7 @@ class SpecEventLevel:
             state.fake = [self._report(source, state, data, window, None) for data, window in fake]
             state.reports = len(state.fake)
             self._due.extend(state.fake)
+            self._rate_limit.record_noised(source)
         return state
 
     def check(self, source: SourceRegistration) -> tuple[EventLevelConfig, float, ConfigurationCheck]:
@@ -185,46 +191,51 @@ class SpecEventLevel:
                   trigger: TriggerRegistration, choice: object = None, refused: str | None = None) -> bool:
         """The specification's event-level attribution of ``trigger`` (``refused``: a rate limit of the storage
         refuses it); whether a report was made."""
-        outcome = self._attribute(source, state, trigger, refused)
+        outcome, would_be = self._attribute(source, state, trigger, refused)
         self.outcomes[outcome] += 1
+        self.results.append(PartResult(outcome, would_be))
         return outcome.startswith("success")
 
     def _attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
-                   trigger: TriggerRegistration, refused: str | None) -> str:
+                   trigger: TriggerRegistration, refused: str | None) -> tuple[str, SpecEventReport | None]:
+        """The outcome, with the report the trigger would have made when the source's reports left it none
+        (``excessive_reports``, ``priority_too_low``: what their debug reports carry)."""
         if not trigger.event_trigger_data:
-            return "not_registered"
+            return "not_registered", None
         if source is None or state is None:
-            return "no_matching_sources"
+            return "no_matching_sources", None
         entry = next((e for e in trigger.event_trigger_data if filters_match(source, trigger.time_micros, e.filters)), None)
         if entry is None:
-            return "no_matching_configurations"
+            return "no_matching_configurations", None
         if entry.deduplication_key is not None and entry.deduplication_key in state.dedup_keys:
-            return "deduplicated"
+            return "deduplicated", None
         window = window_index(source, trigger.time_micros)
         if isinstance(window, str):
-            return window
-        spec = state.config.spec_for(entry.trigger_data)
+            return window, None
+        spec = state.config.spec_for(entry.trigger_data) if source.trigger_data else None
         if spec is None:
-            return "no_matching_trigger_data"
-        if state.fake is not None:
-            return "falsely_attributed_source" if state.fake else "never_attributed_source"
+            return "no_matching_trigger_data", None
+        if state.fake is not None:  # its rate limit first: its registration counted against it
+            if not self._rate_limit.allows(source, trigger):
+                return "excessive_attributions", None
+            return "falsely_attributed_source" if state.fake else "never_attributed_source", None
         report = self._report(source, state, spec.value, window, trigger, entry.priority)
         state.pending = [r for r in state.pending if r.report_time_micros > trigger.time_micros]  # sent: final
         replaced = None
         if state.reports >= source.max_event_level_reports:
             same_time = [r for r in state.pending if r.report_time_micros == report.report_time_micros]
             if not same_time:
-                return "excessive_reports"
+                return "excessive_reports", report
             replaced = min(same_time, key=lambda r: (r.trigger_priority, -r.trigger_time_micros))
             if replaced.trigger_priority >= entry.priority:
-                return "priority_too_low"
+                return "priority_too_low", report
         if refused is not None:
-            return refused
+            return refused, None
         if not self._rate_limit.allows(source, trigger, ignoring=replaced):
-            return "excessive_attributions"
+            return "excessive_attributions", None
         if replaced is None and sum(1 for r in self._due if r.destination_site == trigger.destination_site) \
                 >= self.max_reports_per_destination:
-            return "no_capacity_for_conversion_destination"
+            return "no_capacity_for_conversion_destination", None
         if replaced is not None:
             state.pending = [r for r in state.pending if r is not replaced]
             self._due = [r for r in self._due if r is not replaced]
@@ -236,7 +247,7 @@ class SpecEventLevel:
         self._rate_limit.record(source, trigger, report)
         if entry.deduplication_key is not None:
             state.dedup_keys.add(entry.deduplication_key)
-        return "success_dropped_lower_priority" if replaced is not None else "success"
+        return ("success_dropped_lower_priority" if replaced is not None else "success"), None
 
     def release(self, until_micros: int) -> list[SpecEventReport]:
         """The reports due by ``until_micros``, in report-time order; they can no longer be replaced."""

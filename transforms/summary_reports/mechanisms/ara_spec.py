@@ -39,6 +39,7 @@ from transforms.core.mechanisms.ara_attribution import (
     MAX_ATTRIBUTIONS,
     RATE_LIMIT_WINDOW_MICROS,
     AttributionRateLimit,
+    PartResult,
     filters_match,
     split_due,
 )
@@ -120,6 +121,7 @@ class SpecAggregatable:
     min_delay_seconds: int = MIN_DELAY_SECONDS
     delay_span_seconds: int = DELAY_SPAN_SECONDS
     outcomes: Counter = field(default_factory=Counter)
+    results: list[PartResult] = field(default_factory=list)  # each trigger's, in the order they came
     _due: list[SpecAggregatableReport] = field(default_factory=list)
     _rate_limit: AttributionRateLimit = field(init=False)
 
@@ -136,9 +138,11 @@ class SpecAggregatable:
         storage refuses it. Whether a (non-null) report was made."""
         if not trigger.has_aggregatable_data:
             self.outcomes["not_registered"] += 1
+            self.results.append(PartResult("not_registered"))
             return False
         outcome, report = self._attribute(source, state, trigger, refused)
         self.outcomes[outcome] += 1
+        self.results.append(PartResult(outcome))
         if report is not None:
             self._due.append(report)
         days = self._null_report_days(trigger) if choice is None else list(choice)
