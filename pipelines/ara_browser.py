@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.ara_debug_reports import VerboseDebugReport, header_error_report, source_report, trigger_report
+from pipelines.ara_debug_reports import DEBUG_PATH, header_error_report, source_report, trigger_report
 from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure
 from schemas.registrations import SourceRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
@@ -30,7 +30,6 @@ from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatable, Spe
 
 EVENT_REPORT_PATH = "/.well-known/attribution-reporting/report-event-attribution"
 AGGREGATE_REPORT_PATH = "/.well-known/attribution-reporting/report-aggregate-attribution"
-DEBUG_REPORT_PATH = "/.well-known/attribution-reporting/debug/"
 API = "attribution-reporting"
 REPORT_VERSION = "1.0"
 MICROS_PER_MILLI = 1_000
@@ -116,7 +115,7 @@ class DeviceReports:
     sent_micros: list[int]
     undelivered: int = 0
     refused_sources: list[tuple[SourceRegistration, ValueError]] = field(default_factory=list)
-    debug_reports: list[VerboseDebugReport] = field(default_factory=list)  # in time order
+    debug_reports: list[dict[str, Any]] = field(default_factory=list)  # verbose and copies, as records, in time order
     event_level_outcomes: dict[str, int] = field(default_factory=dict)
     aggregatable_outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -185,15 +184,19 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
     reports, refused, outcomes = replay(storage, events)
     debug = [header_error_report(item.header_error_report, (item.time_millis or 0) * MICROS_PER_MILLI)
              for item in registrations if isinstance(item, RegistrationFailure) and item.header_error_report]
+    records = [report.record() for report in debug]
     trigger_results = iter(zip(event_level.results, aggregatable.results, strict=True))  # one per trigger, in order
     for outcome in outcomes:
         if isinstance(outcome, SourceOutcome):
             report = source_report(outcome, _noised(outcome), _source_limits(config, outcome.source))
         else:
-            report = trigger_report(outcome, *next(trigger_results), _trigger_limits(config),
+            results = next(trigger_results)
+            report = trigger_report(outcome, *results, _trigger_limits(config),
                                     lambda made: event_report_record(made)["payload"])
+            records += [_debug_copy(result.report, outcome.trigger.time_micros) for result in results
+                        if result.outcome.startswith("success") and _has_debug_keys(result.report)]
         if report is not None:
-            debug.append(report)
+            records.append(report.record())
     connectivity = Connectivity.of(
         [(change.time_millis * MICROS_PER_MILLI, online) for change in changes
          if (online := change.connection) is not None],
@@ -203,8 +206,20 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
             for order, report in enumerate(reports)]
     delivered = sorted((item for item in sent if item[0] is not None), key=lambda item: (item[0], item[1]))
     return DeviceReports([report for _, _, report in delivered], [time for time, _, _ in delivered],
-                         len(sent) - len(delivered), refused, sorted(debug, key=lambda item: item.time_micros),
+                         len(sent) - len(delivered), refused, sorted(records, key=lambda item: int(item["report_time"])),
                          dict(event_level.outcomes), dict(aggregatable.outcomes))
+
+
+def _has_debug_keys(report: SpecEventReport | SpecAggregatableReport) -> bool:
+    return report.source_debug_key is not None and report.trigger_debug_key is not None
+
+
+def _debug_copy(report: SpecEventReport | SpecAggregatableReport, trigger_micros: int) -> dict[str, Any]:
+    """A report with both debug keys is also sent at once, when its trigger is attributed, to the debug path
+    (the interop cases ``success_debug_*``); the copy's body is the report's."""
+    path = EVENT_REPORT_PATH if isinstance(report, SpecEventReport) else AGGREGATE_REPORT_PATH
+    return {**report_record(report), "report_url": report.reporting_origin + DEBUG_PATH + path.rsplit("/", 1)[1],
+            "report_time": _millis(trigger_micros)}
 
 
 def _noised(outcome: SourceOutcome) -> bool:

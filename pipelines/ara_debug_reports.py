@@ -20,7 +20,9 @@ the user). The types sent here (``TYPES``):
   ``trigger-event-low-priority`` and ``trigger-event-excessive-reports``, the body of the report that was not made;
 * headers: ``header-parsing-error`` (the header's name and value as received, and the context site).
 
-The debug reports of destination limits and the debug copies of reports (``debug_mode``) are not sent yet.
+Beside these, a report made with both a source and a trigger debug key is also sent at once, when its trigger
+is attributed, to ``DEBUG_PATH`` + its own path (``pipelines.ara_browser``). The debug reports of the features out
+of scope (destination limits, attribution scopes, named budgets, aggregatable debug reports) are not sent.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from schemas.registration_log import HeaderErrorReport
 from schemas.registrations import SourceRegistration, TriggerRegistration
 from transforms.core.mechanisms.ara_attribution import PartResult, SourceOutcome, TriggerOutcome
 
-VERBOSE_PATH = "/.well-known/attribution-reporting/debug/verbose"
+DEBUG_PATH = "/.well-known/attribution-reporting/debug/"
+VERBOSE_PATH = DEBUG_PATH + "verbose"
 SOURCE_SUCCESS, SOURCE_NOISED = "source-success", "source-noised"
 TRIGGER_NO_MATCHING_SOURCE, HEADER_PARSING_ERROR = "trigger-no-matching-source", "header-parsing-error"
 # a refused source's reason (the storage's, or the event-level client's) -> its debug report's type

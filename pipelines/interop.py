@@ -9,8 +9,8 @@ this project's browser (``pipelines.ara_browser``: the header parser, the attrib
 and aggregatable clients in their specification modes) and its reports compared with the expected ones, as a
 multiset of (URL, time, body). One line per case:
 
-* ``pass``, or ``pass (debug reports not compared)`` when the case expects a debug report of a type this project
-  does not send yet (``pipelines.ara_debug_reports.TYPES``; every other report is compared exactly);
+* ``pass``: every report the case expects was sent, and nothing else: event-level and aggregatable reports, their
+  debug copies, and verbose debug reports (``pipelines.ara_debug_reports``);
 * ``fail: <the first difference>``;
 * ``out of scope: <feature>`` when the case uses a feature of the specification this project does not implement
   (``schemas.registration_headers.UNSUPPORTED_*_FIELDS``, ``pipelines.ara_browser.UNIMPLEMENTED_CONFIG``).
@@ -30,20 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.ara_browser import (
-    DEBUG_REPORT_PATH,
     UNIMPLEMENTED_CONFIG,
     BrowserConfig,
     replay_device,
     report_record,
 )
-from pipelines.ara_debug_reports import TYPES as DEBUG_TYPES
-from pipelines.ara_debug_reports import VERBOSE_PATH
 from pipelines.common import CliParser
 from schemas import jsonc
 from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure, parse_entry
 
 PASS = "pass"
-PASS_NO_DEBUG = "pass (debug reports not compared)"
 FAIL = "fail"
 OUT_OF_SCOPE = "out of scope"
 DEFAULT_CONFIG_NAME = "default_config.json"
@@ -51,7 +47,7 @@ DEFAULT_CONFIG_NAME = "default_config.json"
 
 @dataclass(frozen=True)
 class CaseResult:
-    """One case's verdict: ``result`` is PASS, PASS_NO_DEBUG, FAIL or OUT_OF_SCOPE; ``detail`` the first
+    """One case's verdict: ``result`` is PASS, FAIL or OUT_OF_SCOPE; ``detail`` the first
     difference or the missing features."""
 
     case: str
@@ -119,33 +115,16 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
             if not isinstance(result, DeliveryChange):
                 features.extend(result.unsupported)
             parsed.append(result)  # a failure registers nothing, as in the browser (its header may be reported)
-    expected_all = case["output"].get("reports", [])
-    compare_debug = _debug_reports_compared(expected_all)
-    expected = [r for r in expected_all if compare_debug or DEBUG_REPORT_PATH not in str(r.get("report_url", ""))]
-    debug_left_out = len(expected) < len(expected_all)
+    expected = case["output"].get("reports", [])
     if features:
         return CaseResult(name, description, OUT_OF_SCOPE, ", ".join(sorted(set(features))), len(expected), 0)
     device = replay_device(parsed, config, random_source=None, test_choices=True)
     actual = [report_record(report, sent) for report, sent in zip(device.reports, device.sent_micros, strict=True)]
-    if compare_debug:
-        actual += [report.record() for report in device.debug_reports]
+    actual += device.debug_reports
     difference = first_difference(expected, actual)
     if difference is not None:
         return CaseResult(name, description, FAIL, difference, len(expected), len(actual))
-    return CaseResult(name, description, PASS_NO_DEBUG if debug_left_out else PASS, "", len(expected), len(actual))
-
-
-def _debug_reports_compared(expected: list[dict[str, Any]]) -> bool:
-    """Whether a case's debug reports are compared: every one it expects is a verbose debug report of a type this
-    project sends (``pipelines.ara_debug_reports.TYPES``)."""
-    for record in expected:
-        url = str(record.get("report_url", ""))
-        if DEBUG_REPORT_PATH not in url:
-            continue
-        if not url.endswith(VERBOSE_PATH) or not isinstance(record.get("payload"), list) or any(
-                not isinstance(entry, dict) or entry.get("type") not in DEBUG_TYPES for entry in record["payload"]):
-            return False
-    return True
+    return CaseResult(name, description, PASS, "", len(expected), len(actual))
 
 
 def default_config_for(path: Path, chosen: Path | None) -> dict[str, Any]:
@@ -186,10 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CaseError as error:
         print(f"interop: error: {error}", file=sys.stderr)
         return 2
-    counts = {kind: sum(1 for r in results if r.result == kind) for kind in (PASS, PASS_NO_DEBUG, FAIL, OUT_OF_SCOPE)}
-    print(f"{len(results)} cases: {counts[PASS] + counts[PASS_NO_DEBUG]} passed "
-          f"({counts[PASS_NO_DEBUG]} without their debug reports), {counts[FAIL]} failed, "
-          f"{counts[OUT_OF_SCOPE]} out of scope")
+    counts = {kind: sum(1 for r in results if r.result == kind) for kind in (PASS, FAIL, OUT_OF_SCOPE)}
+    print(f"{len(results)} cases: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[OUT_OF_SCOPE]} out of scope")
     if args.results is not None:
         args.results.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8")
     return 1 if counts[FAIL] else 0

@@ -28,8 +28,9 @@ Randomness is secure by default, seeded with ``--seed`` (simulation and tests); 
 
 Writes ``DIR/event_level_reports-*.jsonl`` (report URL, time and body, as the interop suite writes them),
 ``DIR/aggregatable_reports-*.avro`` (``AggregatableReport`` with clear-text CBOR payloads, what
-``python -m pipelines.aggregate`` reads), ``DIR/verbose_debug_reports-*.jsonl`` (the verbose debug reports the
-registrations asked for: ``pipelines/ara_debug_reports.py``), ``DIR/dead_letters-*.jsonl``, ``DIR/input_files-*.jsonl`` and
+``python -m pipelines.aggregate`` reads), ``DIR/debug_reports-*.jsonl`` (the verbose debug reports the
+registrations asked for, ``pipelines/ara_debug_reports.py``, and the debug copies of reports with both debug keys),
+``DIR/dead_letters-*.jsonl``, ``DIR/input_files-*.jsonl`` and
 ``DIR/summary.json``; prints counts and paths.
 """
 from __future__ import annotations
@@ -62,7 +63,7 @@ from transforms.summary_reports.mechanisms.contributions import ClientReport, re
 from transforms.summary_reports.report_records import report_record_of
 
 METRICS_NAMESPACE = "pmbeam.registrations"
-EVENT_LEVEL, AGGREGATABLE, DEBUG = "event_level_reports", "aggregatable_reports", "verbose_debug_reports"
+EVENT_LEVEL, AGGREGATABLE, DEBUG = "event_level_reports", "aggregatable_reports", "debug_reports"
 OUTPUT_PREFIXES = (EVENT_LEVEL, AGGREGATABLE, DEBUG)
 # a source the browser refuses, under Chrome's names for it (its verbose debug report types)
 REFUSAL_REASONS = {"information_gain_too_high": "source_channel_capacity_limit",
@@ -184,7 +185,7 @@ class _ReplayDeviceFn(beam.DoFn):
             else:
                 yield beam.pvalue.TaggedOutput(AGGREGATABLE, report_record_of(client_report(report, source, (device_id, index))))
         for debug in device.debug_reports:
-            yield beam.pvalue.TaggedOutput(DEBUG, debug.record())
+            yield beam.pvalue.TaggedOutput(DEBUG, debug)
 
 
 def build_parser() -> common.CliParser:
@@ -259,7 +260,7 @@ def summarise(job: RegistrationsJob, result, elapsed_seconds: float, input_count
             **input_counts,
             "devices": outcomes.get("devices", 0),
             "event_level_reports": common.count_records(output, EVENT_LEVEL),
-            "verbose_debug_reports": common.count_records(output, DEBUG),
+            "debug_reports": common.count_records(output, DEBUG),
             "aggregatable_reports": common.count_records(output, AGGREGATABLE),
             "event_level_outcomes": _outcomes(outcomes, "event_level."),
             "aggregatable_outcomes": _outcomes(outcomes, "aggregatable."),
@@ -287,7 +288,7 @@ def report_lines(job: RegistrationsJob, summary: dict) -> list[str]:
         f"noise source: {parameters['noise_source']}{seed}",
         f"read {counts['read']} registrations, parsed {counts['parsed']}, {common.dead_letters_text(counts)}",
         f"devices {counts['devices']}: event-level reports {counts['event_level_reports']}, "
-        f"aggregatable reports {counts['aggregatable_reports']}, verbose debug reports {counts['verbose_debug_reports']}",
+        f"aggregatable reports {counts['aggregatable_reports']}, debug reports {counts['debug_reports']}",
         *common.output_lines(summary),
     ]
 

@@ -257,9 +257,9 @@ def test_the_job_writes_the_verbose_debug_reports_registrations_ask_for(tmp_path
     status, summary, printed = run_main(registrations.main, capsys, [
         "--registrations", log_path, "--output", tmp_path / "out", "--seed", 1, "--max-error-fraction", 0.5])
     assert status == 0, printed
-    reports = sorted((json.loads(line) for line in _lines(str(tmp_path / "out" / "verbose_debug_reports-*.jsonl"))),
+    reports = sorted((json.loads(line) for line in _lines(str(tmp_path / "out" / "debug_reports-*.jsonl"))),
                      key=lambda record: int(record["report_time"]))
-    assert summary["counts"]["verbose_debug_reports"] == 3 and "verbose debug reports 3" in printed
+    assert summary["counts"]["debug_reports"] == 3 and "debug reports 3" in printed
     assert {record["report_url"] for record in reports} == {
         "https://adtech.example/.well-known/attribution-reporting/debug/verbose"}
     assert [record["report_time"] for record in reports] == ["1000", "2000", "3000"]

@@ -98,8 +98,9 @@ class AttributionPart(Protocol):
 
 
 class PartResult(NamedTuple):
-    """What one part made of one trigger: its outcome (the specification's result name, in snake case) and, when
-    the outcome is about a report that was not made for want of room, that report (what its debug report shows)."""
+    """What one part made of one trigger: its outcome (the specification's result name, in snake case) and the
+    report it made, or, when the outcome is about a report not made for want of room, that report (what its debug
+    report shows)."""
 
     outcome: str
     report: Any = None

@@ -198,8 +198,8 @@ class SpecEventLevel:
 
     def _attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,
                    trigger: TriggerRegistration, refused: str | None) -> tuple[str, SpecEventReport | None]:
-        """The outcome, with the report the trigger would have made when the source's reports left it none
-        (``excessive_reports``, ``priority_too_low``: what their debug reports carry)."""
+        """The outcome, with the report the trigger made (a success) or would have made when the source's reports
+        left it none (``excessive_reports``, ``priority_too_low``: what their debug reports carry)."""
         if not trigger.event_trigger_data:
             return "not_registered", None
         if source is None or state is None:
@@ -247,7 +247,7 @@ class SpecEventLevel:
         self._rate_limit.record(source, trigger, report)
         if entry.deduplication_key is not None:
             state.dedup_keys.add(entry.deduplication_key)
-        return ("success_dropped_lower_priority" if replaced is not None else "success"), None
+        return ("success_dropped_lower_priority" if replaced is not None else "success"), report
 
     def release(self, until_micros: int) -> list[SpecEventReport]:
         """The reports due by ``until_micros``, in report-time order; they can no longer be replaced."""

@@ -142,7 +142,7 @@ class SpecAggregatable:
             return False
         outcome, report = self._attribute(source, state, trigger, refused)
         self.outcomes[outcome] += 1
-        self.results.append(PartResult(outcome))
+        self.results.append(PartResult(outcome, report))
         if report is not None:
             self._due.append(report)
         days = self._null_report_days(trigger) if choice is None else list(choice)
