@@ -14,13 +14,15 @@ and ``python -m pipelines.registrations`` (registration logs, Beam) share.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.ara_debug_reports import DEBUG_PATH, header_error_report, source_report, trigger_report
+from schemas.limits import CONTRIBUTION_BUDGET
 from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure
-from schemas.registrations import SourceRegistration
+from schemas.registrations import EVENT, NAVIGATION, SourceRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import AttributionStorage, OriginLimits, SourceOutcome, replay
 from transforms.core.mechanisms.noise import RandomSource
@@ -188,11 +190,10 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
     trigger_results = iter(zip(event_level.results, aggregatable.results, strict=True))  # one per trigger, in order
     for outcome in outcomes:
         if isinstance(outcome, SourceOutcome):
-            report = source_report(outcome, _noised(outcome), _source_limits(config, outcome.source))
+            report = source_report(outcome, _noised(outcome), source_debug_limits(config)[outcome.source.source_type])
         else:
             results = next(trigger_results)
-            report = trigger_report(outcome, *results, _trigger_limits(config),
-                                    lambda made: event_report_record(made)["payload"])
+            report = trigger_report(outcome, *results, trigger_debug_limits(config), _event_report_body)
             records += [_debug_copy(result.report, outcome.trigger.time_micros) for result in results
                         if result.outcome.startswith("success") and _has_debug_keys(result.report)]
         if report is not None:
@@ -222,13 +223,19 @@ def _debug_copy(report: SpecEventReport | SpecAggregatableReport, trigger_micros
             "report_time": _millis(trigger_micros)}
 
 
-def _noised(outcome: SourceOutcome) -> bool:
-    """Whether a stored source's randomized response was not truthful (its event-level state holds fake reports,
-    perhaps none)."""
-    return outcome.stored is not None and outcome.stored.states[0].fake is not None
+@functools.lru_cache(maxsize=16)  # a run has one configuration: built once, not per registration
+def source_debug_limits(config: BrowserConfig) -> dict[str, dict[str, Any]]:
+    """Per source type, the limit each refusal's debug report names, as the body writes it (counts as strings)."""
+    common = {"source-storage-limit": str(config.max_sources_per_origin),
+              "source-reporting-origin-per-site-limit":
+                  str(config.rate_limit_max_reporting_origins_per_source_reporting_site),
+              "source-trigger-state-cardinality-limit": str(config.max_trigger_state_cardinality)}
+    return {NAVIGATION: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_navigation},
+            EVENT: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_event}}
 
 
-def _trigger_limits(config: BrowserConfig) -> dict[str, Any]:
+@functools.lru_cache(maxsize=16)
+def trigger_debug_limits(config: BrowserConfig) -> dict[str, str]:
     """The limit each of a trigger's limit reports names, as the body writes it."""
     return {"trigger-reporting-origin-limit": str(config.rate_limit_max_attribution_reporting_origins),
             "trigger-event-attributions-per-source-destination-limit": str(config.rate_limit_max_attributions),
@@ -236,17 +243,17 @@ def _trigger_limits(config: BrowserConfig) -> dict[str, Any]:
             "trigger-event-storage-limit": str(config.max_event_level_reports_per_destination),
             "trigger-aggregate-storage-limit": str(config.max_aggregatable_reports_per_destination),
             "trigger-aggregate-excessive-reports": str(config.max_aggregatable_reports_per_source),
-            "trigger-aggregate-insufficient-budget": "65536"}
+            "trigger-aggregate-insufficient-budget": str(CONTRIBUTION_BUDGET)}
 
 
-def _source_limits(config: BrowserConfig, source: SourceRegistration) -> dict[str, Any]:
-    """The limit each refusal's debug report names, as the body writes it (counts as strings)."""
-    capacity = (config.max_event_level_channel_capacity_navigation if source.source_type == "navigation"
-                else config.max_event_level_channel_capacity_event)
-    return {"source-storage-limit": str(config.max_sources_per_origin),
-            "source-reporting-origin-per-site-limit": str(config.rate_limit_max_reporting_origins_per_source_reporting_site),
-            "source-channel-capacity-limit": capacity,
-            "source-trigger-state-cardinality-limit": str(config.max_trigger_state_cardinality)}
+def _event_report_body(report: SpecEventReport) -> dict[str, Any]:
+    return event_report_record(report)["payload"]
+
+
+def _noised(outcome: SourceOutcome) -> bool:
+    """Whether a stored source's randomized response was not truthful (its event-level state holds fake reports,
+    perhaps none)."""
+    return outcome.stored is not None and outcome.stored.states[0].fake is not None
 
 
 def _millis(micros: int) -> str:

@@ -192,14 +192,14 @@ def parse_decimal(value: Any, signed: bool = False) -> int | None:
 def _uint64_string(value: Any, reason: str) -> int:
     number = parse_decimal(value)
     if number is None or number >= UINT64:
-        raise HeaderError(reason, f"expected a base-10 uint64 string, got {_shown(value)}")
+        raise HeaderError(reason, f"expected a base-10 uint64 string, got {shown(value)}")
     return number
 
 
 def _int64_string(value: Any, reason: str) -> int:
     number = parse_decimal(value, signed=True)
     if number is None or not -INT64 <= number < INT64:
-        raise HeaderError(reason, f"expected a base-10 int64 string, got {_shown(value)}")
+        raise HeaderError(reason, f"expected a base-10 int64 string, got {shown(value)}")
     return number
 
 
@@ -209,7 +209,7 @@ def _duration(value: Any, reason: str) -> int:
     if number is None:
         number = parse_decimal(value)
     if number is None or number < 0 or number >= UINT64:
-        raise HeaderError(reason, f"expected a non-negative number of seconds, got {_shown(value)}")
+        raise HeaderError(reason, f"expected a non-negative number of seconds, got {shown(value)}")
     return number
 
 
@@ -219,7 +219,7 @@ def _debug_key(value: Any) -> int | None:
     return number if number is not None and number < UINT64 else None
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters, for an error's detail (a dead letter keeps the raw input)."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
@@ -259,7 +259,7 @@ def _filter_values(key: str, values: Any, reason: str, limit: bool) -> tuple[str
     out = []
     for item in values:
         if not isinstance(item, str):
-            raise HeaderError(f"{reason}_value_invalid", f"{key!r} values must be strings, got {_shown(item)}")
+            raise HeaderError(f"{reason}_value_invalid", f"{key!r} values must be strings, got {shown(item)}")
         if limit and len(item) > MAX_FILTER_STRING:
             raise HeaderError(f"{reason}_value_too_long", f"{item[:40]!r} (at most {MAX_FILTER_STRING} characters)")
         out.append(item)

@@ -44,6 +44,7 @@ from schemas.registration_headers import (
     parse_decimal,
     parse_source,
     parse_trigger,
+    shown,
     site_of,
     unsupported_fields,
 )
@@ -137,8 +138,7 @@ _MAX_MILLIS = (1 << 63) // MICROS_PER_MILLI  # times are kept in int64 microseco
 def _millis(value: Any, reason: str) -> int:
     millis = parse_decimal(value)
     if millis is None or millis >= _MAX_MILLIS:
-        raise HeaderError(reason, f"expected milliseconds as a base-10 string below {_MAX_MILLIS}, got "
-                          f"{str(value)[:40]!r}")
+        raise HeaderError(reason, f"expected milliseconds as a base-10 string below {_MAX_MILLIS}, got {shown(value)}")
     return millis
 
 

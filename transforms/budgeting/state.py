@@ -14,7 +14,13 @@ from collections.abc import Iterable
 from schemas.proto import state_pb2
 from schemas.row_messages import message_of, row_of
 from schemas.rows import Conversion, DeviceEpochBudget, Impression
-from transforms.budgeting.mechanisms.device import DeviceState, MeasurementConfig, ReportRecord, scheduled_terms
+from transforms.budgeting.mechanisms.device import (
+    DeviceState,
+    MeasurementConfig,
+    ReportRecord,
+    scheduled_terms,
+    servable_request,
+)
 from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter
 from transforms.core.device_state import device_record_codec
@@ -105,7 +111,7 @@ def _schedule_from(message: state_pb2.BatchScheduleState, filters: FilterSet,
                                             next_id=message.next_id)
     for entry in message.requests:
         conversion = row_of(Conversion, entry.conversion)
-        _, charges, impression_sites, units = scheduled_terms(conversion, config, policy)
+        charges, impression_sites, units = scheduled_terms(conversion, *servable_request(conversion, config), policy)
         request = ScheduledRequest(entry.request_id, entry.remaining_attempts, conversion, charges, impression_sites,
                                    units)
         (schedule.waiting if entry.waiting else schedule.pending).append(request)

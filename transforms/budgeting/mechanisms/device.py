@@ -337,7 +337,7 @@ def replay(
         return _record(device_id, conversion, request, epochs, outcome, config, source, report_ids)
 
     def allocate(conversion: Conversion) -> ReportRecord:  # a scheduled conversion, as of its own time
-        return report(conversion, *_servable(conversion, config))
+        return report(conversion, *servable_request(conversion, config))
 
     for event in events:
         if state.schedule is not None:
@@ -362,7 +362,8 @@ def replay(
             assert isinstance(state.filters, FilterSet)  # MeasurementConfig: scheduling needs global filters
             state.schedule = BatchSchedule(state.filters, scheduling.releases,
                                            interval=scheduling.interval_of(event.event_time_micros))
-        epochs, charges, impression_sites, units = scheduled_terms(event, config, policy)
+        request, epochs = resolved
+        charges, impression_sites, units = scheduled_terms(event, request, epochs, policy)
         state.schedule.register(event, epochs, charges, impression_sites, units, scheduling.attempts)
     if state.schedule is not None:
         assert scheduling is not None
@@ -374,22 +375,21 @@ def _results(released: list[Released[ReportRecord]]) -> list[ReportRecord]:
     return [item.result for item in released]
 
 
-def _servable(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range]:
+def servable_request(conversion: Conversion, config: MeasurementConfig) -> tuple[AttributionRequest, range]:
     """The request and window of a conversion ``resolve_request`` accepted before (a scheduled one)."""
     resolved = resolve_request(conversion, config)
     assert not isinstance(resolved, str), resolved
     return resolved
 
 
-def scheduled_terms(conversion: Conversion, config: MeasurementConfig,
-                    policy: BudgetPolicy) -> tuple[range, dict[FilterId, int], frozenset[str], int]:
-    """What batched scheduling knows of a servable conversion, all of it public (its request's parameters, never
-    the device's data): the epochs its window reads, the most its report costs each filter, the impression sites
-    it names and its size (Big Bird, "batched scheduling"; pdslib's public filters)."""
+def scheduled_terms(conversion: Conversion, request: AttributionRequest, epochs: range,
+                    policy: BudgetPolicy) -> tuple[dict[FilterId, int], frozenset[str], int]:
+    """What batched scheduling knows of a servable conversion (its resolved ``request`` and window ``epochs``),
+    all of it public (its request's parameters, never the device's data): the most its report costs each filter,
+    the impression sites it names and its size (Big Bird, "batched scheduling"; pdslib's public filters)."""
     assert isinstance(policy, AttributionApi)  # MeasurementConfig: scheduling needs the API's policies
-    request, epochs = _servable(conversion, config)
     charges, units = policy.public_charges(conversion.querier_site, epochs, request)
-    return epochs, charges, frozenset(request.impression_sites), units
+    return charges, frozenset(request.impression_sites), units
 
 
 def _record(device_id: str, conversion: Conversion, request: AttributionRequest, epochs: range,

@@ -174,6 +174,24 @@ def _distinct_origins(records: Iterable[tuple[tuple[str, str], str, int]], key: 
     return {origin for k, origin, time in records if k == key and time > since}
 
 
+class SourceOutcome(NamedTuple):
+    """What became of a source: stored, or refused (``refusal``: a ``SourceRefused`` of the storage's limits, or
+    a part's ``ValueError``, e.g. an event-level configuration above its channel capacity)."""
+
+    source: SourceRegistration
+    stored: StoredSource | None
+    refusal: ValueError | None
+
+
+class TriggerOutcome(NamedTuple):
+    """What became of a trigger at the storage: the source steps 1 and 2 chose (None: none matched) and whether it
+    was attributed to it (False: its filter data did not match, step 3)."""
+
+    trigger: TriggerRegistration
+    candidate: StoredSource | None
+    attributed: bool
+
+
 @dataclass
 class AttributionStorage:
     """A browser's attribution storage for one device: the stored sources and the parts' states of them, and
@@ -234,15 +252,18 @@ class AttributionStorage:
             and stored.registration.time_micros <= trigger.time_micros < stored.expires_micros
         ]
 
-    def candidate(self, trigger: TriggerRegistration) -> StoredSource | None:
-        """Steps 1 and 2: the matching source the trigger goes to, before its filters are checked."""
-        return _highest_priority(self.matching_sources(trigger))
-
     def register_trigger(self, trigger: TriggerRegistration, choices: Sequence[Any] | None = None) -> StoredSource | None:
         """Steps 1 to 5; the source the trigger was attributed to, or None."""
+        outcome = self.attribute_trigger(trigger, choices)
+        return outcome.candidate if outcome.attributed else None
+
+    def attribute_trigger(self, trigger: TriggerRegistration, choices: Sequence[Any] | None = None) -> TriggerOutcome:
+        """Steps 1 to 5, and what became of the trigger: the source steps 1 and 2 chose and whether its filters
+        let the trigger be attributed to it."""
         choices = choices or [None] * len(self.parts)
         matching = self.matching_sources(trigger)
-        chosen = _highest_priority(matching)
+        candidate = _highest_priority(matching)
+        chosen = candidate
         if chosen is not None and not filters_match(chosen.registration, trigger.time_micros, trigger.filters):
             chosen = None
         if chosen is not None:
@@ -252,7 +273,7 @@ class AttributionStorage:
         if chosen is None:
             for part, choice in zip(self.parts, choices, strict=True):
                 part.attribute(None, None, trigger, choice)
-            return None
+            return TriggerOutcome(trigger, candidate, False)
         key = (chosen.registration.source_site, trigger.destination_site)
         origins = _distinct_origins(self.attribution_origins, key, trigger.time_micros - self.limits.window_micros)
         refused = "excessive_reporting_origins" if trigger.reporting_origin not in origins \
@@ -261,7 +282,7 @@ class AttributionStorage:
                 for position, (part, choice) in enumerate(zip(self.parts, choices, strict=True))]
         if any(made):  # dated by the source, as the clients' attribution rate limits (Chrome's records are)
             self.attribution_origins.append((key, trigger.reporting_origin, chosen.registration.time_micros))
-        return chosen
+        return TriggerOutcome(trigger, chosen, True)
 
     def release(self, until_micros: int) -> list[Any]:
         """Every part's reports due by ``until_micros``."""
@@ -281,24 +302,6 @@ def split_due(reports: list[Any], until_micros: int) -> tuple[list[Any], list[An
     """(the reports due by ``until_micros`` in report-time order, the others): what a part releases."""
     due = sorted((r for r in reports if r.report_time_micros <= until_micros), key=lambda r: r.report_time_micros)
     return due, [r for r in reports if r.report_time_micros > until_micros] if due else reports
-
-
-class SourceOutcome(NamedTuple):
-    """What became of a source: stored, or refused (``refusal``: a ``SourceRefused`` of the storage's limits, or
-    a part's ``ValueError``, e.g. an event-level configuration above its channel capacity)."""
-
-    source: SourceRegistration
-    stored: StoredSource | None
-    refusal: ValueError | None
-
-
-class TriggerOutcome(NamedTuple):
-    """What became of a trigger at the storage: the source steps 1 and 2 chose (None: none matched) and whether it
-    was attributed to it (False: its filter data did not match, step 3)."""
-
-    trigger: TriggerRegistration
-    candidate: StoredSource | None
-    attributed: bool
 
 
 class Replayed(NamedTuple):
@@ -325,8 +328,6 @@ def replay(storage: AttributionStorage, events: Iterable[tuple[Any, Sequence[Any
                 refused.append((registration, error))
                 outcomes.append(SourceOutcome(registration, None, error))
         else:
-            candidate = storage.candidate(registration)
-            attributed = storage.register_trigger(registration, choices) is not None
-            outcomes.append(TriggerOutcome(registration, candidate, attributed))
+            outcomes.append(storage.attribute_trigger(registration, choices))
     reports.extend(storage.release(2**63 - 1))
     return Replayed(reports, refused, outcomes)

@@ -31,20 +31,25 @@ NAVIGATION_RETRIES = {"first_retry": 1, "second_retry": 2, "third_retry": 3}  # 
 
 @dataclass(frozen=True)
 class Connectivity:
-    """A device's network connectivity and navigations over time: ``changes`` are (time, online) in time order
-    (online before the first), ``navigations`` the times navigations committed, in order."""
+    """A device's network connectivity and navigations over time: from ``change_times[i]`` on the device is online
+    when ``online_from[i]`` (online before the first change); ``navigations`` the times navigations committed. All
+    in time order."""
 
-    changes: tuple[tuple[int, bool], ...] = ()
+    change_times: tuple[int, ...] = ()
+    online_from: tuple[bool, ...] = ()
     navigations: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, changes: Iterable[tuple[int, bool]], navigations: Iterable[int]) -> Connectivity:
-        return cls(tuple(sorted(changes, key=lambda change: change[0])), tuple(sorted(navigations)))
+        """From (time, online) changes and navigation times, in any order."""
+        ordered = sorted(changes, key=lambda change: change[0])
+        return cls(tuple(time for time, _ in ordered), tuple(online for _, online in ordered),
+                   tuple(sorted(navigations)))
 
     def online(self, time_micros: int) -> bool:
         """Whether the device is online at ``time_micros`` (the last change at or before it decides)."""
-        index = bisect.bisect_right([time for time, _ in self.changes], time_micros)
-        return True if index == 0 else self.changes[index - 1][1]
+        index = bisect.bisect_right(self.change_times, time_micros)
+        return True if index == 0 else self.online_from[index - 1]
 
     def next_navigation(self, after_micros: int) -> int | None:
         """The first navigation strictly after ``after_micros``, or None."""
