@@ -305,7 +305,8 @@ def aggregatable_report_record(report: SpecAggregatableReport, sent_micros: int 
         shared_info["debug_mode"] = "enabled"  # a report with both debug keys is also sent in clear for debugging
     payload: dict[str, Any] = {
         "aggregation_coordinator_origin": report.aggregation_coordinator_origin,
-        "histograms": [{"id": "0", "key": hex(key), "value": value} for key, value in report.contributions],
+        "histograms": [{"id": str(filtering_id), "key": hex(key), "value": value}
+                       for key, value, filtering_id in report.contributions],
         "shared_info": shared_info,
     }
     if report.trigger_context_id is not None:

@@ -147,7 +147,7 @@ def client_report(report: SpecAggregatableReport, source: RandomSource, key: tup
     return ClientReport(
         API_ATTRIBUTION_REPORTING, report_id(source, key),
         report.reporting_origin, report.attribution_destination, report.report_time_micros // 1_000_000,
-        () if report.is_null else report.contributions,
+        () if report.is_null else report.contributions, report.filtering_id_max_bytes,
     )
 
 

@@ -42,3 +42,5 @@ MAX_KEY_ID_CHARS = 128  # a public key's id
 MAX_SHARED_INFO_CHARS = 4_096
 # the most the values of any payload can sum to (MAX_PAYLOAD_ENTRIES entries of 4-byte values): a bound that bounds nothing
 UNBOUNDED_VALUE_SUM = MAX_PAYLOAD_ENTRIES * (2**32 - 1)
+DEFAULT_FILTERING_ID_MAX_BYTES = 1  # Attribution Reporting's aggregatable_filtering_id_max_bytes: ids below 256
+MAX_FILTERING_ID_MAX_BYTES = 8  # an Aggregation Service filtering id is at most 8 bytes

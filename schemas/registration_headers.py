@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from publicsuffixlist import PublicSuffixList
 
 from schemas.limits import (
+    DEFAULT_FILTERING_ID_MAX_BYTES,
     DEFAULT_MAX_REPORTS,
     DEFAULT_TRIGGER_DATA_CARDINALITY,
     MAX_AGGREGATABLE_VALUE,
@@ -38,6 +39,7 @@ from schemas.limits import (
     MAX_EVENT_LEVEL_EPSILON,
     MAX_EVENT_LEVEL_REPORTS,
     MAX_EXPIRY_SECONDS,
+    MAX_FILTERING_ID_MAX_BYTES,
     MAX_REPORT_WINDOWS,
     MAX_TRIGGER_DATA,
     MIN_EXPIRY_SECONDS,
@@ -89,7 +91,6 @@ UNSUPPORTED_TRIGGER_FIELDS = {
     "attribution_scopes": "attribution scopes",
     "named_budgets": "named budgets",
     "aggregatable_debug_reporting": "aggregatable debug reports",
-    "aggregatable_filtering_id_max_bytes": "filtering ids",
 }
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -515,26 +516,60 @@ def _aggregatable_trigger_data(value: Any) -> tuple[AggregatableTriggerData, ...
     return tuple(out)
 
 
-def _value_dictionary(value: Any) -> tuple[tuple[str, int], ...]:
-    values = _dict(value, "aggregatable_values_wrong_type")
-    out = []
-    for name, number in values.items():  # names of any length: the limit is on sources' keys
-        integer = _integral_number(number)
-        if integer is None or not 1 <= integer <= MAX_AGGREGATABLE_VALUE:
-            raise HeaderError("aggregatable_values_value_invalid",
-                              f"{name!r}: expected an integer in [1, {MAX_AGGREGATABLE_VALUE}], got {number!r}")
-        out.append((name, integer))
-    return tuple(out)
-
-
-def _aggregatable_values(value: Any) -> tuple[AggregatableValues, ...]:
+def _aggregatable_value(name: str, value: Any, max_bytes: int) -> tuple[int, int]:
+    """(value, filtering id) of one key: a number, or ``{"value": number, "filtering_id": "uint64 string"}`` whose
+    filtering id fits in ``max_bytes`` bytes (default 0)."""
+    number, filtering_id = value, 0
     if isinstance(value, dict):
-        return (AggregatableValues(_value_dictionary(value)),) if value else ()
+        number = value.get("value")
+        if "filtering_id" in value:
+            filtering_id = _uint64_string(value["filtering_id"], "aggregatable_values_value_invalid")
+            if filtering_id >= 256 ** max_bytes:
+                raise HeaderError("aggregatable_values_value_invalid",
+                                  f"{name!r}: filtering id {filtering_id} does not fit in {max_bytes} bytes")
+    integer = _integral_number(number)
+    if integer is None or not 1 <= integer <= MAX_AGGREGATABLE_VALUE:
+        raise HeaderError("aggregatable_values_value_invalid",
+                          f"{name!r}: expected an integer in [1, {MAX_AGGREGATABLE_VALUE}], got {shown(number)}")
+    return integer, filtering_id
+
+
+def _value_dictionary(value: Any, max_bytes: int, filters: FilterPair = NO_FILTERS) -> AggregatableValues:
+    values = _dict(value, "aggregatable_values_wrong_type")
+    out, filtering_ids = [], []
+    for name, item in values.items():  # names of any length: the limit is on sources' keys
+        number, filtering_id = _aggregatable_value(name, item, max_bytes)
+        out.append((name, number))
+        if filtering_id:
+            filtering_ids.append((name, filtering_id))
+    return AggregatableValues(tuple(out), filters, tuple(filtering_ids))
+
+
+def _aggregatable_values(value: Any, max_bytes: int) -> tuple[AggregatableValues, ...]:
+    if isinstance(value, dict):
+        return (_value_dictionary(value, max_bytes),) if value else ()
     out = []
     for item in _list(value, "aggregatable_values_wrong_type"):
         entry = _dict(item, "aggregatable_values_wrong_type")
-        out.append(AggregatableValues(_value_dictionary(entry.get("values")), parse_filter_pair(entry)))
+        out.append(_value_dictionary(entry.get("values"), max_bytes, parse_filter_pair(entry)))
     return tuple(out)
+
+
+def _filtering_id_max_bytes(header: Mapping[str, Any], registration_time: str) -> int:
+    """``aggregatable_filtering_id_max_bytes``: an integer in [1, 8], default 1; another value only with the source
+    registration time excluded (spec "parse trigger-registration JSON"; Chrome's
+    ``AggregatableFilteringIdsMaxBytes``)."""
+    if "aggregatable_filtering_id_max_bytes" not in header:
+        return DEFAULT_FILTERING_ID_MAX_BYTES
+    value = header["aggregatable_filtering_id_max_bytes"]
+    number = _integral_number(value)
+    if number is None or not 1 <= number <= MAX_FILTERING_ID_MAX_BYTES:
+        raise HeaderError("aggregatable_filtering_id_max_bytes_invalid_value",
+                          f"expected an integer in [1, {MAX_FILTERING_ID_MAX_BYTES}], got {shown(value)}")
+    if number != DEFAULT_FILTERING_ID_MAX_BYTES and registration_time == INCLUDE:
+        raise HeaderError("aggregatable_filtering_ids_max_bytes_invalid_source_registration_time_config",
+                          "a filtering id max bytes other than 1 needs the source registration time excluded")
+    return number
 
 
 def _aggregatable_dedup_keys(value: Any) -> tuple[AggregatableDedupKey, ...]:
@@ -573,6 +608,7 @@ def parse_trigger(
     ):
         raise HeaderError("trigger_context_id_invalid_value",
                           f"a string of at most {MAX_TRIGGER_CONTEXT_ID} characters, only with source registration time excluded")
+    max_bytes = _filtering_id_max_bytes(header, registration_time)
     return TriggerRegistration(
         time_micros=time_micros,
         destination_site=site_of(context_origin),
@@ -580,12 +616,13 @@ def parse_trigger(
         reporting_site=site_of(reporting_origin),
         event_trigger_data=_event_trigger_data(header.get("event_trigger_data", [])),
         aggregatable_trigger_data=_aggregatable_trigger_data(header.get("aggregatable_trigger_data", [])),
-        aggregatable_values=_aggregatable_values(header.get("aggregatable_values", {})),
+        aggregatable_values=_aggregatable_values(header.get("aggregatable_values", {}), max_bytes),
         aggregatable_dedup_keys=_aggregatable_dedup_keys(header.get("aggregatable_deduplication_keys", [])),
         filters=parse_filter_pair(header),
         aggregation_coordinator_origin=coordinator,
         source_registration_time=registration_time,
         trigger_context_id=context_id,
+        filtering_id_max_bytes=max_bytes,
         debug_key=_debug_key(header.get("debug_key")) if debug_permission else None,
         debug_permission=debug_permission,
         debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
@@ -597,10 +634,4 @@ def unsupported_fields(header: Any, source: bool) -> list[str]:
     if not isinstance(header, dict):
         return []
     table = UNSUPPORTED_SOURCE_FIELDS if source else UNSUPPORTED_TRIGGER_FIELDS
-    found = [] if table.keys().isdisjoint(header) else [table[field] for field in table.keys() & header.keys()]
-    if not source and isinstance(header.get("aggregatable_values"), (dict, list)):
-        entries = header["aggregatable_values"]
-        entries = [entries] if isinstance(entries, dict) else [e.get("values") for e in entries if isinstance(e, dict)]
-        if any(isinstance(v, dict) for entry in entries if isinstance(entry, dict) for v in entry.values()):
-            found.append("filtering ids")
-    return sorted(set(found))
+    return [] if table.keys().isdisjoint(header) else sorted({table[field] for field in table.keys() & header.keys()})

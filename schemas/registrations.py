@@ -90,6 +90,7 @@ class AggregatableValues(NamedTuple):
 
     values: tuple[tuple[str, int], ...]
     filters: FilterPair = NO_FILTERS
+    filtering_ids: tuple[tuple[str, int], ...] = ()  # (key name, filtering id) for the ids other than 0
 
 
 class AggregatableDedupKey(NamedTuple):
@@ -114,6 +115,7 @@ class TriggerRegistration(NamedTuple):
     aggregation_coordinator_origin: str = ""
     source_registration_time: str = EXCLUDE  # INCLUDE: the day-rounded source time goes into shared_info
     trigger_context_id: str | None = None
+    filtering_id_max_bytes: int = 1  # aggregatable_filtering_id_max_bytes: a filtering id is below 256 ** this
     debug_key: int | None = None  # kept only with debug permission
     debug_permission: bool = False
     debug_reporting: bool = False

@@ -84,7 +84,7 @@ def test_reports_equal_an_in_process_replay_of_every_device(log, released):
         with open(path, "rb") as handle:
             for record in fastavro.reader(handle):
                 info = json.loads(record["shared_info"])
-                contributions = tuple((bucket, value) for bucket, value, _ in decode_payload(record["payload"]) if value)
+                contributions = tuple(entry for entry in decode_payload(record["payload"]) if entry[1])
                 actual.append((info["reporting_origin"], info["attribution_destination"],
                                int(info["scheduled_report_time"]), contributions))
     expected = [(r.reporting_origin, r.attribution_destination, r.report_time_micros // 1_000_000,

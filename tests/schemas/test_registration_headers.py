@@ -709,6 +709,40 @@ def test_invalid_trigger_context_id(fields):
     assert _trigger_reason(**fields) == "trigger_context_id_invalid_value"
 
 
+def test_filtering_ids():
+    """Chrome's interop case ``aggregatable_contributions_with_filtering_ids``: a value may carry a filtering id
+    (a uint64 string, default 0) that fits in ``aggregatable_filtering_id_max_bytes`` bytes (1 to 8, default 1)."""
+    trigger = _trigger(aggregatable_values={"a": 1, "b": {"value": 456, "filtering_id": "255"}, "c": {"value": 2}})
+    assert trigger.aggregatable_values == (AggregatableValues((("a", 1), ("b", 456), ("c", 2)), NO_FILTERS, (("b", 255),)),)
+    assert trigger.filtering_id_max_bytes == 1
+    wide = _trigger(aggregatable_filtering_id_max_bytes=2.0,
+                    aggregatable_values=[{"values": {"a": {"value": 3, "filtering_id": "65535"}}}])
+    assert (wide.filtering_id_max_bytes, wide.aggregatable_values[0].filtering_ids) == (2, (("a", 65_535),))
+    largest = _trigger(aggregatable_filtering_id_max_bytes=8,
+                       aggregatable_values={"a": {"value": 1, "filtering_id": str(2**64 - 1)}})
+    assert largest.aggregatable_values[0].filtering_ids == (("a", 2**64 - 1),)
+    assert _trigger(aggregatable_filtering_id_max_bytes=1, aggregatable_source_registration_time=INCLUDE) \
+        .filtering_id_max_bytes == 1
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"aggregatable_filtering_id_max_bytes": "2"}, "aggregatable_filtering_id_max_bytes_invalid_value"),
+    ({"aggregatable_filtering_id_max_bytes": 0}, "aggregatable_filtering_id_max_bytes_invalid_value"),
+    ({"aggregatable_filtering_id_max_bytes": 9}, "aggregatable_filtering_id_max_bytes_invalid_value"),
+    ({"aggregatable_filtering_id_max_bytes": 1.5}, "aggregatable_filtering_id_max_bytes_invalid_value"),
+    ({"aggregatable_filtering_id_max_bytes": 2, "aggregatable_source_registration_time": INCLUDE},
+     "aggregatable_filtering_ids_max_bytes_invalid_source_registration_time_config"),
+    ({"aggregatable_values": {"a": {"value": 1, "filtering_id": 255}}}, "aggregatable_values_value_invalid"),
+    ({"aggregatable_values": {"a": {"value": 1, "filtering_id": "256"}}}, "aggregatable_values_value_invalid"),
+    ({"aggregatable_values": {"a": {"value": 1, "filtering_id": "-1"}}}, "aggregatable_values_value_invalid"),
+    ({"aggregatable_values": {"a": {"filtering_id": "1"}}}, "aggregatable_values_value_invalid"),
+    ({"aggregatable_filtering_id_max_bytes": 2, "aggregatable_values": {"a": {"value": 1, "filtering_id": "65536"}}},
+     "aggregatable_values_value_invalid"),
+])
+def test_invalid_filtering_ids(fields, reason):
+    assert _trigger_reason(**fields) == reason
+
+
 def test_trigger_debug_key_and_reporting():
     assert _trigger(debug_key="9", debug_permission=True).debug_key == 9
     assert _trigger(debug_key="9").debug_key is None
@@ -735,14 +769,8 @@ def test_a_trigger_root_that_is_not_a_dictionary(header):
      ["full flexible event-level configurations (trigger_specs)", "named budgets"]),
     ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True,
      ["aggregatable debug reports", "destination limit priorities"]),
-    ({"aggregatable_filtering_id_max_bytes": 2}, True, []),  # a trigger field
-    ({"aggregatable_filtering_id_max_bytes": 2}, False, ["filtering ids"]),
     ({"attribution_scopes": ["a"]}, False, ["attribution scopes"]),
     ({"trigger_specs": []}, False, []),  # a source field
-    ({"aggregatable_values": {"a": {"value": 1, "filtering_id": "1"}}}, False, ["filtering ids"]),
-    ({"aggregatable_values": [{"values": {"a": {"value": 1}}}]}, False, ["filtering ids"]),
-    ({"aggregatable_values": {"a": 1}}, False, []),
-    ({"aggregatable_values": [{"values": {"a": 1}}, "x"]}, False, []),
     ([], True, []),
     ("attribution_scopes", False, []),
 ])
@@ -753,7 +781,7 @@ def test_unsupported_fields(header, source, expected):
 def test_an_unsupported_field_does_not_stop_the_parse():
     source = _source(attribution_scopes={"values": ["a"]}, named_budgets={"x": 1})
     assert source.destination_sites == (DESTINATION,)
-    trigger = _trigger(attribution_scopes=["a"], aggregatable_filtering_id_max_bytes=2)
+    trigger = _trigger(attribution_scopes=["a"])
     assert trigger.event_trigger_data == ()
 
 

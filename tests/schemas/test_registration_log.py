@@ -313,9 +313,9 @@ def test_unsupported_fields_are_reported_on_a_success():
     parsed = _registration(_entry(_response({SOURCE_HEADER: {**SOURCE, "attribution_scopes": {"values": ["a"]}}}),
                                   eligible="navigation-source"))
     assert parsed.unsupported == ("attribution scopes",)
-    trigger = _registration(_entry(_response({TRIGGER_HEADER: {"aggregatable_filtering_id_max_bytes": 2,
+    trigger = _registration(_entry(_response({TRIGGER_HEADER: {"aggregatable_debug_reporting": {},
                                                                "named_budgets": []}})))
-    assert trigger.unsupported == ("filtering ids", "named budgets")
+    assert trigger.unsupported == ("aggregatable debug reports", "named budgets")
 
 
 def test_unsupported_fields_are_reported_on_a_failure():
@@ -323,10 +323,10 @@ def test_unsupported_fields_are_reported_on_a_failure():
     failure = _failure(_entry(_response({SOURCE_HEADER: header}), eligible="navigation-source"))
     assert failure.reason == "filter_data_key_reserved"
     assert failure.unsupported == ("attribution scopes",)
-    trigger = {"aggregatable_values": {"a": {"value": 1, "filtering_id": "1"}}}
+    trigger = {"aggregatable_values": {"a": {"value": 1, "filtering_id": 1}}, "named_budgets": []}
     failure = _failure(_entry(_response({TRIGGER_HEADER: json.dumps(trigger)})))
     assert failure.reason == "aggregatable_values_value_invalid"
-    assert failure.unsupported == ("filtering ids",)
+    assert failure.unsupported == ("named budgets",)
 
 
 def test_unsupported_fields_are_reported_on_an_ineligible_registration():

@@ -99,9 +99,10 @@ def test_replayed_reports_use_the_model_keys(logged):
             if not isinstance(report, SpecAggregatableReport) or report.is_null:
                 continue
             real += 1
-            for key, value in report.contributions:
+            for key, value, filtering_id in report.contributions:
                 kind, campaign, category = key >> 120, key >> 64 & (1 << 56) - 1, key & (1 << 64) - 1
                 assert kind in (1, 2) and campaign < campaigns and 1 <= category <= len(ARA_CATALOGUE) and value > 0
+                assert filtering_id == 0
                 assert key in domain  # kind << 120 | campaign << 64 | 1 + category, a category its advertiser sells
     assert 0 < real <= triggers
 

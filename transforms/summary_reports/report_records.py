@@ -20,11 +20,16 @@ def shared_info_of(report: ClientReport) -> str:
 
 
 def report_record_of(report: ClientReport, public_key: tuple[str, bytes] | None = None) -> dict:
-    """The ``AggregatableReport`` Avro record of ``report``: a CBOR payload of 20 contributions (filtering id 0),
-    in clear text, or HPKE-encrypted to ``public_key`` = (key id, raw X25519 key)."""
+    """The ``AggregatableReport`` Avro record of ``report``: a CBOR payload of 20 contributions (filtering id 0
+    unless a contribution gives one), in clear text, or HPKE-encrypted to ``public_key`` = (key id, raw X25519
+    key)."""
     info = shared_info_of(report)
-    contributions = report.contributions
-    payload = encode_payload([(b, v, 0) for b, v in contributions], pad_to=PAD_TO) if contributions else _NULL_PAYLOAD
+    contributions, id_bytes = report.contributions, report.filtering_id_bytes
+    if not contributions and id_bytes == 1:
+        payload = _NULL_PAYLOAD
+    else:
+        triples = [(c[0], c[1], c[2] if len(c) == 3 else 0) for c in contributions]
+        payload = encode_payload(triples, pad_to=PAD_TO, filtering_id_bytes=id_bytes)
     if public_key is None:
         return report_record(info, payload)
     key_id, key = public_key

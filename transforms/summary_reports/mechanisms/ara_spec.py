@@ -19,10 +19,13 @@ within budget, and otherwise sends null reports only as its null-report rule say
 * **Null reports**: with ``aggregatable_source_registration_time: "include"``, one null report per lookback
   day chosen by the null-report rule (each of days 0..30 with probability 0.008), except the attributed
   source's day when a real report was made, each carrying that day's ``source_registration_time``; with
-  ``"exclude"``, one null report (probability 0.05; always for a trigger with a ``trigger_context_id``) when
-  no real report was made. A null report has one contribution (0, 0).
+  ``"exclude"``, one null report (probability 0.05; always for a trigger sent at once, below) when no real
+  report was made. A null report has one contribution (0, 0).
 * **Report time**: the trigger time plus a delay uniform in [min_delay, min_delay + delay_span] (10 and 50
-  minutes), or ``fixed_delay_seconds``; no delay for a trigger with a ``trigger_context_id``.
+  minutes), or ``fixed_delay_seconds``; no delay for a trigger with a ``trigger_context_id`` or a filtering id
+  max bytes other than 1 (and with either, a null report whenever no real one is made).
+* **Filtering ids**: each contribution carries the filtering id its ``aggregatable_values`` entry gives its key
+  (default 0), which the Aggregation Service's ``--filtering-ids`` selects.
 
 No Beam import here.
 """
@@ -32,7 +35,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from schemas.limits import CONTRIBUTION_BUDGET
+from schemas.limits import CONTRIBUTION_BUDGET, DEFAULT_FILTERING_ID_MAX_BYTES
 from schemas.registrations import INCLUDE, SourceRegistration, TriggerRegistration, debug_keys
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import (
@@ -69,13 +72,14 @@ class SpecAggregatableReport:
     reporting_origin: str
     attribution_destination: str  # the trigger's destination site
     report_time_micros: int
-    contributions: tuple[tuple[int, int], ...]  # (key, value); a null report: ((0, 0),)
+    contributions: tuple[tuple[int, int, int], ...]  # (key, value, filtering id); a null report: ((0, 0, 0),)
     aggregation_coordinator_origin: str
     source_registration_time_seconds: int | None = None  # with "include" only
     trigger_context_id: str | None = None
     source_debug_key: int | None = None
     trigger_debug_key: int | None = None
     is_null: bool = False
+    filtering_id_max_bytes: int = 1
 
 
 @dataclass
@@ -87,18 +91,28 @@ class SpecAggregatableSource:
     dedup_keys: set[int] = field(default_factory=set)
 
 
-def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> list[tuple[int, int]]:
-    """(key, value) per source key the trigger gives a value, in the order of the key ids (spec "create
-    aggregatable contributions"; Chrome keeps them in a sorted map)."""
+def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> list[tuple[int, int, int]]:
+    """(key, value, filtering id) per source key the trigger gives a value, in the order of the key ids (spec
+    "create aggregatable contributions"; Chrome keeps them in a sorted map)."""
     keys = dict(source.aggregation_keys)
     for entry in trigger.aggregatable_trigger_data:
         if filters_match(source, trigger.time_micros, entry.filters):
             for name in entry.source_keys:
                 if name in keys:
                     keys[name] |= entry.key_piece
-    values = next((dict(entry.values) for entry in trigger.aggregatable_values
-                   if filters_match(source, trigger.time_micros, entry.filters)), {})
-    return [(keys[name], values[name]) for name in sorted(keys) if values.get(name, 0) > 0]
+    matched = next((entry for entry in trigger.aggregatable_values
+                    if filters_match(source, trigger.time_micros, entry.filters)), None)
+    if matched is None:
+        return []
+    values, filtering_ids = dict(matched.values), dict(matched.filtering_ids)
+    return [(keys[name], values[name], filtering_ids.get(name, 0)) for name in sorted(keys) if values.get(name, 0) > 0]
+
+
+def _sent_at_once(trigger: TriggerRegistration) -> bool:
+    """A trigger with a ``trigger_context_id`` or a filtering id max bytes other than the default: its report is
+    sent without delay, and a null report is always sent when no real one is (spec "generate null reports" with
+    the source registration time excluded), so that either setting tells nothing by its timing."""
+    return trigger.trigger_context_id is not None or trigger.filtering_id_max_bytes != DEFAULT_FILTERING_ID_MAX_BYTES
 
 
 def day_floor_seconds(time_micros: int) -> int:
@@ -152,7 +166,7 @@ class SpecAggregatable:
             for day in sorted(set(days)):
                 if day != source_day:
                     self._due.append(self._null_report(trigger, day_floor_seconds(trigger.time_micros) - day * 86_400))
-        elif report is None and (days or trigger.trigger_context_id is not None):
+        elif report is None and (days or _sent_at_once(trigger)):
             self._due.append(self._null_report(trigger, None))
         return report is not None
 
@@ -179,7 +193,7 @@ class SpecAggregatable:
         if sum(1 for r in self._due if not r.is_null and r.attribution_destination == trigger.destination_site) \
                 >= self.max_reports_per_destination:
             return "no_capacity_for_conversion_destination", None
-        if not state.budget.charge([value for _, value in found], _SPEC_LIMITS):
+        if not state.budget.charge([value for _, value, _ in found], _SPEC_LIMITS):
             return "insufficient_budget", None
         state.reports += 1
         self._rate_limit.record(source, trigger)
@@ -189,12 +203,12 @@ class SpecAggregatable:
         return "success", SpecAggregatableReport(
             trigger.reporting_origin, trigger.destination_site, self._report_time(trigger), tuple(found),
             trigger.aggregation_coordinator_origin, day_floor_seconds(source.time_micros) if include else None,
-            trigger.trigger_context_id, *debug_keys(source, trigger),
+            trigger.trigger_context_id, *debug_keys(source, trigger), filtering_id_max_bytes=trigger.filtering_id_max_bytes,
         )
 
     def _report_time(self, trigger: TriggerRegistration) -> int:
-        if trigger.trigger_context_id is not None:
-            delay = 0  # a report with a context id is sent at once (its null reports always are, below)
+        if _sent_at_once(trigger):
+            delay = 0  # its null reports always are sent too, below
         elif self.fixed_delay_seconds is not None:
             delay = self.fixed_delay_seconds
         elif self.random_source is not None:
@@ -216,9 +230,9 @@ class SpecAggregatable:
 
     def _null_report(self, trigger: TriggerRegistration, registration_day_seconds: int | None) -> SpecAggregatableReport:
         return SpecAggregatableReport(
-            trigger.reporting_origin, trigger.destination_site, self._report_time(trigger), ((0, 0),),
+            trigger.reporting_origin, trigger.destination_site, self._report_time(trigger), ((0, 0, 0),),
             trigger.aggregation_coordinator_origin, registration_day_seconds, trigger.trigger_context_id,
-            is_null=True,
+            is_null=True, filtering_id_max_bytes=trigger.filtering_id_max_bytes,
         )
 
     def release(self, until_micros: int) -> list[SpecAggregatableReport]:

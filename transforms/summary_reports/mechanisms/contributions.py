@@ -77,9 +77,10 @@ class ContributionBudget:
 
 
 class ClientReport(NamedTuple):
-    """One report a client sends: its ``shared_info`` fields and its contributions ((bucket, value), ...),
-    none for a null report. Nothing in it names the device; ``transforms.summary_reports.report_records``
-    writes it in the Aggregation Service's format."""
+    """One report a client sends: its ``shared_info`` fields and its contributions ((bucket, value) or (bucket,
+    value, filtering id), ...), none for a null report, with filtering ids of ``filtering_id_bytes`` bytes. Nothing
+    in it names the device; ``transforms.summary_reports.report_records`` writes it in the Aggregation Service's
+    format."""
 
     api: str
     report_id: str
@@ -87,6 +88,7 @@ class ClientReport(NamedTuple):
     attribution_destination: str | None
     scheduled_report_time: int  # seconds since the Unix epoch
     contributions: tuple
+    filtering_id_bytes: int = 1
 
 
 

@@ -76,7 +76,7 @@ def test_null_reports_excluded_come_at_5_percent_of_unattributed_triggers():
     for i in range(N):
         client.attribute(None, None, trigger(SPACING * i), None)
     reports = client.release(2**62)
-    assert all(report.is_null and report.contributions == ((0, 0),) for report in reports)
+    assert all(report.is_null and report.contributions == ((0, 0, 0),) for report in reports)
     assert all(report.source_registration_time_seconds is None for report in reports)
     assert within_6_sd(len(reports), N, NULL_REPORT_RATE_EXCLUDE)
 
@@ -99,7 +99,7 @@ def test_a_trigger_context_id_sends_at_once_and_always_a_null_report_when_nothin
 
 
 def test_contributions_in_key_id_order_with_the_key_pieces_ored():
-    assert contributions(source(), trigger(5, {"a": 3, "b": 4, "c": 9})) == [(0x11, 3), (0x100, 4)]
+    assert contributions(source(), trigger(5, {"a": 3, "b": 4, "c": 9})) == [(0x11, 3, 0), (0x100, 4, 0)]
 
 
 def test_the_budget_of_65536_per_source_drops_a_report_whole():
@@ -109,4 +109,22 @@ def test_the_budget_of_65536_per_source_drops_a_report_whole():
     for time_s, values in [(1, {"a": 65_530, "b": 7}), (2, {"a": 65_535}), (3, {"a": 2}), (4, {"b": 1})]:
         client.attribute(src, state, trigger(time_s, values), [])
     assert client.outcomes == {"insufficient_budget": 2, "success": 2}
-    assert [report.contributions for report in client.release(2**62)] == [((0x11, 65_535),), ((0x100, 1),)]
+    assert [report.contributions for report in client.release(2**62)] == [((0x11, 65_535, 0),), ((0x100, 1, 0),)]
+
+
+def test_a_filtering_id_width_other_than_the_default_is_sent_at_once_with_a_null_report_when_unattributed():
+    """Spec "generate null reports": a trigger with ``aggregatable_filtering_id_max_bytes`` other than 1, as one with
+    a trigger context id, is reported without delay and sends a null report whenever it makes no real one; its
+    contributions carry their filtering ids (the interop case ``aggregatable_contributions_with_filtering_ids``)."""
+    client = SpecAggregatable(random_source=SeededSource(2))
+    wide = trigger(100)._replace(filtering_id_max_bytes=2, aggregatable_values=(
+        AggregatableValues((("a", 5),), filtering_ids=(("a", 300),)),))
+    assert client.attribute(source(), client.register_source(source()), wide, None)
+    for i in range(50):
+        client.attribute(None, None, trigger(200 + i)._replace(filtering_id_max_bytes=3), None)
+    reports = client.release(2**62)
+    real = [report for report in reports if not report.is_null]
+    assert [(r.contributions, r.report_time_micros, r.filtering_id_max_bytes) for r in real] == \
+        [(((0x11, 5, 300),), 100 * MICROS_PER_SECOND, 2)]
+    nulls = [report for report in reports if report.is_null]
+    assert [r.report_time_micros for r in nulls] == [(200 + i) * MICROS_PER_SECOND for i in range(50)]

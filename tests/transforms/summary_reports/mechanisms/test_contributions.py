@@ -96,3 +96,14 @@ def test_encrypted_record_opens_with_the_private_key():
     assert record["key_id"] == "key-7"
     plaintext = PayloadDecrypter({"key-7": private}).decrypt(record["payload"], record["shared_info"], "key-7")
     assert plaintext == report_record_of(r)["payload"]
+
+
+def test_filtering_ids_go_into_the_payload_at_their_width():
+    """Attribution Reporting's filtering ids (``aggregatable_filtering_id_max_bytes``): each contribution's id is
+    written in that many bytes, padding included, so that the Aggregation Service's ``--filtering-ids`` selects it."""
+    r = report(SeededSource(1), contributions=((5, 7, 65_535), (9, 3, 0)))._replace(filtering_id_bytes=2)
+    payload = cbor2.loads(report_record_of(r)["payload"])["data"]
+    assert len(payload) == PAD_TO and {len(entry["id"]) for entry in payload} == {2}
+    assert decode_payload(report_record_of(r)["payload"]) == [(5, 7, 65_535), (9, 3, 0)]
+    null = report_record_of(r._replace(contributions=()))
+    assert decode_payload(null["payload"]) == [] and len(null["payload"]) == len(report_record_of(r)["payload"])
