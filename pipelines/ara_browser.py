@@ -24,7 +24,13 @@ from schemas.limits import CONTRIBUTION_BUDGET
 from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure
 from schemas.registrations import EVENT, NAVIGATION, SourceRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
-from transforms.core.mechanisms.ara_attribution import AttributionStorage, OriginLimits, SourceOutcome, replay
+from transforms.core.mechanisms.ara_attribution import (
+    AttributionStorage,
+    DestinationLimits,
+    OriginLimits,
+    SourceOutcome,
+    replay,
+)
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.mechanisms.report_delivery import NAVIGATION_RETRIES, Connectivity, sent_at
 from transforms.event_level.mechanisms.ara_spec import SpecEventLevel, SpecEventReport
@@ -38,11 +44,6 @@ MICROS_PER_MILLI = 1_000
 
 # interop configuration keys this project does not implement, and the feature each one controls
 UNIMPLEMENTED_CONFIG = {
-    "max_destinations_per_source_site_reporting_site": "destination limits",
-    "max_destinations_per_rate_limit_window": "destination limits",
-    "max_destinations_per_rate_limit_window_reporting_site": "destination limits",
-    "destination_rate_limit_window_in_minutes": "destination limits",
-    "max_destinations_per_reporting_site_per_day": "destination limits",
     "max_event_level_channel_capacity_scopes_navigation": "attribution scopes",
     "max_event_level_channel_capacity_scopes_event": "attribution scopes",
     "max_aggregatable_debug_budget_per_context_site": "aggregatable debug reports",
@@ -51,9 +52,10 @@ UNIMPLEMENTED_CONFIG = {
     "needs_attribution_scopes": "attribution scopes",
     "needs_aggregatable_debug": "aggregatable debug reports",
     "needs_aggregatable_named_budgets": "named budgets",
-    "needs_source_destination_limit": "destination limits",
     "needs_cross_app_web": "cross app and web attribution (Android)",
 }
+# the interop harness's feature switches of the features this project implements: always on here
+IMPLEMENTED_SWITCHES = frozenset({"needs_source_destination_limit"})
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,11 @@ class BrowserConfig:
     rate_limit_origins_per_site_window_in_days: int = 1
     max_event_level_reports_per_destination: int = 1024
     max_aggregatable_reports_per_destination: int = 1024
+    max_destinations_per_source_site_reporting_site: int = 100
+    max_destinations_per_rate_limit_window: int = 200  # per source site (the comment in Chrome's file swaps the two)
+    max_destinations_per_rate_limit_window_reporting_site: int = 50  # per source site and reporting site
+    destination_rate_limit_window_in_minutes: int = 1
+    max_destinations_per_reporting_site_per_day: int = 100
     # which retry of a failed report waits for a navigation ("first_retry", "second_retry", "third_retry"; Chrome's
     # kAttributionReportNavigationBasedRetry), or None: every retry is timed
     retry_after_new_navigation: str | None = None
@@ -93,6 +100,8 @@ class BrowserConfig:
         kwargs: dict[str, Any] = {}
         others: dict[str, Any] = {}
         for key, value in values.items():
+            if key in IMPLEMENTED_SWITCHES:
+                continue
             if key not in cls.__dataclass_fields__:
                 others[key] = value
             elif key == "aggregation_coordinator_origins":
@@ -160,7 +169,14 @@ def new_storage(config: BrowserConfig, random_source: RandomSource | None,
         site_window_micros=config.rate_limit_origins_per_site_window_in_days * MICROS_PER_DAY,
         sources_per_origin=config.max_sources_per_origin,
     )
-    storage = AttributionStorage([event_level, aggregatable], limits)
+    destinations = DestinationLimits(
+        unexpired=config.max_destinations_per_source_site_reporting_site,
+        per_window=config.max_destinations_per_rate_limit_window,
+        per_window_reporting_site=config.max_destinations_per_rate_limit_window_reporting_site,
+        window_micros=config.destination_rate_limit_window_in_minutes * 60 * MICROS_PER_SECOND,
+        per_day=config.max_destinations_per_reporting_site_per_day,
+    )
+    storage = AttributionStorage([event_level, aggregatable], limits, destinations)
     return storage, event_level, aggregatable
 
 
@@ -229,7 +245,10 @@ def source_debug_limits(config: BrowserConfig) -> dict[str, dict[str, Any]]:
     common = {"source-storage-limit": str(config.max_sources_per_origin),
               "source-reporting-origin-per-site-limit":
                   str(config.rate_limit_max_reporting_origins_per_source_reporting_site),
-              "source-trigger-state-cardinality-limit": str(config.max_trigger_state_cardinality)}
+              "source-trigger-state-cardinality-limit": str(config.max_trigger_state_cardinality),
+              "source-destination-limit": str(config.max_destinations_per_source_site_reporting_site),
+              "source-destination-rate-limit": str(config.max_destinations_per_rate_limit_window_reporting_site),
+              "source-destination-per-day-rate-limit": str(config.max_destinations_per_reporting_site_per_day)}
     return {NAVIGATION: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_navigation},
             EVENT: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_event}}
 
@@ -251,9 +270,9 @@ def _event_report_body(report: SpecEventReport) -> dict[str, Any]:
 
 
 def _noised(outcome: SourceOutcome) -> bool:
-    """Whether a stored source's randomized response was not truthful (its event-level state holds fake reports,
-    perhaps none)."""
-    return outcome.stored is not None and outcome.stored.states[0].fake is not None
+    """Whether a source's randomized response was not truthful (its event-level state holds fake reports, perhaps
+    none), stored or not."""
+    return bool(outcome.states) and outcome.states[0].fake is not None
 
 
 def _millis(micros: int) -> str:

@@ -9,8 +9,11 @@ when it carries ``Attribution-Reporting-Info: report-header-errors`` (no permiss
 the user). The types sent here (``TYPES``):
 
 * sources: ``source-success`` (stored, its randomized response truthful; also when the storage refuses it for too
-  many reporting origins, which must not be told apart from a success), ``source-noised`` (stored, with fake
-  reports or none), ``source-storage-limit``, ``source-reporting-origin-per-site-limit``,
+  many reporting origins or too many destinations of its source site in the window, limits shared across reporting
+  sites whose refusal must not be told apart from a success), ``source-noised`` (the same, with fake reports or
+  none), each with ``source_destination_limit`` when the source replaced older ones under the unexpired
+  destination limit; ``source-storage-limit``, ``source-reporting-origin-per-site-limit``,
+  ``source-destination-limit``, ``source-destination-rate-limit``, ``source-destination-per-day-rate-limit``,
   ``source-channel-capacity-limit`` and ``source-trigger-state-cardinality-limit`` (refused, with the ``limit``
   that refused it);
 * triggers: ``trigger-no-matching-source`` (no stored source of its reporting origin names its destination),
@@ -22,7 +25,7 @@ the user). The types sent here (``TYPES``):
 
 Beside these, a report made with both a source and a trigger debug key is also sent at once, when its trigger
 is attributed, to ``DEBUG_PATH`` + its own path (``pipelines.ara_browser``). The debug reports of the features out
-of scope (destination limits, attribution scopes, named budgets, aggregatable debug reports) are not sent.
+of scope (attribution scopes, named budgets, aggregatable debug reports) are not sent.
 """
 from __future__ import annotations
 
@@ -42,6 +45,10 @@ REFUSAL_TYPES = {
     "source_storage_limit": "source-storage-limit",
     "source_reporting_origin_per_site_limit": "source-reporting-origin-per-site-limit",
     "source_success_excessive_reporting_origins": SOURCE_SUCCESS,
+    "source_destination_global_rate_limit": SOURCE_SUCCESS,
+    "source_destination_limit": "source-destination-limit",
+    "source_destination_rate_limit": "source-destination-rate-limit",
+    "source_destination_per_day_rate_limit": "source-destination-per-day-rate-limit",
     "information_gain_too_high": "source-channel-capacity-limit",
     "too_many_states": "source-trigger-state-cardinality-limit",
 }
@@ -111,14 +118,15 @@ def source_report(outcome: SourceOutcome, noised: bool, limits: dict[str, Any]) 
     if not (source.debug_reporting and source.debug_permission):
         return None
     body = _source_body(source)
-    if outcome.refusal is None:
+    kind = SOURCE_SUCCESS if outcome.refusal is None else REFUSAL_TYPES.get(getattr(outcome.refusal, "reason", ""), "")
+    if not kind:
+        return None
+    if kind == SOURCE_SUCCESS:  # stored, or refused by a limit told as a success
         kind = SOURCE_NOISED if noised else SOURCE_SUCCESS
-    else:
-        kind = REFUSAL_TYPES.get(getattr(outcome.refusal, "reason", ""), "")
-        if not kind:
-            return None
-        if kind in limits:
-            body["limit"] = limits[kind]
+        if outcome.destination_limit is not None:
+            body["source_destination_limit"] = str(outcome.destination_limit)
+    elif kind in limits:
+        body["limit"] = limits[kind]
     return VerboseDebugReport(source.reporting_origin, source.time_micros, ((kind, body),))
 
 

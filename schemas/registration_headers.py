@@ -85,7 +85,6 @@ UNSUPPORTED_SOURCE_FIELDS = {
     "trigger_specs": "full flexible event-level configurations (trigger_specs)",
     "max_event_states": "attribution scopes",
     "aggregatable_debug_reporting": "aggregatable debug reports",
-    "destination_limit_priority": "destination limit priorities",
 }
 UNSUPPORTED_TRIGGER_FIELDS = {
     "attribution_scopes": "attribution scopes",
@@ -434,6 +433,9 @@ def parse_source(
     source_event_id = _uint64_string(header["source_event_id"], "source_event_id_value_invalid") \
         if "source_event_id" in header else 0
     priority = _int64_string(header["priority"], "priority_value_invalid") if "priority" in header else 0
+    destination_limit_priority = _int64_string(header["destination_limit_priority"],
+                                               "destination_limit_priority_invalid") \
+        if "destination_limit_priority" in header else 0
     expiry = _expiry(header, source_type)
     start, ends = _event_report_windows(header, source_type, expiry)
     aggregatable_window = expiry
@@ -465,6 +467,7 @@ def parse_source(
         destination_sites=destinations,
         expiry_seconds=expiry,
         priority=priority,
+        destination_limit_priority=destination_limit_priority,
         filter_data=parse_filter_data(header["filter_data"]) if "filter_data" in header else (),
         aggregation_keys=_aggregation_keys(header["aggregation_keys"]) if "aggregation_keys" in header else (),
         event_report_window_start_seconds=start,

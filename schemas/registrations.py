@@ -54,6 +54,7 @@ class SourceRegistration(NamedTuple):
     destination_sites: tuple[str, ...]
     expiry_seconds: int
     priority: int = 0
+    destination_limit_priority: int = 0  # ranks its destinations under the unexpired destination limit
     filter_data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sorted by key; "source_type" is implied
     aggregation_keys: tuple[tuple[str, int], ...] = ()  # key id -> 128-bit key, in header order
     event_report_window_start_seconds: int = 0

@@ -127,12 +127,12 @@ def test_an_unexpected_report_fails(tmp_path):
 
 def test_an_unimplemented_feature_is_out_of_scope_and_named(tmp_path):
     case = jsonc.loads((SUITE / "basic.json").read_text())
-    case["api_config"] = {"max_destinations_per_source_site_reporting_site": "2"}
+    case["api_config"] = {"max_aggregatable_debug_reports_per_source": "2", "a_future_key": "1"}
     source = case["input"]["registrations"][0]["responses"][0]["response"]["Attribution-Reporting-Register-Source"]
     source["attribution_scopes"] = {"values": ["a"], "limit": 1}
     result = interop.run_case(_write_case(tmp_path, "scoped", case), DEFAULT_CONFIG)
     assert result.result == interop.OUT_OF_SCOPE
-    assert result.detail == "attribution scopes, destination limits"
+    assert result.detail == "aggregatable debug reports, attribution scopes, configuration key 'a_future_key'"
 
 
 def test_an_unreadable_case_is_a_one_line_error(tmp_path, capsys):

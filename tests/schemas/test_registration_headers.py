@@ -709,6 +709,17 @@ def test_invalid_trigger_context_id(fields):
     assert _trigger_reason(**fields) == "trigger_context_id_invalid_value"
 
 
+@pytest.mark.parametrize(("value", "expected"), [("-1", -1), ("123", 123), (str(-2**63), -2**63)])
+def test_destination_limit_priority(value, expected):
+    assert _source(destination_limit_priority=value).destination_limit_priority == expected
+    assert _source().destination_limit_priority == 0
+
+
+@pytest.mark.parametrize("value", [1, "x", str(2**63), None, "1.5"])
+def test_invalid_destination_limit_priority(value):
+    assert _source_reason(destination_limit_priority=value) == "destination_limit_priority_invalid"
+
+
 def test_filtering_ids():
     """Chrome's interop case ``aggregatable_contributions_with_filtering_ids``: a value may carry a filtering id
     (a uint64 string, default 0) that fits in ``aggregatable_filtering_id_max_bytes`` bytes (1 to 8, default 1)."""
@@ -767,8 +778,7 @@ def test_a_trigger_root_that_is_not_a_dictionary(header):
     ({"attribution_scopes": [], "max_event_states": 3}, True, ["attribution scopes"]),
     ({"named_budgets": {}, "trigger_specs": []}, True,
      ["full flexible event-level configurations (trigger_specs)", "named budgets"]),
-    ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True,
-     ["aggregatable debug reports", "destination limit priorities"]),
+    ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True, ["aggregatable debug reports"]),
     ({"attribution_scopes": ["a"]}, False, ["attribution scopes"]),
     ({"trigger_specs": []}, False, []),  # a source field
     ([], True, []),

@@ -4,9 +4,15 @@ Reporting", "Triggering attribution"; Chrome's ``AttributionStorageSql``).
 
 For a trigger registered at time t on destination site D by reporting origin R:
 
-0. **Source limits** (``OriginLimits``): a source is not stored (``SourceRefused``) when ``sources_per_origin``
-   unexpired sources of its source origin are, or when its reporting origin would be one too many for its
-   (source site, reporting site) in a day or for its (source site, destination site) in 30 days.
+0. **Source limits**, in the specification's order ("process an attribution source"): each part's privacy checks
+   (an event-level configuration above its channel capacity); the storage limit (``OriginLimits``:
+   ``sources_per_origin`` active unexpired sources of its source origin); its reporting origin one too many for
+   its (source site, reporting site) in a day; the destination limits (``DestinationLimits``: distinct
+   destinations per source site and reporting site in the time window, then in a day; then the unexpired
+   destination limit, under which the source replaces older sources (``SourceRemoval``) or is refused); last, the
+   limits shared across reporting sites: the destinations of its source site in the time window, and its reporting
+   origin one too many for its (source site, destination site) in 30 days. A refused source is not stored
+   (``SourceOutcome.refusal``, a ``SourceRefused``); the replacements stand even when a last limit refuses it.
 1. **Matching sources**: the active stored sources of R that list D among their destination sites, registered
    at or before t and not expired (t < registration + expiry).
 2. **The source to attribute**: of those, the one of highest priority, ties to the most recently registered.
@@ -80,12 +86,33 @@ class StoredSource:
     active: bool = True
 
 
+class SourceRemoval(NamedTuple):
+    """Why and when the storage removed a stored source before its expiry, for the parts to drop what the
+    specification drops with it: ``reason`` DESTINATION_LIMIT (a newer source took its place under the unexpired
+    destination limit) or ATTRIBUTION_SCOPES (its scopes are incompatible with a newer source's)."""
+
+    reason: str
+    time_micros: int
+
+
+DESTINATION_LIMIT = "destination_limit"
+ATTRIBUTION_SCOPES = "attribution_scopes"
+
+
 class AttributionPart(Protocol):
     """One kind of report (event-level, aggregatable) of the specification's attribution."""
 
-    def register_source(self, source: SourceRegistration, choice: Any) -> Any:
-        """The part's state of a newly stored source; ``choice`` fixes the part's randomness for it (or None
-        to draw it)."""
+    def prepare_source(self, source: SourceRegistration, choice: Any) -> Any:
+        """The part's state of a source about to be stored, without storing it (``store_source`` does);
+        ``choice`` fixes the part's randomness for it (or None to draw it). A ``ValueError`` when the part refuses
+        the source (the specification's privacy checks, which come before every storage limit)."""
+
+    def store_source(self, source: SourceRegistration, state: Any) -> None:
+        """Store ``source`` with the state ``prepare_source`` gave."""
+
+    def remove_source(self, source: SourceRegistration, state: Any, removal: SourceRemoval) -> None:
+        """``source`` was removed from the storage (``removal``): drop the pending reports the specification
+        drops with it, and their attribution records."""
 
     def attribute(self, source: SourceRegistration | None, state: Any, trigger: TriggerRegistration, choice: Any,
                   refused: str | None = None) -> bool:
@@ -156,6 +183,25 @@ class SourceRefused(ValueError):
 
 
 @dataclass(frozen=True)
+class DestinationLimits:
+    """The specification's limits on the destination sites of sources (Chrome's defaults, the interop
+    ``default_config.json``), per source site and reporting site unless said otherwise:
+
+    * ``unexpired``: distinct destinations of the unexpired sources; a source that would pass it replaces the
+      sources whose destinations rank lowest by (``destination_limit_priority``, time), or is refused when its
+      own rank lowest (the "unexpired destination limit", first in, first out);
+    * ``per_window_reporting_site`` and ``per_window`` (per source site, every reporting site): distinct
+      destinations of the sources registered in the last ``window_micros`` (the "time-based destination limits");
+    * ``per_day``: distinct destinations of the sources registered in the last day."""
+
+    unexpired: int = 100
+    per_window: int = 200
+    per_window_reporting_site: int = 50
+    window_micros: int = 60 * MICROS_PER_SECOND
+    per_day: int = 100
+
+
+@dataclass(frozen=True)
 class OriginLimits:
     """The specification's limits on reporting origins (Chrome's defaults, the interop ``default_config.json``):
     distinct reporting origins per (source site, destination site) over ``window_micros`` among stored sources
@@ -170,17 +216,33 @@ class OriginLimits:
     sources_per_origin: int = 1024
 
 
-def _distinct_origins(records: Iterable[tuple[tuple[str, str], str, int]], key: tuple[str, str], since: int) -> set[str]:
-    return {origin for k, origin, time in records if k == key and time > since}
+@dataclass(eq=False)
+class SourceRecord:
+    """What the storage's source limits count, one per stored source and destination site (Chrome's rate-limit
+    row of scope "source"): kept after the source expires or is removed, as the rate-limit table keeps it."""
+
+    source_site: str
+    destination_site: str
+    reporting_origin: str
+    reporting_site: str
+    time_micros: int
+    expires_micros: int
+    destination_limit_priority: int
+    stored: StoredSource
+    replaced: bool = False  # removed under the unexpired destination limit: no longer counted by that limit
 
 
 class SourceOutcome(NamedTuple):
     """What became of a source: stored, or refused (``refusal``: a ``SourceRefused`` of the storage's limits, or
-    a part's ``ValueError``, e.g. an event-level configuration above its channel capacity)."""
+    a part's ``ValueError``, e.g. an event-level configuration above its channel capacity). ``states``: the parts'
+    states of it (empty when a part refused it); ``destination_limit``: the unexpired destination limit when the
+    source replaced older sources under it (its debug report says so), else None."""
 
     source: SourceRegistration
     stored: StoredSource | None
     refusal: ValueError | None
+    states: tuple[Any, ...] = ()
+    destination_limit: int | None = None
 
 
 class TriggerOutcome(NamedTuple):
@@ -195,52 +257,152 @@ class TriggerOutcome(NamedTuple):
 @dataclass
 class AttributionStorage:
     """A browser's attribution storage for one device: the stored sources and the parts' states of them, and
-    the records its rate limits count (kept after their sources expire, as Chrome's rate-limit table)."""
+    the records its limits count (kept after their sources expire, as Chrome's rate-limit table)."""
 
     parts: Sequence[AttributionPart]
     limits: OriginLimits = OriginLimits()
+    destination_limits: DestinationLimits = DestinationLimits()
     sources: list[StoredSource] = field(default_factory=list)
     registered: int = 0  # sources ever stored: the next one's registration order
-    # ((source site, destination site), reporting origin, time) per stored source and destination
-    source_origins: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
-    # ((source site, reporting site), reporting origin, time) per stored source
-    site_origins: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
+    records: list[SourceRecord] = field(default_factory=list)  # per stored source and destination
     # ((source site, destination site), reporting origin, time) per attribution that made a report
     attribution_origins: list[tuple[tuple[str, str], str, int]] = field(default_factory=list)
 
-    def _refusal(self, source: SourceRegistration) -> SourceRefused | None:
+    def register_source(self, source: SourceRegistration, choices: Sequence[Any] | None = None) -> SourceOutcome:
+        """Step 0 (W3C/WICG "Attribution Reporting", "process an attribution source", in its order): the parts'
+        privacy checks, the storage limit, the reporting origins per site, the time-based and per-day destination
+        limits, the unexpired destination limit (whose replacements stand whatever follows), the global
+        time-based destination limit and the reporting origins per destination; then store ``source``.
+        ``choices``: one per part (see ``AttributionPart.prepare_source``)."""
+        choices = choices or [None] * len(self.parts)
+        try:
+            states = tuple(part.prepare_source(source, choice) for part, choice in zip(self.parts, choices, strict=True))
+        except ValueError as error:
+            return SourceOutcome(source, None, error)
+        refusal = self._storage_refusal(source) or self._rate_refusal(source)
+        if refusal is not None:
+            return SourceOutcome(source, None, refusal, states)
+        replaced = self._replaced_for_destinations(source)
+        if replaced is None:
+            return SourceOutcome(source, None, SourceRefused(
+                "source_destination_limit", f"{source.destination_sites} rank below the unexpired destination limit"),
+                states)
+        for stored in replaced:
+            self._remove(stored, SourceRemoval(DESTINATION_LIMIT, source.time_micros))
+        destination_limit = self.destination_limits.unexpired if replaced else None
+        refusal = self._last_refusal(source)
+        if refusal is not None:
+            return SourceOutcome(source, None, refusal, states, destination_limit)
+        stored = StoredSource(source, self.registered, source.time_micros + source.expiry_seconds * MICROS_PER_SECOND,
+                              list(states))
+        for part, state in zip(self.parts, states, strict=True):
+            part.store_source(source, state)
+        self.registered += 1
+        self.sources.append(stored)
+        self.records.extend(
+            SourceRecord(source.source_site, destination, source.reporting_origin, source.reporting_site,
+                         source.time_micros, stored.expires_micros, source.destination_limit_priority, stored)
+            for destination in source.destination_sites)
+        return SourceOutcome(source, stored, None, states, destination_limit)
+
+    def _storage_refusal(self, source: SourceRegistration) -> SourceRefused | None:
+        """The storage limit (active sources per source origin) and the reporting origins per source site and
+        reporting site in a day."""
         limits, now = self.limits, source.time_micros
-        stored_of_origin = sum(1 for stored in self.sources if stored.registration.source_origin == source.source_origin
-                               and stored.expires_micros > now)
+        stored_of_origin = sum(1 for stored in self.sources if stored.active and stored.expires_micros > now
+                               and stored.registration.source_origin == source.source_origin)
         if stored_of_origin >= limits.sources_per_origin:
             return SourceRefused("source_storage_limit", f"{source.source_origin} has {stored_of_origin} sources stored")
-        origins = _distinct_origins(self.site_origins, (source.source_site, source.reporting_site),
-                                    now - limits.site_window_micros)
+        since = now - limits.site_window_micros
+        origins = {record.reporting_origin for record in self.records if record.time_micros > since
+                   and record.source_site == source.source_site and record.reporting_site == source.reporting_site}
         if source.reporting_origin not in origins and len(origins) >= limits.per_site:
             return SourceRefused("source_reporting_origin_per_site_limit",
                                  f"{len(origins)} reporting origins of {source.reporting_site} for {source.source_site}")
+        return None
+
+    def _live_destinations(self, source: SourceRegistration, since_micros: int, same_reporting_site: bool) -> set[str]:
+        """The destinations of ``source`` and of the unexpired sources of its source site (and reporting site)
+        registered after ``since_micros``, replaced ones included."""
+        now = source.time_micros
+        return set(source.destination_sites) | {
+            record.destination_site for record in self.records
+            if record.source_site == source.source_site and record.expires_micros > now
+            and record.time_micros > since_micros
+            and (not same_reporting_site or record.reporting_site == source.reporting_site)}
+
+    def _rate_refusal(self, source: SourceRegistration) -> SourceRefused | None:
+        """The time-based destination limit per reporting site, then the per-day one (the global time-based
+        limit comes last: ``_last_refusal``)."""
+        limits, now = self.destination_limits, source.time_micros
+        destinations = self._live_destinations(source, now - limits.window_micros, same_reporting_site=True)
+        if len(destinations) > limits.per_window_reporting_site:
+            return SourceRefused("source_destination_rate_limit",
+                                 f"{len(destinations)} destinations of {source.reporting_site} in the window")
+        destinations = self._live_destinations(source, now - MICROS_PER_DAY, same_reporting_site=True)
+        if len(destinations) > limits.per_day:
+            return SourceRefused("source_destination_per_day_rate_limit",
+                                 f"{len(destinations)} destinations of {source.reporting_site} in a day")
+        return None
+
+    def _replaced_for_destinations(self, source: SourceRegistration) -> list[StoredSource] | None:
+        """The unexpired destination limit: the stored sources to replace so that the destinations of the unexpired
+        sources of ``source``'s (source site, reporting site) stay within the limit, or None when ``source`` is
+        itself among them (it is refused and nothing is replaced). Each destination ranks by the highest
+        (destination limit priority, time) of the sources that name it, ties to the greater site; the lowest go,
+        with every source that names one of them (spec "get sources to delete for the unexpired destination
+        limit")."""
+        now = source.time_micros
+        rank: dict[str, tuple[int, int]] = {}
+        holders: dict[str, list[StoredSource | None]] = {}
+        newest = (source.destination_limit_priority, now)
         for destination in source.destination_sites:
-            origins = _distinct_origins(self.source_origins, (source.source_site, destination), now - limits.window_micros)
-            if source.reporting_origin not in origins and len(origins) >= limits.sources:
+            rank[destination], holders[destination] = newest, [None]
+        for record in self.records:
+            if record.replaced or record.expires_micros <= now or record.source_site != source.source_site \
+                    or record.reporting_site != source.reporting_site:
+                continue
+            attribute = (record.destination_limit_priority, record.time_micros)
+            rank[record.destination_site] = max(rank.get(record.destination_site, attribute), attribute)
+            holders.setdefault(record.destination_site, []).append(record.stored)
+        excess = len(rank) - self.destination_limits.unexpired
+        if excess <= 0:
+            return []
+        dropped = sorted(rank, key=lambda destination: (rank[destination], destination))[:excess]
+        replaced = list(dict.fromkeys(stored for destination in dropped for stored in holders[destination]))
+        if None in replaced:
+            return None
+        return [stored for stored in replaced if stored is not None]
+
+    def _remove(self, stored: StoredSource, removal: SourceRemoval) -> None:
+        """Take ``stored`` out of attribution before its expiry; each part drops the reports the specification
+        drops with it."""
+        stored.active = False
+        if removal.reason == DESTINATION_LIMIT:
+            for record in self.records:
+                if record.stored is stored:
+                    record.replaced = True
+        for part, state in zip(self.parts, stored.states, strict=True):
+            part.remove_source(stored.registration, state, removal)
+
+    def _last_refusal(self, source: SourceRegistration) -> SourceRefused | None:
+        """The limits shared across reporting sites, checked last so that their refusal (told to the reporting
+        origin as a success) reveals nothing of other sites' sources: the global time-based destination limit and
+        the reporting origins per (source site, destination site)."""
+        now = source.time_micros
+        destinations = self._live_destinations(source, now - self.destination_limits.window_micros,
+                                               same_reporting_site=False)
+        if len(destinations) > self.destination_limits.per_window:
+            return SourceRefused("source_destination_global_rate_limit",
+                                 f"{len(destinations)} destinations of {source.source_site} in the window")
+        since = now - self.limits.window_micros
+        for destination in source.destination_sites:
+            origins = {record.reporting_origin for record in self.records if record.time_micros > since
+                       and record.source_site == source.source_site and record.destination_site == destination}
+            if source.reporting_origin not in origins and len(origins) >= self.limits.sources:
                 return SourceRefused("source_success_excessive_reporting_origins",
                                      f"{len(origins)} reporting origins for {source.source_site} and {destination}")
         return None
-
-    def register_source(self, source: SourceRegistration, choices: Sequence[Any] | None = None) -> StoredSource:
-        """Step 0, then store ``source``; ``choices``: one per part (see ``AttributionPart.register_source``).
-        ``SourceRefused`` when a limit keeps it out; a part may refuse it too (a ``ValueError``)."""
-        choices = choices or [None] * len(self.parts)
-        refusal = self._refusal(source)
-        if refusal is not None:
-            raise refusal
-        stored = StoredSource(source, self.registered, source.time_micros + source.expiry_seconds * MICROS_PER_SECOND)
-        stored.states = [part.register_source(source, choice) for part, choice in zip(self.parts, choices, strict=True)]
-        self.registered += 1
-        self.sources.append(stored)
-        self.site_origins.append(((source.source_site, source.reporting_site), source.reporting_origin, source.time_micros))
-        for destination in source.destination_sites:
-            self.source_origins.append(((source.source_site, destination), source.reporting_origin, source.time_micros))
-        return stored
 
     def matching_sources(self, trigger: TriggerRegistration) -> list[StoredSource]:
         """Step 1: the active sources of the trigger's reporting origin and destination, live at its time."""
@@ -275,7 +437,8 @@ class AttributionStorage:
                 part.attribute(None, None, trigger, choice)
             return TriggerOutcome(trigger, candidate, False)
         key = (chosen.registration.source_site, trigger.destination_site)
-        origins = _distinct_origins(self.attribution_origins, key, trigger.time_micros - self.limits.window_micros)
+        since = trigger.time_micros - self.limits.window_micros
+        origins = {origin for k, origin, time in self.attribution_origins if k == key and time > since}
         refused = "excessive_reporting_origins" if trigger.reporting_origin not in origins \
             and len(origins) >= self.limits.attributions else None
         made = [part.attribute(chosen.registration, chosen.states[position], trigger, choice, refused)
@@ -322,11 +485,10 @@ def replay(storage: AttributionStorage, events: Iterable[tuple[Any, Sequence[Any
     for registration, choices in events:
         reports.extend(storage.release(registration.time_micros - 1))
         if isinstance(registration, SourceRegistration):
-            try:
-                outcomes.append(SourceOutcome(registration, storage.register_source(registration, choices), None))
-            except ValueError as error:
-                refused.append((registration, error))
-                outcomes.append(SourceOutcome(registration, None, error))
+            outcome = storage.register_source(registration, choices)
+            if outcome.refusal is not None:
+                refused.append((registration, outcome.refusal))
+            outcomes.append(outcome)
         else:
             outcomes.append(storage.attribute_trigger(registration, choices))
     reports.extend(storage.release(2**63 - 1))

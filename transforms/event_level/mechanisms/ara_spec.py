@@ -40,6 +40,7 @@ from transforms.core.mechanisms.ara_attribution import (
     RATE_LIMIT_WINDOW_MICROS,
     AttributionRateLimit,
     PartResult,
+    SourceRemoval,
     filters_match,
     split_due,
 )
@@ -111,6 +112,12 @@ def _checked(config: EventLevelConfig, epsilon: float, capacity_bits: float) -> 
     return check_configuration(config, epsilon, capacity_bits)
 
 
+def _window_start(source: SourceRegistration, window: int) -> int:
+    """When report window ``window`` of ``source`` opens: a fake report's trigger time (Chrome dates it so)."""
+    seconds = source.event_report_window_start_seconds if window == 0 else source.event_report_window_ends[window - 1]
+    return source.time_micros + seconds * MICROS_PER_SECOND
+
+
 def window_index(source: SourceRegistration, trigger_time_micros: int) -> int | str:
     """The index of the report window ``trigger_time_micros`` falls in, or why none."""
     elapsed = trigger_time_micros - source.time_micros
@@ -146,7 +153,14 @@ class SpecEventLevel:
         self._rate_limit = AttributionRateLimit(self.max_attributions, self.rate_limit_window_micros)
 
     def register_source(self, source: SourceRegistration, choice: Sequence[tuple[int, int]] | None) -> SpecEventSource:
-        """The source's state. ``choice``: its randomized response fixed by the caller, as (trigger data, window
+        """``prepare_source`` then ``store_source``: the state of a source stored at once."""
+        state = self.prepare_source(source, choice)
+        self.store_source(source, state)
+        return state
+
+    def prepare_source(self, source: SourceRegistration, choice: Sequence[tuple[int, int]] | None) -> SpecEventSource:
+        """The source's state, its randomized response drawn: ``ConfigurationError`` when the browser refuses its
+        configuration (``check``). ``choice``: its randomized response fixed by the caller, as (trigger data, window
         index) fake reports (an empty list: no report; None: draw it from ``random_source``, or truthful when
         there is none)."""
         config, epsilon, checked = self.check(source)
@@ -164,9 +178,25 @@ class SpecEventLevel:
         if fake is not None:
             state.fake = [self._report(source, state, data, window, None) for data, window in fake]
             state.reports = len(state.fake)
+        return state
+
+    def store_source(self, source: SourceRegistration, state: SpecEventSource) -> None:
+        """A stored source's fake reports are due, and count against the attribution rate limit."""
+        if state.fake is not None:
             self._due.extend(state.fake)
             self._rate_limit.record_noised(source)
-        return state
+
+    def remove_source(self, source: SourceRegistration, state: SpecEventSource, removal: SourceRemoval) -> None:
+        """The source's pending reports triggered at or after its removal are dropped, with the attribution
+        records of the real ones (spec "delete sources for unexpired destination limit", "remove associated
+        event-level reports": fake reports are dated at their window's start; their records stay)."""
+        dropped = [r for r in (state.fake or []) + state.pending if r.trigger_time_micros >= removal.time_micros]
+        if not dropped:
+            return
+        self._due = [r for r in self._due if not any(r is report for report in dropped)]
+        state.pending = [r for r in state.pending if not any(r is report for report in dropped)]
+        for report in dropped:
+            self._rate_limit.forget(report)
 
     def check(self, source: SourceRegistration) -> tuple[EventLevelConfig, float, ConfigurationCheck]:
         """The source's configuration, epsilon (capped at ``max_epsilon``) and check; ``ConfigurationError``
@@ -183,8 +213,8 @@ class SpecEventLevel:
         return SpecEventReport(
             source.reporting_origin, source.destination_sites, source.source_event_id, trigger_data, source.source_type,
             state.rate, source.time_micros + source.event_report_window_ends[window] * MICROS_PER_SECOND,
-            source.time_micros if trigger is None else trigger.time_micros, "" if trigger is None else trigger.destination_site,
-            priority, *debug_keys(source, trigger),
+            _window_start(source, window) if trigger is None else trigger.time_micros,
+            "" if trigger is None else trigger.destination_site, priority, *debug_keys(source, trigger),
         )
 
     def attribute(self, source: SourceRegistration | None, state: SpecEventSource | None,

@@ -39,10 +39,12 @@ from schemas.limits import CONTRIBUTION_BUDGET, DEFAULT_FILTERING_ID_MAX_BYTES
 from schemas.registrations import INCLUDE, SourceRegistration, TriggerRegistration, debug_keys
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import (
+    DESTINATION_LIMIT,
     MAX_ATTRIBUTIONS,
     RATE_LIMIT_WINDOW_MICROS,
     AttributionRateLimit,
     PartResult,
+    SourceRemoval,
     filters_match,
     split_due,
 )
@@ -89,6 +91,7 @@ class SpecAggregatableSource:
     budget: ContributionBudget = field(default_factory=ContributionBudget)
     reports: int = 0
     dedup_keys: set[int] = field(default_factory=set)
+    made: list[SpecAggregatableReport] = field(default_factory=list)  # its reports (at most max_reports_per_source)
 
 
 def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> list[tuple[int, int, int]]:
@@ -143,7 +146,25 @@ class SpecAggregatable:
         self._rate_limit = AttributionRateLimit(self.max_attributions, self.rate_limit_window_micros)
 
     def register_source(self, source: SourceRegistration, choice: object = None) -> SpecAggregatableSource:
+        """The state of a source stored at once."""
+        return self.prepare_source(source, choice)
+
+    def prepare_source(self, source: SourceRegistration, choice: object = None) -> SpecAggregatableSource:
         return SpecAggregatableSource()
+
+    def store_source(self, source: SourceRegistration, state: SpecAggregatableSource) -> None:
+        """Nothing to store before a trigger."""
+
+    def remove_source(self, source: SourceRegistration, state: SpecAggregatableSource, removal: SourceRemoval) -> None:
+        """Under the unexpired destination limit every pending report of the source is dropped, with its
+        attribution record (spec "delete sources for unexpired destination limit"); a removal for attribution
+        scopes drops none."""
+        if removal.reason != DESTINATION_LIMIT or not state.made:
+            return
+        self._due = [r for r in self._due if not any(r is report for report in state.made)]
+        for report in state.made:
+            self._rate_limit.forget(report)
+        state.made = []
 
     def attribute(self, source: SourceRegistration | None, state: SpecAggregatableSource | None,
                   trigger: TriggerRegistration, choice: Sequence[int] | None = None, refused: str | None = None) -> bool:
@@ -196,15 +217,17 @@ class SpecAggregatable:
         if not state.budget.charge([value for _, value, _ in found], _SPEC_LIMITS):
             return "insufficient_budget", None
         state.reports += 1
-        self._rate_limit.record(source, trigger)
         if dedup_key is not None:
             state.dedup_keys.add(dedup_key)
         include = trigger.source_registration_time == INCLUDE
-        return "success", SpecAggregatableReport(
+        report = SpecAggregatableReport(
             trigger.reporting_origin, trigger.destination_site, self._report_time(trigger), tuple(found),
             trigger.aggregation_coordinator_origin, day_floor_seconds(source.time_micros) if include else None,
             trigger.trigger_context_id, *debug_keys(source, trigger), filtering_id_max_bytes=trigger.filtering_id_max_bytes,
         )
+        self._rate_limit.record(source, trigger, report)
+        state.made.append(report)
+        return "success", report
 
     def _report_time(self, trigger: TriggerRegistration) -> int:
         if _sent_at_once(trigger):

@@ -17,9 +17,12 @@ from schemas.registrations import (
 )
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import (
+    DESTINATION_LIMIT,
     AttributionStorage,
+    DestinationLimits,
     OriginLimits,
-    SourceRefused,
+    SourceOutcome,
+    SourceRemoval,
     filters_match,
     replay,
 )
@@ -47,9 +50,17 @@ class Recorder:
 
     def __init__(self) -> None:
         self.seen: list[tuple[int | None, str | None]] = []
+        self.stored: list[int] = []
+        self.removed: list[tuple[int, SourceRemoval]] = []
 
-    def register_source(self, registration, choice):
+    def prepare_source(self, registration, choice):
         return registration.source_event_id
+
+    def store_source(self, registration, state):
+        self.stored.append(state)
+
+    def remove_source(self, registration, state, removal):
+        self.removed.append((state, removal))
 
     def attribute(self, registration, state, trigger, choice, refused=None) -> bool:
         self.seen.append((state, refused))
@@ -57,6 +68,12 @@ class Recorder:
 
     def release(self, until_micros):
         return []
+
+
+def refusal(outcome: SourceOutcome) -> str | None:
+    """The reason the storage refused a source (None: stored)."""
+    assert (outcome.stored is None) == (outcome.refusal is not None)
+    return None if outcome.refusal is None else outcome.refusal.reason
 
 
 def config(values: dict[str, tuple[str, ...]], lookback_s: int | None = None) -> FilterConfig:
@@ -124,20 +141,16 @@ def test_matching_needs_the_reporting_origin_the_destination_and_a_live_source()
 def test_sources_per_origin_count_only_unexpired_sources():
     storage = AttributionStorage([Recorder()], OriginLimits(sources_per_origin=1))
     storage.register_source(source(0, expiry_days=1), [None])
-    with pytest.raises(SourceRefused) as refused:
-        storage.register_source(source(10), [None])
-    assert refused.value.reason == "source_storage_limit"
-    storage.register_source(source(86_400), [None])  # the first has expired
+    assert refusal(storage.register_source(source(10), [None])) == "source_storage_limit"
+    assert refusal(storage.register_source(source(86_400), [None])) is None  # the first has expired
 
 
 def test_one_reporting_origin_per_source_site_and_reporting_site_a_day():
     storage = AttributionStorage([Recorder()], OriginLimits(per_site=1))
     storage.register_source(source(0, origin="https://a.adtech.example"), [None])
     a_site = source(1, origin="https://b.adtech.example")._replace(reporting_site="https://a.adtech.example")
-    with pytest.raises(SourceRefused) as refused:
-        storage.register_source(a_site, [None])
-    assert refused.value.reason == "source_reporting_origin_per_site_limit"
-    storage.register_source(a_site._replace(time_micros=MICROS_PER_DAY), [None])  # a day later
+    assert refusal(storage.register_source(a_site, [None])) == "source_reporting_origin_per_site_limit"
+    assert refusal(storage.register_source(a_site._replace(time_micros=MICROS_PER_DAY), [None])) is None  # a day later
 
 
 def test_attributions_refused_beyond_the_reporting_origins_of_a_source_and_destination_site():
@@ -173,3 +186,71 @@ def test_replay_releases_in_time_order_and_reports_refused_sources():
     assert [(registration.time_micros, error.reason) for registration, error in refused] == [(1_000_000, "source_storage_limit")]
     assert [(type(outcome).__name__, outcome[1] is not None) for outcome in outcomes] == [
         ("SourceOutcome", True), ("SourceOutcome", False), ("TriggerOutcome", True), ("TriggerOutcome", True)]
+
+
+def test_a_part_that_refuses_a_source_keeps_it_out_before_any_limit():
+    class Refusing(Recorder):
+        def prepare_source(self, registration, choice):
+            raise ValueError("information_gain_too_high")
+
+    part = Refusing()
+    storage = AttributionStorage([part], OriginLimits(sources_per_origin=0))  # the storage limit would refuse too
+    outcome = storage.register_source(source(0), [None])
+    assert str(outcome.refusal) == "information_gain_too_high" and outcome.states == () and part.stored == []
+
+
+def dests(*names: str) -> tuple[str, ...]:
+    return tuple(f"https://{name}.example" for name in names)
+
+
+def test_the_unexpired_destination_limit_replaces_the_sources_of_the_lowest_destinations():
+    """Spec "get sources to delete for the unexpired destination limit": each destination ranks by the highest
+    (destination limit priority, time) of its sources, ties to the greater site; a source naming a dropped
+    destination is replaced whole (the interop case ``source_destination_limit_fifo``)."""
+    part = Recorder()
+    storage = AttributionStorage([part], destination_limits=DestinationLimits(unexpired=3))
+    storage.register_source(source(0, event_id=1, destinations=dests("d3")), [None])
+    storage.register_source(source(1, event_id=2, destinations=dests("d2", "d3", "d4")), [None])
+    outcome = storage.register_source(source(2, event_id=3, destinations=dests("d1", "d2")), [None])
+    assert outcome.stored is not None and outcome.destination_limit == 3
+    assert [stored.active for stored in storage.sources] == [False, False, True]  # d3 (1 s) ranks below d4 (1 s)
+    assert part.removed == [(1, SourceRemoval(DESTINATION_LIMIT, 2 * MICROS_PER_SECOND)),
+                            (2, SourceRemoval(DESTINATION_LIMIT, 2 * MICROS_PER_SECOND))]
+    again = storage.register_source(source(3, event_id=4, destinations=dests("d2")), [None])
+    assert again.destination_limit is None  # the replaced sources no longer count: d1, d2
+
+
+def test_a_source_whose_destinations_rank_lowest_is_refused_and_replaces_nothing():
+    part = Recorder()
+    storage = AttributionStorage([part], destination_limits=DestinationLimits(unexpired=1))
+    storage.register_source(source(0, event_id=1, destinations=dests("d1")), [None])
+    low = source(5, event_id=2, destinations=dests("d2"))._replace(destination_limit_priority=-1)
+    assert refusal(storage.register_source(low, [None])) == "source_destination_limit"
+    both = source(6, event_id=3, destinations=dests("d1", "d2"))  # more destinations than the limit: refused
+    assert refusal(storage.register_source(both, [None])) == "source_destination_limit"
+    assert part.removed == [] and storage.sources[0].active
+    higher = source(7, event_id=4, destinations=dests("d2"))._replace(destination_limit_priority=1)
+    assert refusal(storage.register_source(higher, [None])) is None and not storage.sources[0].active
+    lower = low._replace(time_micros=30 * MICROS_PER_DAY + 7 * MICROS_PER_SECOND, destination_limit_priority=-2)
+    assert refusal(storage.register_source(lower, [None])) is None  # d2's source expired at exactly its expiry
+
+
+def test_the_time_based_and_per_day_destination_limits():
+    """Spec "check if an attribution source exceeds the time-based destination limits" and "... the per day
+    destination limits" (the interop cases ``destination_rate_limit``, ``source_destination_limits``): per
+    reporting site in the window first, then per day, then, last, every reporting site in the window."""
+    limits = DestinationLimits(per_window=2, per_window_reporting_site=1, window_micros=60 * MICROS_PER_SECOND, per_day=2)
+    storage = AttributionStorage([Recorder()], OriginLimits(per_site=10), limits)
+    a, b, c = "https://a.example", "https://b.example", "https://c.example"
+    assert refusal(storage.register_source(source(0, origin=a, destinations=dests("d1", "d2")), [None])) == \
+        "source_destination_rate_limit"
+    assert refusal(storage.register_source(source(1, origin=a, destinations=dests("d1")), [None])) is None
+    assert refusal(storage.register_source(source(2, origin=a, destinations=dests("d2")), [None])) == \
+        "source_destination_rate_limit"
+    assert refusal(storage.register_source(source(3, origin=b, destinations=dests("d2")), [None])) is None
+    assert refusal(storage.register_source(source(4, origin=c, destinations=dests("d3")), [None])) == \
+        "source_destination_global_rate_limit"
+    assert refusal(storage.register_source(source(62, origin=a, destinations=dests("d4")), [None])) is None
+    assert refusal(storage.register_source(source(200, origin=a, destinations=dests("d5")), [None])) == \
+        "source_destination_per_day_rate_limit"  # d1, d4 and d5 of a in a day
+    assert refusal(storage.register_source(source(86_402, origin=a, destinations=dests("d5")), [None])) is None
