@@ -44,18 +44,15 @@ MICROS_PER_MILLI = 1_000
 
 # interop configuration keys this project does not implement, and the feature each one controls
 UNIMPLEMENTED_CONFIG = {
-    "max_event_level_channel_capacity_scopes_navigation": "attribution scopes",
-    "max_event_level_channel_capacity_scopes_event": "attribution scopes",
     "max_aggregatable_debug_budget_per_context_site": "aggregatable debug reports",
     "max_aggregatable_debug_reports_per_source": "aggregatable debug reports",
     # the interop harness's feature switches of a case
-    "needs_attribution_scopes": "attribution scopes",
     "needs_aggregatable_debug": "aggregatable debug reports",
     "needs_aggregatable_named_budgets": "named budgets",
     "needs_cross_app_web": "cross app and web attribution (Android)",
 }
 # the interop harness's feature switches of the features this project implements: always on here
-IMPLEMENTED_SWITCHES = frozenset({"needs_source_destination_limit"})
+IMPLEMENTED_SWITCHES = frozenset({"needs_source_destination_limit", "needs_attribution_scopes"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,8 @@ class BrowserConfig:
     max_settable_event_level_epsilon: float = 14.0
     max_event_level_channel_capacity_navigation: float = 11.46173
     max_event_level_channel_capacity_event: float = 6.5
+    max_event_level_channel_capacity_scopes_navigation: float = 11.55
+    max_event_level_channel_capacity_scopes_event: float = 6.5
     max_aggregatable_reports_per_source: int = 20
     aggregatable_report_min_delay: int = 10  # minutes
     aggregatable_report_delay_span: int = 50  # minutes
@@ -109,7 +108,8 @@ class BrowserConfig:
             elif key == "retry_after_new_navigation":
                 kwargs[key] = str(value)
             elif key in ("max_settable_event_level_epsilon", "max_event_level_channel_capacity_navigation",
-                         "max_event_level_channel_capacity_event"):
+                         "max_event_level_channel_capacity_event", "max_event_level_channel_capacity_scopes_navigation",
+                         "max_event_level_channel_capacity_scopes_event"):
                 kwargs[key] = float(value)
             else:
                 kwargs[key] = int(value)
@@ -135,8 +135,10 @@ def event_level_client(config: BrowserConfig, random_source: RandomSource | None
     """The event-level client with ``config``'s limits (its ``check`` says whether a source is accepted)."""
     return SpecEventLevel(
         random_source=random_source,
-        capacity_bits={"navigation": config.max_event_level_channel_capacity_navigation,
-                       "event": config.max_event_level_channel_capacity_event},
+        capacity_bits={NAVIGATION: config.max_event_level_channel_capacity_navigation,
+                       EVENT: config.max_event_level_channel_capacity_event},
+        scopes_capacity_bits={NAVIGATION: config.max_event_level_channel_capacity_scopes_navigation,
+                              EVENT: config.max_event_level_channel_capacity_scopes_event},
         max_epsilon=config.max_settable_event_level_epsilon,
         max_trigger_states=config.max_trigger_state_cardinality,
         max_attributions=config.rate_limit_max_attributions,
@@ -249,8 +251,11 @@ def source_debug_limits(config: BrowserConfig) -> dict[str, dict[str, Any]]:
               "source-destination-limit": str(config.max_destinations_per_source_site_reporting_site),
               "source-destination-rate-limit": str(config.max_destinations_per_rate_limit_window_reporting_site),
               "source-destination-per-day-rate-limit": str(config.max_destinations_per_reporting_site_per_day)}
-    return {NAVIGATION: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_navigation},
-            EVENT: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_event}}
+    return {NAVIGATION: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_navigation,
+                         "source-scopes-channel-capacity-limit":
+                             config.max_event_level_channel_capacity_scopes_navigation},
+            EVENT: {**common, "source-channel-capacity-limit": config.max_event_level_channel_capacity_event,
+                    "source-scopes-channel-capacity-limit": config.max_event_level_channel_capacity_scopes_event}}
 
 
 @functools.lru_cache(maxsize=16)

@@ -51,7 +51,10 @@ REFUSAL_TYPES = {
     "source_destination_per_day_rate_limit": "source-destination-per-day-rate-limit",
     "information_gain_too_high": "source-channel-capacity-limit",
     "too_many_states": "source-trigger-state-cardinality-limit",
+    "max_event_states_exceeded": "source-max-event-states-limit",
+    "scopes_channel_capacity_exceeded": "source-scopes-channel-capacity-limit",
 }
+MAX_EVENT_STATES_LIMIT = "source-max-event-states-limit"  # its limit is the source's own max_event_states
 TRIGGER_NO_MATCHING_FILTER_DATA = "trigger-no-matching-filter-data"
 REPORTING_ORIGIN_LIMIT = "trigger-reporting-origin-limit"
 # a part's outcome for a trigger (the specification's result names) -> its debug report's type
@@ -125,6 +128,8 @@ def source_report(outcome: SourceOutcome, noised: bool, limits: dict[str, Any]) 
         kind = SOURCE_NOISED if noised else SOURCE_SUCCESS
         if outcome.destination_limit is not None:
             body["source_destination_limit"] = str(outcome.destination_limit)
+    elif kind == MAX_EVENT_STATES_LIMIT and source.attribution_scopes is not None:
+        body["limit"] = str(source.attribution_scopes.max_event_states)
     elif kind in limits:
         body["limit"] = limits[kind]
     return VerboseDebugReport(source.reporting_origin, source.time_micros, ((kind, body),))

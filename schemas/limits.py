@@ -44,3 +44,6 @@ MAX_SHARED_INFO_CHARS = 4_096
 UNBOUNDED_VALUE_SUM = MAX_PAYLOAD_ENTRIES * (2**32 - 1)
 DEFAULT_FILTERING_ID_MAX_BYTES = 1  # Attribution Reporting's aggregatable_filtering_id_max_bytes: ids below 256
 MAX_FILTERING_ID_MAX_BYTES = 8  # an Aggregation Service filtering id is at most 8 bytes
+DEFAULT_MAX_EVENT_STATES = 3  # Attribution Reporting's attribution scopes: a source's max_event_states by default
+MAX_SCOPES_PER_SOURCE = 20
+MAX_SCOPE_CHARS = 50

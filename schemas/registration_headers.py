@@ -32,6 +32,7 @@ from publicsuffixlist import PublicSuffixList
 
 from schemas.limits import (
     DEFAULT_FILTERING_ID_MAX_BYTES,
+    DEFAULT_MAX_EVENT_STATES,
     DEFAULT_MAX_REPORTS,
     DEFAULT_TRIGGER_DATA_CARDINALITY,
     MAX_AGGREGATABLE_VALUE,
@@ -41,6 +42,8 @@ from schemas.limits import (
     MAX_EXPIRY_SECONDS,
     MAX_FILTERING_ID_MAX_BYTES,
     MAX_REPORT_WINDOWS,
+    MAX_SCOPE_CHARS,
+    MAX_SCOPES_PER_SOURCE,
     MAX_TRIGGER_DATA,
     MIN_EXPIRY_SECONDS,
 )
@@ -53,6 +56,7 @@ from schemas.registrations import (
     AggregatableDedupKey,
     AggregatableTriggerData,
     AggregatableValues,
+    AttributionScopes,
     EventTriggerData,
     FilterConfig,
     FilterPair,
@@ -80,14 +84,11 @@ INT64 = 2**63
 UINT32 = 2**32
 
 UNSUPPORTED_SOURCE_FIELDS = {
-    "attribution_scopes": "attribution scopes",
     "named_budgets": "named budgets",
     "trigger_specs": "full flexible event-level configurations (trigger_specs)",
-    "max_event_states": "attribution scopes",
     "aggregatable_debug_reporting": "aggregatable debug reports",
 }
 UNSUPPORTED_TRIGGER_FIELDS = {
-    "attribution_scopes": "attribution scopes",
     "named_budgets": "named budgets",
     "aggregatable_debug_reporting": "aggregatable debug reports",
 }
@@ -422,6 +423,50 @@ def _trigger_data(header: Mapping[str, Any], source_type: str) -> tuple[tuple[in
     return tuple(out), matching
 
 
+def _positive_uint32(value: Any, reason: str) -> int:
+    """A positive integer below 2^32, given as a JSON number (``3.0`` allowed, as Chrome's ``ParsePositiveUint32``)."""
+    number = _integral_number(value)
+    if number is None or not 0 < number < UINT32:
+        raise HeaderError(reason, f"expected a positive integer below 2^32, got {shown(value)}")
+    return number
+
+
+def _scope_values(value: Any, limit: int, reason: str) -> tuple[str, ...]:
+    items = _list(value, f"{reason}_list_invalid")
+    for item in items:
+        if not isinstance(item, str) or len(item) > MAX_SCOPE_CHARS:
+            raise HeaderError(f"{reason}_list_value_invalid",
+                              f"expected strings of at most {MAX_SCOPE_CHARS} characters, got {shown(item)}")
+    values = tuple(sorted(set(items)))
+    if not values or len(values) > min(limit, MAX_SCOPES_PER_SOURCE):
+        raise HeaderError(f"{reason}_list_invalid",
+                          f"{len(values)} distinct values (1 to the limit {limit}, at most {MAX_SCOPES_PER_SOURCE})")
+    return values
+
+
+def _attribution_scopes(value: Any) -> AttributionScopes:
+    """A source's ``attribution_scopes`` (spec "parse attribution scopes"): ``limit`` (required, a positive uint32),
+    ``values`` (required, 1 to min(limit, 20) distinct strings of at most 50 characters) and ``max_event_states``
+    (a positive uint32, default 3)."""
+    scopes = _dict(value, "attribution_scopes_invalid")
+    if "limit" not in scopes:
+        raise HeaderError("attribution_scope_limit_required", "attribution_scopes needs a 'limit'")
+    limit = _positive_uint32(scopes["limit"], "attribution_scope_limit_invalid")
+    max_event_states = DEFAULT_MAX_EVENT_STATES
+    if "max_event_states" in scopes:
+        max_event_states = _positive_uint32(scopes["max_event_states"], "max_event_states_invalid")
+    return AttributionScopes(limit, _scope_values(scopes.get("values"), limit, "attribution_scopes"), max_event_states)
+
+
+def _trigger_scopes(value: Any) -> tuple[str, ...]:
+    """A trigger's ``attribution_scopes``: a list of strings, of any length and number (spec "parse attribution
+    scopes for trigger")."""
+    items = _list(value, "attribution_scopes_invalid")
+    if any(not isinstance(item, str) for item in items):
+        raise HeaderError("attribution_scopes_value_invalid", f"expected strings, got {shown(items)}")
+    return tuple(sorted(set(items)))
+
+
 def parse_source(
     header: Any, *, time_micros: int, context_origin: str, reporting_origin: str, source_type: str,
     debug_permission: bool = False,
@@ -480,6 +525,7 @@ def parse_source(
         debug_key=_debug_key(header.get("debug_key")) if debug_permission else None,
         debug_permission=debug_permission,
         debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
+        attribution_scopes=_attribution_scopes(header["attribution_scopes"]) if "attribution_scopes" in header else None,
     )
 
 
@@ -629,6 +675,7 @@ def parse_trigger(
         debug_key=_debug_key(header.get("debug_key")) if debug_permission else None,
         debug_permission=debug_permission,
         debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
+        attribution_scopes=_trigger_scopes(header["attribution_scopes"]) if "attribution_scopes" in header else (),
     )
 
 

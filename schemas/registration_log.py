@@ -221,12 +221,34 @@ def parse_entry(entry: Any, coordinator_origins: Sequence[str]
     except HeaderError as error:
         return [RegistrationFailure(error.reason, str(error), device, None, None)]
     out: list[ParsedRegistration | RegistrationFailure | DeliveryChange] = []
+    scopes_of_navigation: dict[str, tuple[str, ...]] = {}  # reporting origin -> the scope values it fixed
     for response in responses:
         parsed = _parse_response(response, request_time, context, eligible, device, coordinator_origins)
         if request.get("fenced") is True:  # a fenced frame's registrations send no verbose debug report
             parsed = _without_debug_reports(parsed)
+        if isinstance(parsed, ParsedRegistration) and isinstance(parsed.registration, SourceRegistration) \
+                and parsed.registration.source_type == NAVIGATION:
+            parsed = _one_scopes_set_per_navigation(parsed, scopes_of_navigation)
         out.append(parsed)
     return out
+
+
+def _one_scopes_set_per_navigation(parsed: ParsedRegistration, fixed: dict[str, tuple[str, ...]]
+                                   ) -> ParsedRegistration | RegistrationFailure:
+    """One set of attribution scope values per reporting origin and navigation (an entry eligible for navigation
+    sources is one navigation; its responses, the redirect chain): the first source of a reporting origin fixes
+    the set (none: the empty set), and a later source with another set is dropped, with no debug report (Chrome's
+    ``AttributionDataHostManagerImpl``; the interop cases ``attribution_scopes_navigation_limit_no_scopes`` and
+    ``_with_scopes``)."""
+    source = parsed.registration
+    assert isinstance(source, SourceRegistration)
+    values = () if source.attribution_scopes is None else source.attribution_scopes.values
+    first = fixed.setdefault(source.reporting_origin, values)
+    if first == values:
+        return parsed
+    return RegistrationFailure("attribution_scopes_navigation_limit",
+                               f"{source.reporting_origin} already registered scopes {list(first)} in this navigation",
+                               parsed.device_id, source.time_micros // MICROS_PER_MILLI, SOURCE_HEADER, parsed.unsupported)
 
 
 def _without_debug_reports(parsed: ParsedRegistration | RegistrationFailure) -> ParsedRegistration | RegistrationFailure:

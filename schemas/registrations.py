@@ -40,6 +40,16 @@ class FilterPair(NamedTuple):
 NO_FILTERS = FilterPair()
 
 
+class AttributionScopes(NamedTuple):
+    """A source's ``attribution_scopes`` (spec "attribution scopes"): at most ``limit`` distinct scope values live
+    per reporting origin and destination, its own ``values`` (sorted, distinct), and ``max_event_states``, the
+    trigger states an event source may have and every source of the same scopes must share."""
+
+    limit: int
+    values: tuple[str, ...]
+    max_event_states: int = 3
+
+
 class SourceRegistration(NamedTuple):
     """An attribution source as registered (spec "attribution source"), its durations already clamped and
     rounded as the specification says (``registration_headers.parse_source``)."""
@@ -67,6 +77,7 @@ class SourceRegistration(NamedTuple):
     debug_key: int | None = None  # kept only with debug permission
     debug_permission: bool = False  # the registration could set debug keys (Chrome: third-party cookies allowed)
     debug_reporting: bool = False
+    attribution_scopes: AttributionScopes | None = None
 
 
 class EventTriggerData(NamedTuple):
@@ -120,6 +131,7 @@ class TriggerRegistration(NamedTuple):
     debug_key: int | None = None  # kept only with debug permission
     debug_permission: bool = False
     debug_reporting: bool = False
+    attribution_scopes: tuple[str, ...] = ()  # sorted, distinct; empty: it matches sources of any scopes
 
     @property
     def has_aggregatable_data(self) -> bool:

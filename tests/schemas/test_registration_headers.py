@@ -23,6 +23,7 @@ from schemas.registrations import (
     AggregatableDedupKey,
     AggregatableTriggerData,
     AggregatableValues,
+    AttributionScopes,
     EventTriggerData,
     FilterConfig,
     FilterPair,
@@ -720,6 +721,45 @@ def test_invalid_destination_limit_priority(value):
     assert _source_reason(destination_limit_priority=value) == "destination_limit_priority_invalid"
 
 
+def test_attribution_scopes_of_a_source():
+    """Spec "parse attribution scopes" (the interop case ``attribution_scopes_parsing_failures``): a limit, 1 to
+    min(limit, 20) distinct values of at most 50 characters, and max_event_states (default 3)."""
+    assert _source().attribution_scopes is None
+    scopes = _source(attribution_scopes={"limit": 3.0, "values": ["b", "a", "a"], "other": 1}).attribution_scopes
+    assert scopes == AttributionScopes(3, ("a", "b"), 3)
+    assert _source(attribution_scopes={"limit": 1, "values": ["x" * 50, "x" * 50], "max_event_states": 7}) \
+        .attribution_scopes == AttributionScopes(1, ("x" * 50,), 7)
+    assert _source(attribution_scopes={"limit": 2**32 - 1, "values": [str(i) for i in range(20)]}) \
+        .attribution_scopes.limit == 2**32 - 1
+    assert _source(max_event_states=0).attribution_scopes is None  # only inside attribution_scopes
+
+
+@pytest.mark.parametrize(("scopes", "reason"), [
+    ([], "attribution_scopes_invalid"),
+    ({"limit": 3, "values": "2"}, "attribution_scopes_list_invalid"),
+    ({"limit": 3, "values": [3]}, "attribution_scopes_list_value_invalid"),
+    ({"limit": 3, "values": ["x" * 51]}, "attribution_scopes_list_value_invalid"),
+    ({"limit": 3, "values": []}, "attribution_scopes_list_invalid"),
+    ({"limit": 1, "values": ["a", "b"]}, "attribution_scopes_list_invalid"),
+    ({"limit": 30, "values": [str(i) for i in range(21)]}, "attribution_scopes_list_invalid"),
+    ({"limit": 3}, "attribution_scopes_list_invalid"),
+    ({"values": ["1"]}, "attribution_scope_limit_required"),
+    *[({"limit": bad, "values": ["1"]}, "attribution_scope_limit_invalid") for bad in ("3", 0, -3, 2**32, 3.5, True)],
+    *[({"limit": 3, "values": ["1"], "max_event_states": bad}, "max_event_states_invalid")
+      for bad in ("3", 0, -3, 2**32, 3.5)],
+])
+def test_invalid_attribution_scopes_of_a_source(scopes, reason):
+    assert _source_reason(attribution_scopes=scopes) == reason
+
+
+def test_attribution_scopes_of_a_trigger():
+    assert _trigger().attribution_scopes == ()
+    assert _trigger(attribution_scopes=[]).attribution_scopes == ()
+    assert _trigger(attribution_scopes=["b", "a", "b", "x" * 100]).attribution_scopes == ("a", "b", "x" * 100)
+    assert _trigger_reason(attribution_scopes={"a": 1}) == "attribution_scopes_invalid"
+    assert _trigger_reason(attribution_scopes=["a", 1]) == "attribution_scopes_value_invalid"
+
+
 def test_filtering_ids():
     """Chrome's interop case ``aggregatable_contributions_with_filtering_ids``: a value may carry a filtering id
     (a uint64 string, default 0) that fits in ``aggregatable_filtering_id_max_bytes`` bytes (1 to 8, default 1)."""
@@ -774,24 +814,23 @@ def test_a_trigger_root_that_is_not_a_dictionary(header):
 
 @pytest.mark.parametrize(("header", "source", "expected"), [
     ({"destination": DESTINATION}, True, []),
-    ({"attribution_scopes": {"values": ["a"]}}, True, ["attribution scopes"]),
-    ({"attribution_scopes": [], "max_event_states": 3}, True, ["attribution scopes"]),
+    ({"attribution_scopes": {"values": ["a"]}, "max_event_states": 3}, True, []),
     ({"named_budgets": {}, "trigger_specs": []}, True,
      ["full flexible event-level configurations (trigger_specs)", "named budgets"]),
     ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True, ["aggregatable debug reports"]),
-    ({"attribution_scopes": ["a"]}, False, ["attribution scopes"]),
+    ({"attribution_scopes": ["a"]}, False, []),
     ({"trigger_specs": []}, False, []),  # a source field
     ([], True, []),
-    ("attribution_scopes", False, []),
+    ("named_budgets", False, []),
 ])
 def test_unsupported_fields(header, source, expected):
     assert unsupported_fields(header, source=source) == expected
 
 
 def test_an_unsupported_field_does_not_stop_the_parse():
-    source = _source(attribution_scopes={"values": ["a"]}, named_budgets={"x": 1})
+    source = _source(named_budgets={"x": 1})
     assert source.destination_sites == (DESTINATION,)
-    trigger = _trigger(attribution_scopes=["a"])
+    trigger = _trigger(named_budgets=[{"name": "x"}])
     assert trigger.event_trigger_data == ()
 
 

@@ -310,19 +310,19 @@ def test_invalid_null_aggregatable_reports_days(days):
 
 
 def test_unsupported_fields_are_reported_on_a_success():
-    parsed = _registration(_entry(_response({SOURCE_HEADER: {**SOURCE, "attribution_scopes": {"values": ["a"]}}}),
+    parsed = _registration(_entry(_response({SOURCE_HEADER: {**SOURCE, "trigger_specs": []}}),
                                   eligible="navigation-source"))
-    assert parsed.unsupported == ("attribution scopes",)
+    assert parsed.unsupported == ("full flexible event-level configurations (trigger_specs)",)
     trigger = _registration(_entry(_response({TRIGGER_HEADER: {"aggregatable_debug_reporting": {},
                                                                "named_budgets": []}})))
     assert trigger.unsupported == ("aggregatable debug reports", "named budgets")
 
 
 def test_unsupported_fields_are_reported_on_a_failure():
-    header = {**SOURCE, "attribution_scopes": {"values": ["a"]}, "filter_data": {"_x": []}}
+    header = {**SOURCE, "trigger_specs": [], "filter_data": {"_x": []}}
     failure = _failure(_entry(_response({SOURCE_HEADER: header}), eligible="navigation-source"))
     assert failure.reason == "filter_data_key_reserved"
-    assert failure.unsupported == ("attribution scopes",)
+    assert failure.unsupported == ("full flexible event-level configurations (trigger_specs)",)
     trigger = {"aggregatable_values": {"a": {"value": 1, "filtering_id": 1}}, "named_budgets": []}
     failure = _failure(_entry(_response({TRIGGER_HEADER: json.dumps(trigger)})))
     assert failure.reason == "aggregatable_values_value_invalid"
@@ -330,10 +330,34 @@ def test_unsupported_fields_are_reported_on_a_failure():
 
 
 def test_unsupported_fields_are_reported_on_an_ineligible_registration():
-    header = {**SOURCE, "attribution_scopes": {"values": ["a"]}}
+    header = {**SOURCE, "trigger_specs": []}
     failure = _failure(_entry(_response({SOURCE_HEADER: header})))
     assert failure.reason == "source_ineligible"
-    assert failure.unsupported == ("attribution scopes",)
+    assert failure.unsupported == ("full flexible event-level configurations (trigger_specs)",)
+
+
+def test_one_scopes_set_per_reporting_origin_and_navigation():
+    """Chrome's ``AttributionDataHostManagerImpl`` (the interop cases ``attribution_scopes_navigation_limit_*``):
+    in one navigation (an entry eligible for navigation sources), a reporting origin's first source fixes its set of
+    scope values (none: the empty set); a later source with another set is dropped, without a debug report."""
+    def scoped(values, origin="https://reporter.test"):
+        header = {**SOURCE, "debug_reporting": True}
+        if values is not None:
+            header["attribution_scopes"] = {"limit": 3, "values": values}
+        return _response({SOURCE_HEADER: header}, url=f"{origin}/register", debug_permission=True)
+
+    entry = _entry(scoped(None), scoped(["1"]), scoped(None), scoped(["2"], "https://other.test"), scoped(["2"]),
+                   eligible="navigation-source")
+    results = parse_entry(entry, COORDINATORS)
+    assert [getattr(result, "reason", "ok") for result in results] == [
+        "ok", "attribution_scopes_navigation_limit", "ok", "ok", "attribution_scopes_navigation_limit"]
+    assert all(result.header_error_report is None for result in results if isinstance(result, RegistrationFailure))
+    scoped_first = parse_entry(_entry(scoped(["1"]), scoped(["1"]), scoped(None), eligible="navigation-source"),
+                               COORDINATORS)
+    assert [getattr(result, "reason", "ok") for result in scoped_first] == [
+        "ok", "ok", "attribution_scopes_navigation_limit"]
+    event = parse_entry(_entry(scoped(None), scoped(["1"]), eligible="event-source"), COORDINATORS)
+    assert all(isinstance(result, ParsedRegistration) for result in event)  # event sources are not held to it
 
 
 # --------------------------------------------------------------------------------------------

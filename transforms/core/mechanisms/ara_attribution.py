@@ -10,12 +10,14 @@ For a trigger registered at time t on destination site D by reporting origin R:
    its (source site, reporting site) in a day; the destination limits (``DestinationLimits``: distinct
    destinations per source site and reporting site in the time window, then in a day; then the unexpired
    destination limit, under which the source replaces older sources (``SourceRemoval``) or is refused); last, the
-   limits shared across reporting sites: the destinations of its source site in the time window, and its reporting
+   limits shared across reporting sites (after the source's attribution scopes have cleared or removed older
+   sources' scopes, which stands too): the destinations of its source site in the time window, and its reporting
    origin one too many for its (source site, destination site) in 30 days. A refused source is not stored
    (``SourceOutcome.refusal``, a ``SourceRefused``); the replacements stand even when a last limit refuses it.
 1. **Matching sources**: the active stored sources of R that list D among their destination sites, registered
    at or before t and not expired (t < registration + expiry).
-2. **The source to attribute**: of those, the one of highest priority, ties to the most recently registered.
+2. **The source to attribute**: of those whose attribution scopes match the trigger's (any, when the trigger has
+   none), the one of highest priority, ties to the most recently registered.
 3. **Top-level filters**: the trigger's ``filters`` / ``not_filters`` must match that source's filter data
    (``filters_match``); if not, the trigger is attributed to nothing.
 4. **Deactivation**: otherwise every other matching source is deactivated ("losing sources"): no later
@@ -38,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from schemas.registrations import FilterConfig, FilterPair, SourceRegistration, TriggerRegistration
+from schemas.registrations import AttributionScopes, FilterConfig, FilterPair, SourceRegistration, TriggerRegistration
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 
 SOURCE_TYPE_KEY = "source_type"
@@ -84,6 +86,17 @@ class StoredSource:
     expires_micros: int
     states: list[Any] = field(default_factory=list)  # one per part, in the storage's part order
     active: bool = True
+    scopes: AttributionScopes | None = None  # its attribution scopes, until a newer source without any clears them
+
+    def __post_init__(self) -> None:
+        self.scopes = self.registration.attribution_scopes
+
+    def matches_scopes(self, trigger: TriggerRegistration) -> bool:
+        """A trigger with scopes matches only a source whose scopes share one (spec "check if an attribution
+        source and attribution trigger have matching attribution scopes"); one without matches any source."""
+        if not trigger.attribution_scopes:
+            return True
+        return self.scopes is not None and not set(self.scopes.values).isdisjoint(trigger.attribution_scopes)
 
 
 class SourceRemoval(NamedTuple):
@@ -290,6 +303,7 @@ class AttributionStorage:
         for stored in replaced:
             self._remove(stored, SourceRemoval(DESTINATION_LIMIT, source.time_micros))
         destination_limit = self.destination_limits.unexpired if replaced else None
+        self._apply_scopes(source)
         refusal = self._last_refusal(source)
         if refusal is not None:
             return SourceOutcome(source, None, refusal, states, destination_limit)
@@ -385,6 +399,43 @@ class AttributionStorage:
         for part, state in zip(self.parts, stored.states, strict=True):
             part.remove_source(stored.registration, state, removal)
 
+    def _live_sources_of(self, source: SourceRegistration, destinations: Iterable[str]) -> list[StoredSource]:
+        """The active unexpired sources of ``source``'s reporting origin that name one of ``destinations``."""
+        now, wanted = source.time_micros, set(destinations)
+        return [stored for stored in self.sources
+                if stored.active and stored.expires_micros > now
+                and stored.registration.reporting_origin == source.reporting_origin
+                and not wanted.isdisjoint(stored.registration.destination_sites)]
+
+    def _apply_scopes(self, source: SourceRegistration) -> None:
+        """What a new source's attribution scopes do to the sources of its reporting origin and destinations (spec
+        "remove or update sources for attribution scopes" and "remove sources with unselected attribution scopes"),
+        whether or not it is stored after: one without scopes clears theirs; one with scopes removes those without,
+        those of another ``max_event_states`` or a smaller ``limit``, and then, per destination, those holding a
+        value beyond the ``limit`` most recent values (its own first, then by the latest source time holding each,
+        ties to the greater value)."""
+        pending, now = source.attribution_scopes, source.time_micros
+        if pending is None:
+            for stored in self._live_sources_of(source, source.destination_sites):
+                stored.scopes = None
+            return
+        removal = SourceRemoval(ATTRIBUTION_SCOPES, now)
+        for stored in self._live_sources_of(source, source.destination_sites):
+            if stored.scopes is None or stored.scopes.max_event_states != pending.max_event_states \
+                    or stored.scopes.limit < pending.limit:
+                self._remove(stored, removal)
+        room, own = pending.limit - len(pending.values), set(pending.values)
+        for destination in sorted(source.destination_sites):
+            holders = [stored for stored in self._live_sources_of(source, (destination,)) if stored.scopes is not None]
+            latest: dict[str, int] = {}
+            for stored in holders:
+                for value in set(stored.scopes.values) - own:  # type: ignore[union-attr]
+                    latest[value] = max(latest.get(value, stored.registration.time_micros), stored.registration.time_micros)
+            kept = own | set(sorted(latest, key=lambda value: (latest[value], value), reverse=True)[:room])
+            for stored in holders:
+                if not kept.issuperset(stored.scopes.values):  # type: ignore[union-attr]
+                    self._remove(stored, removal)
+
     def _last_refusal(self, source: SourceRegistration) -> SourceRefused | None:
         """The limits shared across reporting sites, checked last so that their refusal (told to the reporting
         origin as a success) reveals nothing of other sites' sources: the global time-based destination limit and
@@ -424,7 +475,7 @@ class AttributionStorage:
         let the trigger be attributed to it."""
         choices = choices or [None] * len(self.parts)
         matching = self.matching_sources(trigger)
-        candidate = _highest_priority(matching)
+        candidate = _highest_priority([stored for stored in matching if stored.matches_scopes(trigger)])
         chosen = candidate
         if chosen is not None and not filters_match(chosen.registration, trigger.time_micros, trigger.filters):
             chosen = None

@@ -14,6 +14,10 @@ module implements:
 * **Trigger data mapping**: ``modulus`` (trigger data mod the number of values) or ``exact``.
 * **Randomized response**: a source whose randomized response is not "truthful" sends its fake reports
   (chosen at registration, Alg. 8) and no real one.
+* **Attribution scopes**: a source with scopes is refused when it is an event source of more trigger states than
+  its ``max_event_states``, or when log2(|O| + max_event_states * (limit - 1)) bits exceed the scopes' channel
+  capacity (``scopes_capacity_bits``): what a reporting origin learns across the ``limit`` scopes it may keep
+  live.
 * **Priority and replacement**: once the source has ``max_event_level_reports`` reports, a trigger whose
   priority is higher than the lowest of the source's pending reports due at the same time replaces it (the
   most recent of equally low ones); otherwise it is dropped.
@@ -29,11 +33,12 @@ Every trigger's outcome (``outcomes``) is counted under the specification's resu
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from schemas.registrations import NAVIGATION, SourceRegistration, TriggerRegistration, debug_keys
+from schemas.registrations import EVENT, NAVIGATION, SourceRegistration, TriggerRegistration, debug_keys
 from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import (
     MAX_ATTRIBUTIONS,
@@ -55,7 +60,8 @@ from transforms.event_level.mechanisms.config import (
 from transforms.event_level.mechanisms.information_gain import ConfigurationCheck, check_configuration
 from transforms.event_level.mechanisms.randomized_response import randomized_response
 
-CHANNEL_CAPACITY_BITS = {NAVIGATION: 11.46173, "event": 6.5}  # Chrome's default limits (interop default_config)
+CHANNEL_CAPACITY_BITS = {NAVIGATION: 11.46173, EVENT: 6.5}  # Chrome's default limits (interop default_config)
+SCOPES_CHANNEL_CAPACITY_BITS = {NAVIGATION: 11.55, EVENT: 6.5}  # the same, for sources with attribution scopes
 MAX_REPORTS_PER_DESTINATION = 1024
 
 
@@ -139,6 +145,7 @@ class SpecEventLevel:
 
     random_source: RandomSource | None = None
     capacity_bits: dict[str, float] = field(default_factory=lambda: dict(CHANNEL_CAPACITY_BITS))
+    scopes_capacity_bits: dict[str, float] = field(default_factory=lambda: dict(SCOPES_CHANNEL_CAPACITY_BITS))
     max_epsilon: float = MAX_EPSILON  # the browser's largest settable epsilon: a source's is capped to it
     max_trigger_states: int = MAX_STATES  # the largest output set |O| a source may have
     max_attributions: int = MAX_ATTRIBUTIONS
@@ -206,7 +213,23 @@ class SpecEventLevel:
         checked = _checked(config, epsilon, self.capacity_bits[source.source_type])
         if checked.states > self.max_trigger_states:
             raise ConfigurationError("too_many_states", f"|O| = {checked.states} exceeds {self.max_trigger_states}")
+        if source.attribution_scopes is not None:
+            self._check_scopes(source, checked.states)
         return config, epsilon, checked
+
+    def _check_scopes(self, source: SourceRegistration, states: int) -> None:
+        """Attribution scopes' privacy checks (spec "process an attribution source"): an event source has at most
+        ``max_event_states`` trigger states, and the channel capacity of the outputs a reporting origin can tell
+        apart across ``limit`` scopes, log2(|O| + max_event_states * (limit - 1)), is within the scopes' limit."""
+        scopes = source.attribution_scopes
+        assert scopes is not None
+        if source.source_type == EVENT and states > scopes.max_event_states:
+            raise ConfigurationError("max_event_states_exceeded",
+                                     f"|O| = {states} exceeds max_event_states {scopes.max_event_states}")
+        bits = math.log2(states + scopes.max_event_states * (scopes.limit - 1))
+        if bits > self.scopes_capacity_bits[source.source_type]:
+            raise ConfigurationError("scopes_channel_capacity_exceeded",
+                                     f"{bits:.4f} bits exceed {self.scopes_capacity_bits[source.source_type]}")
 
     def _report(self, source: SourceRegistration, state: SpecEventSource, trigger_data: int, window: int,
                 trigger: TriggerRegistration | None, priority: int = 0) -> SpecEventReport:

@@ -10,6 +10,7 @@ from schemas.registrations import (
     EVENT,
     NAVIGATION,
     NO_FILTERS,
+    AttributionScopes,
     FilterConfig,
     FilterPair,
     SourceRegistration,
@@ -17,6 +18,7 @@ from schemas.registrations import (
 )
 from schemas.time_units import MICROS_PER_DAY, MICROS_PER_SECOND
 from transforms.core.mechanisms.ara_attribution import (
+    ATTRIBUTION_SCOPES,
     DESTINATION_LIMIT,
     AttributionStorage,
     DestinationLimits,
@@ -254,3 +256,63 @@ def test_the_time_based_and_per_day_destination_limits():
     assert refusal(storage.register_source(source(200, origin=a, destinations=dests("d5")), [None])) == \
         "source_destination_per_day_rate_limit"  # d1, d4 and d5 of a in a day
     assert refusal(storage.register_source(source(86_402, origin=a, destinations=dests("d5")), [None])) is None
+
+
+def scoped(time_s: float, event_id: int, values: tuple[str, ...] | None, limit: int = 3, max_event_states: int = 3,
+           destinations: tuple[str, ...] = (SHOP,)) -> SourceRegistration:
+    scopes = None if values is None else AttributionScopes(limit, tuple(sorted(values)), max_event_states)
+    return source(time_s, event_id=event_id, destinations=destinations)._replace(attribution_scopes=scopes)
+
+
+def test_a_trigger_with_scopes_goes_to_the_best_source_sharing_one_and_the_others_are_deactivated():
+    """Spec "find matching sources" (the interop case ``attribution_scopes_basic``): only a source whose scopes share
+    one of the trigger's may be chosen, but every matching source is deactivated once one is; none sharing: no
+    match, nothing deactivated."""
+    storage = AttributionStorage([Recorder()])
+    for outcome in (storage.register_source(scoped(0, 1, ("1",)), [None]),
+                    storage.register_source(scoped(1, 2, ("2",)), [None])):
+        assert outcome.stored is not None
+    assert storage.register_trigger(trigger(5)._replace(attribution_scopes=("9",)), [None]) is None
+    assert all(stored.active for stored in storage.sources)
+    chosen = storage.register_trigger(trigger(6)._replace(attribution_scopes=("1", "3")), [None])
+    assert chosen.registration.source_event_id == 1 and [s.active for s in storage.sources] == [True, False]
+    assert storage.register_trigger(trigger(7), [None]).registration.source_event_id == 1  # no scopes: any source
+
+
+def test_a_source_without_scopes_clears_the_scopes_of_its_origin_and_destinations_even_when_refused():
+    """Spec "remove or update sources for attribution scopes" (``attribution_scopes_null_scopes_removes_data``):
+    the update stands though the global destination limit then refuses the new source."""
+    storage = AttributionStorage([Recorder()], destination_limits=DestinationLimits(per_window=1))
+    storage.register_source(scoped(0, 1, ("1",)), [None])
+    refused = storage.register_source(scoped(1, 2, None, destinations=(SHOP, "https://other.example")), [None])
+    assert refusal(refused) == "source_destination_global_rate_limit"
+    assert storage.sources[0].scopes is None and storage.sources[0].active
+    assert storage.register_trigger(trigger(70)._replace(attribution_scopes=("1",)), [None]) is None
+
+
+@pytest.mark.parametrize(("older", "newer", "kept"), [
+    (None, ("1",), False),  # no scopes
+    (("1",), ("2",), True),  # same limit and max_event_states, room for both values
+    ((("1",), 3, 10), ("2",), False),  # another max_event_states
+    ((("1",), 2, 3), ("2",), False),  # a smaller limit
+    ((("1",), 4, 3), ("2",), True),  # a larger limit stays
+    ((("1", "2"), 3, 3), ("3", "4", "5"), False),  # no room left for its values
+])
+def test_a_source_with_scopes_removes_incompatible_ones(older, newer, kept):
+    part = Recorder()
+    storage = AttributionStorage([part])
+    values, limit, states = (older, 3, 3) if older is None or isinstance(older[0], str) else older
+    storage.register_source(scoped(0, 1, values, limit, states), [None])
+    storage.register_source(scoped(1, 2, newer), [None])
+    assert storage.sources[0].active is kept
+    assert part.removed == ([] if kept else [(1, SourceRemoval(ATTRIBUTION_SCOPES, MICROS_PER_SECOND))])
+
+
+def test_only_the_most_recent_scope_values_within_the_limit_survive():
+    """Spec "remove sources with unselected attribution scopes" (``attribution_scopes_older_scopes_removed_2``):
+    the new source's values first, then the others by the latest source holding each, ties to the greater value."""
+    storage = AttributionStorage([Recorder()])
+    for time_s, values in enumerate([("2",), ("3",), ("1", "2", "3"), ("1",)]):
+        storage.register_source(scoped(time_s, time_s, values, limit=4), [None])
+    storage.register_source(scoped(4, 4, ("4", "5"), limit=4), [None])
+    assert [stored.active for stored in storage.sources] == [False, True, False, True, True]

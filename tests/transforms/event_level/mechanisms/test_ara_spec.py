@@ -9,8 +9,16 @@ import math
 
 import pytest
 
-from schemas.registrations import NAVIGATION, EventTriggerData, SourceRegistration, TriggerRegistration
+from schemas.registrations import (
+    EVENT,
+    NAVIGATION,
+    AttributionScopes,
+    EventTriggerData,
+    SourceRegistration,
+    TriggerRegistration,
+)
 from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_attribution import DESTINATION_LIMIT, SourceRemoval
 from transforms.core.mechanisms.noise import SecureSource, SeededSource
 from transforms.event_level.mechanisms.ara_spec import SpecEventLevel, window_index
 from transforms.event_level.mechanisms.config import ConfigurationError
@@ -102,3 +110,34 @@ def test_a_source_above_the_channel_capacity_is_refused():
     with pytest.raises(ConfigurationError) as refused:
         SpecEventLevel(max_trigger_states=10).register_source(source(max_reports=1), None)
     assert refused.value.reason == "too_many_states"
+
+
+def test_attribution_scopes_privacy_checks():
+    """Spec "process an attribution source" (the interop case ``source_registration_limits``): an event source has
+    at most max_event_states trigger states, and log2(|O| + max_event_states * (limit - 1)) is within the scopes'
+    channel capacity. The default navigation source has |O| = 2925 states."""
+    client = SpecEventLevel()
+    navigation = source()  # 8 trigger data, 3 windows, 3 reports: 2925 states, 11.51 bits
+    scopes = AttributionScopes(limit=25, values=("a",), max_event_states=3)  # log2(2925 + 72) = 11.549 <= 11.55
+    client.prepare_source(navigation._replace(attribution_scopes=scopes), None)
+    with pytest.raises(ConfigurationError) as refused:  # log2(2925 + 75) = 11.551
+        client.prepare_source(navigation._replace(attribution_scopes=scopes._replace(limit=26)), None)
+    assert refused.value.reason == "scopes_channel_capacity_exceeded"
+    event = source(max_reports=1, ends=(DAY,))._replace(source_type=EVENT, trigger_data=(0, 1))  # 3 states
+    client.prepare_source(event._replace(attribution_scopes=AttributionScopes(1, ("a",), 3)), None)
+    with pytest.raises(ConfigurationError) as refused:
+        client.prepare_source(event._replace(attribution_scopes=AttributionScopes(1, ("a",), 2)), None)
+    assert refused.value.reason == "max_event_states_exceeded"
+    navigation_few = navigation._replace(attribution_scopes=AttributionScopes(1, ("a",), 2))  # navigation: no such check
+    client.prepare_source(navigation_few, None)
+
+
+def test_a_removed_source_drops_the_reports_triggered_from_then_on_fake_ones_dated_at_their_window():
+    """Spec "delete sources for unexpired destination limit" (the interop case ``source_destination_limit_fifo``):
+    a fake report's trigger time is its window's start."""
+    client = SpecEventLevel()
+    src = source(ends=(DAY // 2, DAY))
+    state = client.register_source(src, [(1, 0), (2, 1)])
+    assert [r.trigger_time_micros for r in state.fake] == [0, DAY // 2 * MICROS_PER_SECOND]
+    client.remove_source(src, state, SourceRemoval(DESTINATION_LIMIT, 2_000_000))
+    assert [r.trigger_data for r in client.release(2**62)] == [1]
