@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.ara_aggregatable_debug import DebugBudgets, source_debug_report, trigger_debug_report
 from pipelines.ara_debug_reports import DEBUG_PATH, header_error_report, source_report, trigger_report
 from schemas.limits import CONTRIBUTION_BUDGET
 from schemas.registration_log import DeliveryChange, ParsedRegistration, RegistrationFailure
@@ -44,15 +45,12 @@ MICROS_PER_MILLI = 1_000
 
 # interop configuration keys this project does not implement, and the feature each one controls
 UNIMPLEMENTED_CONFIG = {
-    "max_aggregatable_debug_budget_per_context_site": "aggregatable debug reports",
-    "max_aggregatable_debug_reports_per_source": "aggregatable debug reports",
     # the interop harness's feature switches of a case
-    "needs_aggregatable_debug": "aggregatable debug reports",
-    "needs_aggregatable_named_budgets": "named budgets",
     "needs_cross_app_web": "cross app and web attribution (Android)",
 }
 # the interop harness's feature switches of the features this project implements: always on here
-IMPLEMENTED_SWITCHES = frozenset({"needs_source_destination_limit", "needs_attribution_scopes"})
+IMPLEMENTED_SWITCHES = frozenset({"needs_source_destination_limit", "needs_attribution_scopes",
+                                  "needs_aggregatable_named_budgets", "needs_aggregatable_debug"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +76,8 @@ class BrowserConfig:
     rate_limit_origins_per_site_window_in_days: int = 1
     max_event_level_reports_per_destination: int = 1024
     max_aggregatable_reports_per_destination: int = 1024
+    max_aggregatable_debug_budget_per_context_site: int = 2**20
+    max_aggregatable_debug_reports_per_source: int = 5
     max_destinations_per_source_site_reporting_site: int = 100
     max_destinations_per_rate_limit_window: int = 200  # per source site (the comment in Chrome's file swaps the two)
     max_destinations_per_rate_limit_window_reporting_site: int = 50  # per source site and reporting site
@@ -202,6 +202,8 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
         for parsed in ordered
     ]
     reports, refused, outcomes = replay(storage, events)
+    debug_budgets = DebugBudgets(max_reports_per_source=config.max_aggregatable_debug_reports_per_source,
+                                 max_per_context_site=config.max_aggregatable_debug_budget_per_context_site)
     debug = [header_error_report(item.header_error_report, (item.time_millis or 0) * MICROS_PER_MILLI)
              for item in registrations if isinstance(item, RegistrationFailure) and item.header_error_report]
     records = [report.record() for report in debug]
@@ -209,13 +211,17 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
     for outcome in outcomes:
         if isinstance(outcome, SourceOutcome):
             report = source_report(outcome, _noised(outcome), source_debug_limits(config)[outcome.source.source_type])
+            aggregatable_debug = source_debug_report(outcome, _noised(outcome), debug_budgets)
         else:
             results = next(trigger_results)
             report = trigger_report(outcome, *results, trigger_debug_limits(config), _event_report_body)
+            aggregatable_debug = trigger_debug_report(outcome, *results, debug_budgets)
             records += [_debug_copy(result.report, outcome.trigger.time_micros) for result in results
                         if result.outcome.startswith("success") and _has_debug_keys(result.report)]
         if report is not None:
             records.append(report.record())
+        if aggregatable_debug is not None:
+            records.append(aggregatable_debug)
     connectivity = Connectivity.of(
         [(change.time_millis * MICROS_PER_MILLI, online) for change in changes
          if (online := change.connection) is not None],

@@ -14,18 +14,20 @@ the user). The types sent here (``TYPES``):
   none), each with ``source_destination_limit`` when the source replaced older ones under the unexpired
   destination limit; ``source-storage-limit``, ``source-reporting-origin-per-site-limit``,
   ``source-destination-limit``, ``source-destination-rate-limit``, ``source-destination-per-day-rate-limit``,
-  ``source-channel-capacity-limit`` and ``source-trigger-state-cardinality-limit`` (refused, with the ``limit``
-  that refused it);
+  ``source-channel-capacity-limit``, ``source-trigger-state-cardinality-limit``, and, for a source with attribution
+  scopes, ``source-max-event-states-limit`` and ``source-scopes-channel-capacity-limit`` (refused, with the
+  ``limit`` that refused it);
 * triggers: ``trigger-no-matching-source`` (no stored source of its reporting origin names its destination),
   ``trigger-no-matching-filter-data`` (the chosen source's filter data does not match), and, for a trigger that
   reached a source, one entry per part whose outcome has a type (``EVENT_LEVEL_TYPES``, ``AGGREGATABLE_TYPES``:
-  the event-level part's first, the same type once), with the ``limit`` that refused it, or, for
+  the event-level part's first, the same type once), with the ``limit`` that refused it (a named budget: its
+  ``name`` and amount), or, for
   ``trigger-event-low-priority`` and ``trigger-event-excessive-reports``, the body of the report that was not made;
 * headers: ``header-parsing-error`` (the header's name and value as received, and the context site).
 
 Beside these, a report made with both a source and a trigger debug key is also sent at once, when its trigger
-is attributed, to ``DEBUG_PATH`` + its own path (``pipelines.ara_browser``). The debug reports of the features out
-of scope (attribution scopes, named budgets, aggregatable debug reports) are not sent.
+is attributed, to ``DEBUG_PATH`` + its own path (``pipelines.ara_browser``); and aggregatable debug reports
+(``pipelines.ara_aggregatable_debug``) name the same types.
 """
 from __future__ import annotations
 
@@ -81,6 +83,7 @@ AGGREGATABLE_TYPES = {
     "excessive_attributions": "trigger-aggregate-attributions-per-source-destination-limit",
     "no_capacity_for_conversion_destination": "trigger-aggregate-storage-limit",
     "insufficient_budget": "trigger-aggregate-insufficient-budget",
+    "insufficient_named_budget": "trigger-aggregate-insufficient-named-budget",
 }
 REPORT_BODY_TYPES = frozenset({"trigger-event-low-priority", "trigger-event-excessive-reports"})
 TYPES = frozenset({SOURCE_SUCCESS, SOURCE_NOISED, TRIGGER_NO_MATCHING_SOURCE, TRIGGER_NO_MATCHING_FILTER_DATA,
@@ -135,6 +138,23 @@ def source_report(outcome: SourceOutcome, noised: bool, limits: dict[str, Any]) 
     return VerboseDebugReport(source.reporting_origin, source.time_micros, ((kind, body),))
 
 
+def typed_results(outcome: TriggerOutcome, event_level: PartResult, aggregatable: PartResult
+                  ) -> list[tuple[str, PartResult | None]]:
+    """The debug data types of a trigger's registration, each with the part's result that gave it (None: the
+    storage's outcome): ``trigger-no-matching-source``, ``trigger-no-matching-filter-data``, or one type per part
+    whose outcome has one, the event-level part's first, a type both give once."""
+    if outcome.candidate is None:
+        return [(TRIGGER_NO_MATCHING_SOURCE, None)]
+    if not outcome.attributed:
+        return [(TRIGGER_NO_MATCHING_FILTER_DATA, None)]
+    typed: list[tuple[str, PartResult | None]] = []
+    for result, types in ((event_level, EVENT_LEVEL_TYPES), (aggregatable, AGGREGATABLE_TYPES)):
+        kind = types.get(result.outcome)
+        if kind is not None and all(kind != seen for seen, _ in typed):
+            typed.append((kind, result))
+    return typed
+
+
 def trigger_report(outcome: TriggerOutcome, event_level: PartResult, aggregatable: PartResult,
                    limits: dict[str, Any], report_body: Callable[[Any], dict[str, Any]]) -> VerboseDebugReport | None:
     """The debug report of a trigger's registration, if it asked for one and its outcome has a type here:
@@ -144,27 +164,24 @@ def trigger_report(outcome: TriggerOutcome, event_level: PartResult, aggregatabl
     if not (trigger.debug_reporting and trigger.debug_permission):
         return None
     body: dict[str, Any] = {"attribution_destination": trigger.destination_site}
-    if outcome.candidate is None:
-        entries = [(TRIGGER_NO_MATCHING_SOURCE, body)]
-    else:
+    if outcome.candidate is not None:
         source = outcome.candidate.registration
         body = {**body, "source_event_id": str(source.source_event_id), "source_site": source.source_site}
         if source.debug_key is not None:
             body["source_debug_key"] = str(source.debug_key)
-        if not outcome.attributed:
-            entries = [(TRIGGER_NO_MATCHING_FILTER_DATA, body)]
+    entries = []
+    for kind, result in typed_results(outcome, event_level, aggregatable):
+        if result is None:
+            entries.append((kind, body))
+        elif kind in REPORT_BODY_TYPES:
+            entries.append((kind, report_body(result.report)))
+        elif result.named_budget is not None:  # the source's own budget: its name and amount
+            name, amount = result.named_budget
+            entries.append((kind, {**body, "limit": str(amount), "name": name}))
         else:
-            entries = []
-            for result, types in ((event_level, EVENT_LEVEL_TYPES), (aggregatable, AGGREGATABLE_TYPES)):
-                kind = types.get(result.outcome)
-                if kind is None or any(kind == seen for seen, _ in entries):
-                    continue
-                if kind in REPORT_BODY_TYPES:
-                    entries.append((kind, report_body(result.report)))
-                else:
-                    entries.append((kind, {**body, "limit": limits[kind]} if kind in limits else body))
-            if not entries:
-                return None
+            entries.append((kind, {**body, "limit": limits[kind]} if kind in limits else body))
+    if not entries:
+        return None
     if trigger.debug_key is not None:
         entries = [(kind, {**entry, "trigger_debug_key": str(trigger.debug_key)}) if kind not in REPORT_BODY_TYPES
                    else (kind, entry) for kind, entry in entries]

@@ -29,7 +29,8 @@ Randomness is secure by default, seeded with ``--seed`` (simulation and tests); 
 Writes ``DIR/event_level_reports-*.jsonl`` (report URL, time and body, as the interop suite writes them),
 ``DIR/aggregatable_reports-*.avro`` (``AggregatableReport`` with clear-text CBOR payloads, what
 ``python -m pipelines.aggregate`` reads), ``DIR/debug_reports-*.jsonl`` (the verbose debug reports the
-registrations asked for, ``pipelines/ara_debug_reports.py``, and the debug copies of reports with both debug keys),
+registrations asked for, ``pipelines/ara_debug_reports.py``, the debug copies of reports with both debug keys, and
+the aggregatable debug reports, ``pipelines/ara_aggregatable_debug.py``),
 ``DIR/dead_letters-*.jsonl``, ``DIR/input_files-*.jsonl`` and
 ``DIR/summary.json``; prints counts and paths.
 """

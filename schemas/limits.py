@@ -47,3 +47,5 @@ MAX_FILTERING_ID_MAX_BYTES = 8  # an Aggregation Service filtering id is at most
 DEFAULT_MAX_EVENT_STATES = 3  # Attribution Reporting's attribution scopes: a source's max_event_states by default
 MAX_SCOPES_PER_SOURCE = 20
 MAX_SCOPE_CHARS = 50
+MAX_NAMED_BUDGETS = 25  # Attribution Reporting's named budgets of a source, and the characters of a name
+MAX_NAMED_BUDGET_CHARS = 25

@@ -41,6 +41,8 @@ from schemas.limits import (
     MAX_EVENT_LEVEL_REPORTS,
     MAX_EXPIRY_SECONDS,
     MAX_FILTERING_ID_MAX_BYTES,
+    MAX_NAMED_BUDGET_CHARS,
+    MAX_NAMED_BUDGETS,
     MAX_REPORT_WINDOWS,
     MAX_SCOPE_CHARS,
     MAX_SCOPES_PER_SOURCE,
@@ -53,6 +55,7 @@ from schemas.registrations import (
     INCLUDE,
     NAVIGATION,
     NO_FILTERS,
+    AggregatableDebugConfig,
     AggregatableDedupKey,
     AggregatableTriggerData,
     AggregatableValues,
@@ -60,6 +63,7 @@ from schemas.registrations import (
     EventTriggerData,
     FilterConfig,
     FilterPair,
+    NamedBudgetCandidate,
     SourceRegistration,
     TriggerRegistration,
 )
@@ -84,14 +88,29 @@ INT64 = 2**63
 UINT32 = 2**32
 
 UNSUPPORTED_SOURCE_FIELDS = {
-    "named_budgets": "named budgets",
     "trigger_specs": "full flexible event-level configurations (trigger_specs)",
-    "aggregatable_debug_reporting": "aggregatable debug reports",
 }
-UNSUPPORTED_TRIGGER_FIELDS = {
-    "named_budgets": "named budgets",
-    "aggregatable_debug_reporting": "aggregatable debug reports",
-}
+UNSUPPORTED_TRIGGER_FIELDS: dict[str, str] = {}
+# the debug data types of aggregatable debug reports (spec "debug data type"), of sources and of triggers
+SOURCE_DEBUG_TYPES = frozenset({
+    "source-channel-capacity-limit", "source-destination-global-rate-limit", "source-destination-limit",
+    "source-destination-limit-replaced", "source-destination-per-day-rate-limit", "source-destination-rate-limit",
+    "source-max-event-states-limit", "source-noised", "source-reporting-origin-limit",
+    "source-reporting-origin-per-site-limit", "source-scopes-channel-capacity-limit", "source-storage-limit",
+    "source-success", "source-trigger-state-cardinality-limit", "source-unknown-error",
+})
+TRIGGER_DEBUG_TYPES = frozenset({
+    "trigger-aggregate-attributions-per-source-destination-limit", "trigger-aggregate-deduplicated",
+    "trigger-aggregate-excessive-reports", "trigger-aggregate-insufficient-budget",
+    "trigger-aggregate-insufficient-named-budget", "trigger-aggregate-no-contributions",
+    "trigger-aggregate-report-window-passed", "trigger-aggregate-storage-limit",
+    "trigger-event-attributions-per-source-destination-limit", "trigger-event-deduplicated",
+    "trigger-event-excessive-reports", "trigger-event-low-priority", "trigger-event-no-matching-configurations",
+    "trigger-event-no-matching-trigger-data", "trigger-event-noise", "trigger-event-report-window-not-started",
+    "trigger-event-report-window-passed", "trigger-event-storage-limit", "trigger-no-matching-filter-data",
+    "trigger-no-matching-source", "trigger-reporting-origin-limit", "trigger-unknown-error",
+})
+UNSPECIFIED_DEBUG_TYPE = "unspecified"
 
 _DIGITS = re.compile(r"[0-9]+")
 _SIGNED_DIGITS = re.compile(r"-?[0-9]+")
@@ -467,13 +486,121 @@ def _trigger_scopes(value: Any) -> tuple[str, ...]:
     return tuple(sorted(set(items)))
 
 
+def _named_budgets(value: Any) -> tuple[tuple[str, int], ...]:
+    """A source's ``named_budgets`` (spec "parse named budgets for source"): at most 25 names of at most 25
+    characters, each with a budget in [0, 65536]."""
+    budgets = _dict(value, "aggregatable_named_budgets_dict_invalid")
+    if len(budgets) > MAX_NAMED_BUDGETS:
+        raise HeaderError("aggregatable_named_budgets_dict_invalid", f"{len(budgets)} names (at most {MAX_NAMED_BUDGETS})")
+    out = []
+    for name, budget in budgets.items():
+        if len(name) > MAX_NAMED_BUDGET_CHARS:
+            raise HeaderError("aggregatable_named_budgets_key_too_long",
+                              f"{name[:40]!r} (at most {MAX_NAMED_BUDGET_CHARS} characters)")
+        number = _integral_number(budget)
+        if number is None or not 0 <= number <= MAX_AGGREGATABLE_VALUE:
+            raise HeaderError("aggregatable_named_budgets_value_invalid",
+                              f"{name!r}: expected an integer in [0, {MAX_AGGREGATABLE_VALUE}], got {shown(budget)}")
+        out.append((name, number))
+    return tuple(sorted(out))
+
+
+def _named_budget_candidates(value: Any) -> tuple[NamedBudgetCandidate, ...]:
+    """A trigger's ``named_budgets`` (spec "parse named budgets for trigger"): a list of ``{"name", "filters",
+    "not_filters"}``, the name optional."""
+    out = []
+    for item in _list(value, "aggregatable_named_budget_wrong_type"):
+        entry = _dict(item, "aggregatable_named_budget_wrong_type")
+        name = entry.get("name")
+        if name is not None and not isinstance(name, str):
+            raise HeaderError("aggregatable_named_budget_name_invalid", f"expected a string, got {shown(name)}")
+        out.append(NamedBudgetCandidate(name, parse_filter_pair(entry)))
+    return tuple(out)
+
+
+def _debug_config(value: Any, max_value: int, supported: frozenset[str],
+                  coordinator_origins: Sequence[str]) -> AggregatableDebugConfig:
+    """An ``aggregatable_debug_reporting`` dictionary (spec "parse an aggregatable debug reporting config"): a
+    ``key_piece``, an optional allowed ``aggregation_coordinator_origin`` and ``debug_data``, a list of
+    ``{"types", "key_piece", "value"}`` whose values are in [1, ``max_value``]; a type may appear once,
+    ``unspecified`` stands for every type not listed, and a type of the other kind of registration is ignored
+    (but not twice). ``HeaderError`` for anything else."""
+    config = _dict(value, "aggregatable_debug_reporting_invalid")
+    key_piece = _hex_key(config.get("key_piece"), "aggregatable_debug_reporting_key_piece_invalid")
+    coordinator = coordinator_origins[0] if coordinator_origins else ""
+    if "aggregation_coordinator_origin" in config:
+        given = config["aggregation_coordinator_origin"]
+        origin = origin_of(given) if isinstance(given, str) else None
+        if origin is None or origin not in coordinator_origins:
+            raise HeaderError("aggregatable_debug_reporting_coordinator_invalid", f"{shown(given)} is not allowed")
+        coordinator = origin
+    data: dict[str, tuple[int, int]] = {}
+    unknown: set[str] = set()
+    unspecified: tuple[int, int] | None = None
+    for item in _list(config.get("debug_data", []), "aggregatable_debug_reporting_debug_data_invalid"):
+        entry = _dict(item, "aggregatable_debug_reporting_debug_data_invalid")
+        piece = _hex_key(entry.get("key_piece"), "aggregatable_debug_reporting_debug_data_key_piece_invalid")
+        number = _integral_number(entry.get("value"))
+        if number is None or not 1 <= number <= max_value:
+            raise HeaderError("aggregatable_debug_reporting_debug_data_value_invalid",
+                              f"expected an integer in [1, {max_value}], got {shown(entry.get('value'))}")
+        types = entry.get("types")
+        if not isinstance(types, list) or not types or any(not isinstance(kind, str) for kind in types):
+            raise HeaderError("aggregatable_debug_reporting_debug_data_types_invalid", f"{shown(types)}")
+        for kind in types:
+            if kind in data or kind in unknown or (kind == UNSPECIFIED_DEBUG_TYPE and unspecified is not None):
+                raise HeaderError("aggregatable_debug_reporting_debug_data_types_invalid", f"{kind!r} given twice")
+            if kind == UNSPECIFIED_DEBUG_TYPE:
+                unspecified = (piece, number)
+            elif kind in supported:
+                data[kind] = (piece, number)
+            else:
+                unknown.add(kind)
+    if unspecified is not None:
+        for kind in supported:
+            data.setdefault(kind, unspecified)
+    return AggregatableDebugConfig(key_piece, tuple(sorted((kind, *pair) for kind, pair in data.items())), coordinator)
+
+
+def _source_debug_reporting(header: Mapping[str, Any], coordinator_origins: Sequence[str]
+                            ) -> tuple[int, AggregatableDebugConfig | None]:
+    """A source's ``aggregatable_debug_reporting``: its ``budget`` (in [1, 65536], set aside from the L1 budget)
+    and configuration. An invalid one is ignored whole, budget included, and the source registered without it
+    (Chrome; the interop case ``aggregatable_debug_reports``)."""
+    if "aggregatable_debug_reporting" not in header:
+        return 0, None
+    try:
+        config = _dict(header["aggregatable_debug_reporting"], "aggregatable_debug_reporting_invalid")
+        budget = _integral_number(config.get("budget"))
+        if budget is None or not 1 <= budget <= MAX_AGGREGATABLE_VALUE:
+            raise HeaderError("aggregatable_debug_reporting_budget_invalid", f"{shown(config.get('budget'))}")
+        return budget, _debug_config(config, budget, SOURCE_DEBUG_TYPES, coordinator_origins)
+    except HeaderError:
+        return 0, None
+
+
+def _trigger_debug_reporting(header: Mapping[str, Any], coordinator_origins: Sequence[str]
+                             ) -> AggregatableDebugConfig | None:
+    """A trigger's ``aggregatable_debug_reporting`` (values at most 65,536); an invalid one is ignored."""
+    if "aggregatable_debug_reporting" not in header:
+        return None
+    try:
+        return _debug_config(header["aggregatable_debug_reporting"], MAX_AGGREGATABLE_VALUE, TRIGGER_DEBUG_TYPES,
+                             coordinator_origins)
+    except HeaderError:
+        return None
+
+
 def parse_source(
     header: Any, *, time_micros: int, context_origin: str, reporting_origin: str, source_type: str,
-    debug_permission: bool = False,
+    debug_permission: bool = False, coordinator_origins: Sequence[str] = (),
 ) -> SourceRegistration:
     """The source an ``Attribution-Reporting-Register-Source`` header registers (spec "parse source-registration
-    JSON"). ``source_type``: NAVIGATION or EVENT (from the request's Attribution-Reporting-Eligible)."""
+    JSON"). ``source_type``: NAVIGATION or EVENT (from the request's Attribution-Reporting-Eligible);
+    ``coordinator_origins``: the allowed aggregation coordinators of its aggregatable debug reports, the first the
+    default."""
     header = _dict(header, "root_wrong_type")
+    debug_budget, debug_config = _source_debug_reporting(header, coordinator_origins)
     destinations = _destinations(header.get("destination"))
     source_event_id = _uint64_string(header["source_event_id"], "source_event_id_value_invalid") \
         if "source_event_id" in header else 0
@@ -526,6 +653,9 @@ def parse_source(
         debug_permission=debug_permission,
         debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
         attribution_scopes=_attribution_scopes(header["attribution_scopes"]) if "attribution_scopes" in header else None,
+        named_budgets=_named_budgets(header["named_budgets"]) if "named_budgets" in header else (),
+        aggregatable_debug_budget=debug_budget,
+        aggregatable_debug=debug_config,
     )
 
 
@@ -676,6 +806,8 @@ def parse_trigger(
         debug_permission=debug_permission,
         debug_reporting=_bool(header.get("debug_reporting", False), "debug_reporting_value_invalid"),
         attribution_scopes=_trigger_scopes(header["attribution_scopes"]) if "attribution_scopes" in header else (),
+        named_budgets=_named_budget_candidates(header["named_budgets"]) if "named_budgets" in header else (),
+        aggregatable_debug=_trigger_debug_reporting(header, coordinator_origins),
     )
 
 

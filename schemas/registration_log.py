@@ -252,9 +252,14 @@ def _one_scopes_set_per_navigation(parsed: ParsedRegistration, fixed: dict[str, 
 
 
 def _without_debug_reports(parsed: ParsedRegistration | RegistrationFailure) -> ParsedRegistration | RegistrationFailure:
+    """A fenced frame's registration: no verbose debug report, and no aggregatable debug report of its own (a
+    source keeps its debug budget and key piece, which its triggers' reports use)."""
     if isinstance(parsed, RegistrationFailure):
         return parsed._replace(header_error_report=None)
-    return parsed._replace(registration=parsed.registration._replace(debug_reporting=False))
+    registration = parsed.registration
+    config = registration.aggregatable_debug
+    quiet = None if config is None or isinstance(registration, TriggerRegistration) else config._replace(data=())
+    return parsed._replace(registration=registration._replace(debug_reporting=False, aggregatable_debug=quiet))
 
 
 def _parse_response(response: Any, request_time: int, context: str, eligible: frozenset[str], device: str,
@@ -290,7 +295,8 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
             parsing = True
             return ParsedRegistration(
                 parse_source(value, time_micros=time_micros, context_origin=context, reporting_origin=reporting,
-                             source_type=source_types[0], debug_permission=debug),
+                             source_type=source_types[0], debug_permission=debug,
+                             coordinator_origins=coordinator_origins),
                 device, randomized_response=_randomized_response(response.get("randomized_response")),
                 unsupported=unsupported,
             )

@@ -50,6 +50,16 @@ class AttributionScopes(NamedTuple):
     max_event_states: int = 3
 
 
+class AggregatableDebugConfig(NamedTuple):
+    """A registration's ``aggregatable_debug_reporting`` (spec "aggregatable debug reporting config"): the key
+    piece of every contribution, the (debug data type, key piece, value) it reports per type, and where its
+    reports go to be aggregated."""
+
+    key_piece: int
+    data: tuple[tuple[str, int, int], ...]  # sorted by type
+    aggregation_coordinator_origin: str
+
+
 class SourceRegistration(NamedTuple):
     """An attribution source as registered (spec "attribution source"), its durations already clamped and
     rounded as the specification says (``registration_headers.parse_source``)."""
@@ -78,6 +88,9 @@ class SourceRegistration(NamedTuple):
     debug_permission: bool = False  # the registration could set debug keys (Chrome: third-party cookies allowed)
     debug_reporting: bool = False
     attribution_scopes: AttributionScopes | None = None
+    named_budgets: tuple[tuple[str, int], ...] = ()  # name -> its share of the L1 budget, sorted by name
+    aggregatable_debug_budget: int = 0  # set aside from the L1 budget for its aggregatable debug reports
+    aggregatable_debug: AggregatableDebugConfig | None = None
 
 
 class EventTriggerData(NamedTuple):
@@ -112,6 +125,14 @@ class AggregatableDedupKey(NamedTuple):
     filters: FilterPair = NO_FILTERS
 
 
+class NamedBudgetCandidate(NamedTuple):
+    """One entry of a trigger's ``named_budgets``: the first whose filters match the source names the budget its
+    report is charged to (None, or a name the source lacks: none)."""
+
+    name: str | None
+    filters: FilterPair = NO_FILTERS
+
+
 class TriggerRegistration(NamedTuple):
     """An attribution trigger as registered (spec "attribution trigger")."""
 
@@ -132,6 +153,8 @@ class TriggerRegistration(NamedTuple):
     debug_permission: bool = False
     debug_reporting: bool = False
     attribution_scopes: tuple[str, ...] = ()  # sorted, distinct; empty: it matches sources of any scopes
+    named_budgets: tuple[NamedBudgetCandidate, ...] = ()
+    aggregatable_debug: AggregatableDebugConfig | None = None
 
     @property
     def has_aggregatable_data(self) -> bool:

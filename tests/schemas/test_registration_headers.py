@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from schemas.registration_headers import (
+    SOURCE_DEBUG_TYPES,
     HeaderError,
     is_trustworthy,
     origin_of,
@@ -27,6 +28,7 @@ from schemas.registrations import (
     EventTriggerData,
     FilterConfig,
     FilterPair,
+    NamedBudgetCandidate,
     debug_keys,
 )
 
@@ -760,6 +762,85 @@ def test_attribution_scopes_of_a_trigger():
     assert _trigger_reason(attribution_scopes=["a", 1]) == "attribution_scopes_value_invalid"
 
 
+def test_named_budgets():
+    """Spec "parse named budgets" (the interop case ``aggregatable_named_budgets_parsing_failures``)."""
+    assert _source(named_budgets={"b": 0, "a": 65_536.0}).named_budgets == (("a", 65_536), ("b", 0))
+    assert _source(named_budgets={f"n{i}": 1 for i in range(25)}).named_budgets[0] == ("n0", 1)
+    trigger = _trigger(named_budgets=[{"name": "a", "filters": {"x": ["1"]}}, {}])
+    assert trigger.named_budgets == (NamedBudgetCandidate("a", FilterPair((FilterConfig((("x", ("1",)),)),))),
+                                     NamedBudgetCandidate(None))
+
+
+@pytest.mark.parametrize(("budgets", "reason"), [
+    ([], "aggregatable_named_budgets_dict_invalid"),
+    ({f"n{i}": 1 for i in range(26)}, "aggregatable_named_budgets_dict_invalid"),
+    ({"x" * 26: 1}, "aggregatable_named_budgets_key_too_long"),
+    *[({"a": bad}, "aggregatable_named_budgets_value_invalid") for bad in ("100", -1, 65_537, 1.5, True)],
+])
+def test_invalid_named_budgets_of_a_source(budgets, reason):
+    assert _source_reason(named_budgets=budgets) == reason
+
+
+@pytest.mark.parametrize(("candidates", "reason"), [
+    ({}, "aggregatable_named_budget_wrong_type"),
+    ([[]], "aggregatable_named_budget_wrong_type"),
+    ([{"name": 1}], "aggregatable_named_budget_name_invalid"),
+    ([{"name": "a", "filters": {"_x": []}}], "filters_key_reserved"),
+])
+def test_invalid_named_budgets_of_a_trigger(candidates, reason):
+    assert _trigger_reason(named_budgets=candidates) == reason
+
+
+def _debug_source(config):
+    return parse_source({"destination": DESTINATION, "aggregatable_debug_reporting": config}, time_micros=0,
+                        context_origin="https://source.test", reporting_origin="https://reporter.test",
+                        source_type=NAVIGATION, coordinator_origins=COORDINATORS)
+
+
+def test_aggregatable_debug_reporting_of_a_source():
+    """Spec "parse a source aggregatable debug reporting config" (the interop case ``aggregatable_debug_reports``):
+    the budget is set aside, each listed type of its kind gets its key piece and value, ``unspecified`` the rest."""
+    source = _debug_source({"budget": 1024.0, "key_piece": "0x1", "aggregation_coordinator_origin": COORDINATORS[1],
+                            "debug_data": [{"types": ["source-success", "trigger-no-matching-source", "x"],
+                                            "key_piece": "0x10", "value": 7},
+                                           {"types": ["unspecified"], "key_piece": "0x20", "value": 1024}]})
+    assert source.aggregatable_debug_budget == 1024
+    config = source.aggregatable_debug
+    assert (config.key_piece, config.aggregation_coordinator_origin) == (1, COORDINATORS[1])
+    data = {kind: (piece, value) for kind, piece, value in config.data}
+    assert data["source-success"] == (0x10, 7) and data["source-noised"] == (0x20, 1024)
+    assert set(data) == SOURCE_DEBUG_TYPES  # a trigger's type is not a source's
+    plain = _debug_source({"budget": 5, "key_piece": "0x2"})
+    assert (plain.aggregatable_debug_budget, plain.aggregatable_debug.data) == (5, ())
+
+
+@pytest.mark.parametrize("config", [
+    [], {"budget": "1024", "key_piece": "0x1"}, {"budget": 0, "key_piece": "0x1"}, {"budget": 65_537, "key_piece": "0x1"},
+    {"budget": 10}, {"budget": 10, "key_piece": "0x1", "aggregation_coordinator_origin": "https://elsewhere.test"},
+    {"budget": 10, "key_piece": "0x1", "debug_data": [{"types": ["source-success"], "key_piece": "0x1", "value": 11}]},
+    {"budget": 10, "key_piece": "0x1", "debug_data": [{"types": ["source-success", "source-success"],
+                                                        "key_piece": "0x1", "value": 1}]},
+    {"budget": 10, "key_piece": "0x1", "debug_data": [{"types": ["source-noised"], "key_piece": "0x1", "value": 1},
+                                                       {"types": ["source-noised"], "key_piece": "0x2", "value": 1}]},
+    {"budget": 10, "key_piece": "0x1", "debug_data": [{"types": ["x", "x"], "key_piece": "0x1", "value": 1}]},
+    {"budget": 10, "key_piece": "0x1", "debug_data": [{"types": [], "key_piece": "0x1", "value": 1}]},
+])
+def test_an_invalid_aggregatable_debug_reporting_is_ignored_budget_and_all(config):
+    source = _debug_source(config)
+    assert (source.aggregatable_debug_budget, source.aggregatable_debug) == (0, None)
+
+
+def test_aggregatable_debug_reporting_of_a_trigger():
+    trigger = parse_trigger({"aggregatable_debug_reporting": {
+        "key_piece": "0x2", "debug_data": [{"types": ["trigger-no-matching-source"], "key_piece": "0x4", "value": 65_536}]}},
+        time_micros=0, context_origin="https://destination.test", reporting_origin="https://reporter.test",
+        coordinator_origins=COORDINATORS)
+    assert trigger.aggregatable_debug.data == (("trigger-no-matching-source", 4, 65_536),)
+    assert trigger.aggregatable_debug.aggregation_coordinator_origin == COORDINATORS[0]
+    assert _trigger(aggregatable_debug_reporting={"key_piece": "0x2", "debug_data": [
+        {"types": ["trigger-no-matching-source"], "key_piece": "0x4", "value": 65_537}]}).aggregatable_debug is None
+
+
 def test_filtering_ids():
     """Chrome's interop case ``aggregatable_contributions_with_filtering_ids``: a value may carry a filtering id
     (a uint64 string, default 0) that fits in ``aggregatable_filtering_id_max_bytes`` bytes (1 to 8, default 1)."""
@@ -815,9 +896,8 @@ def test_a_trigger_root_that_is_not_a_dictionary(header):
 @pytest.mark.parametrize(("header", "source", "expected"), [
     ({"destination": DESTINATION}, True, []),
     ({"attribution_scopes": {"values": ["a"]}, "max_event_states": 3}, True, []),
-    ({"named_budgets": {}, "trigger_specs": []}, True,
-     ["full flexible event-level configurations (trigger_specs)", "named budgets"]),
-    ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True, ["aggregatable debug reports"]),
+    ({"named_budgets": {}, "trigger_specs": []}, True, ["full flexible event-level configurations (trigger_specs)"]),
+    ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True, []),
     ({"attribution_scopes": ["a"]}, False, []),
     ({"trigger_specs": []}, False, []),  # a source field
     ([], True, []),

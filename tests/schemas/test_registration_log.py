@@ -315,7 +315,7 @@ def test_unsupported_fields_are_reported_on_a_success():
     assert parsed.unsupported == ("full flexible event-level configurations (trigger_specs)",)
     trigger = _registration(_entry(_response({TRIGGER_HEADER: {"aggregatable_debug_reporting": {},
                                                                "named_budgets": []}})))
-    assert trigger.unsupported == ("aggregatable debug reports", "named budgets")
+    assert trigger.unsupported == ()
 
 
 def test_unsupported_fields_are_reported_on_a_failure():
@@ -326,7 +326,7 @@ def test_unsupported_fields_are_reported_on_a_failure():
     trigger = {"aggregatable_values": {"a": {"value": 1, "filtering_id": 1}}, "named_budgets": []}
     failure = _failure(_entry(_response({TRIGGER_HEADER: json.dumps(trigger)})))
     assert failure.reason == "aggregatable_values_value_invalid"
-    assert failure.unsupported == ("named budgets",)
+    assert failure.unsupported == ()
 
 
 def test_unsupported_fields_are_reported_on_an_ineligible_registration():

@@ -144,6 +144,7 @@ class PartResult(NamedTuple):
 
     outcome: str
     report: Any = None
+    named_budget: tuple[str, int] | None = None  # insufficient_named_budget: the source's budget (name, amount)
 
 
 RATE_LIMIT_WINDOW_MICROS = 30 * MICROS_PER_DAY

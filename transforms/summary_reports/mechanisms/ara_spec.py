@@ -13,7 +13,10 @@ within budget, and otherwise sends null reports only as its null-report rule say
 * **Contributions**: each source key OR the key pieces of the matching ``aggregatable_trigger_data`` entries
   that name it, with the value the first matching ``aggregatable_values`` entry gives it; none: no report.
 * **Limits**: at most ``max_reports_per_source`` (20) reports per source; the values of all its reports sum
-  to at most the budget L1 = 65,536 (``ContributionBudget``: a report that would exceed it is dropped whole).
+  to at most the budget L1 = 65,536 (``ContributionBudget``: a report that would exceed it is dropped whole), less
+  what the source set aside for its aggregatable debug reports; and, when the first of the trigger's
+  ``named_budgets`` whose filters match names one of the source's, to at most that named budget (spec "named
+  budgets"; checked after L1, both charged only for a report made).
 * **Attribution rate limit**: as the event-level client, counted separately for aggregatable reports.
 * **Storage limit**: at most ``max_reports_per_destination`` unsent reports per destination site.
 * **Null reports**: with ``aggregatable_source_registration_time: "include"``, one null report per lookback
@@ -92,6 +95,7 @@ class SpecAggregatableSource:
     reports: int = 0
     dedup_keys: set[int] = field(default_factory=set)
     made: list[SpecAggregatableReport] = field(default_factory=list)  # its reports (at most max_reports_per_source)
+    named_spent: dict[str, int] = field(default_factory=dict)  # what each of its named budgets has paid
 
 
 def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> list[tuple[int, int, int]]:
@@ -109,6 +113,16 @@ def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> l
         return []
     values, filtering_ids = dict(matched.values), dict(matched.filtering_ids)
     return [(keys[name], values[name], filtering_ids.get(name, 0)) for name in sorted(keys) if values.get(name, 0) > 0]
+
+
+def _named_budget(source: SourceRegistration, trigger: TriggerRegistration) -> tuple[str, int] | None:
+    """The source's named budget (name, amount) a trigger's report is charged to: that of the first of the trigger's
+    ``named_budgets`` whose filters match the source, if the source has one by its name (spec "find matching budget
+    name")."""
+    name = next((candidate.name for candidate in trigger.named_budgets
+                 if filters_match(source, trigger.time_micros, candidate.filters)), None)
+    budgets = dict(source.named_budgets)
+    return (name, budgets[name]) if name is not None and name in budgets else None
 
 
 def _sent_at_once(trigger: TriggerRegistration) -> bool:
@@ -150,7 +164,11 @@ class SpecAggregatable:
         return self.prepare_source(source, choice)
 
     def prepare_source(self, source: SourceRegistration, choice: object = None) -> SpecAggregatableSource:
-        return SpecAggregatableSource()
+        """A source's state: its L1 budget less what it set aside for aggregatable debug reports."""
+        state = SpecAggregatableSource()
+        if source.aggregatable_debug_budget:
+            state.budget.charge([source.aggregatable_debug_budget], _SPEC_LIMITS)
+        return state
 
     def store_source(self, source: SourceRegistration, state: SpecAggregatableSource) -> None:
         """Nothing to store before a trigger."""
@@ -177,7 +195,8 @@ class SpecAggregatable:
             return False
         outcome, report = self._attribute(source, state, trigger, refused)
         self.outcomes[outcome] += 1
-        self.results.append(PartResult(outcome, report))
+        named = _named_budget(source, trigger) if outcome == "insufficient_named_budget" and source else None
+        self.results.append(PartResult(outcome, report, named))
         if report is not None:
             self._due.append(report)
         days = self._null_report_days(trigger) if choice is None else list(choice)
@@ -214,8 +233,15 @@ class SpecAggregatable:
         if sum(1 for r in self._due if not r.is_null and r.attribution_destination == trigger.destination_site) \
                 >= self.max_reports_per_destination:
             return "no_capacity_for_conversion_destination", None
-        if not state.budget.charge([value for _, value, _ in found], _SPEC_LIMITS):
+        values = [value for _, value, _ in found]
+        if not state.budget.fits(values, _SPEC_LIMITS):
             return "insufficient_budget", None
+        named = _named_budget(source, trigger)
+        if named is not None and state.named_spent.get(named[0], 0) + sum(values) > named[1]:
+            return "insufficient_named_budget", None
+        state.budget.charge(values, _SPEC_LIMITS)
+        if named is not None:
+            state.named_spent[named[0]] = state.named_spent.get(named[0], 0) + sum(values)
         state.reports += 1
         if dedup_key is not None:
             state.dedup_keys.add(dedup_key)

@@ -66,13 +66,16 @@ class ContributionBudget:
         self.count = 0
         self.total = 0
 
+    def fits(self, values: Sequence[int], limits: ContributionLimits) -> bool:
+        """Whether the non-zero ``values`` of one report fit: L_0 + |values| <= Lambda_0 and L_1 + sum <= Lambda_1."""
+        return self.count + len(values) <= limits.l0 and self.total + sum(values) <= limits.l1
+
     def charge(self, values: Sequence[int], limits: ContributionLimits) -> bool:
-        """Charge the non-zero ``values`` of one report if L_0 + |values| <= Lambda_0 and L_1 + sum <= Lambda_1;
-        otherwise charge nothing. Whether they were charged."""
-        count, total = self.count + len(values), self.total + sum(values)
-        if count > limits.l0 or total > limits.l1:
+        """Charge the non-zero ``values`` of one report if they fit; otherwise charge nothing. Whether they were
+        charged."""
+        if not self.fits(values, limits):
             return False
-        self.count, self.total = count, total
+        self.count, self.total = self.count + len(values), self.total + sum(values)
         return True
 
 

@@ -14,10 +14,12 @@ from schemas.registrations import (
     NAVIGATION,
     AggregatableTriggerData,
     AggregatableValues,
+    NamedBudgetCandidate,
     SourceRegistration,
     TriggerRegistration,
 )
 from schemas.time_units import MICROS_PER_SECOND
+from transforms.core.mechanisms.ara_attribution import PartResult
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.summary_reports.mechanisms.ara_spec import (
     MAX_LOOKBACK_DAYS,
@@ -128,3 +130,20 @@ def test_a_filtering_id_width_other_than_the_default_is_sent_at_once_with_a_null
         [(((0x11, 5, 300),), 100 * MICROS_PER_SECOND, 2)]
     nulls = [report for report in reports if report.is_null]
     assert [r.report_time_micros for r in nulls] == [(200 + i) * MICROS_PER_SECOND for i in range(50)]
+
+
+def test_named_budgets_are_checked_after_the_l1_budget_and_charged_with_it():
+    """Spec "named budgets" (the interop case ``aggregatable_named_budgets``): the first candidate whose filters
+    match names the budget; one the source lacks charges nothing; the debug budget is set aside from L1."""
+    src = source()._replace(named_budgets=(("a", 10), ("z", 0)), aggregatable_debug_budget=65_000)
+    client = SpecAggregatable()
+    state = client.register_source(src)
+    named = trigger(1, {"a": 10})._replace(named_budgets=(NamedBudgetCandidate("a"),))
+    assert client.attribute(src, state, named)
+    assert not client.attribute(src, state, trigger(2, {"a": 1})._replace(named_budgets=(NamedBudgetCandidate("a"),)))
+    assert client.results[-1] == PartResult("insufficient_named_budget", None, ("a", 10))
+    assert not client.attribute(src, state, trigger(3, {"a": 600})._replace(named_budgets=(NamedBudgetCandidate("z"),)))
+    assert client.results[-1].outcome == "insufficient_budget"  # 10 + 600 > 65,536 - 65,000, before the named one
+    unknown = trigger(4, {"a": 500})._replace(named_budgets=(NamedBudgetCandidate("nope"), NamedBudgetCandidate("z")))
+    assert client.attribute(src, state, unknown)  # the first candidate wins: a name the source lacks charges nothing
+    assert state.budget.total == 65_000 + 10 + 500
