@@ -14,8 +14,8 @@ multiset of (URL, time, body). One line per case:
 * ``fail: <the first difference>``;
 * ``superseded: <why>; <the first difference>`` for a case of ``SUPERSEDED_CASES`` that differs: newer cases of
   the suite and Chromium's implementation contradict it (it is still run, and passes if it can);
-* ``out of scope: <feature>`` when the case uses a feature of the specification this project does not implement
-  (``schemas.registration_headers.UNSUPPORTED_*_FIELDS``, ``pipelines.ara_browser.UNIMPLEMENTED_CONFIG``).
+* ``out of scope: <feature>`` when the case's configuration needs a feature this project does not implement
+  (``pipelines.ara_browser.UNIMPLEMENTED_CONFIG``: cross app and web attribution, Android's OS registrations).
 
 Exit status: 0 when nothing failed (a superseded case is not a failure), 1 when a case failed, 2 for a bad option
 or an unreadable case. The configuration every case starts from is ``default_config.json`` beside it
@@ -126,10 +126,8 @@ def run_case(path: Path, default_config: dict[str, Any]) -> CaseResult:
                        if key in overrides or key not in UNIMPLEMENTED_CONFIG})
     parsed: list[ParsedRegistration | DeliveryChange | RegistrationFailure] = []
     for entry in case["input"]["registrations"]:
-        for result in parse_entry(entry, config.aggregation_coordinator_origins):
-            if not isinstance(result, DeliveryChange):
-                features.extend(result.unsupported)
-            parsed.append(result)  # a failure registers nothing, as in the browser (its header may be reported)
+        # a failure registers nothing, as in the browser (its header may be reported)
+        parsed.extend(parse_entry(entry, config.aggregation_coordinator_origins))
     expected = case["output"].get("reports", [])
     if features:
         return CaseResult(name, description, OUT_OF_SCOPE, ", ".join(sorted(set(features))), len(expected), 0)

@@ -68,7 +68,9 @@ EVENT_LEVEL, AGGREGATABLE, DEBUG = "event_level_reports", "aggregatable_reports"
 OUTPUT_PREFIXES = (EVENT_LEVEL, AGGREGATABLE, DEBUG)
 # a source the browser refuses, under Chrome's names for it (its verbose debug report types)
 REFUSAL_REASONS = {"information_gain_too_high": "source_channel_capacity_limit",
-                   "too_many_states": "source_trigger_state_cardinality_limit"}
+                   "too_many_states": "source_trigger_state_cardinality_limit",
+                   "max_event_states_exceeded": "source_max_event_states_limit",
+                   "scopes_channel_capacity_exceeded": "source_scopes_channel_capacity_limit"}
 ALGORITHM = ("the Attribution Reporting specification's attribution (Chrome's behaviour): event-level reports with "
              "randomized response (Ghazi et al. Alg. 8), aggregatable reports within a 65,536 budget per source")
 
@@ -93,14 +95,12 @@ class _ParseLogFn(beam.DoFn):
         self._event_level = event_level_client(self._config)
 
     def _refused(self, result: ParsedRegistration | RegistrationFailure | DeliveryChange) -> tuple[str, str] | None:
-        """(reason, detail) when the browser drops the registration: a header it cannot parse, a feature this
-        project lacks, a source configuration above the channel-capacity limit."""
+        """(reason, detail) when the browser drops the registration: a header it cannot parse, a source configuration
+        above the channel-capacity limit."""
         if isinstance(result, DeliveryChange):  # the device's connectivity or a navigation: nothing to check
             return None
         if isinstance(result, RegistrationFailure):
-            return ("unsupported_feature" if result.unsupported else result.reason), result.detail
-        if result.unsupported:
-            return "unsupported_feature", ", ".join(result.unsupported)
+            return result.reason, result.detail
         if isinstance(result.registration, SourceRegistration):
             try:
                 self._event_level.check(result.registration)

@@ -14,9 +14,9 @@ pipelines' dead-letter reason). Durations are clamped and rounded here, as the s
   end being ``event_report_window`` (clamped to [1 hour, expiry]) or else the expiry;
 * ``aggregatable_report_window``: clamped to [1 hour, expiry] (default expiry).
 
-Fields of the specification this project does not implement (``UNSUPPORTED_SOURCE_FIELDS``,
-``UNSUPPORTED_TRIGGER_FIELDS``) are not errors: ``unsupported_fields`` names them, so a caller can say a
-registration uses a feature that is out of scope instead of silently ignoring it.
+Fields the specification does not define are ignored, as Chrome ignores them: ``trigger_specs`` among them, the
+full flexible event-level configurations, removed from the specification in May 2025 (WICG/attribution-reporting-api
+pull requests 1520 and 1521) and never shipped by Chrome, whose parser reads it only in tests.
 """
 from __future__ import annotations
 
@@ -87,10 +87,6 @@ UINT64 = 2**64
 INT64 = 2**63
 UINT32 = 2**32
 
-UNSUPPORTED_SOURCE_FIELDS = {
-    "trigger_specs": "full flexible event-level configurations (trigger_specs)",
-}
-UNSUPPORTED_TRIGGER_FIELDS: dict[str, str] = {}
 # the debug data types of aggregatable debug reports (spec "debug data type"), of sources and of triggers
 SOURCE_DEBUG_TYPES = frozenset({
     "source-channel-capacity-limit", "source-destination-global-rate-limit", "source-destination-limit",
@@ -809,11 +805,3 @@ def parse_trigger(
         named_budgets=_named_budget_candidates(header["named_budgets"]) if "named_budgets" in header else (),
         aggregatable_debug=_trigger_debug_reporting(header, coordinator_origins),
     )
-
-
-def unsupported_fields(header: Any, source: bool) -> list[str]:
-    """The features of the specification this project does not implement that ``header`` uses."""
-    if not isinstance(header, dict):
-        return []
-    table = UNSUPPORTED_SOURCE_FIELDS if source else UNSUPPORTED_TRIGGER_FIELDS
-    return [] if table.keys().isdisjoint(header) else sorted({table[field] for field in table.keys() & header.keys()})

@@ -46,7 +46,6 @@ from schemas.registration_headers import (
     parse_trigger,
     shown,
     site_of,
-    unsupported_fields,
 )
 from schemas.registrations import EVENT, NAVIGATION, SourceRegistration, TriggerRegistration
 
@@ -63,7 +62,6 @@ class ParsedRegistration(NamedTuple):
     device_id: str
     randomized_response: tuple[tuple[int, int], ...] | None = None  # sources: fake (trigger data, window) reports
     null_report_days: tuple[int, ...] | None = None  # triggers: lookback days the null-report rule chose
-    unsupported: tuple[str, ...] = ()  # features of the specification it uses that this project lacks
 
 
 class DeliveryChange(NamedTuple):
@@ -93,7 +91,6 @@ class RegistrationFailure(NamedTuple):
     device_id: str
     time_millis: int | None
     header: str | None  # the header name, when the header was the problem
-    unsupported: tuple[str, ...] = ()  # features of the specification the header uses that this project lacks
     header_error_report: HeaderErrorReport | None = None
 
 
@@ -248,7 +245,7 @@ def _one_scopes_set_per_navigation(parsed: ParsedRegistration, fixed: dict[str, 
         return parsed
     return RegistrationFailure("attribution_scopes_navigation_limit",
                                f"{source.reporting_origin} already registered scopes {list(first)} in this navigation",
-                               parsed.device_id, source.time_micros // MICROS_PER_MILLI, SOURCE_HEADER, parsed.unsupported)
+                               parsed.device_id, source.time_micros // MICROS_PER_MILLI, SOURCE_HEADER)
 
 
 def _without_debug_reports(parsed: ParsedRegistration | RegistrationFailure) -> ParsedRegistration | RegistrationFailure:
@@ -265,7 +262,6 @@ def _without_debug_reports(parsed: ParsedRegistration | RegistrationFailure) -> 
 def _parse_response(response: Any, request_time: int, context: str, eligible: frozenset[str], device: str,
                     coordinator_origins: Sequence[str]) -> ParsedRegistration | RegistrationFailure:
     time_millis, header_name = None, None
-    unsupported: tuple[str, ...] = ()
     parsing, reporting, raw = False, None, None  # whether a failure is the header's own, for its debug report
     try:
         if not isinstance(response, dict) or not isinstance(response.get("response"), dict):
@@ -286,7 +282,6 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
         raw, parsing = headers[header_name], True
         value = _header_value(raw)
         parsing = False
-        unsupported = tuple(unsupported_fields(value, source=has_source))
         time_micros = time_millis * MICROS_PER_MILLI
         if has_source:
             source_types = [kind for name, kind in _ELIGIBILITY.items() if name in eligible]
@@ -298,7 +293,6 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
                              source_type=source_types[0], debug_permission=debug,
                              coordinator_origins=coordinator_origins),
                 device, randomized_response=_randomized_response(response.get("randomized_response")),
-                unsupported=unsupported,
             )
         if "trigger" not in eligible:
             raise HeaderError("trigger_ineligible", f"the request is not eligible for triggers ({sorted(eligible)})")
@@ -307,11 +301,10 @@ def _parse_response(response: Any, request_time: int, context: str, eligible: fr
             parse_trigger(value, time_micros=time_micros, context_origin=context, reporting_origin=reporting,
                           coordinator_origins=coordinator_origins, debug_permission=debug),
             device, null_report_days=_null_days(response.get("null_aggregatable_reports_days")),
-            unsupported=unsupported,
         )
     except HeaderError as error:
         report = None
         if parsing and reporting is not None and header_name is not None and _reports_header_errors(
                 response["response"].get(INFO_HEADER)):
             report = HeaderErrorReport(reporting, site_of(context), header_name, _header_text(raw))
-        return RegistrationFailure(error.reason, str(error), device, time_millis, header_name, unsupported, report)
+        return RegistrationFailure(error.reason, str(error), device, time_millis, header_name, report)

@@ -13,7 +13,6 @@ from schemas.registration_headers import (
     parse_source,
     parse_trigger,
     site_of,
-    unsupported_fields,
 )
 from schemas.registrations import (
     EVENT,
@@ -886,32 +885,6 @@ def test_trigger_debug_key_and_reporting():
 @pytest.mark.parametrize("header", [[], "{}", None, 0])
 def test_a_trigger_root_that_is_not_a_dictionary(header):
     assert _trigger_reason(header) == "root_wrong_type"
-
-
-# --------------------------------------------------------------------------------------------
-# Unsupported fields
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("header", "source", "expected"), [
-    ({"destination": DESTINATION}, True, []),
-    ({"attribution_scopes": {"values": ["a"]}, "max_event_states": 3}, True, []),
-    ({"named_budgets": {}, "trigger_specs": []}, True, ["full flexible event-level configurations (trigger_specs)"]),
-    ({"aggregatable_debug_reporting": {}, "destination_limit_priority": "1"}, True, []),
-    ({"attribution_scopes": ["a"]}, False, []),
-    ({"trigger_specs": []}, False, []),  # a source field
-    ([], True, []),
-    ("named_budgets", False, []),
-])
-def test_unsupported_fields(header, source, expected):
-    assert unsupported_fields(header, source=source) == expected
-
-
-def test_an_unsupported_field_does_not_stop_the_parse():
-    source = _source(named_budgets={"x": 1})
-    assert source.destination_sites == (DESTINATION,)
-    trigger = _trigger(named_budgets=[{"name": "x"}])
-    assert trigger.event_trigger_data == ()
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``schemas.registration_log.parse_entry``: one entry of a registration log (Chrome's interop-suite form) into
 the sources and triggers its responses register, and a ``RegistrationFailure`` with its reason for each response
-that registers nothing: eligibility, header text, origins, timestamps, fixed randomness and unsupported fields."""
+that registers nothing: eligibility, header text, origins, timestamps, fixed randomness and the fields Chrome ignores."""
 from __future__ import annotations
 
 import json
@@ -75,7 +75,6 @@ def test_a_source_registers_with_the_requests_eligibility(eligible, source_type)
     assert source.destination_sites == ("https://destination.test",)
     assert parsed.randomized_response is None
     assert parsed.null_report_days is None
-    assert parsed.unsupported == ()
 
 
 @pytest.mark.parametrize("eligible", [ABSENT, "trigger", "event-source, trigger"])
@@ -134,7 +133,6 @@ def test_header_text_that_is_not_json(header, text):
     failure = _failure(_entry(_response({header: text}), eligible="navigation-source, trigger"))
     assert failure.reason == "invalid_json"
     assert failure.header == header
-    assert failure.unsupported == ()
 
 
 def test_header_text_that_is_json_but_not_a_dictionary():
@@ -276,7 +274,7 @@ def test_the_coordinators_are_passed_to_the_trigger_parser():
 
 
 # --------------------------------------------------------------------------------------------
-# Fixed randomness and unsupported features
+# Fixed randomness and ignored fields
 # --------------------------------------------------------------------------------------------
 
 
@@ -309,31 +307,13 @@ def test_invalid_null_aggregatable_reports_days(days):
     assert failure.reason == "null_aggregatable_reports_days_invalid"
 
 
-def test_unsupported_fields_are_reported_on_a_success():
-    parsed = _registration(_entry(_response({SOURCE_HEADER: {**SOURCE, "trigger_specs": []}}),
-                                  eligible="navigation-source"))
-    assert parsed.unsupported == ("full flexible event-level configurations (trigger_specs)",)
-    trigger = _registration(_entry(_response({TRIGGER_HEADER: {"aggregatable_debug_reporting": {},
-                                                               "named_budgets": []}})))
-    assert trigger.unsupported == ()
-
-
-def test_unsupported_fields_are_reported_on_a_failure():
-    header = {**SOURCE, "trigger_specs": [], "filter_data": {"_x": []}}
-    failure = _failure(_entry(_response({SOURCE_HEADER: header}), eligible="navigation-source"))
-    assert failure.reason == "filter_data_key_reserved"
-    assert failure.unsupported == ("full flexible event-level configurations (trigger_specs)",)
-    trigger = {"aggregatable_values": {"a": {"value": 1, "filtering_id": 1}}, "named_budgets": []}
-    failure = _failure(_entry(_response({TRIGGER_HEADER: json.dumps(trigger)})))
-    assert failure.reason == "aggregatable_values_value_invalid"
-    assert failure.unsupported == ()
-
-
-def test_unsupported_fields_are_reported_on_an_ineligible_registration():
-    header = {**SOURCE, "trigger_specs": []}
-    failure = _failure(_entry(_response({SOURCE_HEADER: header})))
-    assert failure.reason == "source_ineligible"
-    assert failure.unsupported == ("full flexible event-level configurations (trigger_specs)",)
+def test_a_field_the_specification_dropped_is_ignored_as_chrome_ignores_it():
+    """``trigger_specs`` (full flexible event-level configurations) left the specification in May 2025 and never
+    shipped in Chrome: a source that sets it registers as if it did not."""
+    header = {**SOURCE, "trigger_specs": [{"trigger_data": [1], "summary_buckets": [1]}]}
+    parsed = _registration(_entry(_response({SOURCE_HEADER: header}), eligible="navigation-source"))
+    plain = _registration(_entry(_response({SOURCE_HEADER: SOURCE}), eligible="navigation-source"))
+    assert parsed == plain
 
 
 def test_one_scopes_set_per_reporting_origin_and_navigation():
