@@ -8,6 +8,7 @@ from audit.case import AuditCase
 from audit.cases.aggregation import make_key_discovery_case, make_noisy_sum_case, make_threshold_case
 from audit.cases.attribution_api import SETTINGS as ATTRIBUTION_FILTERS
 from audit.cases.attribution_api import make_attribution_case
+from audit.cases.attribution_reporting import make_named_budget_case, make_scopes_case
 from audit.cases.budgeting import make_filter_case
 from audit.cases.event_level import make_randomized_response_case
 from audit.cases.kanon import make_instance_case, make_stream_case, make_tlap_case
@@ -19,7 +20,8 @@ KEY_DISCOVERY_DELTA = Fraction(1, 10**5)
 
 def all_cases() -> list[AuditCase]:
     """The cases in the order of the report: k-anonymity, Aggregation Service, summary reports end to end,
-    event-level, on-device budgeting, the W3C Attribution API's filters."""
+    event-level, on-device budgeting, the W3C Attribution API's filters, Attribution Reporting's named budgets and
+    attribution scopes."""
     draws = [DrawParameters(Fraction(epsilon), Fraction(1, 10**7)) for epsilon in ("1/4", "3/4", "2")]
     return [
         *(make_tlap_case(draw) for draw in draws),
@@ -34,4 +36,6 @@ def all_cases() -> list[AuditCase]:
           for source_type in ("navigation", "event") for epsilon in (1, 14)),
         *(make_filter_case(policy) for policy in ("cookie_monster", "ara_like", "ipa_like")),
         *(make_attribution_case(filter_name) for filter_name in ATTRIBUTION_FILTERS),
+        *(make_named_budget_case(Fraction(epsilon)) for epsilon in (1, 10)),
+        *(make_scopes_case(Fraction(epsilon)) for epsilon in (1, 14)),
     ]

@@ -7,7 +7,8 @@ and ``python -m pipelines.registrations`` (registration logs, Beam) share.
 * ``replay_device``: the registrations of one device, in time order, through the attribution storage with the
   event-level and aggregatable clients' specification modes; every report, in the order it is sent, at the time
   its delivery sends it (``transforms.core.mechanisms.report_delivery``: the device's connectivity and
-  navigations, from the log's delivery entries).
+  navigations, from the log's delivery entries); and the debug reports the registrations ask for, verbose
+  (``pipelines.ara_debug_reports``) and aggregatable (``pipelines.ara_aggregatable_debug``), sent at once.
 * ``report_record``: a report as ``{"report_url", "report_time", "payload"}``, the interop suite's output form
   (the payload is the report body the browser POSTs, with aggregatable contributions in clear; the report time is
   when it is sent).

@@ -31,6 +31,16 @@ def reported_outputs(respond: Respond, config: EventLevelConfig, epsilon: Fracti
     return np.where(ranks == TRUTHFUL, truth, ranks).astype(np.float64)
 
 
+def samples_for(epsilon: Fraction, k: int) -> int:
+    """The full audit's samples per side for randomized response over k outputs at ``epsilon``.
+
+    P[o = x | x'] = 1 / (e^eps + k - 1). With h hits on D' the bound is within about 3.3 / sqrt(h) of the event's
+    ln-ratio (the 99.9 % interval), so h = 4356 / eps^2 hits bring it within 5 % of eps, and at least 100 hits
+    are drawn; at least 1e6 and at most 2e8 samples (eps = 14 needs 1.2e8)."""
+    hits = max(100.0, 4356 / float(epsilon) ** 2)
+    return int(min(2e8, max(1e6, hits * (math.exp(float(epsilon)) + k))))
+
+
 def make_randomized_response_case(source_type: str, epsilon: Fraction,
                                   respond: Respond = randomized_response_array) -> AuditCase:
     """Randomized response on the default ``navigation`` or ``event`` source at ``epsilon``; ``respond`` is the
@@ -41,17 +51,12 @@ def make_randomized_response_case(source_type: str, epsilon: Fraction,
     def sample(side: str, n: int, source: RandomSource) -> np.ndarray:
         return reported_outputs(respond, config, epsilon, k - 1 if side == D else 0, n, source)
 
-    # P[o = x | x'] = 1 / (e^eps + k - 1). With h hits on D' the bound is within about 3.3 / sqrt(h) of the
-    # event's ln-ratio (the 99.9 % interval), so h = 4356 / eps^2 hits bring it within 5 % of eps, and at least
-    # 100 hits are drawn; at least 1e6 and at most 2e8 samples (eps = 14 needs 1.2e8).
-    hits = max(100.0, 4356 / float(epsilon) ** 2)
-    expected = int(min(2e8, max(1e6, hits * (math.exp(float(epsilon)) + k))))
     return AuditCase(
         name=f"event_level.{source_type}@eps={float(epsilon):g}",
         mechanism=f"event-level: randomized response, {source_type} source (|O| = {k})",
         neighbours="a source whose true output is the last of O, or the first",
         statistic="the rank of the reported output", claimed_epsilon=float(epsilon), claimed_delta=0.0,
-        basis="Ghazi et al. Alg. 8, Thm. 5.1", sample=sample, samples=expected, quick_samples=200_000,
+        basis="Ghazi et al. Alg. 8, Thm. 5.1", sample=sample, samples=samples_for(epsilon, k), quick_samples=200_000,
         tight="tight: P[o = x | x] / P[o = x | x'] = e^eps exactly; the bound needs about e^eps + |O| samples per "
               "hit on D'",
     )

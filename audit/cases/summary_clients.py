@@ -15,7 +15,7 @@ aggregation gives n runs; the statistic is the Neyman-Pearson one of ``audit.cas
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import numpy as np
@@ -62,12 +62,14 @@ def contribution_totals(client: SummaryClient, events: Iterable, source: RandomS
     return totals
 
 
-def _make_case(name: str, mechanism: str, neighbours: str, basis: str, client: SummaryClient, events: list,
-               epsilon: Fraction) -> AuditCase:
+def make_summary_case(name: str, mechanism: str, neighbours: str, basis: str,
+                      totals_of: Callable[[RandomSource], dict[int, int]], epsilon: Fraction) -> AuditCase:
+    """A summary report of one unit's contributions (``totals_of``: per bucket, on D; none on D') through the
+    Aggregation Service's noisy sums at ``epsilon``."""
     params = AggregationParams(mode="domain", epsilon=epsilon, delta=Fraction(1, 10**9))
 
     def sample(side: str, n: int, source: RandomSource) -> np.ndarray:
-        totals = contribution_totals(client, events, source)
+        totals = totals_of(source)
         buckets = sorted(set(totals) | {0})  # at least one bucket of the querier's domain
         shift = np.array([totals.get(bucket, 0) for bucket in buckets])
         sums = np.tile(shift if side == D else np.zeros_like(shift), n)
@@ -86,15 +88,17 @@ def _make_case(name: str, mechanism: str, neighbours: str, basis: str, client: S
 
 def make_ara_case(epsilon: Fraction, limits: ContributionLimits = ContributionLimits()) -> AuditCase:
     """ARA summary reports end to end; ``limits`` are the client's budgets (a test passes broken ones)."""
-    return _make_case(
+    client, events = AraSummaryClient(limits), ara_events()
+    return make_summary_case(
         "summary_reports.ara", "summary reports: ARA client bounding + Aggregation Service",
         f"one source with triggers worth {sum(TRIGGER_VALUES)} > L1 = {DEFAULT_L1}, present or not",
-        "Ghazi et al. Alg. 2 and 6, Cor. 4.4", AraSummaryClient(limits), ara_events(), epsilon)
+        "Ghazi et al. Alg. 2 and 6, Cor. 4.4", lambda source: contribution_totals(client, events, source), epsilon)
 
 
 def make_paa_case(epsilon: Fraction, limits: ContributionLimits = ContributionLimits()) -> AuditCase:
     """PAA summary reports end to end (reach counting); ``limits`` as for ``make_ara_case``."""
-    return _make_case(
+    client, events = PaaSummaryClient(limits=limits), paa_events()
+    return make_summary_case(
         "summary_reports.paa", "summary reports: PAA client bounding + Aggregation Service",
         "one device's three first campaign sightings in one 10-minute window (L1 / 2 each), present or not",
-        "Ghazi et al. Alg. 3 and 6, Cor. 4.6", PaaSummaryClient(limits=limits), paa_events(), epsilon)
+        "Ghazi et al. Alg. 3 and 6, Cor. 4.6", lambda source: contribution_totals(client, events, source), epsilon)

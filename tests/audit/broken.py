@@ -4,7 +4,8 @@ Each is the kind of mistake published implementations have made (Lyu, Su and Li,
 Vector Technique for Differential Privacy", VLDB 2017, list several for AboveThreshold) or an off-by-one a
 reviewer could miss: a wrong noise scale, a wrong count in a probability, a budget check that lets the last
 charge through, a threshold without its tail term, an Attribution API backend that deducts a filter it never
-checked.
+checked, an Attribution Reporting client that takes a named budget for the L1 budget, a storage that attributes one
+trigger to every source its attribution scopes match.
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from schemas.registrations import SourceRegistration, TriggerRegistration
 from transforms.attribution_api.mechanisms.backend import Backend
 from transforms.budgeting.mechanisms.privacy_filter import FilterTable
+from transforms.core.mechanisms.ara_attribution import AttributionStorage, TriggerOutcome
 from transforms.core.mechanisms.global_filters import GLOBAL, IMPRESSION_QUOTA, FilterId
 from transforms.core.mechanisms.noise import RandomSource, TruncatedLaplace, randbelow_array
 from transforms.event_level.mechanisms.config import EventLevelConfig
@@ -25,6 +28,7 @@ from transforms.kanon.mechanisms.above_threshold import AboveThreshold, AboveThr
 from transforms.kanon.mechanisms.accounting import DrawParameters
 from transforms.kanon.mechanisms.batch_replay import GroupJoins
 from transforms.summary_reports.mechanisms.aggregation import AggregationParams
+from transforms.summary_reports.mechanisms.ara_spec import SpecAggregatable, SpecAggregatableSource, named_budget
 
 
 def double_epsilon_tlap(draw: DrawParameters) -> TruncatedLaplace:
@@ -143,3 +147,32 @@ class OverdrawingQuotaBackend(_PartlyCheckedBackend):
     def _lets_through(self, filter_id: FilterId) -> bool:
         left = self.filters.remaining(filter_id)
         return left is None or left > 0
+
+
+class NamedBudgetOnlyAggregatable(SpecAggregatable):
+    """An aggregatable client that charges a report to the named budget its trigger names in place of the L1
+    budget (as if named budgets partitioned L1, whatever they sum to)."""
+
+    def _charge(self, source: SourceRegistration, state: SpecAggregatableSource, trigger: TriggerRegistration,
+                values: list[int]) -> str | None:
+        named = named_budget(source, trigger)
+        if named is None:
+            return super()._charge(source, state, trigger, values)
+        if state.named_spent.get(named[0], 0) + sum(values) > named[1]:
+            return "insufficient_named_budget"
+        state.named_spent[named[0]] = state.named_spent.get(named[0], 0) + sum(values)
+        return None
+
+
+class EveryScopeAttributingStorage(AttributionStorage):
+    """A storage that attributes a trigger to every source its attribution scopes match, instead of to the best
+    of them (deactivating the others)."""
+
+    def attribute_trigger(self, trigger: TriggerRegistration, choices=None) -> TriggerOutcome:
+        matching = [stored for stored in self.matching_sources(trigger) if stored.matches_scopes(trigger)]
+        if not matching:
+            return super().attribute_trigger(trigger, choices)
+        for stored in matching:
+            for part, state in zip(self.parts, stored.states, strict=True):
+                part.attribute(stored.registration, state, trigger, None)
+        return TriggerOutcome(trigger, matching[-1], True)

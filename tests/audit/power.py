@@ -45,6 +45,10 @@ def main(runs: int) -> None:
         ("attribution_api[global]", _captured(tests.test_an_attribution_api_backend_deducting_the_global_budget_unchecked)),
         ("attribution_api[quota]",
          _captured(tests.test_an_attribution_api_impression_site_quota_that_lets_the_last_charge_overdraw)),
+        ("attribution_reporting[named]",
+         _captured(tests.test_an_attribution_reporting_client_charging_a_named_budget_in_place_of_l1)),
+        ("attribution_reporting[scopes]", _captured(
+            tests.test_an_attribution_reporting_storage_attributing_a_trigger_to_every_source_its_scopes_match)),
     ]
     stream = _captured(tests.test_the_stream_counting_joins_instead_of_distinct_users, _monkeypatch())
     for name, (case, samples) in [*audits, ("stream", stream)]:

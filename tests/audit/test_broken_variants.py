@@ -19,6 +19,8 @@ and how many sd the claim lies below the mean):
     filter[ipa_like]       claim 1     mean 1.331  sd 0.060    5.5 sd
     attribution_api[global] claim 1.5  mean 1.797  sd 0.031    9.6 sd
     attribution_api[quota]  claim 1    mean 1.609  sd 0.028   21.8 sd
+    attribution_reporting[named]  claim 1  mean 1.930  sd 0.011  86.5 sd
+    attribution_reporting[scopes] claim 1  mean 1.932  sd 0.009  100.7 sd
 
 Every claim lies more than 5.5 standard deviations below the mean, so under a normal approximation of the
 bound's spread each test fails falsely with probability below 2e-8.
@@ -33,6 +35,7 @@ from audit.auditor import run_audit
 from audit.case import AuditCase
 from audit.cases.aggregation import make_key_discovery_case, make_noisy_sum_case
 from audit.cases.attribution_api import make_attribution_case
+from audit.cases.attribution_reporting import make_named_budget_case, make_scopes_case
 from audit.cases.budgeting import make_filter_case
 from audit.cases.event_level import make_randomized_response_case
 from audit.cases.kanon import DRAW, K, make_instance_case, make_stream_case, make_tlap_case
@@ -98,3 +101,11 @@ def test_an_attribution_api_backend_deducting_the_global_budget_unchecked() -> N
 
 def test_an_attribution_api_impression_site_quota_that_lets_the_last_charge_overdraw() -> None:
     _caught(make_attribution_case("impression_site_quota", Fraction(9, 10), broken.OverdrawingQuotaBackend), 50_000)
+
+
+def test_an_attribution_reporting_client_charging_a_named_budget_in_place_of_l1() -> None:
+    _caught(make_named_budget_case(Fraction(1), broken.NamedBudgetOnlyAggregatable), 100_000)
+
+
+def test_an_attribution_reporting_storage_attributing_a_trigger_to_every_source_its_scopes_match() -> None:
+    _caught(make_scopes_case(Fraction(1), broken.EveryScopeAttributingStorage), 200_000)

@@ -30,7 +30,7 @@ def test_the_catalogue_covers_every_mechanism_the_issue_names() -> None:
         "aggregation.threshold", "summary_reports.ara", "summary_reports.paa", "event_level.navigation",
         "event_level.event", "budgeting.cookie_monster", "budgeting.ara_like", "budgeting.ipa_like",
         "attribution_api.per_site", "attribution_api.global", "attribution_api.impression_site_quota",
-        "attribution_api.conversion_site_quota",
+        "attribution_api.conversion_site_quota", "attribution_reporting.named_budgets", "attribution_reporting.scopes",
     }
     assert len({case.name for case in CASES}) == len(CASES)
 

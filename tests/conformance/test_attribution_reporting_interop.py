@@ -21,6 +21,7 @@ SUITE = Path(__file__).parent / "attribution_reporting_interop"
 CASES = sorted(path for path in SUITE.glob("*.json") if path.name != interop.DEFAULT_CONFIG_NAME)
 DEFAULT_CONFIG = jsonc.loads((SUITE / interop.DEFAULT_CONFIG_NAME).read_text())
 README = Path(__file__).parents[2] / "README.md"
+DOCS = Path(__file__).parents[2] / "docs" / "registrations.md"
 REQUIRED = ("basic", "basic_aggregatable", "event_level_trigger_priority", "dedup_key", "expired_source",
             "event_report_window", "most_recent_source", "max_event_level_reports_per_source",
             "aggregatable_report_window", "event_level_trigger_filter_data", "aggregatable_dedup_key",
@@ -51,22 +52,33 @@ def test_every_case_compares_reports():
     assert all(result.compared_reports == result.expected_reports for result in results if result.result in PASSED)
 
 
-def _readme_table() -> dict[str, str]:
-    """The README's interop rows: case -> result."""
-    text = README.read_text()
-    section = text[text.index("### Chrome's Attribution Reporting interop suite"):]
-    section = section[:section.index("\n## ")] if "\n## " in section else section
-    rows = re.findall(r"^\| Chrome interop \| `([a-z0-9_]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE)
-    return {case: result.strip() for case, result in rows}
+def _docs_table() -> dict[str, tuple[str, int]]:
+    """docs/registrations.md's interop rows: case -> (result, reports compared)."""
+    text = DOCS.read_text()
+    section = text[text.index("## The interop suite, case by case"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = re.findall(r"^\| Chrome interop \| `([a-z0-9_]+)` \| ([^|]+?) \| ([0-9]+) \|", section, flags=re.MULTILINE)
+    return {case: (result.strip(), int(compared)) for case, result, compared in rows}
 
 
-def test_the_readme_table_says_what_the_runner_says():
-    table = _readme_table()
+def _summary(results: list[interop.CaseResult]) -> str:
+    counts = {kind: sum(1 for r in results if r.result == kind)
+              for kind in (interop.PASS, interop.FAIL, interop.SUPERSEDED, interop.OUT_OF_SCOPE)}
+    compared = sum(r.compared_reports for r in results if r.result == interop.PASS)
+    return (f"{len(results)} cases:\n{counts[interop.PASS]} pass, {counts[interop.FAIL]} fail, "
+            f"{counts[interop.SUPERSEDED]} superseded, {counts[interop.OUT_OF_SCOPE]} out of scope; {compared} reports "
+            "compared")
+
+
+def test_the_docs_table_and_the_readme_summary_say_what_the_runner_says():
+    table = _docs_table()
     assert set(table) == {path.stem for path in CASES}
-    for path in CASES:
-        result = interop.run_case(path, DEFAULT_CONFIG)
+    results = [interop.run_case(path, DEFAULT_CONFIG) for path in CASES]
+    for result in results:
         expected = f"out of scope: {result.detail}" if result.result == interop.OUT_OF_SCOPE else result.result
-        assert table[path.stem] == expected, path.stem
+        compared = result.compared_reports if result.result == interop.PASS else 0
+        assert table[result.case] == (expected, compared), result.case
+    assert _summary(results) in README.read_text() and _summary(results) in DOCS.read_text()
 
 
 # ------------------------------------------------------------------------------------------ the runner itself

@@ -4,11 +4,11 @@ log entry parser (``schemas/registration_log.py``), the registration job's check
 
 Property (DESIGN.md, "Rules that hold everywhere"): whatever a log holds, each response is a parsed registration or
 a failure with a reason, the job's check of a parsed one names a reason or none, and the registrations it accepts
-replay without an error; nothing raises. Inputs: valid source and trigger headers (every field the parser reads,
-and the fields of the features this project does not implement yet) with fields replaced by hostile JSON values
-(numbers of thousands of digits, 2^64, NaN, nested values, surrogates), removed or added, at the top level and
-inside their lists; hostile log entries, delivery entries (connection, navigation) among them; and log files of
-random and mutated lines.
+replay without an error; nothing raises. Inputs: valid source and trigger headers (every field the parser reads:
+destination limit priorities, attribution scopes, named budgets, aggregatable debug reporting and filtering ids
+among them) with fields replaced by hostile JSON values (numbers of thousands of digits, 2^64, NaN, nested values,
+surrogates), removed or added, at the top level, inside their dictionaries and inside their lists; hostile log
+entries, delivery entries (connection, navigation) among them; and log files of random and mutated lines.
 
 Examples: 150 to 200 per test, about 10 s on one core for the file.
 """
@@ -38,7 +38,9 @@ SOURCE = {
     "aggregatable_report_window": "86400", "filter_data": {"category": ["shoes"], "_lookback_window": 3600},
     "aggregation_keys": {"count": "0x159", "value": "0x5"}, "debug_key": "7", "debug_reporting": True,
     "trigger_data": [0, 1, 2], "max_event_level_reports": 2, "event_level_epsilon": 10,
-    "trigger_data_matching": "modulus", "aggregatable_debug_reporting": {"budget": 1000, "key_piece": "0x1"},
+    "trigger_data_matching": "modulus",
+    "aggregatable_debug_reporting": {"budget": 1000, "key_piece": "0x1", "debug_data": [
+        {"types": ["source-success", "unspecified"], "key_piece": "0x2", "value": 10}]},
     "attribution_scopes": {"limit": 3, "values": ["a"], "max_event_states": 3}, "named_budgets": {"b": 100},
     "destination_limit_priority": "3",
 }
@@ -53,7 +55,9 @@ TRIGGER = {
     "not_filters": {"category": ["hats"]}, "debug_key": "11", "debug_reporting": True,
     "aggregation_coordinator_origin": COORDINATORS[0], "aggregatable_source_registration_time": "exclude",
     "trigger_context_id": "ctx", "aggregatable_filtering_id_max_bytes": 1, "attribution_scopes": ["a"],
-    "named_budgets": [{"name": "b"}],
+    "named_budgets": [{"name": "b", "filters": {"category": ["shoes"]}}],
+    "aggregatable_debug_reporting": {"key_piece": "0x1", "debug_data": [
+        {"types": ["trigger-no-matching-source"], "key_piece": "0x2", "value": 10}]},
 }
 SOURCE_HEADER, TRIGGER_HEADER = "Attribution-Reporting-Register-Source", "Attribution-Reporting-Register-Trigger"
 
@@ -66,18 +70,27 @@ HOSTILE = JSON_VALUES | DIGIT_STRINGS | st.sampled_from([2**64, 2**70, 1e308, -1
 
 @st.composite
 def hostile(draw, valid: dict) -> dict:
-    """``valid`` with fields replaced, removed or added, at the top level and in the dictionaries of its lists."""
+    """``valid`` with fields replaced, removed or added, at the top level, in its dictionaries and in the
+    dictionaries of its lists."""
     header = json.loads(json.dumps(valid))
     for name in draw(st.lists(st.sampled_from(sorted(header)), max_size=3, unique=True)):
         choice = draw(st.integers(0, 2))
+        value = header[name]
         if choice == 0:
             header[name] = draw(HOSTILE)
         elif choice == 1:
             del header[name]
-        elif isinstance(header[name], list) and header[name] and isinstance(header[name][0], dict):
-            inner = header[name][0]
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            inner = value[0]
+            inner[draw(st.sampled_from(sorted(inner)))] = draw(HOSTILE)
+        elif isinstance(value, dict) and value:
+            inner = value
             key = draw(st.sampled_from(sorted(inner)))
-            inner[key] = draw(HOSTILE)
+            nested = inner[key]
+            if isinstance(nested, list) and nested and isinstance(nested[0], dict) and draw(st.booleans()):
+                nested[0][draw(st.sampled_from(sorted(nested[0])))] = draw(HOSTILE)  # debug_data's entries
+            else:
+                inner[key] = draw(HOSTILE)
     for name in draw(st.lists(TEXT, max_size=2)):
         header[name] = draw(HOSTILE)
     return header

@@ -273,6 +273,43 @@ def test_the_job_writes_the_verbose_debug_reports_registrations_ask_for(tmp_path
         "value": '{"event_trigger_data":{}}'}}]
 
 
+def test_the_job_sends_aggregatable_debug_reports_and_keeps_named_budgets(tmp_path, capsys):
+    """Without debug permission: a source's aggregatable debug report names its outcome (success or noised, the
+    same key through unspecified), a trigger with no source on its destination its own, a trigger whose outcome
+    its configuration does not list a null report, and a source's named
+    budget of 100 lets one trigger of 100 through and refuses the next (interop: aggregatable_named_budgets)."""
+    def entry(time, headers, eligible=None, context="https://publisher.example"):
+        request = {"context_origin": context, **({"Attribution-Reporting-Eligible": eligible} if eligible else {})}
+        return json.dumps({"device_id": "d1", "timestamp": str(time), "registration_request": request,
+                           "responses": [{"url": "https://adtech.example/register", "response": headers}]})
+
+    source = {"destination": "https://shop.example", "aggregation_keys": {"k": "0x1"}, "named_budgets": {"n": 100},
+              "aggregatable_debug_reporting": {"budget": 50, "key_piece": "0x10", "debug_data": [
+                  {"types": ["unspecified"], "key_piece": "0x100", "value": 7}]}}
+    trigger = {"aggregatable_trigger_data": [{"key_piece": "0x2", "source_keys": ["k"]}],
+               "aggregatable_values": {"k": 100}, "named_budgets": [{"name": "n"}],
+               "aggregatable_debug_reporting": {"key_piece": "0x1000", "debug_data": [
+                   {"types": ["trigger-no-matching-source"], "key_piece": "0x10000", "value": 9}]}}
+    lines = [entry(1_000, {"Attribution-Reporting-Register-Source": source}, "navigation-source"),
+             entry(2_000, {"Attribution-Reporting-Register-Trigger": trigger}, context="https://other.example"),
+             entry(3_000, {"Attribution-Reporting-Register-Trigger": trigger}, context="https://shop.example"),
+             entry(4_000, {"Attribution-Reporting-Register-Trigger": trigger}, context="https://shop.example")]
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text("\n".join(lines) + "\n")
+    status, summary, printed = run_main(registrations.main, capsys, [
+        "--registrations", log_path, "--output", tmp_path / "out", "--seed", 1])
+    assert status == 0, printed
+    debug = sorted((json.loads(line) for line in _lines(str(tmp_path / "out" / "debug_reports-*.jsonl"))),
+                   key=lambda record: int(record["report_time"]))
+    assert [(record["report_time"], [(h["key"], h["value"]) for h in record["payload"]["histograms"]])
+            for record in debug] == [("1000", [("0x110", 7)]), ("2000", [("0x11000", 9)]),
+                                     ("3000", [("0x0", 0)]), ("4000", [("0x0", 0)])]  # types not listed: null
+    assert {record["report_url"] for record in debug} == {
+        "https://adtech.example/.well-known/attribution-reporting/debug/report-aggregate-debug"}
+    assert summary["counts"]["aggregatable_outcomes"]["success"] == 1
+    assert summary["counts"]["aggregatable_outcomes"]["insufficient_named_budget"] == 1
+
+
 def test_a_pattern_that_matches_no_file_is_a_one_line_error(tmp_path, capsys):
     status, _, printed = run_main(registrations.main, capsys, [
         "--registrations", tmp_path / "none-*.jsonl", "--output", tmp_path / "out"])

@@ -115,7 +115,7 @@ def contributions(source: SourceRegistration, trigger: TriggerRegistration) -> l
     return [(keys[name], values[name], filtering_ids.get(name, 0)) for name in sorted(keys) if values.get(name, 0) > 0]
 
 
-def _named_budget(source: SourceRegistration, trigger: TriggerRegistration) -> tuple[str, int] | None:
+def named_budget(source: SourceRegistration, trigger: TriggerRegistration) -> tuple[str, int] | None:
     """The source's named budget (name, amount) a trigger's report is charged to: that of the first of the trigger's
     ``named_budgets`` whose filters match the source, if the source has one by its name (spec "find matching budget
     name")."""
@@ -195,7 +195,7 @@ class SpecAggregatable:
             return False
         outcome, report = self._attribute(source, state, trigger, refused)
         self.outcomes[outcome] += 1
-        named = _named_budget(source, trigger) if outcome == "insufficient_named_budget" and source else None
+        named = named_budget(source, trigger) if outcome == "insufficient_named_budget" and source else None
         self.results.append(PartResult(outcome, report, named))
         if report is not None:
             self._due.append(report)
@@ -233,15 +233,9 @@ class SpecAggregatable:
         if sum(1 for r in self._due if not r.is_null and r.attribution_destination == trigger.destination_site) \
                 >= self.max_reports_per_destination:
             return "no_capacity_for_conversion_destination", None
-        values = [value for _, value, _ in found]
-        if not state.budget.fits(values, _SPEC_LIMITS):
-            return "insufficient_budget", None
-        named = _named_budget(source, trigger)
-        if named is not None and state.named_spent.get(named[0], 0) + sum(values) > named[1]:
-            return "insufficient_named_budget", None
-        state.budget.charge(values, _SPEC_LIMITS)
-        if named is not None:
-            state.named_spent[named[0]] = state.named_spent.get(named[0], 0) + sum(values)
+        refusal = self._charge(source, state, trigger, [value for _, value, _ in found])
+        if refusal is not None:
+            return refusal, None
         state.reports += 1
         if dedup_key is not None:
             state.dedup_keys.add(dedup_key)
@@ -254,6 +248,20 @@ class SpecAggregatable:
         self._rate_limit.record(source, trigger, report)
         state.made.append(report)
         return "success", report
+
+    def _charge(self, source: SourceRegistration, state: SpecAggregatableSource, trigger: TriggerRegistration,
+                values: list[int]) -> str | None:
+        """Charge a report's values to the source's L1 budget and to the named budget the trigger names, if they
+        fit both (L1 checked first); the outcome that refuses the report, or None once charged."""
+        if not state.budget.fits(values, _SPEC_LIMITS):
+            return "insufficient_budget"
+        named = named_budget(source, trigger)
+        if named is not None and state.named_spent.get(named[0], 0) + sum(values) > named[1]:
+            return "insufficient_named_budget"
+        state.budget.charge(values, _SPEC_LIMITS)
+        if named is not None:
+            state.named_spent[named[0]] = state.named_spent.get(named[0], 0) + sum(values)
+        return None
 
     def _report_time(self, trigger: TriggerRegistration) -> int:
         if _sent_at_once(trigger):
