@@ -126,9 +126,8 @@ def _record(config: AggregatableDebugConfig, contributions: list[tuple[int, int]
 def _report(config: AggregatableDebugConfig, types: Iterable[str], extra_key: int, budget: DebugBudget,
             budgets: DebugBudgets, context_site: str, reporting_origin: str, destination: str,
             time_micros: int) -> dict[str, Any]:
-    data = {kind: (piece, value) for kind, piece, value in config.data}
-    contributions = [(data[kind][0] | config.key_piece | extra_key, data[kind][1])
-                     for kind in sorted(set(types), key=TYPE_ORDER.__getitem__) if kind in data]
+    listed = [(kind, config.data_of(kind)) for kind in sorted(set(types), key=TYPE_ORDER.__getitem__)]
+    contributions = [(data[0] | config.key_piece | extra_key, data[1]) for _, data in listed if data is not None]
     need, reporting_site = sum(value for _, value in contributions), site_of(reporting_origin)
     if contributions and budgets.allows(budget, need, context_site, reporting_site, time_micros):
         budgets.charge(budget, need, context_site, reporting_site, time_micros)
@@ -142,7 +141,7 @@ def source_debug_report(outcome: SourceOutcome, noised: bool, budgets: DebugBudg
     whether its randomized response was not truthful."""
     source = outcome.source
     config = source.aggregatable_debug
-    if config is None or not config.data:
+    if config is None or not config.reports_any:
         return None
     if outcome.refusal is None:
         kind = SOURCE_NOISED if noised else SOURCE_SUCCESS
@@ -160,7 +159,7 @@ def trigger_debug_report(outcome: TriggerOutcome, event_level: PartResult, aggre
     aggregatable data; charged to the source the storage chose for it (its key piece joins the key)."""
     trigger = outcome.trigger
     config = trigger.aggregatable_debug
-    if config is None or not config.data or (event_level.outcome == aggregatable.outcome == "not_registered"):
+    if config is None or not config.reports_any or event_level.outcome == aggregatable.outcome == "not_registered":
         return None
     types = [kind for kind, _ in typed_results(outcome, event_level, aggregatable)]
     if outcome.candidate is None:

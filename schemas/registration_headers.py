@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 from publicsuffixlist import PublicSuffixList
 
 from schemas.limits import (
@@ -196,7 +197,11 @@ def parse_decimal(value: Any, signed: bool = False) -> int | None:
     allowed as Chromium's ``StringToInt64`` allows them; None for any other value. A number of more significant
     digits than any 64-bit integer has is None too: it is out of every range, and Python's ``int`` refuses strings
     past 4,300 digits with an error of its own."""
-    if not isinstance(value, str) or not (_SIGNED_DIGITS if signed else _DIGITS).fullmatch(value):
+    if not isinstance(value, str):
+        return None
+    if 0 < len(value) <= _MAX_SIGNIFICANT_DIGITS and value.isascii() and value.isdigit():
+        return int(value)  # the common case: a short unsigned number (isascii: no other script's digits)
+    if not (_SIGNED_DIGITS if signed else _DIGITS).fullmatch(value):
         return None
     negative = value.startswith("-")
     digits = value[negative:].lstrip("0") or "0"
@@ -260,9 +265,15 @@ def _list(value: Any, reason: str) -> Sequence[Any]:
 
 
 def _hex_key(value: Any, reason: str) -> int:
-    if not isinstance(value, str) or not _HEX_KEY.fullmatch(value):
-        raise HeaderError(reason, f"expected a hexadecimal 128-bit key such as '0x159', got {value!r}")
-    return int(value, 16)
+    number = _hex_value(value) if isinstance(value, str) else None
+    if number is None:
+        raise HeaderError(reason, f"expected a hexadecimal 128-bit key such as '0x159', got {shown(value)}")
+    return number
+
+
+@functools.lru_cache(maxsize=1 << 16)  # key pieces repeat across registrations: a look-up, not a regex and a parse
+def _hex_value(value: str) -> int | None:
+    return int(value, 16) if _HEX_KEY.fullmatch(value) else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -552,10 +563,28 @@ def _debug_config(value: Any, max_value: int, supported: frozenset[str],
                 data[kind] = (piece, number)
             else:
                 unknown.add(kind)
-    if unspecified is not None:
-        for kind in supported:
-            data.setdefault(kind, unspecified)
-    return AggregatableDebugConfig(key_piece, tuple(sorted((kind, *pair) for kind, pair in data.items())), coordinator)
+    return AggregatableDebugConfig(key_piece, tuple(sorted((kind, *pair) for kind, pair in data.items())), coordinator,
+                                   unspecified)
+
+
+def _debug_config_of(value: Any, max_value: int, supported: frozenset[str],
+                     coordinator_origins: Sequence[str]) -> AggregatableDebugConfig:
+    """``_debug_config``, parsed once per distinct configuration: an ad-tech sends the same one with every
+    registration. The configuration's compact JSON is the key; one that JSON cannot tell apart from another (a
+    NaN is written as null) or cannot write (an integer past 64 bits) is parsed each time."""
+    try:
+        key = orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return _debug_config(value, max_value, supported, coordinator_origins)
+    if b"null" in key:
+        return _debug_config(value, max_value, supported, coordinator_origins)
+    return _debug_config_cached(key, max_value, supported, tuple(coordinator_origins))
+
+
+@functools.lru_cache(maxsize=4096)
+def _debug_config_cached(key: bytes, max_value: int, supported: frozenset[str],
+                         coordinator_origins: tuple[str, ...]) -> AggregatableDebugConfig:
+    return _debug_config(orjson.loads(key), max_value, supported, coordinator_origins)
 
 
 def _source_debug_reporting(header: Mapping[str, Any], coordinator_origins: Sequence[str]
@@ -570,7 +599,7 @@ def _source_debug_reporting(header: Mapping[str, Any], coordinator_origins: Sequ
         budget = _integral_number(config.get("budget"))
         if budget is None or not 1 <= budget <= MAX_AGGREGATABLE_VALUE:
             raise HeaderError("aggregatable_debug_reporting_budget_invalid", f"{shown(config.get('budget'))}")
-        return budget, _debug_config(config, budget, SOURCE_DEBUG_TYPES, coordinator_origins)
+        return budget, _debug_config_of(config, budget, SOURCE_DEBUG_TYPES, coordinator_origins)
     except HeaderError:
         return 0, None
 
@@ -581,8 +610,8 @@ def _trigger_debug_reporting(header: Mapping[str, Any], coordinator_origins: Seq
     if "aggregatable_debug_reporting" not in header:
         return None
     try:
-        return _debug_config(header["aggregatable_debug_reporting"], MAX_AGGREGATABLE_VALUE, TRIGGER_DEBUG_TYPES,
-                             coordinator_origins)
+        return _debug_config_of(header["aggregatable_debug_reporting"], MAX_AGGREGATABLE_VALUE, TRIGGER_DEBUG_TYPES,
+                                coordinator_origins)
     except HeaderError:
         return None
 

@@ -255,7 +255,8 @@ def _without_debug_reports(parsed: ParsedRegistration | RegistrationFailure) -> 
         return parsed._replace(header_error_report=None)
     registration = parsed.registration
     config = registration.aggregatable_debug
-    quiet = None if config is None or isinstance(registration, TriggerRegistration) else config._replace(data=())
+    quiet = None if config is None or isinstance(registration, TriggerRegistration) \
+        else config._replace(data=(), unspecified=None)
     return parsed._replace(registration=registration._replace(debug_reporting=False, aggregatable_debug=quiet))
 
 

@@ -52,12 +52,26 @@ class AttributionScopes(NamedTuple):
 
 class AggregatableDebugConfig(NamedTuple):
     """A registration's ``aggregatable_debug_reporting`` (spec "aggregatable debug reporting config"): the key
-    piece of every contribution, the (debug data type, key piece, value) it reports per type, and where its
-    reports go to be aggregated."""
+    piece of every contribution, the (debug data type, key piece, value) it reports per type listed, the (key
+    piece, value) of every other type of its kind when it lists ``unspecified``, and where its reports go to be
+    aggregated."""
 
     key_piece: int
     data: tuple[tuple[str, int, int], ...]  # sorted by type
     aggregation_coordinator_origin: str
+    unspecified: tuple[int, int] | None = None
+
+    @property
+    def reports_any(self) -> bool:
+        """Whether some type has data: else the registration sends no aggregatable debug report."""
+        return bool(self.data) or self.unspecified is not None
+
+    def data_of(self, kind: str) -> tuple[int, int] | None:
+        """(key piece, value) of debug data type ``kind`` (of the registration's kind), or None."""
+        for listed, piece, value in self.data:
+            if listed == kind:
+                return piece, value
+        return self.unspecified
 
 
 class SourceRegistration(NamedTuple):

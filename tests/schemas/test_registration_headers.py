@@ -3,6 +3,9 @@ specification and Chrome's ``components/attribution_reporting`` parsers define i
 the reasons of invalid headers), origins and sites, and ``schemas.registrations.debug_keys``."""
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
 from schemas.registration_headers import (
@@ -10,6 +13,7 @@ from schemas.registration_headers import (
     HeaderError,
     is_trustworthy,
     origin_of,
+    parse_decimal,
     parse_source,
     parse_trigger,
     site_of,
@@ -806,11 +810,11 @@ def test_aggregatable_debug_reporting_of_a_source():
     assert source.aggregatable_debug_budget == 1024
     config = source.aggregatable_debug
     assert (config.key_piece, config.aggregation_coordinator_origin) == (1, COORDINATORS[1])
-    data = {kind: (piece, value) for kind, piece, value in config.data}
-    assert data["source-success"] == (0x10, 7) and data["source-noised"] == (0x20, 1024)
-    assert set(data) == SOURCE_DEBUG_TYPES  # a trigger's type is not a source's
+    assert config.data == (("source-success", 0x10, 7),)  # a trigger's type is not a source's, "x" no type
+    assert config.data_of("source-success") == (0x10, 7) and config.unspecified == (0x20, 1024)
+    assert all(config.data_of(kind) == (0x20, 1024) for kind in SOURCE_DEBUG_TYPES - {"source-success"})
     plain = _debug_source({"budget": 5, "key_piece": "0x2"})
-    assert (plain.aggregatable_debug_budget, plain.aggregatable_debug.data) == (5, ())
+    assert (plain.aggregatable_debug_budget, plain.aggregatable_debug.reports_any) == (5, False)
 
 
 @pytest.mark.parametrize("config", [
@@ -827,6 +831,25 @@ def test_aggregatable_debug_reporting_of_a_source():
 def test_an_invalid_aggregatable_debug_reporting_is_ignored_budget_and_all(config):
     source = _debug_source(config)
     assert (source.aggregatable_debug_budget, source.aggregatable_debug) == (0, None)
+
+
+def test_a_debug_configuration_is_parsed_once_and_json_twins_are_not_confused():
+    """Parsed once per distinct configuration (its JSON as the key), but a NaN, which JSON writes as null, is not
+    taken for the null it is written as, nor an integer past 64 bits for anything."""
+    config = {"budget": 10, "key_piece": "0x1", "debug_data": [{"types": ["source-success"], "key_piece": "0x2",
+                                                                 "value": 3}]}
+    assert _debug_source(config).aggregatable_debug is _debug_source(json.loads(json.dumps(config))).aggregatable_debug
+    for hostile in (math.nan, None, 2**70):
+        broken = {**config, "debug_data": [{**config["debug_data"][0], "value": hostile}]}
+        assert _debug_source(broken).aggregatable_debug is None
+    named = {**config, "aggregation_coordinator_origin": COORDINATORS[1]}
+    assert _debug_source(named).aggregatable_debug.aggregation_coordinator_origin == COORDINATORS[1]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("00", 0), ("007", 7), ("18446744073709551615", 2**64 - 1),
+                                                  ("１", None), ("1_000", None), (" 1", None), ("", None), ("-1", None)])
+def test_decimal_strings(value, expected):
+    assert parse_decimal(value) == expected
 
 
 def test_aggregatable_debug_reporting_of_a_trigger():
