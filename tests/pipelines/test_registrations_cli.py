@@ -14,6 +14,7 @@ import pytest
 
 from pipelines import aggregate, registrations
 from pipelines.ara_browser import BrowserConfig, event_report_record, replay_device
+from pipelines.common import read_records
 from schemas.aggregatable import decode_payload
 from schemas.registration_log import ParsedRegistration, parse_entry
 from synthetic.ara import generate_ara
@@ -308,6 +309,36 @@ def test_the_job_sends_aggregatable_debug_reports_and_keeps_named_budgets(tmp_pa
         "https://adtech.example/.well-known/attribution-reporting/debug/report-aggregate-debug"}
     assert summary["counts"]["aggregatable_outcomes"]["success"] == 1
     assert summary["counts"]["aggregatable_outcomes"]["insufficient_named_budget"] == 1
+
+
+def test_filtering_ids_reach_the_aggregation_services_filtering_ids(tmp_path, capsys):
+    """A trigger giving one key filtering id 3 (two bytes wide): the job's reports carry it, and the Aggregation
+    Service sums that key only under ``--filtering-ids 3``, the other only under the default 0."""
+    source = {"destination": "https://shop.example", "aggregation_keys": {"a": "0x100", "b": "0x200"}}
+    trigger = {"aggregatable_trigger_data": [{"key_piece": "0x1", "source_keys": ["a", "b"]}],
+               "aggregatable_values": {"a": {"value": 40, "filtering_id": "3"}, "b": 2},
+               "aggregatable_filtering_id_max_bytes": 2}
+    day = 86_400_000
+    lines = [_entry("d1", JOB_TIME * 1_000 - 2 * day, {"Attribution-Reporting-Register-Source": source},
+                    "navigation-source"),
+             _entry("d1", JOB_TIME * 1_000 - day, {"Attribution-Reporting-Register-Trigger": trigger},
+                    context="https://shop.example")]
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text("\n".join(lines) + "\n")
+    status, _, printed = run_main(registrations.main, capsys, [
+        "--registrations", log_path, "--output", tmp_path / "out", "--seed", 1])
+    assert status == 0, printed
+    reports = str(tmp_path / "out" / "aggregatable_reports-*.avro")
+    domain = tmp_path / "domain.txt"
+    domain.write_text(f"{0x101}\n{0x201}\n")
+    sums = {}
+    for ids in ("3", "0"):
+        output = tmp_path / f"ids-{ids}"
+        assert aggregate.main(["--reports", reports, "--domain", str(domain), "--output", str(output),
+                               "--local-test", "--no-noise", "--now", str(JOB_TIME), "--filtering-ids", ids]) == 0
+        sums[ids] = {int.from_bytes(row["bucket"], "big"): row["metric"] for path in sorted(output.glob("summary_report-*"))
+                     for row in read_records(str(path))}
+    assert sums == {"3": {0x101: 40, 0x201: 0}, "0": {0x101: 0, 0x201: 2}}
 
 
 def test_a_pattern_that_matches_no_file_is_a_one_line_error(tmp_path, capsys):
