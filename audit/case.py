@@ -27,7 +27,7 @@ class AuditCase:
     ``claimed_epsilon`` and ``claimed_delta`` the guarantee the project prints for it (``basis``: where it is
     proved); ``samples`` the full audit's test-phase samples per side (``make audit``), and ``quick_samples``
     those of the quick audit ``make test`` runs. ``tight`` says how close the bound can come to the claim
-    and why (the README's table quotes it).
+    and why (docs/audit.md's table quotes it).
     """
 
     name: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -57,34 +58,56 @@ def _frame(title: str, x_label: str, y_label: str, body: list[str], x_ticks: lis
     return "".join(parts + body + ["</svg>"])
 
 
-def _y_ticks(low: float, high: float, y: Callable[[float], float], fmt: Callable[[float], str]) -> list:
-    return [(y(low + (high - low) * i / 4), fmt(low + (high - low) * i / 4)) for i in range(5)]
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values covering [low, high]: about ``count`` multiples of 1, 2 or 5 times a power of ten
+    (Heckbert, "Nice numbers for graph labels", Graphics Gems, 1990); the first at or below ``low``, the last at or
+    above ``high``."""
+    if high <= low:
+        high = low + 1.0
+    step = _nice((high - low) / max(count - 1, 1))
+    first, last = math.floor(low / step), math.ceil(high / step)
+    return [round(i * step, 12) for i in range(first, last + 1)]
+
+
+def _nice(value: float) -> float:
+    """The smallest of 1, 2, 5 and 10 times a power of ten at or above ``value``."""
+    exponent = math.floor(math.log10(value))
+    fraction = value / 10**exponent
+    return next(nice for nice in (1, 2, 5, 10) if fraction <= nice * (1 + 1e-9)) * 10**exponent
+
+
+def _y_ticks(ticks: Sequence[float], y: Callable[[float], float], fmt: Callable[[float], str]) -> list:
+    return [(y(value), fmt(value)) for value in ticks]
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_label: str, y_label: str,
                x_text: Callable[[float], str] = str, y_text: Callable[[float], str] = lambda v: f"{v:g}",
-               steps: bool = False) -> str:
-    """One polyline per series of (x, y) points; with ``steps``, each value holds until the next point."""
+               steps: bool = False, x_unit: float = 1.0) -> str:
+    """One polyline per series of (x, y) points; with ``steps``, each value holds until the next point. The x
+    ticks are round multiples of ``x_unit`` (24 for hour steps: whole days), the y ticks round numbers."""
     if steps:
         series = {name: [point for (x0, y0), (x1, _) in itertools.pairwise(values) for point in ((x0, y0), (x1, y0))]
                   + values[-1:] for name, values in series.items()}
     points = [point for values in series.values() for point in values] or [(0.0, 0.0)]
-    x_low, x_high = min(p[0] for p in points), max(p[0] for p in points)
-    y_low, y_high = min(0.0, min(p[1] for p in points)), (max(p[1] for p in points) or 1.0) * 1.15
-    x, y = _scale(x_low, x_high, LEFT, WIDTH - RIGHT), _scale(y_low, y_high, HEIGHT - BOTTOM, TOP)
+    x_values = [value * x_unit for value in nice_ticks(min(p[0] for p in points) / x_unit,
+                                                          max(p[0] for p in points) / x_unit)]
+    y_values = nice_ticks(min(0.0, min(p[1] for p in points)), (max(p[1] for p in points) or 1.0) * 1.15)
+    x = _scale(x_values[0], x_values[-1], LEFT, WIDTH - RIGHT)
+    y = _scale(y_values[0], y_values[-1], HEIGHT - BOTTOM, TOP)
     body = []
     for index, values in enumerate(series.values()):
         path = " ".join(f"{x(px):.1f},{y(py):.1f}" for px, py in values)
         body.append(f'<polyline class="series" points="{path}" fill="none" stroke="{COLOURS[index % len(COLOURS)]}" '
                     'stroke-width="2"/>')
-    x_ticks = [(x(x_low + (x_high - x_low) * i / 4), x_text(x_low + (x_high - x_low) * i / 4)) for i in range(5)]
-    return _frame(title, x_label, y_label, body, x_ticks, _y_ticks(y_low, y_high, y, y_text), list(series))
+    x_ticks = [(x(value), x_text(value)) for value in x_values]
+    return _frame(title, x_label, y_label, body, x_ticks, _y_ticks(y_values, y, y_text), list(series))
 
 
 def bar_chart(title: str, categories: Sequence[str], series: dict[str, Sequence[float]], y_label: str) -> str:
     """Bars grouped by category, one bar per series."""
-    high = (max((value for values in series.values() for value in values), default=1.0) or 1.0) * 1.15  # legend room
-    y = _scale(0.0, high, HEIGHT - BOTTOM, TOP)
+    y_values = nice_ticks(0.0, (max((value for values in series.values() for value in values), default=1.0) or 1.0)
+                          * 1.15)  # legend room
+    y = _scale(0.0, y_values[-1], HEIGHT - BOTTOM, TOP)
     slot = (WIDTH - LEFT - RIGHT) / max(len(categories), 1)
     width = slot * 0.8 / max(len(series), 1)
     body = []
@@ -94,22 +117,24 @@ def bar_chart(title: str, categories: Sequence[str], series: dict[str, Sequence[
             body.append(f'<rect class="bar" x="{left:.1f}" y="{y(value):.1f}" width="{width:.1f}" '
                         f'height="{HEIGHT - BOTTOM - y(value):.1f}" fill="{COLOURS[s_index % len(COLOURS)]}"/>')
     x_ticks = [(LEFT + (index + 0.5) * slot, name) for index, name in enumerate(categories)]
-    return _frame(title, "", y_label, body, x_ticks, _y_ticks(0.0, high, y, lambda v: f"{v:.3g}"), list(series))
+    return _frame(title, "", y_label, body, x_ticks, _y_ticks(y_values, y, lambda v: f"{v:g}"), list(series))
 
 
 def band_chart(title: str, points: Sequence[tuple[float, float]], half_width: float, x_label: str, y_label: str) -> str:
     """Points (x, y) around zero with the band [-half_width, half_width] shaded: errors against their interval."""
     xs = [p[0] for p in points] or [0.0]
+    x_values = nice_ticks(min(xs), max(xs))
     extreme = max([abs(p[1]) for p in points] + [half_width, 1.0])
-    x, y = _scale(min(xs), max(xs), LEFT + 5, WIDTH - RIGHT - 5), _scale(-extreme, extreme, HEIGHT - BOTTOM, TOP)
+    y_values = nice_ticks(-extreme, extreme)  # symmetric: floor and ceiling of opposite ends
+    x = _scale(x_values[0], x_values[-1], LEFT + 5, WIDTH - RIGHT - 5)
+    y = _scale(y_values[0], y_values[-1], HEIGHT - BOTTOM, TOP)
     body = [f'<rect class="band" x="{LEFT}" y="{y(half_width):.1f}" width="{WIDTH - LEFT - RIGHT}" '
             f'height="{y(-half_width) - y(half_width):.1f}" fill="#cfe3f5"/>',
             f'<line x1="{LEFT}" y1="{y(0):.1f}" x2="{WIDTH - RIGHT}" y2="{y(0):.1f}" stroke="#888"/>']
     body += [f'<circle class="point" cx="{x(px):.1f}" cy="{y(py):.1f}" r="2.5" fill="{COLOURS[0]}"/>'
              for px, py in points]
-    x_ticks = [(x(min(xs) + (max(xs) - min(xs)) * i / 4), f"{min(xs) + (max(xs) - min(xs)) * i / 4:.3g}")
-               for i in range(5)]
-    return _frame(title, x_label, y_label, body, x_ticks, _y_ticks(-extreme, extreme, y, lambda v: f"{v:.3g}"))
+    x_ticks = [(x(value), f"{value:,g}") for value in x_values]
+    return _frame(title, x_label, y_label, body, x_ticks, _y_ticks(y_values, y, lambda v: f"{v:,g}"))
 
 
 def page(title: str, intro: str, sections: Sequence[Section]) -> str:

@@ -76,7 +76,7 @@ def kanon_section(directory: str) -> Section:
                                           f"({utc(last) if last is not None else 'none'})"),
          ("guarantee of the verdict stream", f"({privacy['stream_epsilon']:g}, {privacy['stream_delta']:g})-DP")],
         [line_chart("k-anonymous interest groups over time", {"k-anonymous groups": series}, "hour (UTC)",
-                    "groups", x_text=lambda step: utc(step)[:10], steps=True)],
+                    "groups", x_text=lambda step: utc(step)[:10], steps=True, x_unit=24)],
     )
 
 

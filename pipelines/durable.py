@@ -7,7 +7,7 @@ that two pipelines reading with the same group are two jobs). At the start the
 driver claims the job (a second process with the same id is refused while the first lives; a drained job is
 refused, its state being final), reads its steps' last snapshots and starts the topic source at the offsets they
 reflect; each stateful step restores its own state on its first element. ``--state-store none`` keeps the state
-in the runner's memory only, as before: a crash then loses it (README, "What survives a crash").
+in the runner's memory only, as before: a crash then loses it (docs/durability.md).
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def test_a_newer_version_is_refused_with_a_clear_error():
 
 
 def test_the_noises_and_budgets_already_drawn_and_spent_are_in_the_records():
-    """What must never be redrawn or reset is in the record itself (README, "Privacy-relevant state")."""
+    """What must never be redrawn or reset is in the record itself (docs/operations.md, "Privacy-relevant state")."""
     kanon = state_pb2.KAnonGroupState.FromString(SAMPLES["kanon_group"].codec.encode(SAMPLES["kanon_group"].before()))
     assert kanon.instance.HasField("threshold_noise") and kanon.instance.has_step_noises
     ara = state_pb2.DeviceRecordState.FromString(SAMPLES["ara_device"].codec.encode(SAMPLES["ara_device"].before()))

@@ -214,7 +214,7 @@ class StateStore(ABC):
         if row[1] == DRAINED:
             raise JobRefused(
                 f"job {job_id!r} was drained (its every hour read is final and released; state store {self.uri}): "
-                "a new run needs a new --job-id, whose state starts empty (README, \"What survives a crash\")")
+                "a new run needs a new --job-id, whose state starts empty (docs/durability.md)")
         return bytes.fromhex(keys[2])
 
     def load(self, job_id: str, step: str) -> StepRestore:
