@@ -35,6 +35,9 @@ demo: $(STAMP)
 	rm -f $(DEMO_DIR)/ledger.db $(DEMO_DIR)/ledger.db-wal $(DEMO_DIR)/ledger.db-shm  # a fresh privacy-budget ledger, so the demo can run again
 	$(BIN)/python -m pipelines.aggregate --reports '$(DEMO_DIR)/ara-reports/reports-*' --domain $(DEMO_DIR)/ara/domain.avro \
 		--mode threshold --output $(DEMO_DIR)/summary-report --ledger sqlite:///$(DEMO_DIR)/ledger.db --now 1706745600 --runner=FnApiRunner
+	$(BIN)/python -m pipelines.generate event-level --output $(DEMO_DIR)/event-level-data --devices 5000 --days 30 --seed 7 --bad-fraction 0.001
+	$(BIN)/python -m pipelines.event_level --sources '$(DEMO_DIR)/event-level-data/sources-*' \
+		--triggers '$(DEMO_DIR)/event-level-data/triggers-*' --output $(DEMO_DIR)/event-level --runner=FnApiRunner
 	$(BIN)/python -m pipelines.demo_report --demo-dir $(DEMO_DIR)  # the top buckets, and $(DEMO_DIR)/index.html
 
 # The streaming jobs live on a local Kafka-protocol broker (tansu from a wheel): producers replay joins and

@@ -76,12 +76,17 @@ def _nice(value: float) -> float:
     return next(nice for nice in (1, 2, 5, 10) if fraction <= nice * (1 + 1e-9)) * 10**exponent
 
 
+def tick_text(value: float) -> str:
+    """A tick's label: a whole number with thousands separators (2,000,000, not 2e+06), else its shortest form."""
+    return f"{round(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
 def _y_ticks(ticks: Sequence[float], y: Callable[[float], float], fmt: Callable[[float], str]) -> list:
     return [(y(value), fmt(value)) for value in ticks]
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_label: str, y_label: str,
-               x_text: Callable[[float], str] = str, y_text: Callable[[float], str] = lambda v: f"{v:g}",
+               x_text: Callable[[float], str] = tick_text, y_text: Callable[[float], str] = tick_text,
                steps: bool = False, x_unit: float = 1.0) -> str:
     """One polyline per series of (x, y) points; with ``steps``, each value holds until the next point. The x
     ticks are round multiples of ``x_unit`` (24 for hour steps: whole days), the y ticks round numbers."""
@@ -117,7 +122,7 @@ def bar_chart(title: str, categories: Sequence[str], series: dict[str, Sequence[
             body.append(f'<rect class="bar" x="{left:.1f}" y="{y(value):.1f}" width="{width:.1f}" '
                         f'height="{HEIGHT - BOTTOM - y(value):.1f}" fill="{COLOURS[s_index % len(COLOURS)]}"/>')
     x_ticks = [(LEFT + (index + 0.5) * slot, name) for index, name in enumerate(categories)]
-    return _frame(title, "", y_label, body, x_ticks, _y_ticks(y_values, y, lambda v: f"{v:g}"), list(series))
+    return _frame(title, "", y_label, body, x_ticks, _y_ticks(y_values, y, tick_text), list(series))
 
 
 def band_chart(title: str, points: Sequence[tuple[float, float]], half_width: float, x_label: str, y_label: str) -> str:
@@ -133,8 +138,8 @@ def band_chart(title: str, points: Sequence[tuple[float, float]], half_width: fl
             f'<line x1="{LEFT}" y1="{y(0):.1f}" x2="{WIDTH - RIGHT}" y2="{y(0):.1f}" stroke="#888"/>']
     body += [f'<circle class="point" cx="{x(px):.1f}" cy="{y(py):.1f}" r="2.5" fill="{COLOURS[0]}"/>'
              for px, py in points]
-    x_ticks = [(x(value), f"{value:,g}") for value in x_values]
-    return _frame(title, x_label, y_label, body, x_ticks, _y_ticks(y_values, y, lambda v: f"{v:,g}"))
+    x_ticks = [(x(value), tick_text(value)) for value in x_values]
+    return _frame(title, x_label, y_label, body, x_ticks, _y_ticks(y_values, y, tick_text))
 
 
 def page(title: str, intro: str, sections: Sequence[Section]) -> str:

@@ -2,10 +2,11 @@
 
     python -m pipelines.demo_report [--demo-dir demo-output] [--top 10]
 
-Reads the outputs of the demo's jobs under ``--demo-dir`` (``kanon/``, ``measurement/``, ``ara-reports/`` and
-``summary-report/``, as the Makefile's ``demo`` target writes them) and writes ``<demo-dir>/index.html``: per
-pipeline the headline numbers and a chart (k-anonymous interest groups over time; the budget each policy
-consumed, Cookie Monster paper Fig. 4; the summary report's error against the true sums, with its 95 % interval).
+Reads the outputs of the demo's jobs under ``--demo-dir`` (``kanon/``, ``measurement/``, ``ara-reports/``,
+``summary-report/`` and ``event-level/``, as the Makefile's ``demo`` target writes them) and writes
+``<demo-dir>/index.html``: per pipeline the headline numbers and a chart (k-anonymous interest groups over time; the
+budget each policy consumed, Cookie Monster paper Fig. 4; the summary report's error against the true sums, with its
+95 % interval; event-level reports per trigger data value). The charts' ticks are round values.
 Prints the summary report's largest buckets with their 95 % intervals and true sums, and where the page is.
 Time steps are printed as UTC dates, never as hours since the epoch.
 """
@@ -104,6 +105,31 @@ def measurement_section(directory: str) -> Section:
     )
 
 
+def event_level_section(directory: str) -> Section:
+    """Event-level reports per trigger data value, and the sources randomized response answered (Ghazi et al.
+    Alg. 8)."""
+    summary = _summary(directory)
+    counts = summary["counts"]
+    per_value: dict[int, int] = defaultdict(int)
+    for row in _records(os.path.join(directory, "reports-*")):
+        per_value[row["trigger_data"]] += 1
+    values = sorted(per_value)
+    sources = counts["sources"]
+    return Section(
+        "Event-level reports (Attribution Reporting)",
+        "Each source's reports through randomized response: with a small probability the source sends a random "
+        "output instead of its true reports.",
+        [("events read", f"{counts['read']:,}"), ("dead letters", f"{counts['dead_lettered']:,}"),
+         ("sources", f"{sources:,}"),
+         ("answered by randomized response", f"{counts['randomized_sources']:,} "
+                                             f"({counts['randomized_sources'] / max(sources, 1):.3%})"),
+         ("reports", f"{counts['reports']:,}"),
+         ("guarantee", f"{summary['parameters']['epsilon']:g}-DP per source (Ghazi et al. Thm. 5.1)")],
+        [bar_chart("event-level reports per trigger data value", [str(value) for value in values],
+                   {"reports": [per_value[value] for value in values]}, "reports")],
+    )
+
+
 def true_sums(reports_pattern: str, filtering_ids: set[int]) -> dict[int, int]:
     """The exact sum per bucket of clear-text reports (each report id once), as the aggregation sums them."""
     sums: dict[int, int] = defaultdict(int)
@@ -167,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         report, lines = summary_report_section(os.path.join(root, "summary-report"), os.path.join(root, "ara-reports"),
                                                args.top)
         sections = [kanon_section(os.path.join(root, "kanon")), measurement_section(os.path.join(root, "measurement")),
-                    report]
+                    report, event_level_section(os.path.join(root, "event-level"))]
     except CliError as error:
         return fail(error)
     path = os.path.join(root, "index.html")

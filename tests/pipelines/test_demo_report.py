@@ -1,11 +1,12 @@
 """The demo's page and printout (``python -m pipelines.demo_report``), on a small demo built by the real jobs.
 
 The jobs run as ``make demo`` runs them, on small generated inputs; the report then reads their outputs. The
-page is opened in a real headless browser (Chromium from the system packages): its DOM must hold the three
+page is opened in a real headless browser (Chromium from the system packages): its DOM must hold the four
 sections and their charts, and its screenshot must show them (the charts' colours where the charts are).
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -15,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines import aggregate, compare_policies, demo_report, generate, kanon, summary_client
+from evaluation.html_page import nice_ticks
+from pipelines import aggregate, compare_policies, demo_report, event_level, generate, kanon, summary_client
 
 NOW = "1706745600"  # the demo's aggregation time (2024-02-01), as in the Makefile
 
@@ -38,6 +40,10 @@ def demo(tmp_path_factory) -> Path:
         (aggregate.main, ["--reports", f"{root}/ara-reports/reports-*", "--domain", f"{root}/ara/domain.avro",
                           "--mode", "threshold", "--output", f"{root}/summary-report", "--ledger",
                           f"sqlite:///{root}/ledger.db", "--now", NOW, "--seed", "1"]),
+        (generate.main, ["event-level", "--output", f"{root}/event-level-data", "--devices", "300", "--days", "10",
+                         "--seed", "7"]),
+        (event_level.main, ["--sources", f"{root}/event-level-data/sources-*", "--triggers",
+                            f"{root}/event-level-data/triggers-*", "--output", f"{root}/event-level", "--seed", "1"]),
     ]
     for main, argv in steps:
         assert main(argv) == 0, argv
@@ -57,10 +63,37 @@ def test_the_page_and_the_printout(demo, capsys):
         assert low < released < high and released - low == high - released
     assert printed[-1] == f"demo page: {demo}/index.html (open it in a browser; static, no server)"
     page = (demo / "index.html").read_text()
-    assert page.count("<section>") == 3 and page.count("<svg") == 3
-    for title in ("k-anonymity server", "On-device budgeting", "Aggregation Service: summary report"):
+    assert page.count("<section>") == 4 and page.count("<svg") == 4
+    for title in ("k-anonymity server", "On-device budgeting", "Aggregation Service: summary report",
+                  "Event-level reports"):
         assert title in page
+    ticks = [float(value.replace(",", "")) for value in re.findall(r'text-anchor="end">([-\d.,e]+)</text>', page)]
+    assert ticks and all(_round(value) for value in ticks)  # every y tick a round value
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:00 UTC", page)  # hours as UTC dates, never hours since the epoch
+
+
+def _round(value: float) -> bool:
+    """1, 2 or 5 times a power of ten (or 0), times a small integer: a value a person would put on an axis."""
+    if value == 0:
+        return True
+    exponent = math.floor(math.log10(abs(value)))
+    return any(abs(value / (step * 10.0 ** (exponent - 1)) - round(value / (step * 10.0 ** (exponent - 1)))) < 1e-6
+               for step in (1, 2, 5))
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (0, 1.15, [0, 0.5, 1, 1.5]), (0, 2_300, [0, 1_000, 2_000, 3_000]), (-57, 57, [-100, -50, 0, 50, 100]),
+    (19_712, 19_742, [19_710, 19_720, 19_730, 19_740, 19_750]), (0, 0.0034, [0, 0.001, 0.002, 0.003, 0.004]),
+    (3.2, 3.2, [3, 3.5, 4, 4.5]),
+])
+def test_nice_ticks_cover_the_range_with_round_steps(low, high, expected):
+    assert nice_ticks(low, high) == pytest.approx(expected)
+
+
+def test_the_time_axis_ticks_whole_days(demo):
+    page = (demo / "index.html").read_text()
+    days = re.findall(r'text-anchor="middle">(\d{4}-\d\d-\d\d)</text>', page)
+    assert len(days) >= 3 and len(set(days)) == len(days)  # one tick per day boundary, each a distinct date
 
 
 def test_true_sums_match_what_a_noiseless_aggregation_releases(demo, tmp_path):
@@ -103,7 +136,7 @@ def test_the_page_renders_in_a_real_browser(demo, tmp_path):
     url = (demo / "index.html").as_uri()
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1100,3200"]
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
-    assert dom.count("<section>") == 3 and dom.count("<svg") == 3
+    assert dom.count("<section>") == 4 and dom.count("<svg") == 4
     assert 'class="series"' in dom and 'class="bar"' in dom and 'class="point"' in dom and 'class="band"' in dom
     screenshot = tmp_path / "demo.png"
     subprocess.run([*flags, f"--screenshot={screenshot}", url], capture_output=True, timeout=120, check=True)
