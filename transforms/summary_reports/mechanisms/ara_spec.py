@@ -174,15 +174,16 @@ class SpecAggregatable:
         """Nothing to store before a trigger."""
 
     def remove_source(self, source: SourceRegistration, state: SpecAggregatableSource, removal: SourceRemoval) -> None:
-        """Under the unexpired destination limit every pending report of the source is dropped, with its
-        attribution record (spec "delete sources for unexpired destination limit"); a removal for attribution
+        """Under the unexpired destination limit every pending (not yet sent) report of the source is dropped, with
+        its attribution record (spec "delete sources for unexpired destination limit"); a removal for attribution
         scopes drops none."""
-        if removal.reason != DESTINATION_LIMIT or not state.made:
+        pending = [report for report in state.made if any(report is due for due in self._due)]
+        if removal.reason != DESTINATION_LIMIT or not pending:
             return
-        self._due = [r for r in self._due if not any(r is report for report in state.made)]
-        for report in state.made:
+        self._due = [due for due in self._due if not any(due is report for report in pending)]
+        for report in pending:  # a report already sent keeps its record, as Chrome's rate-limit table does
             self._rate_limit.forget(report)
-        state.made = []
+        state.made = [report for report in state.made if not any(report is dropped for dropped in pending)]
 
     def attribute(self, source: SourceRegistration | None, state: SpecAggregatableSource | None,
                   trigger: TriggerRegistration, choice: Sequence[int] | None = None, refused: str | None = None) -> bool:

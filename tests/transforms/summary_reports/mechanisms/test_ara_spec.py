@@ -19,7 +19,7 @@ from schemas.registrations import (
     TriggerRegistration,
 )
 from schemas.time_units import MICROS_PER_SECOND
-from transforms.core.mechanisms.ara_attribution import PartResult
+from transforms.core.mechanisms.ara_attribution import DESTINATION_LIMIT, PartResult, SourceRemoval
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.summary_reports.mechanisms.ara_spec import (
     MAX_LOOKBACK_DAYS,
@@ -147,3 +147,21 @@ def test_named_budgets_are_checked_after_the_l1_budget_and_charged_with_it():
     unknown = trigger(4, {"a": 500})._replace(named_budgets=(NamedBudgetCandidate("nope"), NamedBudgetCandidate("z")))
     assert client.attribute(src, state, unknown)  # the first candidate wins: a name the source lacks charges nothing
     assert state.budget.total == 65_000 + 10 + 500
+
+
+def test_a_source_replaced_under_the_destination_limit_drops_its_pending_reports_only():
+    """Spec "delete sources for unexpired destination limit": the source's unsent aggregatable reports go with their
+    attribution records; one already sent keeps its record (it still counts against the attribution rate limit)."""
+    client = SpecAggregatable(max_attributions=2)
+    src = source()
+    state = client.register_source(src)
+    assert client.attribute(src, state, trigger(100))
+    sent = client.release(10**12)  # the first report is sent
+    assert client.attribute(src, state, trigger(200_000))
+    client.remove_source(src, state, SourceRemoval(DESTINATION_LIMIT, 200_001 * MICROS_PER_SECOND))
+    assert len(sent) == 1 and client.release(2**62) == []  # the pending one is dropped
+    other = source(300_000)._replace(source_event_id=2)
+    other_state = client.register_source(other)
+    assert client.attribute(other, other_state, trigger(300_100))  # its record was forgotten: room for one more
+    assert not client.attribute(other, other_state, trigger(300_200))  # the sent one's record still counts
+    assert client.results[-1].outcome == "excessive_attributions"
