@@ -22,6 +22,8 @@ reports its median registrations per second end to end and its peak RSS. Never p
 """
 from __future__ import annotations
 
+import glob
+import json
 import os
 import statistics
 import sys
@@ -96,8 +98,6 @@ TRIGGER_FEATURES = {
 
 def _with_features(log: str, data_dir: str) -> str:
     """The log with ``SOURCE_FEATURES`` and ``TRIGGER_FEATURES`` added to every header (written once); its glob."""
-    import glob  # noqa: PLC0415
-    import json  # noqa: PLC0415
     target = os.path.join(data_dir, "featured")
     pattern = os.path.join(target, "registrations-*.jsonl")
     if glob.glob(pattern):

@@ -30,7 +30,6 @@ from typing import Any
 
 from pipelines.ara_debug_reports import REFUSAL_TYPES, SOURCE_NOISED, SOURCE_SUCCESS, typed_results
 from schemas.limits import CONTRIBUTION_BUDGET
-from schemas.registration_headers import site_of
 from schemas.registrations import AggregatableDebugConfig
 from schemas.time_units import MICROS_PER_DAY
 from transforms.core.mechanisms.ara_attribution import PartResult, SourceOutcome, StoredSource, TriggerOutcome
@@ -124,11 +123,11 @@ def _record(config: AggregatableDebugConfig, contributions: list[tuple[int, int]
 
 
 def _report(config: AggregatableDebugConfig, types: Iterable[str], extra_key: int, budget: DebugBudget,
-            budgets: DebugBudgets, context_site: str, reporting_origin: str, destination: str,
+            budgets: DebugBudgets, context_site: str, reporting_origin: str, reporting_site: str, destination: str,
             time_micros: int) -> dict[str, Any]:
     listed = [(kind, config.data_of(kind)) for kind in sorted(set(types), key=TYPE_ORDER.__getitem__)]
     contributions = [(data[0] | config.key_piece | extra_key, data[1]) for _, data in listed if data is not None]
-    need, reporting_site = sum(value for _, value in contributions), site_of(reporting_origin)
+    need = sum(value for _, value in contributions)
     if contributions and budgets.allows(budget, need, context_site, reporting_site, time_micros):
         budgets.charge(budget, need, context_site, reporting_site, time_micros)
     else:
@@ -149,7 +148,7 @@ def source_debug_report(outcome: SourceOutcome, noised: bool, budgets: DebugBudg
         kind = SOURCE_TYPES.get(getattr(outcome.refusal, "reason", ""), "source-unknown-error")
     types = [kind, REPLACED] if outcome.destination_limit is not None else [kind]
     budget = budgets.of(outcome.stored) if outcome.stored is not None else DebugBudget(source.aggregatable_debug_budget)
-    return _report(config, types, 0, budget, budgets, source.source_site, source.reporting_origin,
+    return _report(config, types, 0, budget, budgets, source.source_site, source.reporting_origin, source.reporting_site,
                    min(source.destination_sites), source.time_micros)
 
 
@@ -168,4 +167,4 @@ def trigger_debug_report(outcome: TriggerOutcome, event_level: PartResult, aggre
         source_config = outcome.candidate.registration.aggregatable_debug
         budget, extra_key = budgets.of(outcome.candidate), 0 if source_config is None else source_config.key_piece
     return _report(config, types, extra_key, budget, budgets, trigger.destination_site, trigger.reporting_origin,
-                   trigger.destination_site, trigger.time_micros)
+                   trigger.reporting_site, trigger.destination_site, trigger.time_micros)

@@ -211,8 +211,9 @@ def replay_device(registrations: Iterable[ParsedRegistration | DeliveryChange | 
     trigger_results = iter(zip(event_level.results, aggregatable.results, strict=True))  # one per trigger, in order
     for outcome in outcomes:
         if isinstance(outcome, SourceOutcome):
-            report = source_report(outcome, _noised(outcome), source_debug_limits(config)[outcome.source.source_type])
-            aggregatable_debug = source_debug_report(outcome, _noised(outcome), debug_budgets)
+            noised = _noised(outcome)
+            report = source_report(outcome, noised, source_debug_limits(config)[outcome.source.source_type])
+            aggregatable_debug = source_debug_report(outcome, noised, debug_budgets)
         else:
             results = next(trigger_results)
             report = trigger_report(outcome, *results, trigger_debug_limits(config), _event_report_body)

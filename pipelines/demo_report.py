@@ -17,7 +17,7 @@ import glob
 import json
 import os
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from evaluation.html_page import Section, band_chart, bar_chart, line_chart, page
 from pipelines.common import CliError, CliParser, fail, read_records
@@ -110,9 +110,7 @@ def event_level_section(directory: str) -> Section:
     Alg. 8)."""
     summary = _summary(directory)
     counts = summary["counts"]
-    per_value: dict[int, int] = defaultdict(int)
-    for row in _records(os.path.join(directory, "reports-*")):
-        per_value[row["trigger_data"]] += 1
+    per_value = Counter(row["trigger_data"] for row in _records(os.path.join(directory, "reports-*")))
     values = sorted(per_value)
     sources = counts["sources"]
     return Section(

@@ -414,16 +414,24 @@ def _event_report_windows(header: Mapping[str, Any], source_type: str, expiry: i
     return start, tuple(clamped)
 
 
+def _named_dict(value: Any, *, wrong_type: str, too_many: str, max_keys: int, too_long: str,
+                max_chars: int) -> Mapping[str, Any]:
+    """A dictionary of at most ``max_keys`` names of at most ``max_chars`` characters (a source's aggregation keys,
+    its named budgets); each bound has its error name."""
+    named = _dict(value, wrong_type)
+    if len(named) > max_keys:
+        raise HeaderError(too_many, f"{len(named)} names (at most {max_keys})")
+    for name in named:
+        if len(name) > max_chars:
+            raise HeaderError(too_long, f"{name[:40]!r} (at most {max_chars} characters)")
+    return named
+
+
 def _aggregation_keys(value: Any) -> tuple[tuple[str, int], ...]:
-    keys = _dict(value, "aggregation_keys_wrong_type")
-    if len(keys) > MAX_AGGREGATION_ENTRIES:
-        raise HeaderError("aggregation_keys_too_many_keys", f"{len(keys)} keys (at most {MAX_AGGREGATION_ENTRIES})")
-    out = []
-    for name, key in keys.items():
-        if len(name) > MAX_AGGREGATION_KEY_ID:
-            raise HeaderError("aggregation_keys_key_too_long", f"{name[:40]!r} (at most {MAX_AGGREGATION_KEY_ID} characters)")
-        out.append((name, _hex_key(key, "aggregation_keys_value_invalid")))
-    return tuple(out)
+    keys = _named_dict(value, wrong_type="aggregation_keys_wrong_type", too_many="aggregation_keys_too_many_keys",
+                       max_keys=MAX_AGGREGATION_ENTRIES, too_long="aggregation_keys_key_too_long",
+                       max_chars=MAX_AGGREGATION_KEY_ID)
+    return tuple((name, _hex_key(key, "aggregation_keys_value_invalid")) for name, key in keys.items())
 
 
 def _trigger_data(header: Mapping[str, Any], source_type: str) -> tuple[tuple[int, ...], str]:
@@ -457,15 +465,16 @@ def _positive_uint32(value: Any, reason: str) -> int:
     return number
 
 
-def _scope_values(value: Any, limit: int, reason: str) -> tuple[str, ...]:
-    items = _list(value, f"{reason}_list_invalid")
+def _scope_values(value: Any, limit: int) -> tuple[str, ...]:
+    """A source's scope ``values``: 1 to min(limit, 20) distinct strings of at most 50 characters, sorted."""
+    items = _list(value, "attribution_scopes_list_invalid")
     for item in items:
         if not isinstance(item, str) or len(item) > MAX_SCOPE_CHARS:
-            raise HeaderError(f"{reason}_list_value_invalid",
+            raise HeaderError("attribution_scopes_list_value_invalid",
                               f"expected strings of at most {MAX_SCOPE_CHARS} characters, got {shown(item)}")
     values = tuple(sorted(set(items)))
     if not values or len(values) > min(limit, MAX_SCOPES_PER_SOURCE):
-        raise HeaderError(f"{reason}_list_invalid",
+        raise HeaderError("attribution_scopes_list_invalid",
                           f"{len(values)} distinct values (1 to the limit {limit}, at most {MAX_SCOPES_PER_SOURCE})")
     return values
 
@@ -481,7 +490,7 @@ def _attribution_scopes(value: Any) -> AttributionScopes:
     max_event_states = DEFAULT_MAX_EVENT_STATES
     if "max_event_states" in scopes:
         max_event_states = _positive_uint32(scopes["max_event_states"], "max_event_states_invalid")
-    return AttributionScopes(limit, _scope_values(scopes.get("values"), limit, "attribution_scopes"), max_event_states)
+    return AttributionScopes(limit, _scope_values(scopes.get("values"), limit), max_event_states)
 
 
 def _trigger_scopes(value: Any) -> tuple[str, ...]:
@@ -496,14 +505,11 @@ def _trigger_scopes(value: Any) -> tuple[str, ...]:
 def _named_budgets(value: Any) -> tuple[tuple[str, int], ...]:
     """A source's ``named_budgets`` (spec "parse named budgets for source"): at most 25 names of at most 25
     characters, each with a budget in [0, 65536]."""
-    budgets = _dict(value, "aggregatable_named_budgets_dict_invalid")
-    if len(budgets) > MAX_NAMED_BUDGETS:
-        raise HeaderError("aggregatable_named_budgets_dict_invalid", f"{len(budgets)} names (at most {MAX_NAMED_BUDGETS})")
+    budgets = _named_dict(value, wrong_type="aggregatable_named_budgets_dict_invalid",
+                          too_many="aggregatable_named_budgets_dict_invalid", max_keys=MAX_NAMED_BUDGETS,
+                          too_long="aggregatable_named_budgets_key_too_long", max_chars=MAX_NAMED_BUDGET_CHARS)
     out = []
     for name, budget in budgets.items():
-        if len(name) > MAX_NAMED_BUDGET_CHARS:
-            raise HeaderError("aggregatable_named_budgets_key_too_long",
-                              f"{name[:40]!r} (at most {MAX_NAMED_BUDGET_CHARS} characters)")
         number = _integral_number(budget)
         if number is None or not 0 <= number <= MAX_AGGREGATABLE_VALUE:
             raise HeaderError("aggregatable_named_budgets_value_invalid",

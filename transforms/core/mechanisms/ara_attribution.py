@@ -86,6 +86,7 @@ class StoredSource:
     expires_micros: int
     states: list[Any] = field(default_factory=list)  # one per part, in the storage's part order
     active: bool = True
+    replaced: bool = False  # removed under the unexpired destination limit: no longer counted by that limit
     scopes: AttributionScopes | None = None  # its attribution scopes, until a newer source without any clears them
 
     def __post_init__(self) -> None:
@@ -242,8 +243,7 @@ class SourceRecord:
     time_micros: int
     expires_micros: int
     destination_limit_priority: int
-    stored: StoredSource
-    replaced: bool = False  # removed under the unexpired destination limit: no longer counted by that limit
+    stored: StoredSource  # whether it was replaced under the unexpired destination limit: ``stored.replaced``
 
 
 class SourceOutcome(NamedTuple):
@@ -374,7 +374,7 @@ class AttributionStorage:
         for destination in source.destination_sites:
             rank[destination], holders[destination] = newest, [None]
         for record in self.records:
-            if record.replaced or record.expires_micros <= now or record.source_site != source.source_site \
+            if record.stored.replaced or record.expires_micros <= now or record.source_site != source.source_site \
                     or record.reporting_site != source.reporting_site:
                 continue
             attribute = (record.destination_limit_priority, record.time_micros)
@@ -393,10 +393,7 @@ class AttributionStorage:
         """Take ``stored`` out of attribution before its expiry; each part drops the reports the specification
         drops with it."""
         stored.active = False
-        if removal.reason == DESTINATION_LIMIT:
-            for record in self.records:
-                if record.stored is stored:
-                    record.replaced = True
+        stored.replaced = stored.replaced or removal.reason == DESTINATION_LIMIT
         for part, state in zip(self.parts, stored.states, strict=True):
             part.remove_source(stored.registration, state, removal)
 
@@ -502,10 +499,6 @@ class AttributionStorage:
     def release(self, until_micros: int) -> list[Any]:
         """Every part's reports due by ``until_micros``."""
         return [report for part in self.parts for report in part.release(until_micros)]
-
-    def forget_expired(self, now_micros: int) -> None:
-        """Drop the sources expired by ``now_micros`` (their reports stay with the parts)."""
-        self.sources = [stored for stored in self.sources if stored.expires_micros > now_micros]
 
 
 def _highest_priority(matching: list[StoredSource]) -> StoredSource | None:
