@@ -57,6 +57,7 @@ setup(
         "polars>=1.30",
         "pyarrow>=14",
         "publicsuffixlist>=1.0",  # sites (registrable domains) of Attribution Reporting origins
+        "prometheus-client>=0.20",  # --metrics-port: the operator metrics of a streaming run
     ],
     extras_require={
         "postgres": POSTGRES,

@@ -38,6 +38,7 @@ from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.device_stream import pack_events
 from transforms.core.durable.step import DurableStep
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, WriteDeadLetters, WriteInputReport
+from transforms.core.metrics import JobMetrics, begin_run, serve
 from transforms.core.progress import ProgressLine
 from transforms.core.runner_kind import runs_here
 
@@ -87,6 +88,9 @@ def read_topics(pipeline: beam.Pipeline, inputs: list[TopicInput], options: RunO
     on any other runner, or for Pub/Sub, by Beam's own transforms (``transforms.core.bus.production``)."""
     if _reads_locally(pipeline, inputs):
         return _read_locally(pipeline, inputs, options)
+    if options.metrics_port is not None:
+        raise CliError("--metrics-port serves a run on the local runner; on this runner the job's counters are "
+                       "Beam metrics, in the runner's own monitoring (docs/operations.md)")
     outputs: dict = {}
     dead, reports = [], []
     expansion_service = options.expansion_service or flink_defaults.expansion_service(pipeline.options)
@@ -165,13 +169,28 @@ def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: Ru
     if job is not None:
         _JOBS[pipeline] = job
         inputs = job.resumed(inputs)
+    metrics = begin_run()  # the steps of this run count into a registry of its own
     try:
-        service = KafkaStreamProcess(inputs, ProgressLine(options.progress_seconds)).start()
+        served = _serve_metrics(metrics, options.metrics_port)
+        service = KafkaStreamProcess(inputs, ProgressLine(options.progress_seconds), served).start()
     except BaseException:
         discard(pipeline)
         raise
     _SERVICES[pipeline] = service
     return pipeline | "ReadTopics" >> ReadTopics(inputs, service.endpoint)
+
+
+def _serve_metrics(metrics: JobMetrics, port: int | None) -> JobMetrics | None:
+    """With ``--metrics-port``: the run's metrics served on 127.0.0.1 (``transforms.core.metrics``), its address
+    printed; else None. A CliError when the port cannot be bound."""
+    if port is None:
+        return None
+    try:
+        port = serve(port)
+    except OSError as error:
+        raise CliError(f"--metrics-port {port}: cannot serve on 127.0.0.1:{port}: {error.strerror or error}") from None
+    print(f"metrics: http://127.0.0.1:{port}/metrics", flush=True)
+    return metrics
 
 
 def durable_job(pipeline: beam.Pipeline) -> durable.DurableJob | None:

@@ -60,6 +60,7 @@ LOCAL_RUNNER_ONLY = {
     "--snapshot-seconds": "how often the local runner snapshots that state",
     "--job-id": "the job whose state --state-store restores, as a Dataflow job goes on by --update",
     "--progress-seconds": "progress lines of a process that waits for the run, which a launch does not",
+    "--metrics-port": "the local runner's Prometheus endpoint, as Dataflow's job page shows the Beam metrics",
 }
 
 

@@ -54,6 +54,7 @@ class RunOptions:
     noise_key: KeyLocation | None = None  # where the key every secure noise value is derived from is (never the key)
     state_key: KeyLocation | None = None  # the key of the state store's encryption (default: the noise key)
     accept_shared: bool = False  # open stores and keys that group or others may read (--accept-shared-files)
+    metrics_port: int | None = None  # serve the run's Prometheus metrics on 127.0.0.1:PORT (a local streaming run)
     # this run's own nonce: the noise of a run that continues no durable job is derived from it (a new run, new noise)
     run_nonce: bytes = field(default_factory=lambda: secrets.token_bytes(16))
 
@@ -151,6 +152,10 @@ def add_run_options(
                         help="streaming from topics on the local runner: move the watermark of a live topic at most every "
                         "S seconds, and so fire the stateful steps and write their snapshot at most that often "
                         f"(default {EMIT_SECONDS:g}; larger: fewer snapshots, verdicts and reports later)")
+    parser.add_argument("--metrics-port", type=NONNEGATIVE_INTEGER, metavar="PORT",
+                        help="streaming from topics on the local runner: serve the run's Prometheus metrics on "
+                        "http://127.0.0.1:PORT/metrics (0: a free port, printed); on Flink and Dataflow the same "
+                        "counters are the runner's Beam metrics (docs/operations.md)")
     add_key_options(parser)
     if shards:
         parser.add_argument("--shards", type=POSITIVE_INTEGER, default=DEFAULT_SHARDS,
@@ -203,6 +208,8 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
         if uri is not None and not is_bus(uri):
             raise CliError(f"{option} takes kafka://HOST:PORT/TOPIC or pubsub://projects/P/topics/T, got {uri!r}")
     streaming = args.streaming or any(is_bus(name) for name in inputs)
+    if args.metrics_port is not None and not any(is_bus(name) for name in inputs):
+        raise CliError("--metrics-port serves the metrics of a run reading topics (kafka://): these inputs are files")
     check_store_file(args.state_store, args.accept_shared)
     return RunOptions(args.output, args.input_format, args.seed, streaming, args.allowed_lateness_seconds, shards,
                       args.max_error_fraction, args.output_topic, args.dead_letter_topic, kafka_config,
@@ -211,4 +218,4 @@ def run_options(args: argparse.Namespace, inputs: tuple[str, ...] = ()) -> RunOp
                       noise_key=key_location(args.noise_key, args.accept_shared),
                       state_key=None if args.state_key is None else key_location(args.state_key, args.accept_shared,
                                                                                  "--state-key"),
-                      accept_shared=args.accept_shared)
+                      accept_shared=args.accept_shared, metrics_port=args.metrics_port)

@@ -22,7 +22,7 @@ TEMPLATES = {template.name: template for template in make_metadata.TEMPLATES}
 
 # The options no template offers (deploy/dataflow/README.md, "Template by template"), written out here so that
 # leaving out one more is a visible change: the options only the local runner reads.
-LOCAL_RUNNER_ONLY = {"--state-store", "--snapshot-seconds", "--job-id", "--progress-seconds"}
+LOCAL_RUNNER_ONLY = {"--state-store", "--snapshot-seconds", "--job-id", "--progress-seconds", "--metrics-port"}
 LEFT_OUT = {
     ("kanon",): LOCAL_RUNNER_ONLY,
     ("measurement",): LOCAL_RUNNER_ONLY,

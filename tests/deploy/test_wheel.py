@@ -52,7 +52,7 @@ def test_the_wheel_declares_the_core_requirements_and_the_extras_a_user_installs
     requires, extras = _metadata(distribution[1])
     core = {Requirement(text).name for text in requires if Requirement(text).marker is None}
     assert core == {"apache-beam", "numpy", "protobuf", "fastavro", "packaging", "cbor2", "pyhpke", "orjson", "polars",
-                    "pyarrow", "publicsuffixlist"}
+                    "pyarrow", "publicsuffixlist", "prometheus-client"}
     assert {"gcp", "kafka", "postgres", "plots", "eval"} <= set(extras)
     assert 'apache-beam[gcp]==2.62.*; extra == "gcp"' in requires
 

@@ -25,7 +25,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Any
 import pytest
 
 from pipelines.flink.artifacts import ArtifactUnavailable, postgres_with_tls
+from pipelines.processes import free_port
 
 _WAIT_SECONDS = 30
 _UNPRIVILEGED = "nobody"  # an account every Linux system has; the server runs as it when we are root
@@ -147,12 +147,6 @@ def _link_or_copy(source: str, target: str) -> str:
     return target
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class PostgresServer:
     """A server in a temporary directory: ``start`` runs initdb and the postmaster, ``stop`` ends the
     postmaster by its process id and removes the directory."""
@@ -228,7 +222,7 @@ class PostgresServer:
             self._own(self.data / "pg_hba.conf", b"hostssl all all 127.0.0.1/32 scram-sha-256\n"
                                                  b"host all all 127.0.0.1/32 reject\n")
         for _ in range(3):  # the free port can be taken between the probe and the start
-            self.port = _free_port()
+            self.port = free_port()
             if self._start_postmaster():
                 return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         raise RuntimeError(f"the PostgreSQL server (as {self._who()}) did not start: {self._log_tail()}")

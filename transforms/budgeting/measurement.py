@@ -44,8 +44,16 @@ from transforms.budgeting.mechanisms.device import (
     with_central,
 )
 from transforms.budgeting.mechanisms.policies import make_policy
-from transforms.budgeting.mechanisms.queries import BatchCutter, CentralBudget, batch_order, report_order, run_queries
+from transforms.budgeting.mechanisms.queries import (
+    REJECTED,
+    BatchCutter,
+    CentralBudget,
+    batch_order,
+    report_order,
+    run_queries,
+)
 from transforms.budgeting.state import QueriesRecord, device_codec, queries_codec
+from transforms.core import metrics
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, pack, unpack_chunk
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
@@ -301,8 +309,11 @@ class _DeviceFn(DeviceShardFn):
         for report in sorted(reports, key=report_order):
             yield report.public()
             batches += side.cutter(report.querier_site, report.query_key).add([report])
+        metrics.budget_refused("device_epoch", sum(report.dropped_epochs for report in reports))
         central = CentralBudget(self._config.capacity_units, side.central) if self._ipa else None
         for result in run_queries(sorted(batches, key=batch_order), central, self._source, self._config.bias):
+            if result.status == REJECTED:
+                metrics.budget_refused("query", 1)
             yield beam.pvalue.TaggedOutput(RESULTS, result)
         if central is not None:
             side.central = central.filters.consumed

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from operator import attrgetter
@@ -34,6 +35,7 @@ from schemas.record_ids import row_id
 from schemas.row_messages import ROW_TYPES
 from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_MILLI
+from transforms.core import metrics
 from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
 from transforms.core.durable.positions import fold_positions
@@ -41,7 +43,7 @@ from transforms.core.durable.step import DurableStep, StepStore, StreamEnded
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
 from transforms.core.shard_elements import per_shard_elements
-from transforms.core.state import STATE_VERSION, StateCodec
+from transforms.core.state import STATE_VERSION, StateCodec, serialized_afresh
 from transforms.core.state_cache import ProcessStateCache
 
 # The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
@@ -469,6 +471,7 @@ class DeviceShardFn(InspectedOnceDoFn):
     def _fire(self, key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at, catch_at,
               restored, timer, catch_up) -> Iterator:
         """A firing at ``fired``: replay every device with events before the cut or a wake time at it."""
+        started = time.perf_counter()
         shard = self._shard(key, shard_state, token_state)
         record = shard.record
         cut = fired - self._lateness
@@ -536,8 +539,10 @@ class DeviceShardFn(InspectedOnceDoFn):
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
             self._store.save(record, "devices", touched, waiting, released, ended=at_end)
-        shard_state.write(record.SerializeToString())
+        data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
+        shard_state.write(data)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
+        metrics.firing_done("devices", started, None if at_end else fired)
         yield from released
         if at_end:  # nothing comes after the end of the input: no timer is set again
             needed_state.clear()

@@ -11,6 +11,7 @@ distribution ``event_time_micros`` records each file's latest event time.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
@@ -36,6 +37,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, format_of, row_to_dict
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
+from transforms.core import metrics
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import note_read
 from transforms.core.runner_kind import runs_here
@@ -377,10 +379,11 @@ def _write_chunks(path: str, chunks: Iterable[bytes], fmt: str, schema: str | No
 class _RecordsPerBundleFn(InspectedOnceDoFn):
     """A bundle's rows as one encoded chunk under one key, ``(0, bytes)`` (``_chunk_of``), emitted at the end of the
     bundle with the earliest of their timestamps. The streaming DirectRunner's cost is per element and step, its
-    state encodes what it keeps, and a sink that writes at the drain needs only the records, each made once."""
+    state encodes what it keeps, and a sink that writes at the drain needs only the records, each made once.
+    Counts the rows as outputs of ``sink``, and with ``by_reason`` (dead letters) each reason's."""
 
-    def __init__(self, fmt: str) -> None:
-        self._fmt = fmt
+    def __init__(self, fmt: str, sink: str, by_reason: bool = False) -> None:
+        self._fmt, self._sink, self._by_reason = fmt, sink, by_reason
 
     def start_bundle(self) -> None:
         self._rows: list = []
@@ -393,6 +396,9 @@ class _RecordsPerBundleFn(InspectedOnceDoFn):
 
     def finish_bundle(self):
         if self._earliest is not None:  # a row came
+            metrics.outputs_written(self._sink, len(self._rows))
+            if self._by_reason:
+                metrics.dead_letters_written(collections.Counter(row.reason for row in self._rows))
             chunk = _chunk_of([record_of(row) for row in self._rows], self._fmt)
             yield WindowedValue((0, chunk), self._earliest, (GlobalWindow(),))
 
@@ -423,9 +429,11 @@ class _WriteAtDrainFn(InspectedOnceDoFn):
 
 class WriteRecords(beam.PTransform):
     """Writes rows (or records that are already mappings) to ``<prefix>-SSSSS-of-NNNNN.<jsonl|avro>`` with the Avro
-    schema ``avro_schema`` for Avro."""
+    schema ``avro_schema`` for Avro. Streaming, the rows are counted as outputs of the prefix's last part, and
+    with ``by_reason`` (``DeadLetter`` rows) per reason (``transforms.core.metrics``)."""
 
-    def __init__(self, file_path_prefix: str, fmt: str, avro_schema: str | None = None, num_shards: int = 0) -> None:
+    def __init__(self, file_path_prefix: str, fmt: str, avro_schema: str | None = None, num_shards: int = 0,
+                 by_reason: bool = False) -> None:
         super().__init__()
         if fmt not in OUTPUT_FORMATS:
             raise ValueError(f"output format must be one of {OUTPUT_FORMATS}, got {fmt!r}")
@@ -435,6 +443,7 @@ class WriteRecords(beam.PTransform):
         self._fmt = fmt
         self._avro_schema = avro_schema
         self._num_shards = num_shards
+        self._by_reason = by_reason
 
     def expand(self, rows):
         options = rows.pipeline.options
@@ -446,7 +455,8 @@ class WriteRecords(beam.PTransform):
             # wrongly (a ClassCastException declines every checkpoint, and the job restarts)
             return (
                 rows
-                | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt))
+                | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt, self._prefix.rstrip("/").rsplit("/", 1)[-1],
+                                                                self._by_reason))
                 | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
             )
         if self._fmt == "jsonl":
@@ -460,19 +470,23 @@ class WriteRecords(beam.PTransform):
 
 
 class WriteDeadLetters(beam.PTransform):
-    """Writes dead letters ``{raw, reason, source}`` to ``<output_dir>/dead_letters-*.jsonl`` (one shard)."""
+    """Writes dead letters ``{raw, reason, source}`` to ``<output_dir>/dead_letters-*.jsonl`` (one shard),
+    streaming counted per reason."""
 
     PREFIX = DEAD_LETTERS
+    BY_REASON = True
 
     def __init__(self, output_dir: str) -> None:
         super().__init__()
         self._output_dir = output_dir
 
     def expand(self, records):
-        return records | WriteRecords(f"{self._output_dir.rstrip('/')}/{self.PREFIX}", "jsonl", num_shards=1)
+        return records | WriteRecords(f"{self._output_dir.rstrip('/')}/{self.PREFIX}", "jsonl", num_shards=1,
+                                      by_reason=self.BY_REASON)
 
 
 class WriteInputReport(WriteDeadLetters):
     """Writes the ``InputFileReport`` of every input file to ``<output_dir>/input_files-*.jsonl`` (one shard)."""
 
     PREFIX = INPUT_FILES
+    BY_REASON = False

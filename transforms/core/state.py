@@ -64,3 +64,16 @@ class StateCodec(Generic[M]):
 
     def write(self, state, value: Any) -> None:
         state.write(self.encode(value))
+
+
+def serialized_afresh(record: M) -> tuple[bytes, M]:
+    """A record kept and changed across firings, serialized for the step's state, and a copy of it parsed from
+    those bytes, which the step keeps in its place.
+
+    upb, protobuf's C runtime, allocates every value set on a message in the message's arena and frees none of
+    them before the message itself: a shard's record whose map entries are replaced at every firing for the life
+    of a job grows without bound while its serialization stays the same size (measured: 200,000 replacements of
+    100 entries of 500 bytes left 101 MB behind a 49 KB message; the streaming k-anonymity job grew 50 MB a
+    minute at 15,000 joins/s, benchmarks/streaming_soak.py). The copy starts a new arena."""
+    data = record.SerializeToString()
+    return data, type(record).FromString(data)

@@ -26,6 +26,7 @@ A join whose step is already final for its group is dead-lettered as
 from __future__ import annotations
 
 import json
+import time
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator
@@ -44,13 +45,14 @@ from schemas.codecs import row_to_dict
 from schemas.proto import state_pb2
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from schemas.time_units import MICROS_PER_HOUR
+from transforms.core import metrics
 from transforms.core.durable.positions import fold_positions
 from transforms.core.durable.step import DurableStep, StreamEnded
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.shard_elements import per_shard_elements
-from transforms.core.state import STATE_VERSION
+from transforms.core.state import STATE_VERSION, serialized_afresh
 from transforms.core.state_cache import ProcessStateCache
 from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins
@@ -331,6 +333,7 @@ class _StreamingShardFn(InspectedOnceDoFn):
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         timer=beam.DoFn.TimerParam(STEP_FINAL),
     ):
+        started = time.perf_counter()
         # The timer was set to ``timer_at``; the runner may report the firing time truncated to milliseconds.
         through = _final_through(max(fire_time.micros, timer_at.read() or 0), self._lateness)
         timer_at.clear()
@@ -363,15 +366,17 @@ class _StreamingShardFn(InspectedOnceDoFn):
         outputs = []
         for name in sorted(touched):
             outputs += self._evaluate(shard, name, sorted(ready.get(name, {}).items()), through)
+        at_end = through >= _final_through(END_OF_INPUT_MICROS, self._lateness)
         if self._store is not None:  # write-ahead: the state and what it releases, before anything is released
-            at_end = through >= _final_through(END_OF_INPUT_MICROS, self._lateness)
             if at_end and (hint_state.read() or 0) < through:
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
             self._store.save(record, "groups", shard.changed, waiting, outputs, ended=at_end)
             shard.changed.clear()
-        shard_state.write(record.SerializeToString())
+        data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
+        shard_state.write(data)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
+        metrics.firing_done("verdicts", started, None if at_end else fire_time.micros)
         yield from outputs
         needed = min((step for step in (first_waiting, min(shard.wake, default=None)) if step is not None), default=None)
         if needed is None:

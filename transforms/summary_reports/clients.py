@@ -33,6 +33,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.codecs import EventSpec
+from transforms.core import metrics
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, unpack_chunk
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
@@ -112,6 +113,8 @@ class _ToRecordFn(beam.DoFn):
         self._reports.inc()
         if not report.contributions:
             self._null.inc()
+        if report.budget_refused:
+            metrics.budget_refused("contributions", 1)
         yield report_record_of(report, self._public_key)
 
 

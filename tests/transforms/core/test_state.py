@@ -8,7 +8,7 @@ import pytest
 
 from schemas.proto import state_pb2
 from tests.support.state_samples import FIXTURES, SAMPLES, write_fixtures
-from transforms.core.state import STATE_VERSION, StateVersionError
+from transforms.core.state import STATE_VERSION, StateVersionError, serialized_afresh
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -73,3 +73,13 @@ def test_the_noises_and_budgets_already_drawn_and_spent_are_in_the_records():
 def test_fixtures_are_written_where_the_tests_read_them(tmp_path):
     written = write_fixtures(tmp_path)
     assert sorted(path.name for path in written) == sorted(f"{name}.binpb" for name in SAMPLES)
+
+
+def test_a_record_serialized_afresh_is_an_equal_copy_in_a_new_arena():
+    record = state_pb2.KAnonShardState(version=STATE_VERSION, final_through=7)
+    for step in range(1000):  # a kept record whose entries are replaced at every firing
+        record.groups[f"g{step % 10}"] = bytes([step % 256]) * 100
+    data, copy = serialized_afresh(record)
+    assert copy is not record and copy == record and data == record.SerializeToString()
+    copy.groups["g0"] = b"changed"  # the copy is the step's record from now on: the old one is untouched
+    assert record.groups["g0"] != b"changed"

@@ -271,6 +271,17 @@ class KafkaTopicReader:
         latest = max((p.latest_micros for p in partitions if p.latest_micros is not None), default=None)
         return sum(p.read for p in partitions), sum(p.dead for p in partitions), latest
 
+    def consumer_lag(self) -> dict[int, int]:
+        """Per partition, the messages not yet read: its end at the last fetch minus the next offset (0 before
+        the first fetch answered)."""
+        lag = {}
+        for number, partition in self._partitions.items():
+            low, high = self._consumer.get_watermark_offsets(self._topic_partition(self.topic.topic, number),
+                                                             cached=True)
+            start = partition.next_offset if partition.next_offset is not None else low
+            lag[number] = max(0, high - start) if high >= 0 else 0
+        return lag
+
     def commit(self) -> None:
         """Commit the offsets read (synchronously), for the next run of the same group to start from."""
         offsets = [self._topic_partition(self.topic.topic, number, p.next_offset)
@@ -522,19 +533,23 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
                 yield self._watermark_event(name, watermark)
 
     def status(self) -> dict:
-        """Counts for the progress line: records read, dead letters, the slowest input's watermark and lag."""
+        """Counts for the progress line and the metrics (``transforms.core.metrics``): records read, dead
+        letters, the slowest input's watermark and lag; and per input (``inputs``) its reads, its dead letters
+        and its consumer lag per partition."""
         read = dead = 0
         watermarks, latest = [], []
+        inputs = {}
         for reader in self._readers:
             r, d, newest = reader.counts()
             read, dead = read + r, dead + d
+            inputs[reader.source.name] = {"read": r, "dead_lettered": d, "consumer_lag": reader.consumer_lag()}
             watermarks.append(reader.watermark_micros)
             if newest is not None:
                 latest.append(newest)
         known = [w for w in watermarks if w is not None]
         watermark = min(known) if known and len(known) == len(watermarks) else None
         return {"read": read, "dead_lettered": dead, "watermark_micros": watermark,
-                "lag_micros": None if watermark is None or not latest else max(latest) - watermark}
+                "lag_micros": None if watermark is None or not latest else max(latest) - watermark, "inputs": inputs}
 
 
 class ReadTopics(beam.PTransform):

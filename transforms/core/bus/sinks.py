@@ -13,6 +13,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from transforms.core import metrics
 from transforms.core.bus.endpoints import KafkaTopic
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import OUTPUTS
@@ -54,6 +55,7 @@ class _WriteToKafkaFn(InspectedOnceDoFn):
             failure = self._failures[0] if self._failures else f"{left} messages not delivered in {_FLUSH_SECONDS} s"
             raise RuntimeError(f"writing to {self._topic.uri} failed: {failure}")
         OUTPUTS.add(self._pending)
+        metrics.outputs_written(self._topic.topic, self._pending)
 
 
 class WriteToKafkaTopic(beam.PTransform):

@@ -9,7 +9,8 @@ The child is a fresh interpreter (``python -m transforms.core.bus.stream_process
 path: gRPC and the Kafka client do not survive a fork, and multiprocessing's ``spawn`` would run the driver's
 main script again), started while the graph is built, so that its imports overlap the driver's. ``ready`` waits
 for it to have joined the topics, and raises what made it fail (an unknown topic, a missing extra) for the driver
-to report. Control is one request at a time over a socket pair: ``status`` (the progress line), ``stop``
+to report. Control is one request at a time over a socket pair: ``status`` (the progress line and the
+metrics), ``stop``
 (drain), ``commit`` (after the run is judged), ``outcome`` (whether the whole stream was sent). The child ignores
 SIGINT (the driver's handler drains the run) and exits when the driver closes the socket or dies.
 """
@@ -28,9 +29,11 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from transforms.core.bus.kafka_stream import KafkaStreamService, StreamIncomplete, TopicInput
+from transforms.core.metrics import JobMetrics
 from transforms.core.progress import ProgressLine
 
 _START_SECONDS = 120.0  # the child joins the topics within this (imports, metadata, committed offsets)
+_METRICS_SECONDS = 1.0  # with metrics, the source's status is asked this often (a scrape sees it this fresh)
 
 
 def _serve(connection: Connection) -> None:
@@ -72,11 +75,13 @@ def _serve(connection: Connection) -> None:
 class KafkaStreamProcess:
     """A ``KafkaStreamService`` for ``inputs`` in a child process; the driver's handle on it, with the
     ``endpoint`` ``ReadTopics`` reads. ``progress`` is given the service's status once per its interval while the
-    pipeline runs."""
+    pipeline runs, and ``metrics`` every ``_METRICS_SECONDS`` and once more when the source closes."""
 
-    def __init__(self, inputs: list[TopicInput], progress: ProgressLine | None = None) -> None:
+    def __init__(self, inputs: list[TopicInput], progress: ProgressLine | None = None,
+                 metrics: JobMetrics | None = None) -> None:
         self.inputs = inputs
         self._progress = progress
+        self._metrics = metrics
         self._folder = tempfile.mkdtemp(prefix="pm-beam-stream-")
         self.endpoint = f"unix:{self._folder}/events.sock"
         self._lock = threading.Lock()  # one request and its answer at a time
@@ -111,7 +116,7 @@ class KafkaStreamProcess:
             raise RuntimeError(f"the topic source exited with code {self._exit_code()}") from None
         if state == "failed":
             raise error
-        if self._progress is not None:
+        if self._progress is not None or self._metrics is not None:
             self._watcher = threading.Thread(target=self._watch, daemon=True, name="pm-beam-topic-progress")
             self._watcher.start()
 
@@ -122,13 +127,18 @@ class KafkaStreamProcess:
             return self._connection.recv()
 
     def _watch(self) -> None:
-        progress = self._progress
-        assert progress is not None
-        while not self._done.wait(progress.interval):
+        progress, metrics = self._progress, self._metrics
+        interval = min(progress.interval if progress is not None else _METRICS_SECONDS,
+                       _METRICS_SECONDS if metrics is not None else float("inf"))
+        while not self._done.wait(interval):
             try:
-                progress(self._request("status"))
+                status = self._request("status")
             except (EOFError, OSError):  # the child is gone: the run fails on its outcome
                 return
+            if progress is not None:
+                progress(status)  # which prints at most once per its own interval
+            if metrics is not None:
+                metrics.source_status(status)
 
     def request_stop(self) -> None:
         """End the stream at the next poll: the pipeline drains what it has and finishes."""
@@ -153,6 +163,9 @@ class KafkaStreamProcess:
         self._done.set()
         if self._watcher is not None:
             self._watcher.join()
+        if self._metrics is not None and self._connection is not None:  # the counts the source ends with
+            with contextlib.suppress(EOFError, OSError):
+                self._metrics.source_status(self._request("status"))
         if self._connection is not None:
             with contextlib.suppress(OSError):
                 self._connection.send("close")

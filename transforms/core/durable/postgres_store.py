@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from transforms.core.durable.sealing import Seal
-from transforms.core.durable.store import JobClaim, StateStore, StoreUnavailable
+from transforms.core.durable.store import TABLES, JobClaim, StateStore, StoreUnavailable
 from transforms.core.urls import redact_url
 
 _CONNECT_TIMEOUT_SECONDS = 30
@@ -71,6 +71,13 @@ class PostgresStore(StateStore):
             holder.close()
 
         return JobClaim(release)
+
+    def size_bytes(self) -> int:
+        """The store's tables with their indexes and TOAST (``pg_total_relation_size``)."""
+        with self._transaction() as cursor:
+            cursor.execute("SELECT COALESCE(SUM(pg_total_relation_size(to_regclass(name))), 0) FROM unnest(%s::text[]) AS name",
+                           (list(TABLES),))
+            return int(cursor.fetchone()[0])
 
     def close(self) -> None:
         with self._lock:

@@ -89,6 +89,10 @@ class SqliteStore(StateStore):
 
         return JobClaim(release)
 
+    def size_bytes(self) -> int:
+        """The database file and its write-ahead log."""
+        return sum(os.path.getsize(path) for path in (self._path, f"{self._path}-wal") if os.path.exists(path))
+
     def close(self) -> None:
         with self._lock:
             self._connection.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,6 +29,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from schemas.proto import state_pb2
+from transforms.core import metrics
 from transforms.core.durable.positions import restarted
 from transforms.core.durable.store import StateStore, StepWrite
 from transforms.core.durable.stores import open_store
@@ -158,7 +160,11 @@ class StepStore:
                 version=STATE_VERSION, shard=_without(shard, key_field, "positions").SerializeToString(),
                 positions=cast(Any, shard).positions, ended=ended)
             logged = [*self._emitted, *releases]
-            self._store.save(self.step.job_id, self.step.step, StepWrite(
-                snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else ()))
+            write = StepWrite(snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else ())
+            started = time.perf_counter()
+            self._store.save(self.step.job_id, self.step.step, write)
+            seconds = time.perf_counter() - started
+            size = snapshot.ByteSize() + sum(map(len, upserts.values())) + sum(map(len, write.releases))
+            metrics.snapshot_written(self.step.step, seconds, size, self._store.size_bytes())
             self._pending = set(held)
             self._emitted = []

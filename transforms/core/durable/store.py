@@ -50,6 +50,7 @@ def default_store() -> str:
 
 DRAINED, RUNNING = "drained", "running"
 
+TABLES = ("store_meta", "jobs", "steps", "keyed", "releases", "source_dead_letters", "job_keys")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, status TEXT NOT NULL)",
@@ -144,6 +145,10 @@ class StateStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the connection."""
+
+    @abstractmethod
+    def size_bytes(self) -> int:
+        """What the store takes now (its files, or its tables with their indexes): for the operator's metrics."""
 
     def _sql(self, statement: str) -> str:
         """A statement with ``?`` placeholders in this backend's paramstyle."""

@@ -107,12 +107,13 @@ class AraSummaryClient:
         chosen = attribute(device, trigger)
         found = contributions(chosen.source, trigger) if chosen is not None else []
         values = [value for _, value in found]
-        if chosen is None or not values or not chosen.budget.charge(values, self.limits):
+        refused = chosen is not None and bool(values) and not chosen.budget.charge(values, self.limits)
+        if chosen is None or not values or refused:
             found = []
         return make_report(
             source, ("ara", device_id, trigger.trigger_id), api=API_ATTRIBUTION_REPORTING,
             reporting_origin=trigger.reporting_origin, destination=trigger.destination,
-            event_time_micros=trigger.event_time_micros, contributions=found,
+            event_time_micros=trigger.event_time_micros, contributions=found, budget_refused=refused,
         )
 
     def replay(

@@ -111,7 +111,7 @@ class PaaSummaryClient:
         origin = event.reporting_origin
         storage = device.storage.get(origin)
         device.storage[origin], key, value = self.pi(self.pi.initial() if storage is None else storage, event)
-        found = []
+        found, refused = [], False
         if value > 0:
             unit = (origin, window_of(event.event_time_micros))
             budget = device.budgets.get(unit)
@@ -119,9 +119,11 @@ class PaaSummaryClient:
                 budget = device.budgets[unit] = ContributionBudget()
             if budget.charge([value], self.limits):
                 found = [(key, value)]
+            else:
+                refused = True
         return make_report(
             source, ("paa", device_id, event.event_id), api=event.api, reporting_origin=origin, destination=None,
-            event_time_micros=event.event_time_micros, contributions=found,
+            event_time_micros=event.event_time_micros, contributions=found, budget_refused=refused,
         )
 
     def replay(

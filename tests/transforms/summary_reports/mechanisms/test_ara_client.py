@@ -67,7 +67,9 @@ def test_exhausted_chosen_source_gives_a_null_report_not_an_older_source():
     """ARA's rule (and Remark 2.3): attribution picks the source first; its exhausted budget means a null report,
     even though an older matching source still has budget (Alg. 2's loop read literally would fall back)."""
     events = [keyed_source(0, "old", 1), keyed_source(1, "new", 2), trigger("dev", 2, "t0"), trigger("dev", 3, "t1")]
-    assert [attributed_tag(r) for r in run(events, limits=ContributionLimits(l0=2))] == [2, None]
+    reports = run(events, limits=ContributionLimits(l0=2))
+    assert [attributed_tag(r) for r in reports] == [2, None]
+    assert [r.budget_refused for r in reports] == [False, True]  # null over budget: counted as a refusal
 
 
 def test_highest_priority_wins_then_the_most_recent():
@@ -103,6 +105,7 @@ def test_destination_reporting_origin_and_time_must_match():
               trigger("dev", 3, "other-adtech", origin="https://other-adtech.test"), trigger("dev", 4, "ok")]
     reports = run(events)
     assert [attributed_tag(r) for r in reports] == [None, None, None, 1]
+    assert not any(r.budget_refused for r in reports)  # null for want of a source: no budget refused anything
     # a null report names the trigger's own destination and reporting origin
     assert (reports[1].attribution_destination, reports[2].reporting_origin) == ("https://elsewhere.test",
                                                                                   "https://other-adtech.test")

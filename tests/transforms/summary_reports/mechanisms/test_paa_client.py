@@ -63,6 +63,8 @@ def test_l0_per_window():
     """L0 = 2 with small values: two reports per window, the third is null; the next window starts at 0."""
     events = [paa_event("dev", minute, f"e{minute}", f"c{minute}") for minute in (0, 1, 2, 3, 10, 11)]
     assert values(events, pi=ReachCounting(100), limits=ContributionLimits(l0=2)) == [100, 100, 0, 0, 100, 100]
+    refused = [r.budget_refused for r in run(events, pi=ReachCounting(100), limits=ContributionLimits(l0=2))]
+    assert refused == [False, False, True, True, False, False]  # the nulls over budget: counted as refusals
 
 
 def test_budgets_and_storage_are_per_reporting_origin():
