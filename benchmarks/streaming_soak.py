@@ -3,14 +3,16 @@
     python benchmarks/streaming_soak.py [--jobs kanon,measurement,summary_client,event_level] [--minutes 60]
         [--rate JOB=EVENTS_PER_SECOND ...] [--data DIR] [--out benchmarks/soak]
 
-Starts a local broker (tansu, ``pipelines.local_broker``) and, for each job in turn, its dataset (generated once,
-cached under --data): k-anonymity 200,000 joins of 2,000 groups over 30 days; measurement the Cookie Monster
-microbenchmark (knob1 = knob2 = 0.1: 20,000 devices, 30 days); the ARA summary client 2,000 devices over 30 days;
-event-level 20,000 devices over 30 days. The job runs live (``stop=never``) with a SQLite state store, an output
-topic and ``--metrics-port``, while a producer replays its dataset over and over in event-time order at a fixed
-rate (default: half the job's sustained rate, ``benchmarks/README.md``), each pass (a *cycle*) shifted a whole
-dataset span later in event time, with fresh event ids and the same devices and groups. So the job's windows,
-epochs, expiries and deduplication horizons roll over many times, and its devices keep coming back.
+Starts Apache Kafka's broker (``pipelines.kafka_broker``; tansu, the tests' broker, keeps every message in memory,
+and its fetches slowed until they stopped after 7.3 million messages, eight minutes of a soak) and, for each job in
+turn, its dataset (generated once, cached under --data): k-anonymity 200,000 joins of 2,000 groups over 30 days;
+measurement the Cookie Monster microbenchmark (knob1 = knob2 = 0.1: 20,000 devices, 280,000 events); the ARA summary
+client 5,000 devices over 30 days (305,000 sources and triggers); event-level 5,000 devices over 30 days (about
+300,000). The job runs live (``stop=never``) with a SQLite state store, an output topic and ``--metrics-port``,
+while a producer replays its dataset over and over in event-time order at a fixed rate (default: half the job's
+sustained rate, ``benchmarks/README.md``), each pass (a *cycle*) shifted a whole dataset span later in event time,
+with fresh event ids and the same devices and groups. So the job's windows, epochs, expiries and deduplication
+horizons roll over many times, and its devices keep coming back.
 
 Every minute the sampler records (``<out>/<job>.jsonl``): the RSS of the job and of its topic source process,
 the state store's size and rows per table, events read per second and dead letters (from the job's own metrics
@@ -49,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import ROOT, cached  # noqa: E402
 
-from pipelines.local_broker import LocalBroker  # noqa: E402
+from pipelines.kafka_broker import KafkaBroker  # noqa: E402
 from pipelines.processes import free_port  # noqa: E402
 from schemas.codecs import (  # noqa: E402
     ARA_SOURCE,
@@ -88,11 +90,11 @@ JOBS = {
                            (("--impressions", "impressions-", IMPRESSION, "impression_id"),
                             ("--conversions", "conversions-", CONVERSION, "conversion_id")),
                            ("pipelines.measurement",), 15_000, ("--policy", "cookie_monster")),
-    "summary_client": SoakJob("summary_client", "ara", {"devices": 2_000, "days": 30},
+    "summary_client": SoakJob("summary_client", "ara", {"devices": 5_000, "days": 30},
                               (("--sources", "sources-", ARA_SOURCE, "source_id"),
                                ("--triggers", "triggers-", ARA_TRIGGER, "trigger_id")),
                               ("pipelines.summary_client", "ara"), 10_000),
-    "event_level": SoakJob("event_level", "event-level", {"devices": 20_000, "days": 30},
+    "event_level": SoakJob("event_level", "event-level", {"devices": 5_000, "days": 30},
                            (("--sources", "sources-", EVENT_LEVEL_SOURCE, "source_id"),
                             ("--triggers", "triggers-", EVENT_LEVEL_TRIGGER, "trigger_id")),
                            ("pipelines.event_level",), 10_000),
@@ -163,6 +165,11 @@ class Producer(threading.Thread):
         return self.log_walls[index] if index < len(self.log_walls) else None
 
 
+# a topic keeps 5 minutes of messages (by the producer's wall-clock timestamps), in 64 MB segments: an hour at
+# 15,000 messages/s would otherwise hold 54 million
+_TOPIC_CONFIG = {"retention.ms": "300000", "segment.bytes": str(64 << 20)}
+
+
 def _create_topics(address: str, names: list[str]) -> None:
     """Create the topics before the job reads or writes them, one partition each: event time runs about 200,000
     times faster than the wall clock here, so the default lateness (one hour) is some 20 ms of wall time, less
@@ -171,7 +178,8 @@ def _create_topics(address: str, names: list[str]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": address})
-    for future in admin.create_topics([NewTopic(name, num_partitions=1) for name in names]).values():
+    topics = [NewTopic(name, num_partitions=1, replication_factor=1, config=_TOPIC_CONFIG) for name in names]
+    for future in admin.create_topics(topics).values():
         future.result(timeout=30)
 
 
@@ -423,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     rates = {name: float(value) for name, value in (item.split("=", 1) for item in args.rate)}
     os.makedirs(args.out, exist_ok=True)
     results = []
-    with LocalBroker() as broker:
+    with KafkaBroker() as broker:
         for name in args.jobs.split(","):
             job = JOBS[name]
             data = os.path.join(args.data, name)

@@ -10,9 +10,9 @@ path: gRPC and the Kafka client do not survive a fork, and multiprocessing's ``s
 main script again), started while the graph is built, so that its imports overlap the driver's. ``ready`` waits
 for it to have joined the topics, and raises what made it fail (an unknown topic, a missing extra) for the driver
 to report. Control is one request at a time over a socket pair: ``status`` (the progress line and the
-metrics), ``stop``
-(drain), ``commit`` (after the run is judged), ``outcome`` (whether the whole stream was sent). The child ignores
-SIGINT (the driver's handler drains the run) and exits when the driver closes the socket or dies.
+metrics), ``stop`` (drain), ``commit`` (after the run is judged), ``outcome`` (whether the whole stream was sent).
+The child ignores SIGINT (the driver's handler drains the run) and exits when the driver closes the socket or
+dies.
 """
 from __future__ import annotations
 
@@ -128,8 +128,8 @@ class KafkaStreamProcess:
 
     def _watch(self) -> None:
         progress, metrics = self._progress, self._metrics
-        interval = min(progress.interval if progress is not None else _METRICS_SECONDS,
-                       _METRICS_SECONDS if metrics is not None else float("inf"))
+        intervals = [] if progress is None else [progress.interval]
+        interval = min(intervals + [_METRICS_SECONDS]) if metrics is not None else intervals[0]
         while not self._done.wait(interval):
             try:
                 status = self._request("status")
