@@ -33,7 +33,7 @@ from transforms.core.bus.consumer import records_to_end
 from transforms.core.bus.endpoints import Endpoint, EndpointError, KafkaTopic, is_bus, parse_endpoint
 from transforms.core.bus.kafka_stream import ReadTopics, TopicInput
 from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProduction, WriteTopicProduction
-from transforms.core.bus.sinks import WriteToKafkaTopic
+from transforms.core.bus.sinks import WriteToKafkaTopic, close_producers
 from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.device_stream import pack_events
 from transforms.core.durable.step import DurableStep
@@ -290,6 +290,7 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        close_producers()
         service.close()
         if job is not None:
             job.close()
