@@ -15,7 +15,6 @@ prints the guarantee, counts and paths.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -197,4 +196,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run_imported("pipelines.event_level")

@@ -11,7 +11,6 @@ counts), and prints the same in a few lines.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from operator import attrgetter
@@ -222,4 +221,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run_imported("pipelines.kanon")

@@ -21,7 +21,6 @@ result the noisy count of empty epochs and a bound on its bias (Thm. 15/16).
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from operator import attrgetter
@@ -269,4 +268,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run_imported("pipelines.measurement")

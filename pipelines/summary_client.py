@@ -15,7 +15,6 @@ with ``--public-key``), ``DIR/dead_letters-*.jsonl`` and ``DIR/summary.json``; p
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -257,4 +256,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run_imported("pipelines.summary_client")
