@@ -1,7 +1,7 @@
 """Soak: each streaming job fed live for an hour or more, through weeks of event time, with its state store on.
 
     python benchmarks/streaming_soak.py [--jobs kanon,measurement,summary_client,event_level] [--minutes 60]
-        [--rate JOB=EVENTS_PER_SECOND ...] [--data DIR] [--out benchmarks/soak]
+        [--rate JOB=EVENTS_PER_SECOND ...] [--snapshot-seconds JOB=SECONDS ...] [--data DIR] [--out benchmarks/soak]
 
 Starts Apache Kafka's broker (``pipelines.kafka_broker``; tansu, the tests' broker, keeps every message in memory,
 and its fetches slowed until they stopped after 7.3 million messages, eight minutes of a soak) and, for each job in
@@ -43,74 +43,41 @@ import time
 import urllib.request
 import uuid
 from bisect import bisect_left
-from dataclasses import dataclass
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import ROOT, cached  # noqa: E402
+from harness import ROOT  # noqa: E402
+from streaming_jobs import JOBS, StreamingJob, generate, input_rows  # noqa: E402
 
 from pipelines.kafka_broker import KafkaBroker  # noqa: E402
 from pipelines.processes import free_port  # noqa: E402
-from schemas.codecs import (  # noqa: E402
-    ARA_SOURCE,
-    ARA_TRIGGER,
-    CONVERSION,
-    EVENT_LEVEL_SOURCE,
-    EVENT_LEVEL_TRIGGER,
-    IMPRESSION,
-    JOIN_EVENT,
-    read_files,
-    row_to_dict,
-)
+from schemas.codecs import row_to_dict  # noqa: E402
 
 DAY = 86_400_000_000
 TABLES = ("steps", "keyed", "releases", "source_dead_letters")
 TARGET_GROWTH_PER_CYCLE, TARGET_P95_SECONDS = 0.05, 5.0
 
 
-@dataclass(frozen=True)
-class SoakJob:
-    """A job as the soak runs it: its dataset, its inputs (option, spec, id field) and its command."""
-
-    name: str
-    generator: str
-    parameters: dict
-    inputs: tuple  # (job option, file prefix, event spec, id field or None)
-    command: tuple  # python -m <module> [args before the inputs]
-    rate: int  # events/s: half the sustained rate measured (benchmarks/README.md)
-    extra: tuple = ()
-
-
-JOBS = {
-    "kanon": SoakJob("kanon", "kanon", {"joins": 200_000, "groups": 2_000, "days": 30},
-                     (("--input", "joins-", JOIN_EVENT, None),), ("pipelines.kanon",), 15_000),
-    "measurement": SoakJob("measurement", "microbenchmark", {"knob1": 0.1, "knob2": 0.1},
-                           (("--impressions", "impressions-", IMPRESSION, "impression_id"),
-                            ("--conversions", "conversions-", CONVERSION, "conversion_id")),
-                           ("pipelines.measurement",), 15_000, ("--policy", "cookie_monster")),
-    "summary_client": SoakJob("summary_client", "ara", {"devices": 5_000, "days": 30},
-                              (("--sources", "sources-", ARA_SOURCE, "source_id"),
-                               ("--triggers", "triggers-", ARA_TRIGGER, "trigger_id")),
-                              ("pipelines.summary_client", "ara"), 10_000),
-    "event_level": SoakJob("event_level", "event-level", {"devices": 5_000, "days": 30},
-                           (("--sources", "sources-", EVENT_LEVEL_SOURCE, "source_id"),
-                            ("--triggers", "triggers-", EVENT_LEVEL_TRIGGER, "trigger_id")),
-                           ("pipelines.event_level",), 10_000),
-}
+# the producer's rate per job, events/s: half the sustained rate measured (benchmarks/README.md)
+RATES = {"kanon": 15_000, "measurement": 15_000, "summary_client": 10_000, "event_level": 10_000}
+# how often the watermark moves (``--snapshot-seconds``, default 1): each move is a firing and a snapshot. The replay
+# runs event time about 500,000 times faster than real time (measurement: 6 days a second), so every firing
+# replays nearly every device, which a live job in real time never does (a second of events touches few devices);
+# measurement's 20,000 devices then cost 0.75 s a firing, and at one firing a second it falls behind
+SNAPSHOT_SECONDS = {"measurement": 2.0}
 
 
 class Replay:
     """The dataset's messages in event-time order, replayed cycle after cycle: cycle k shifts every event time
     by k spans (the dataset's span rounded up to whole days) and suffixes every event id with ``~k``."""
 
-    def __init__(self, job: SoakJob, data: str) -> None:
+    def __init__(self, job: StreamingJob, data: str) -> None:
         events = []
         for option, prefix, spec, id_field in job.inputs:
-            paths = sorted(os.path.join(data, name) for name in os.listdir(data) if name.startswith(prefix))
-            rows, _ = read_files(paths, spec)
-            events += [(row.event_time_micros, option, id_field, row_to_dict(row)) for row in rows]
+            events += [(row.event_time_micros, option, id_field, row_to_dict(row))
+                       for row in input_rows(data, prefix, spec)]
         events.sort(key=lambda event: event[0])
         self.events = events
         first, last = events[0][0], events[-1][0]
@@ -286,7 +253,8 @@ def _growth(samples: list[dict], field: str, after_minute: float, minutes_per_cy
     return slope * minutes_per_cycle / ys[0] if ys[0] else None
 
 
-def soak(job: SoakJob, address: str, data: str, out: str, minutes: float, rate: float) -> dict:
+def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, rate: float,
+         snapshot_seconds: float) -> dict:
     replay = Replay(job, data)
     suffix = uuid.uuid4().hex[:8]
     topics = {option: f"soak-{job.name}-{option.strip('-')}-{suffix}" for option, *_ in job.inputs}
@@ -295,9 +263,10 @@ def soak(job: SoakJob, address: str, data: str, out: str, minutes: float, rate: 
     store, port = os.path.join(directory, "state.sqlite"), free_port()
     _create_topics(address, [*topics.values(), output_topic])
     inputs = [item for option, topic in topics.items() for item in (option, f"kafka://{address}/{topic}?group={group}")]
-    command = [sys.executable, "-m", *job.command, *inputs, "--output", os.path.join(directory, "out"),
+    command = [sys.executable, "-m", job.module, *job.leading, *inputs, "--output", os.path.join(directory, "out"),
                "--output-topic", f"kafka://{address}/{output_topic}", "--state-store", f"sqlite:///{store}",
-               "--metrics-port", str(port), "--progress-seconds", "60", *job.extra]
+               "--metrics-port", str(port), "--progress-seconds", "60", "--snapshot-seconds", f"{snapshot_seconds:g}",
+               *job.extra]
     log = open(os.path.join(directory, "job.log"), "w", encoding="utf-8")  # noqa: SIM115 - closed below
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     print(f"{job.name}: job {process.pid} ({directory}), metrics on :{port}, {rate:,.0f} events/s for {minutes:g} min, "
@@ -363,7 +332,8 @@ def soak(job: SoakJob, address: str, data: str, out: str, minutes: float, rate: 
     first_cycle_end = next((s["minute"] for s in samples if s["cycle"] >= 1), None)
     p95s = [s["delay_p95_seconds"] for s in samples if s["delay_p95_seconds"] is not None]
     result = {
-        "job": job.name, "minutes": minutes, "rate_events_per_second": rate, "events_sent": producer.sent,
+        "job": job.name, "minutes": minutes, "rate_events_per_second": rate, "snapshot_seconds": snapshot_seconds,
+        "events_sent": producer.sent,
         "cycles": producer.cycle, "cycle_days": replay.span / DAY, "event_days": round(producer.sent / len(replay.events)
                                                                                        * replay.span / DAY, 1),
         "exit": failed if failed is not None else process.returncode, "drain_seconds": drained_in,
@@ -424,23 +394,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=60.0, help="wall time per job (default 60)")
     parser.add_argument("--rate", action="append", default=[], metavar="JOB=EVENTS_PER_SECOND",
                         help="the producer's rate for a job (default: half its sustained rate)")
+    parser.add_argument("--snapshot-seconds", action="append", default=[], metavar="JOB=SECONDS",
+                        help="how often a job's watermark moves, each move a firing and a snapshot (default 1; "
+                             "measurement 2)")
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "pm-beam-soak-data"),
                         help="dataset cache directory")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "soak"), help="samples, plots, results")
     args = parser.parse_args(argv)
     rates = {name: float(value) for name, value in (item.split("=", 1) for item in args.rate)}
+    snapshots = {**SNAPSHOT_SECONDS, **{name: float(value) for name, value in
+                                        (item.split("=", 1) for item in args.snapshot_seconds)}}
     os.makedirs(args.out, exist_ok=True)
     results = []
     with KafkaBroker() as broker:
         for name in args.jobs.split(","):
             job = JOBS[name]
             data = os.path.join(args.data, name)
-            if not cached(data, job.parameters):
-                print(f"generating the {name} dataset into {data} ...", flush=True)
-                subprocess.run([sys.executable, "-m", "pipelines.generate", job.generator, "--output", data,
-                                "--seed", "1", "--quiet", *(f"--{k}={v}" for k, v in job.parameters.items())],
-                               check=True, cwd=ROOT)
-            result = soak(job, broker.address, data, args.out, args.minutes, rates.get(name, job.rate))
+            generate(job, data)
+            result = soak(job, broker.address, data, args.out, args.minutes, rates.get(name, RATES[name]),
+                          snapshots.get(name, 1.0))
             results.append(result)
             with open(os.path.join(args.out, f"{name}.json"), "w", encoding="utf-8") as handle:
                 json.dump(result, handle, indent=1)
@@ -451,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['job']:16}{r['rate_events_per_second']:>10,.0f}{r['event_days']:>12,.0f}"
               f"{r['rss_mb_after_first_cycle']!s:>8}->{r['rss_mb_end']!s:<7}{r['rss_growth_per_cycle'] or 0:>14.2%}"
               f"{r['store_mb_after_first_cycle']!s:>8}->{r['store_mb_end']!s:<7}{r['store_growth_per_cycle'] or 0:>14.2%}"
-              f"{r['delay_p95_seconds_worst_minute']!s:>13}")
+              f"{r['delay_p95_seconds_worst_minute'] or 0:>13.2f}")
     print(f"targets: growth <= {TARGET_GROWTH_PER_CYCLE:.0%} per cycle after the first, p95 delay < "
           f"{TARGET_P95_SECONDS:g} s in every minute")
     return 0

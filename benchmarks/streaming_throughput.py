@@ -53,34 +53,13 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness import ROOT, benchmark_parser, cached, run_child, runs_of, write_json  # noqa: E402
+from harness import ROOT, benchmark_parser, run_child, runs_of, write_json  # noqa: E402
+from streaming_jobs import JOBS, generate, input_rows  # noqa: E402
 
 from pipelines.local_broker import LocalBroker  # noqa: E402
-from schemas.codecs import (  # noqa: E402
-    ARA_SOURCE,
-    ARA_TRIGGER,
-    CONVERSION,
-    EVENT_LEVEL_SOURCE,
-    EVENT_LEVEL_TRIGGER,
-    IMPRESSION,
-    JOIN_EVENT,
-    read_files,
-    row_to_dict,
-)
+from schemas.codecs import row_to_dict  # noqa: E402
 
-KANON = {"joins": 200_000, "groups": 2_000, "days": 30}
-KANON_QUICK = {"joins": 20_000, "groups": 200, "days": 30}
-MEASUREMENT = {"knob1": 0.1, "knob2": 0.1}
-MEASUREMENT_QUICK = {"knob1": 1.0, "knob2": 0.1}  # a tenth of the devices
-# the device jobs beside measurement: generator, its parameters (full, quick), and the job's inputs: (option, file
-# prefix, event spec); the command's leading arguments
-DEVICE_JOBS = {
-    "summary_client": ("ara", {"devices": 5_000, "days": 30}, {"devices": 500, "days": 30},
-                       (("--sources", "sources-", ARA_SOURCE), ("--triggers", "triggers-", ARA_TRIGGER)), ["ara"]),
-    "event_level": ("event-level", {"devices": 5_000, "days": 30}, {"devices": 500, "days": 30},
-                    (("--sources", "sources-", EVENT_LEVEL_SOURCE), ("--triggers", "triggers-", EVENT_LEVEL_TRIGGER)),
-                    []),
-}
+DEVICE_JOBS = ("summary_client", "event_level")  # the device jobs beside measurement, benchmarked alike
 LATENESS_SECONDS = 3600
 HOUR = 3_600_000_000
 
@@ -109,20 +88,6 @@ def _child(arguments: list[str]) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _generate(kind: str, data_dir: str, parameters: dict) -> None:
-    if cached(data_dir, parameters):
-        return
-    print(f"generating the {kind} dataset into {data_dir} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "pipelines.generate", kind, "--output", data_dir, "--seed", "1", "--quiet",
-                    *(f"--{name}={value}" for name, value in parameters.items())], check=True, cwd=ROOT)
-
-
-def _rows(pattern_dir: str, prefix: str, spec) -> list:
-    rows, _ = read_files(sorted(os.path.join(pattern_dir, n) for n in os.listdir(pattern_dir) if n.startswith(prefix)),
-                         spec)
-    return rows
 
 
 def _produce(address: str, topic: str, values: list[bytes]) -> float:
@@ -320,15 +285,15 @@ def _floor_and_sustained(address: str, topics: dict[str, str], extra: list[str],
 
 def _bench_device_job(name: str, address: str, data: str, quick: bool, runs: int) -> dict:
     """``_bench_job`` of a device job of ``DEVICE_JOBS`` on its dataset, each input a topic in event-time order."""
-    generator, full, small, inputs, leading = DEVICE_JOBS[name]
-    _generate(generator, data, small if quick else full)
+    job = JOBS[name]
+    generate(job, data, quick)
     topics, events = {}, 0
-    for option, prefix, spec in inputs:
-        rows = sorted(_rows(data, prefix, spec), key=lambda row: row.event_time_micros)
+    for option, prefix, spec, _ in job.inputs:
+        rows = input_rows(data, prefix, spec)
         topics[option] = f"{name}-{option.strip('-')}-{uuid.uuid4().hex[:8]}"
         _produce(address, topics[option], _messages(rows))
         events += len(rows)
-    return _bench_job(name, address, topics, [], runs, events, tuple(leading))
+    return _bench_job(name, address, topics, list(job.extra), runs, events, job.leading)
 
 
 _RECORDS_CHILD = """
@@ -421,8 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broker (tansu, in memory) at {broker.address}", flush=True)
         if "kanon" in jobs:
             data = os.path.join(data_root, "kanon")
-            _generate("kanon", data, KANON_QUICK if args.quick else KANON)
-            rows = _rows(data, "joins-", JOIN_EVENT)
+            kanon = JOBS["kanon"]
+            generate(kanon, data, args.quick)
+            (_, prefix, spec, _), = kanon.inputs
+            rows = input_rows(data, prefix, spec)
             topic = f"joins-{uuid.uuid4().hex[:8]}"
             produced = _produce(broker.address, topic, _messages(rows))
             result = _bench_job("kanon", broker.address, {"--input": topic}, [], runs, len(rows))
@@ -431,15 +398,15 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
         if "measurement" in jobs:
             data = os.path.join(data_root, "measurement")
-            _generate("microbenchmark", data, MEASUREMENT_QUICK if args.quick else MEASUREMENT)
+            measurement = JOBS["measurement"]
+            generate(measurement, data, args.quick)
             # each topic in event-time order, as devices would send them (the generator writes impressions by device)
-            impressions, conversions = (sorted(_rows(data, prefix, spec), key=lambda row: row.event_time_micros)
-                                        for prefix, spec in (("impressions-", IMPRESSION), ("conversions-", CONVERSION)))
+            impressions, conversions = (input_rows(data, prefix, spec) for _, prefix, spec, _ in measurement.inputs)
             topics = {"--impressions": f"impressions-{uuid.uuid4().hex[:8]}",
                       "--conversions": f"conversions-{uuid.uuid4().hex[:8]}"}
             produced = _produce(broker.address, topics["--impressions"], _messages(impressions))
             _produce(broker.address, topics["--conversions"], _messages(conversions))
-            extra, events = ["--policy", "cookie_monster"], len(impressions) + len(conversions)
+            extra, events = list(measurement.extra), len(impressions) + len(conversions)
             result = _bench_job("measurement", broker.address, topics, extra, runs, events)
             result["producer_events_per_second"] = round(produced)
             result.update(_floor_and_sustained(broker.address, topics, extra, runs, impressions, conversions, result))

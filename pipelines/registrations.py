@@ -36,7 +36,6 @@ the aggregatable debug reports, ``pipelines/ara_aggregatable_debug.py``),
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -299,4 +298,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run_imported("pipelines.registrations")

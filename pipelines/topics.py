@@ -263,11 +263,15 @@ def discard(pipeline: beam.Pipeline) -> None:
 @contextlib.contextmanager
 def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     """Around ``pipeline.run()``: SIGINT and SIGTERM drain the run instead of killing it; yields the pipeline's
-    topic source (None without topic inputs) and closes it at the end."""
+    topic source (None without topic inputs) and closes it at the end, with the run's Kafka producers (an
+    ``--output-topic`` of a batch run too)."""
     service = _SERVICES.pop(pipeline, None)
     job = _JOBS.pop(pipeline, None)
     if service is None:
-        yield None
+        try:
+            yield None
+        finally:
+            close_producers()
         return
     try:
         _ready(service)

@@ -39,11 +39,11 @@ from transforms.core import metrics
 from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
 from transforms.core.durable.positions import fold_positions
-from transforms.core.durable.step import DurableStep, StepStore, StreamEnded
+from transforms.core.durable.step import DurableStep, StepStore, StreamEnded, shard_bytes
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
 from transforms.core.shard_elements import per_shard_elements
-from transforms.core.state import STATE_VERSION, StateCodec, serialized_afresh
+from transforms.core.state import STATE_VERSION, ArenaBound, StateCodec, serialized_afresh
 from transforms.core.state_cache import ProcessStateCache
 
 # The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
@@ -200,6 +200,7 @@ class _ShardCache:
         self.devices = devices
         self.side = side
         self.wake: dict[int, set[str]] = {}
+        self.arena = ArenaBound()  # a durable step's record, kept here across firings
 
 
 # Decoded shards in this process: a firing decodes nothing when the shard's state was last written here, and
@@ -285,7 +286,7 @@ class DeviceShardFn(InspectedOnceDoFn):
     def _shard(self, key: int, shard_state, token_state) -> _ShardCache:
         def load() -> _ShardCache:
             record = state_pb2.DeviceShardState(version=STATE_VERSION)
-            raw = shard_state.read()
+            raw = shard_bytes(shard_state, token_state, self._store is not None)
             if raw is not None:
                 record.ParseFromString(raw)
             devices = {device_id: self.codec.decode(data) for device_id, data in record.devices.items()}
@@ -538,9 +539,12 @@ class DeviceShardFn(InspectedOnceDoFn):
             if at_end and not _ended(self._hints(hint_state)):
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
-            self._store.save(record, "devices", touched, waiting, released, ended=at_end)
-        data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
-        shard_state.write(data)
+            written = self._store.save(record, "devices", touched, waiting, released, ended=at_end)
+            shard.record = shard.arena.afresh(record, written)  # kept here and in the store (shard_bytes)
+            shard_state.clear()
+        else:
+            data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
+            shard_state.write(data)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("devices", started, None if at_end else fired)
         yield from released

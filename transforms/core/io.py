@@ -380,10 +380,10 @@ class _RecordsPerBundleFn(InspectedOnceDoFn):
     """A bundle's rows as one encoded chunk under one key, ``(0, bytes)`` (``_chunk_of``), emitted at the end of the
     bundle with the earliest of their timestamps. The streaming DirectRunner's cost is per element and step, its
     state encodes what it keeps, and a sink that writes at the drain needs only the records, each made once.
-    Counts the rows as outputs of ``sink``, and with ``by_reason`` (dead letters) each reason's."""
+    Counts the rows as outputs of ``sink``."""
 
-    def __init__(self, fmt: str, sink: str, by_reason: bool = False) -> None:
-        self._fmt, self._sink, self._by_reason = fmt, sink, by_reason
+    def __init__(self, fmt: str, sink: str) -> None:
+        self._fmt, self._sink = fmt, sink
 
     def start_bundle(self) -> None:
         self._rows: list = []
@@ -397,10 +397,22 @@ class _RecordsPerBundleFn(InspectedOnceDoFn):
     def finish_bundle(self):
         if self._earliest is not None:  # a row came
             metrics.outputs_written(self._sink, len(self._rows))
-            if self._by_reason:
-                metrics.dead_letters_written(collections.Counter(row.reason for row in self._rows))
             chunk = _chunk_of([record_of(row) for row in self._rows], self._fmt)
             yield WindowedValue((0, chunk), self._earliest, (GlobalWindow(),))
+
+
+class _CountReasonsFn(beam.DoFn):
+    """Dead letters passed on unchanged, counted per reason once per bundle (``metrics.dead_letters_written``)."""
+
+    def start_bundle(self) -> None:
+        self._reasons: collections.Counter = collections.Counter()
+
+    def process(self, letter: DeadLetter):
+        self._reasons[letter.reason] += 1
+        yield letter
+
+    def finish_bundle(self) -> None:
+        metrics.dead_letters_written(self._reasons)
 
 
 class _WriteAtDrainFn(InspectedOnceDoFn):
@@ -429,11 +441,10 @@ class _WriteAtDrainFn(InspectedOnceDoFn):
 
 class WriteRecords(beam.PTransform):
     """Writes rows (or records that are already mappings) to ``<prefix>-SSSSS-of-NNNNN.<jsonl|avro>`` with the Avro
-    schema ``avro_schema`` for Avro. Streaming, the rows are counted as outputs of the prefix's last part, and
-    with ``by_reason`` (``DeadLetter`` rows) per reason (``transforms.core.metrics``)."""
+    schema ``avro_schema`` for Avro. Streaming, the rows are counted as outputs of the prefix's last part
+    (``transforms.core.metrics``)."""
 
-    def __init__(self, file_path_prefix: str, fmt: str, avro_schema: str | None = None, num_shards: int = 0,
-                 by_reason: bool = False) -> None:
+    def __init__(self, file_path_prefix: str, fmt: str, avro_schema: str | None = None, num_shards: int = 0) -> None:
         super().__init__()
         if fmt not in OUTPUT_FORMATS:
             raise ValueError(f"output format must be one of {OUTPUT_FORMATS}, got {fmt!r}")
@@ -443,7 +454,6 @@ class WriteRecords(beam.PTransform):
         self._fmt = fmt
         self._avro_schema = avro_schema
         self._num_shards = num_shards
-        self._by_reason = by_reason
 
     def expand(self, rows):
         options = rows.pipeline.options
@@ -455,8 +465,7 @@ class WriteRecords(beam.PTransform):
             # wrongly (a ClassCastException declines every checkpoint, and the job restarts)
             return (
                 rows
-                | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt, self._prefix.rstrip("/").rsplit("/", 1)[-1],
-                                                                self._by_reason))
+                | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt, self._prefix.rstrip("/").rsplit("/", 1)[-1]))
                 | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
             )
         if self._fmt == "jsonl":
@@ -469,24 +478,30 @@ class WriteRecords(beam.PTransform):
         )
 
 
-class WriteDeadLetters(beam.PTransform):
-    """Writes dead letters ``{raw, reason, source}`` to ``<output_dir>/dead_letters-*.jsonl`` (one shard),
-    streaming counted per reason."""
+class _WriteOneShard(beam.PTransform):
+    """Writes rows to ``<output_dir>/<PREFIX>-00000-of-00001.jsonl``."""
 
-    PREFIX = DEAD_LETTERS
-    BY_REASON = True
+    PREFIX: str
 
     def __init__(self, output_dir: str) -> None:
         super().__init__()
         self._output_dir = output_dir
 
-    def expand(self, records):
-        return records | WriteRecords(f"{self._output_dir.rstrip('/')}/{self.PREFIX}", "jsonl", num_shards=1,
-                                      by_reason=self.BY_REASON)
+    def expand(self, rows):
+        return rows | WriteRecords(f"{self._output_dir.rstrip('/')}/{self.PREFIX}", "jsonl", num_shards=1)
 
 
-class WriteInputReport(WriteDeadLetters):
+class WriteDeadLetters(_WriteOneShard):
+    """Writes dead letters ``{raw, reason, source}`` to ``<output_dir>/dead_letters-*.jsonl`` (one shard), counted
+    per reason (``transforms.core.metrics``)."""
+
+    PREFIX = DEAD_LETTERS
+
+    def expand(self, letters):
+        return super().expand(letters | "CountReasons" >> beam.ParDo(_CountReasonsFn()))
+
+
+class WriteInputReport(_WriteOneShard):
     """Writes the ``InputFileReport`` of every input file to ``<output_dir>/input_files-*.jsonl`` (one shard)."""
 
     PREFIX = INPUT_FILES
-    BY_REASON = False

@@ -51,8 +51,9 @@ class JobMetrics:
                                    "store", ["step"], buckets=_SECONDS_BUCKETS, registry=registry)
         self.snapshot_bytes = Gauge("pmbeam_snapshot_bytes", "Size of the last snapshot a step wrote (its record, "
                                     "changed keys, held input and release log)", ["step"], registry=registry)
-        self.store_bytes = Gauge("pmbeam_state_store_bytes", "Size of the state store after the last snapshot "
-                                 "(SQLite: its files; PostgreSQL: its tables)", registry=registry)
+        self.store_bytes = Gauge("pmbeam_state_store_bytes", "Size of the state store, measured after a snapshot "
+                                 "at most every few seconds (SQLite: its files; PostgreSQL: its tables)",
+                                 registry=registry)
         self.refusals = Counter("pmbeam_budget_refusals", "What a privacy budget refused, per kind (SENSITIVE in "
                                 "aggregate: docs/operations.md)", ["kind"], registry=registry)
         self._status: dict = {}
@@ -169,13 +170,15 @@ def firing_done(step: str, started: float, fired_micros: int | None) -> None:
         _current.fired(step, fired_micros)
 
 
-def snapshot_written(step: str, seconds: float, size_bytes: int, store_bytes: int) -> None:
-    """``step`` wrote a snapshot of ``size_bytes`` in ``seconds``; the store now takes ``store_bytes``."""
+def snapshot_written(step: str, seconds: float, size_bytes: int, store_bytes: int | None) -> None:
+    """``step`` wrote a snapshot of ``size_bytes`` in ``seconds``; the store now takes ``store_bytes`` (None: not
+    measured this time)."""
     Metrics.distribution(SNAPSHOTS_NAMESPACE, f"{step}_micros").update(int(seconds * 1e6))
     Metrics.distribution(SNAPSHOTS_NAMESPACE, f"{step}_bytes").update(size_bytes)
     _current.snapshots.labels(step).observe(seconds)
     _current.snapshot_bytes.labels(step).set(size_bytes)
-    _current.store_bytes.set(store_bytes)
+    if store_bytes is not None:
+        _current.store_bytes.set(store_bytes)
 
 
 def budget_refused(kind: str, count: int) -> None:

@@ -77,3 +77,27 @@ def serialized_afresh(record: M) -> tuple[bytes, M]:
     minute at 15,000 joins/s, benchmarks/streaming_soak.py). The copy starts a new arena."""
     data = record.SerializeToString()
     return data, type(record).FromString(data)
+
+
+class ArenaBound:
+    """Keeps upb's arena under a record that stays in this process across firings and is changed in place, without
+    serializing it at every firing: ``afresh(record, set_bytes)``, after a firing that set about ``set_bytes`` on
+    it, returns the record parsed afresh (``serialized_afresh``) once what was set since its last copy exceeds the
+    copy's own size (and ``MIN_BYTES``). The arena then stays within about twice the record, and the serialization
+    is paid once per record's worth of changes instead of once per firing: a durable local job's stateful step,
+    whose state is kept in its store and in this process (``transforms.core.durable.step``), would otherwise
+    serialize a shard of 20,000 devices (50 MB) every second."""
+
+    MIN_BYTES = 1 << 20
+
+    def __init__(self) -> None:
+        self._size = 0  # the record's size at its last copy
+        self._set = 0  # bytes set on it since
+
+    def afresh(self, record: M, set_bytes: int) -> M:
+        self._set += set_bytes
+        if self._set <= max(self._size, self.MIN_BYTES):
+            return record
+        data, record = serialized_afresh(record)
+        self._size, self._set = len(data), 0
+        return record

@@ -47,12 +47,12 @@ from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core import metrics
 from transforms.core.durable.positions import fold_positions
-from transforms.core.durable.step import DurableStep, StreamEnded
+from transforms.core.durable.step import DurableStep, StreamEnded, shard_bytes
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.shard_elements import per_shard_elements
-from transforms.core.state import STATE_VERSION, serialized_afresh
+from transforms.core.state import STATE_VERSION, ArenaBound, serialized_afresh
 from transforms.core.state_cache import ProcessStateCache
 from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins
@@ -191,6 +191,7 @@ class _ShardCache:
         self.groups = groups
         self.wake: dict[int, set[str]] = {}  # step -> the groups that must be evaluated at it without a join
         self.changed: set[str] = set()  # groups written or dropped since the last durable snapshot
+        self.arena = ArenaBound()  # a durable step's record, kept here across firings
         for name, replay in groups.items():
             self.schedule(name, replay)
 
@@ -272,7 +273,7 @@ class _StreamingShardFn(InspectedOnceDoFn):
     def _shard(self, key: int, shard_state, token_state) -> _ShardCache:
         def load() -> _ShardCache:
             record = state_pb2.KAnonShardState(version=STATE_VERSION)
-            raw = shard_state.read()
+            raw = shard_bytes(shard_state, token_state, self._store is not None)
             if raw is not None:
                 record.ParseFromString(raw)
             return _ShardCache(record, {name: self._codec.decode(data) for name, data in record.groups.items()})
@@ -371,10 +372,13 @@ class _StreamingShardFn(InspectedOnceDoFn):
             if at_end and (hint_state.read() or 0) < through:
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
-            self._store.save(record, "groups", shard.changed, waiting, outputs, ended=at_end)
+            written = self._store.save(record, "groups", shard.changed, waiting, outputs, ended=at_end)
             shard.changed.clear()
-        data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
-        shard_state.write(data)
+            shard.record = shard.arena.afresh(record, written)  # kept here and in the store (shard_bytes)
+            shard_state.clear()
+        else:
+            data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
+            shard_state.write(data)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("verdicts", started, None if at_end else fire_time.micros)
         yield from outputs

@@ -78,6 +78,12 @@ def device_rows(chunks: Iterable[tuple[int, bytes]], inputs: Sequence[ClientInpu
     return devices
 
 
+def _count_refusals(client: SummaryClient) -> None:
+    """What the client's budgets refused since the last count, as the operator's metric."""
+    metrics.budget_refused("contributions", client.refused)
+    client.refused = 0
+
+
 class _ReplayShardsFn(beam.DoFn):
     """Batch: every device of a shard that has a report event replays its whole history in one call."""
 
@@ -96,6 +102,7 @@ class _ReplayShardsFn(beam.DoFn):
             events.sort(key=client.order)
             yield from client.replay(device_id, events, client.new_state(), self._source)
         self._replayed.inc(len(devices))
+        _count_refusals(client)
 
 
 class _ToRecordFn(beam.DoFn):
@@ -113,8 +120,6 @@ class _ToRecordFn(beam.DoFn):
         self._reports.inc()
         if not report.contributions:
             self._null.inc()
-        if report.budget_refused:
-            metrics.budget_refused("contributions", 1)
         yield report_record_of(report, self._public_key)
 
 
@@ -173,6 +178,7 @@ class _ClientFn(DeviceShardFn):
         client = self._client
         yield from client.replay(device_id, sorted(events, key=client.order), record.state, self._source)  # at the firing's time
         client.forget_before(record.state, record.cut)
+        _count_refusals(client)
 
 
 class SummaryReportsStreaming(beam.PTransform):

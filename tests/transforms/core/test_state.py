@@ -8,7 +8,7 @@ import pytest
 
 from schemas.proto import state_pb2
 from tests.support.state_samples import FIXTURES, SAMPLES, write_fixtures
-from transforms.core.state import STATE_VERSION, StateVersionError, serialized_afresh
+from transforms.core.state import STATE_VERSION, ArenaBound, StateVersionError, serialized_afresh
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -83,3 +83,20 @@ def test_a_record_serialized_afresh_is_an_equal_copy_in_a_new_arena():
     assert copy is not record and copy == record and data == record.SerializeToString()
     copy.groups["g0"] = b"changed"  # the copy is the step's record from now on: the old one is untouched
     assert record.groups["g0"] != b"changed"
+
+
+def test_an_arena_bound_copies_a_kept_record_once_a_records_worth_was_set_on_it():
+    """``ArenaBound``: the record is kept as it is until what was set on it since its last copy exceeds the copy's
+    size (and the 1 MiB floor), then parsed afresh, equal, and counted from zero again."""
+    record = state_pb2.KAnonShardState(version=STATE_VERSION)
+    for n in range(30):
+        record.groups[f"g{n}"] = bytes(100_000)  # a 3 MB record
+    bound = ArenaBound()
+    assert bound.afresh(record, ArenaBound.MIN_BYTES) is record  # at the floor: kept
+    first = bound.afresh(record, 1)  # over the floor, before any copy was measured: copied
+    assert first is not record and first == record
+    size = first.ByteSize()
+    assert bound.afresh(first, size - ArenaBound.MIN_BYTES) is first  # under the copy's own size: kept
+    assert bound.afresh(first, ArenaBound.MIN_BYTES) is first  # now exactly its size: kept
+    second = bound.afresh(first, 1)
+    assert second is not first and second == record

@@ -127,9 +127,9 @@ class KafkaStreamProcess:
             return self._connection.recv()
 
     def _watch(self) -> None:
-        progress, metrics = self._progress, self._metrics
-        intervals = [] if progress is None else [progress.interval]
-        interval = min(intervals + [_METRICS_SECONDS]) if metrics is not None else intervals[0]
+        progress, metrics = self._progress, self._metrics  # one of them at least (start)
+        intervals = ([] if progress is None else [progress.interval]) + ([] if metrics is None else [_METRICS_SECONDS])
+        interval = min(intervals)
         while not self._done.wait(interval):
             try:
                 status = self._request("status")

@@ -37,6 +37,8 @@ from transforms.core.noise_key import KeyLocation
 from transforms.core.state import STATE_VERSION
 
 _KEY, _PENDING = "k/", "p/"  # a group's or device's record; a buffered input record (by its digest)
+# how often a step measures the store's size for its metrics (PostgreSQL: one query; a job snapshots every second)
+STORE_SIZE_SECONDS = 5.0
 
 
 class StreamEnded(RuntimeError):
@@ -116,6 +118,7 @@ class StepStore:
         self._store = store
         self._pending: set[str] = set()  # the buffered input records the store holds (by digest)
         self._emitted: list = []  # outputs emitted between snapshots (recomputed from the input if none follows)
+        self._sized_at: float | None = None  # when the store's size was last measured (time.monotonic)
         self._lock = threading.Lock()
 
     def emitted(self, outputs: list) -> None:
@@ -143,12 +146,21 @@ class StepStore:
         cast(Any, shard).positions.CopyFrom(restarted(loaded.snapshot.positions))
         return Restored(shard, pending, [output for data in loaded.releases for output in decode_releases(data)])
 
+    def _store_size(self) -> int | None:
+        """The store's size in bytes, measured at most every ``STORE_SIZE_SECONDS`` (None in between)."""
+        now = time.monotonic()
+        if self._sized_at is not None and now - self._sized_at < STORE_SIZE_SECONDS:
+            return None
+        self._sized_at = now
+        return self._store.size_bytes()
+
     def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
-             ended: bool = False) -> None:
+             ended: bool = False) -> int:
         """Write a firing's snapshot: the shard record without ``key_field``, the keys ``changed`` since the last
         one (written when the shard's map holds them, deleted when it no longer does), the buffered input records
         now held, and ``releases`` (the outputs the firing is about to emit); ``ended``: the firing took the end
-        of the input. Raises ``StoreUnavailable`` when the store fails: the firing then emits nothing."""
+        of the input. Returns the bytes written. Raises ``StoreUnavailable`` when the store fails: the firing
+        then emits nothing."""
         keyed = getattr(shard, key_field)
         upserts = {_KEY + key: keyed[key] for key in changed if key in keyed}
         deletes = {_KEY + key for key in changed if key not in keyed}
@@ -165,6 +177,26 @@ class StepStore:
             self._store.save(self.step.job_id, self.step.step, write)
             seconds = time.perf_counter() - started
             size = snapshot.ByteSize() + sum(map(len, upserts.values())) + sum(map(len, write.releases))
-            metrics.snapshot_written(self.step.step, seconds, size, self._store.size_bytes())
+            metrics.snapshot_written(self.step.step, seconds, size, self._store_size())
             self._pending = set(held)
             self._emitted = []
+            return size
+
+
+class StateNotHere(RuntimeError):
+    """A durable step's shard was written by another process: its record is in the store, not in Beam state."""
+
+
+def shard_bytes(shard_state, token_state, durable: bool) -> bytes | None:
+    """The shard's record as Beam state holds it, for a stateful step whose process-held copy is missing.
+
+    A durable step (a local job, one process) keeps its shards' records in the store and in this process only:
+    Beam state holds a record just from its restore to the shard's first firing, which clears it, so that a
+    firing costs what it touches instead of a serialization of the whole shard. A shard written before (it has a
+    token) that this process does not hold cannot then be read from Beam state: ``StateNotHere``, never an
+    empty record in its place."""
+    raw = shard_state.read()
+    if raw is None and durable and token_state.read():
+        raise StateNotHere("a durable step's shard was written by another process: its state is in the job's "
+                           "store only (the durable store serves the local runner, one process)")
+    return raw

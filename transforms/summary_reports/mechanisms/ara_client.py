@@ -95,6 +95,7 @@ class AraSummaryClient:
 
     def __init__(self, limits: ContributionLimits = ContributionLimits()) -> None:
         self.limits = limits
+        self.refused = 0
 
     def new_state(self) -> AraDevice:
         return AraDevice()
@@ -110,10 +111,11 @@ class AraSummaryClient:
         refused = chosen is not None and bool(values) and not chosen.budget.charge(values, self.limits)
         if chosen is None or not values or refused:
             found = []
+        self.refused += refused
         return make_report(
             source, ("ara", device_id, trigger.trigger_id), api=API_ATTRIBUTION_REPORTING,
             reporting_origin=trigger.reporting_origin, destination=trigger.destination,
-            event_time_micros=trigger.event_time_micros, contributions=found, budget_refused=refused,
+            event_time_micros=trigger.event_time_micros, contributions=found,
         )
 
     def replay(

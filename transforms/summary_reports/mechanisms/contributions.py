@@ -92,7 +92,6 @@ class ClientReport(NamedTuple):
     scheduled_report_time: int  # seconds since the Unix epoch
     contributions: tuple
     filtering_id_bytes: int = 1
-    budget_refused: bool = False  # SENSITIVE (the operator's metrics only, never written): null as over budget
 
 
 
@@ -109,21 +108,24 @@ def report_id(source: RandomSource, key: tuple) -> str:
 
 def make_report(
     source: RandomSource, key: tuple, *, api: str, reporting_origin: str, destination: str | None,
-    event_time_micros: int, contributions: Iterable[tuple[int, int]] = (), budget_refused: bool = False,
+    event_time_micros: int, contributions: Iterable[tuple[int, int]] = (),
 ) -> ClientReport:
     """The report of the event named by ``key`` (the client, the device and the event's id): a random UUID r and
-    a delay uniform on [10 minutes, 1 hour] after the event, drawn from ``source`` for ``key``; ``budget_refused``:
-    it is null because its contributions did not fit the budget."""
+    a delay uniform on [10 minutes, 1 hour] after the event, drawn from ``source`` for ``key``."""
     delay = MIN_DELAY_SECONDS + keyed_below(source, ("delay", *key), MAX_DELAY_SECONDS - MIN_DELAY_SECONDS + 1)
     return ClientReport(
         api, report_id(source, key), reporting_origin, destination, event_time_micros // MICROS_PER_SECOND + delay,
-        tuple(contributions), budget_refused=budget_refused,
+        tuple(contributions),
     )
 
 
 class SummaryClient(Protocol):
     """A device-side client as the Beam wiring replays it, per device: in batch the whole history in one call,
-    in streaming in successive pieces (each after the watermark passed it), over the same state."""
+    in streaming in successive pieces (each after the watermark passed it), over the same state. ``refused``
+    counts the reports made null because their contributions did not fit the budget (SENSITIVE in aggregate: the
+    operator's metrics only, docs/operations.md), since the caller last set it to 0."""
+
+    refused: int
 
     def new_state(self) -> Any:
         """The state of a device that has seen nothing."""

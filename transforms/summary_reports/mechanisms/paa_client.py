@@ -99,6 +99,7 @@ class PaaSummaryClient:
     def __init__(self, pi: SharedStorageFunction = ReachCounting(), limits: ContributionLimits = ContributionLimits()) -> None:
         self.pi = pi
         self.limits = limits
+        self.refused = 0
 
     def new_state(self) -> PaaDevice:
         return PaaDevice()
@@ -111,7 +112,7 @@ class PaaSummaryClient:
         origin = event.reporting_origin
         storage = device.storage.get(origin)
         device.storage[origin], key, value = self.pi(self.pi.initial() if storage is None else storage, event)
-        found, refused = [], False
+        found = []
         if value > 0:
             unit = (origin, window_of(event.event_time_micros))
             budget = device.budgets.get(unit)
@@ -120,10 +121,10 @@ class PaaSummaryClient:
             if budget.charge([value], self.limits):
                 found = [(key, value)]
             else:
-                refused = True
+                self.refused += 1
         return make_report(
             source, ("paa", device_id, event.event_id), api=event.api, reporting_origin=origin, destination=None,
-            event_time_micros=event.event_time_micros, contributions=found, budget_refused=refused,
+            event_time_micros=event.event_time_micros, contributions=found,
         )
 
     def replay(

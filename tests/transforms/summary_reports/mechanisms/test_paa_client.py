@@ -25,6 +25,16 @@ def run(events, pi=ReachCounting(), limits: ContributionLimits = ContributionLim
     return list(client.replay("dev", sorted(events, key=client.order), client.new_state(), SeededSource(1)))
 
 
+def refusals(events, pi=ReachCounting(), limits: ContributionLimits = ContributionLimits()) -> list[bool]:
+    """Whether each report was made null by its window's budget (the client's ``refused`` count, report by report)."""
+    client = PaaSummaryClient(pi, limits)
+    out = []
+    for _ in client.replay("dev", sorted(events, key=client.order), client.new_state(), SeededSource(1)):
+        out.append(client.refused == 1)
+        client.refused = 0
+    return out
+
+
 def values(events, **kwargs) -> list[int]:
     """The value each event reported (0 for a null report); reach reports hold one contribution."""
     out = []
@@ -63,7 +73,7 @@ def test_l0_per_window():
     """L0 = 2 with small values: two reports per window, the third is null; the next window starts at 0."""
     events = [paa_event("dev", minute, f"e{minute}", f"c{minute}") for minute in (0, 1, 2, 3, 10, 11)]
     assert values(events, pi=ReachCounting(100), limits=ContributionLimits(l0=2)) == [100, 100, 0, 0, 100, 100]
-    refused = [r.budget_refused for r in run(events, pi=ReachCounting(100), limits=ContributionLimits(l0=2))]
+    refused = refusals(events, pi=ReachCounting(100), limits=ContributionLimits(l0=2))
     assert refused == [False, False, True, True, False, False]  # the nulls over budget: counted as refusals
 
 
