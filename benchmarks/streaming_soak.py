@@ -49,11 +49,10 @@ import orjson
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import ROOT  # noqa: E402
-from streaming_jobs import JOBS, StreamingJob, generate, input_rows  # noqa: E402
+from streaming_jobs import JOBS, StreamingJob, generate, input_records  # noqa: E402
 
 from pipelines.kafka_broker import KafkaBroker  # noqa: E402
 from pipelines.processes import free_port  # noqa: E402
-from schemas.codecs import row_to_dict  # noqa: E402
 
 DAY = 86_400_000_000
 TABLES = ("steps", "keyed", "releases", "source_dead_letters")
@@ -75,9 +74,8 @@ class Replay:
 
     def __init__(self, job: StreamingJob, data: str) -> None:
         events = []
-        for option, prefix, spec, id_field in job.inputs:
-            events += [(row.event_time_micros, option, id_field, row_to_dict(row))
-                       for row in input_rows(data, prefix, spec)]
+        for option, prefix, id_field in job.inputs:
+            events += [(record["event_time_micros"], option, id_field, record) for record in input_records(data, prefix)]
         events.sort(key=lambda event: event[0])
         self.events = events
         first, last = events[0][0], events[-1][0]

@@ -54,10 +54,9 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness import ROOT, benchmark_parser, run_child, runs_of, write_json  # noqa: E402
-from streaming_jobs import JOBS, generate, input_rows  # noqa: E402
+from streaming_jobs import JOBS, generate, input_records  # noqa: E402
 
 from pipelines.local_broker import LocalBroker  # noqa: E402
-from schemas.codecs import row_to_dict  # noqa: E402
 
 DEVICE_JOBS = ("summary_client", "event_level")  # the device jobs beside measurement, benchmarked alike
 LATENESS_SECONDS = 3600
@@ -125,18 +124,17 @@ def _consume_rate(address: str, topics: list[str], expected: int) -> float:
     return count / elapsed
 
 
-def _messages(rows: list) -> list[bytes]:
-    return [json.dumps(row_to_dict(row)).encode() for row in rows]
+def _messages(records: list[dict]) -> list[bytes]:
+    return [json.dumps(record).encode() for record in records]
 
 
-def _latency(address: str, rows: list, rate: float, data_dir: str) -> dict:
+def _latency(address: str, joins: list[dict], rate: float, data_dir: str) -> dict:
     """The k-anonymity job live at ``rate`` joins/s: hour -> seconds from the join that made it final being sent
     to its first verdict on the output topic (p50, p95, hours measured)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
     topic, verdicts = f"live-{uuid.uuid4().hex[:8]}", f"live-verdicts-{uuid.uuid4().hex[:8]}"
-    ordered = sorted(rows, key=lambda join: join.event_time_micros)
-    values = _messages(ordered)
+    values = _messages(joins)
     producer = Producer({"bootstrap.servers": address, "linger.ms": 1})
     producer.produce(verdicts, value=b"{}")  # create the output topic before anyone reads it
     producer.produce(topic, value=values[0])
@@ -165,15 +163,15 @@ def _latency(address: str, rows: list, rate: float, data_dir: str) -> dict:
     watcher.start()
     time.sleep(8)  # the job starts and reaches the topic
     made_final: dict[int, float] = {}  # hour -> when the first join at or after its final time was sent
-    pending_hour = ordered[0].event_time_micros // HOUR
+    pending_hour = joins[0]["event_time_micros"] // HOUR
     started = time.perf_counter()
-    for index, (join, value) in enumerate(zip(ordered, values, strict=True)):
+    for index, (join, value) in enumerate(zip(joins, values, strict=True)):
         due = started + index / rate
         while (now := time.perf_counter()) < due:
             time.sleep(min(due - now, 0.01))
         producer.produce(topic, value=value)
         producer.poll(0)
-        while (pending_hour + 1) * HOUR + LATENESS_SECONDS * 1_000_000 <= join.event_time_micros:
+        while (pending_hour + 1) * HOUR + LATENESS_SECONDS * 1_000_000 <= join["event_time_micros"]:
             made_final.setdefault(pending_hour, time.perf_counter())
             pending_hour += 1
     producer.flush(30)
@@ -254,9 +252,9 @@ def _bench_job(name: str, address: str, topics: dict[str, str], extra: list[str]
             "durability_cost": round(1 - rate / without, 3), "store": results[-1]["store"]}
 
 
-def _tenth(rows: list) -> list:
-    """The rows of a tenth of the devices (CRC-32 of the device id)."""
-    return [row for row in rows if zlib.crc32(row.device_id.encode("utf-8")) % 10 == 0]
+def _tenth(records: list[dict]) -> list[dict]:
+    """The records of a tenth of the devices (CRC-32 of the device id)."""
+    return [record for record in records if zlib.crc32(record["device_id"].encode("utf-8")) % 10 == 0]
 
 
 def _floor_and_sustained(address: str, topics: dict[str, str], extra: list[str], runs: int, impressions: list,
@@ -288,8 +286,8 @@ def _bench_device_job(name: str, address: str, data: str, quick: bool, runs: int
     job = JOBS[name]
     generate(job, data, quick)
     topics, events = {}, 0
-    for option, prefix, spec, _ in job.inputs:
-        rows = input_rows(data, prefix, spec)
+    for option, prefix, _ in job.inputs:
+        rows = input_records(data, prefix)
         topics[option] = f"{name}-{option.strip('-')}-{uuid.uuid4().hex[:8]}"
         _produce(address, topics[option], _messages(rows))
         events += len(rows)
@@ -388,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
             data = os.path.join(data_root, "kanon")
             kanon = JOBS["kanon"]
             generate(kanon, data, args.quick)
-            (_, prefix, spec, _), = kanon.inputs
-            rows = input_rows(data, prefix, spec)
+            (_, prefix, _), = kanon.inputs
+            rows = input_records(data, prefix)
             topic = f"joins-{uuid.uuid4().hex[:8]}"
             produced = _produce(broker.address, topic, _messages(rows))
             result = _bench_job("kanon", broker.address, {"--input": topic}, [], runs, len(rows))
@@ -401,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             measurement = JOBS["measurement"]
             generate(measurement, data, args.quick)
             # each topic in event-time order, as devices would send them (the generator writes impressions by device)
-            impressions, conversions = (input_rows(data, prefix, spec) for _, prefix, spec, _ in measurement.inputs)
+            impressions, conversions = (input_records(data, prefix) for _, prefix, _ in measurement.inputs)
             topics = {"--impressions": f"impressions-{uuid.uuid4().hex[:8]}",
                       "--conversions": f"conversions-{uuid.uuid4().hex[:8]}"}
             produced = _produce(broker.address, topics["--impressions"], _messages(impressions))

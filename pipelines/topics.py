@@ -37,7 +37,7 @@ from transforms.core.bus.sinks import WriteToKafkaTopic, close_producers
 from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.device_stream import pack_events
 from transforms.core.durable.step import DurableStep
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, WriteDeadLetters, WriteInputReport
+from transforms.core.io import DEAD_LETTERS, INPUT_FILES, WriteDeadLetters, WriteInputReport, remove_spills
 from transforms.core.metrics import JobMetrics, begin_run, serve
 from transforms.core.progress import ProgressLine
 from transforms.core.runner_kind import runs_here
@@ -264,7 +264,7 @@ def discard(pipeline: beam.Pipeline) -> None:
 def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     """Around ``pipeline.run()``: SIGINT and SIGTERM drain the run instead of killing it; yields the pipeline's
     topic source (None without topic inputs) and closes it at the end, with the run's Kafka producers (an
-    ``--output-topic`` of a batch run too)."""
+    ``--output-topic`` of a batch run too) and the spill directories of its file outputs."""
     service = _SERVICES.pop(pipeline, None)
     job = _JOBS.pop(pipeline, None)
     if service is None:
@@ -272,6 +272,7 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
             yield None
         finally:
             close_producers()
+            remove_spills()
         return
     try:
         _ready(service)
@@ -295,6 +296,7 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         close_producers()
+        remove_spills()
         service.close()
         if job is not None:
             job.close()

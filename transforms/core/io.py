@@ -16,9 +16,11 @@ import contextlib
 import hashlib
 import json
 import pickle
+import threading
+import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol, cast
 
 import apache_beam as beam
@@ -369,11 +371,61 @@ def _chunk_of(records: list[dict], fmt: str) -> bytes:
 
 
 def _write_chunks(path: str, chunks: Iterable[bytes], fmt: str, schema: str | None) -> None:
-    """The shard of ``_chunk_of``'s chunks, written whole (``write_shard_file``)."""
+    """The shard of ``_chunk_of``'s chunks, written whole (``write_shard_file``), one chunk in memory at a time."""
     if fmt == "avro":
-        write_shard_file(path, [record for chunk in chunks for record in pickle.loads(chunk)], fmt, schema)
+        write_shard_file(path, (record for chunk in chunks for record in pickle.loads(chunk)), fmt, schema)
     else:
-        _write_whole(path, lambda handle: handle.write(b"".join(chunks)))
+        def write(handle) -> None:
+            for chunk in chunks:
+                handle.write(chunk)
+
+        _write_whole(path, write)
+
+
+_SPILLS: set[str] = set()  # this process's spill directories (``spill_directory``), removed by ``remove_spills``
+_SPILL_LOCK = threading.Lock()
+
+
+def spill_directory(prefix: str) -> str:
+    """Where a local live run keeps the chunks of the unbounded output ``prefix`` until its drain writes the file:
+    ``<prefix>.spill/``, emptied now, as the run's pipeline is built. A durable job restarted after a crash emits
+    its whole release log again, so what an earlier run spilled is sent anew (``transforms.core.durable``)."""
+    directory = f"{prefix}.spill"
+    _remove(directory)
+    with _SPILL_LOCK:
+        _SPILLS.add(directory)
+    return directory
+
+
+def remove_spills() -> None:
+    """After a run (drained, failed or stopped): its spill directories go; their records are in the output files
+    of a drained run, and a restarted job sends them again."""
+    with _SPILL_LOCK:
+        directories = list(_SPILLS)
+        _SPILLS.clear()
+    for directory in directories:
+        _remove(directory)
+
+
+def _remove(directory: str) -> None:
+    paths = [found.path for found in FileSystems.match([f"{directory}/*"])[0].metadata_list]
+    if paths:
+        FileSystems.delete(paths)
+    if FileSystems.exists(directory):  # a local directory (an object store has none)
+        FileSystems.delete([directory])
+
+
+def _spill(directory: str, chunk: bytes) -> None:
+    """A chunk written whole into ``directory``, named in the order chunks arrive in this process."""
+    _write_whole(f"{directory}/{time.monotonic_ns():020d}-{uuid.uuid4().hex}.chunk", lambda handle: handle.write(chunk))
+
+
+def _spilled(directory: str) -> Iterator[bytes]:
+    """The chunks of ``directory`` in the order they arrived, read one at a time."""
+    names = sorted(found.path for found in FileSystems.match([f"{directory}/*.chunk"])[0].metadata_list)
+    for name in names:
+        with FileSystems.open(name) as handle:
+            yield handle.read()
 
 
 class _RecordsPerBundleFn(InspectedOnceDoFn):
@@ -416,26 +468,31 @@ class _CountReasonsFn(beam.DoFn):
 
 
 class _WriteAtDrainFn(InspectedOnceDoFn):
-    """The whole of an unbounded output (chunks of ``_RecordsPerBundleFn``), kept in state and written as
-    ``<prefix>-00000-of-00001.<ext>`` when the watermark reaches the end of time, that is when the run drains. The
-    streaming DirectRunner does not hold this step's watermark back for the timers upstream that fire during the
-    drain (measured: the timer fired again for each of their outputs), so each firing rewrites the file whole with
-    everything received so far, and the last firing leaves all of it."""
+    """The whole of an unbounded output (chunks of ``_RecordsPerBundleFn``), written as
+    ``<prefix>-00000-of-00001.<ext>`` when the watermark reaches the end of time, that is when the run drains.
+    Until then the chunks are kept in ``spill`` (a local run: files, so that a job live for weeks does not hold its
+    outputs in memory), or in state (a runner that checkpoints it, Flink). The streaming DirectRunner does not hold
+    this step's watermark back for the timers upstream that fire during the drain (measured: the timer fired again
+    for each of their outputs), so each firing rewrites the file whole with everything received so far, and the
+    last firing leaves all of it."""
 
     CHUNKS = BagStateSpec("chunks", BytesCoder())
     DRAINED = TimerSpec("drained", TimeDomain.WATERMARK)
 
-    def __init__(self, prefix: str, fmt: str, schema: str | None) -> None:
-        self._prefix, self._fmt, self._schema = prefix, fmt, schema
+    def __init__(self, prefix: str, fmt: str, schema: str | None, spill: str | None) -> None:
+        self._prefix, self._fmt, self._schema, self._spill = prefix, fmt, schema, spill
 
     def process(self, element, chunks=beam.DoFn.StateParam(CHUNKS), drained=beam.DoFn.TimerParam(DRAINED)):
-        chunks.add(element[1])
+        if self._spill is None:
+            chunks.add(element[1])
+        else:
+            _spill(self._spill, element[1])
         drained.set(GlobalWindow().max_timestamp())
 
     @on_timer(DRAINED)
     def write(self, chunks=beam.DoFn.StateParam(CHUNKS)):
         path = f"{self._prefix}-00000-of-00001.{self._fmt}"
-        _write_chunks(path, chunks.read(), self._fmt, self._schema)
+        _write_chunks(path, chunks.read() if self._spill is None else _spilled(self._spill), self._fmt, self._schema)
         yield path
 
 
@@ -457,7 +514,8 @@ class WriteRecords(beam.PTransform):
 
     def expand(self, rows):
         options = rows.pipeline.options
-        if not rows.is_bounded or (options.view_as(StandardOptions).streaming and not runs_here(options)):
+        here = runs_here(options)
+        if not rows.is_bounded or (options.view_as(StandardOptions).streaming and not here):
             # a topic's records never end, and Beam's file sinks write an unbounded PCollection only pane by pane
             # of processing time: the run's file is written once, when the run drains (its topic outputs are
             # sent as they are made). So too a streaming run of a bounded read (a topic read to its end) on a
@@ -466,7 +524,8 @@ class WriteRecords(beam.PTransform):
             return (
                 rows
                 | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt, self._prefix.rstrip("/").rsplit("/", 1)[-1]))
-                | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema))
+                | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema,
+                                                             spill_directory(self._prefix) if here else None))
             )
         if self._fmt == "jsonl":
             return rows | "ToJson" >> beam.Map(row_json_line) | "WriteJsonl" >> beam.io.WriteToText(

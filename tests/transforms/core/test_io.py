@@ -289,3 +289,24 @@ def test_avro_output_reads_back_with_the_codec_reader(tmp_path):
     schema = load_avro_schema("join_event")
     with open(glob.glob(prefix + "-*.avro")[0], "rb") as handle:
         assert fastavro.reader(io.BytesIO(handle.read()), reader_schema=schema).writer_schema["name"] == schema["name"]
+
+
+def test_a_live_runs_spilled_chunks_are_read_back_in_order_and_removed_after_the_run(tmp_path):
+    """The local streaming file sink's spill (``spill_directory``): emptied as a pipeline is built (what an earlier
+    run left is sent again by a restarted job), chunks read back in the order they came, gone after the run."""
+    from transforms.core import io
+
+    prefix = str(tmp_path / "reports")
+    left = tmp_path / "reports.spill"
+    left.mkdir()
+    (left / "00000000000000000001-old.chunk").write_bytes(b"from a crashed run\n")
+    directory = io.spill_directory(prefix)
+    assert directory == str(left) and not left.exists()
+    chunks = [f'{{"n": {n}}}\n'.encode() for n in range(30)]
+    for chunk in chunks:
+        io._spill(directory, chunk)
+    assert list(io._spilled(directory)) == chunks
+    io._write_chunks(f"{prefix}-00000-of-00001.jsonl", io._spilled(directory), "jsonl", None)
+    assert (tmp_path / "reports-00000-of-00001.jsonl").read_bytes() == b"".join(chunks)
+    io.remove_spills()
+    assert not left.exists() and sorted(path.name for path in tmp_path.iterdir()) == ["reports-00000-of-00001.jsonl"]

@@ -381,6 +381,17 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
     def _element_event(self, tag: str, value: Any, timestamp_micros: int) -> Any:
         return _encoded_event(tag, self._coder.encode(value), timestamp_micros)
 
+    def _list_events(self, tag: str, items: list, timestamp_micros: int) -> Iterator[Any]:
+        """``items`` (dead letters, reports) as list elements of at most ``_MAX_ELEMENT_BYTES`` encoded, halved
+        until they fit (the runner's gRPC client refuses a message over 4 MiB, and with it the whole stream)."""
+        encoded = self._coder.encode(items)
+        if len(encoded) > _MAX_ELEMENT_BYTES and len(items) > 1:
+            half = len(items) // 2
+            yield from self._list_events(tag, items[:half], timestamp_micros)
+            yield from self._list_events(tag, items[half:], timestamp_micros)
+        else:
+            yield _encoded_event(tag, encoded, timestamp_micros)
+
     @staticmethod
     def _element(source: TopicInput, rows: list, watermark_micros: int | None,
                  position: bytes | None = None) -> EventBatch | PackedEvents:
@@ -457,7 +468,7 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
             resume = {partition: next_offset for partition, next_offset, _, _ in reader.source.resume}
             kept = self._store.resumed_dead_letters(self._job_id, reader.source.name, resume)
             if kept:
-                yield self._element_event(DEAD_LETTERS, [DeadLetter(**json.loads(data)) for data in kept], 0)
+                yield from self._list_events(DEAD_LETTERS, [DeadLetter(**json.loads(data)) for data in kept], 0)
 
     def _keep_dead_letters(self, reader: KafkaTopicReader) -> None:
         """A durable job's dead letters of a poll, kept in its store before they are sent."""
@@ -514,7 +525,7 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
         for tag in self.tags:  # the end of the global window, where timers that wait for the end of input fire
             yield self._watermark_event(tag, END_OF_INPUT_MICROS)
         reports = [report for reader in self._readers for report in reader.reports()]
-        yield self._element_event(INPUT_FILES, reports, 0)
+        yield from self._list_events(INPUT_FILES, reports, 0)
 
     def _emit(self, held: dict[str, tuple[list, list]], sent: dict[str, int], advance: bool = True) -> Iterator[Any]:
         """What was read since the last emit: each input's rows, the dead letters, then (``advance``) each input's
@@ -525,7 +536,7 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
             if rows:
                 yield from self._batch_events(reader, [tuple(row) for row in rows])
             if dead:
-                yield self._element_event(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
+                yield from self._list_events(DEAD_LETTERS, list(dead), reader.watermark_micros or 0)
             held[name] = ([], [])
             watermark = reader.watermark_micros
             if advance and watermark is not None and watermark > sent.get(name, -1):
