@@ -43,7 +43,7 @@ from transforms.core.durable.step import DurableStep, StepStore, StreamEnded, sh
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
 from transforms.core.shard_elements import per_shard_elements
-from transforms.core.state import STATE_VERSION, ArenaBound, StateCodec, serialized_afresh
+from transforms.core.state import STATE_VERSION, ArenaBound, StateCodec
 from transforms.core.state_cache import ProcessStateCache
 
 # The end-of-input timers: the last whole millisecond of the global window (runners keep timers to the
@@ -535,16 +535,13 @@ class DeviceShardFn(InspectedOnceDoFn):
         released += self.after_replays(shard.side, outputs, fired, at_end)
         if self.side_codec is not None:
             record.side = self.side_codec.encode(shard.side)
+        written = None
         if self._store is not None:  # write-ahead: the state and what it releases, before anything is released
             if at_end and not _ended(self._hints(hint_state)):
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
             written = self._store.save(record, "devices", touched, waiting, released, ended=at_end)
-            shard.record = shard.arena.afresh(record, written)  # kept here and in the store (shard_bytes)
-            shard_state.clear()
-        else:
-            data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
-            shard_state.write(data)
+        shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("devices", started, None if at_end else fired)
         yield from released

@@ -94,6 +94,17 @@ class ArenaBound:
         self._size = 0  # the record's size at its last copy
         self._set = 0  # bytes set on it since
 
+    def kept(self, record: M, shard_state, written: int | None) -> M:
+        """The record a step keeps after a firing, and its Beam state: a durable step (``written``: the bytes its
+        snapshot wrote) keeps it here and in the store only, clearing the copy a restore left in Beam state; any
+        other writes it to Beam state and keeps a copy in a new arena (``serialized_afresh``)."""
+        if written is not None:
+            shard_state.clear()
+            return self.afresh(record, written)
+        data, copy = serialized_afresh(record)
+        shard_state.write(data)
+        return copy
+
     def afresh(self, record: M, set_bytes: int) -> M:
         self._set += set_bytes
         if self._set <= max(self._size, self.MIN_BYTES):

@@ -52,7 +52,7 @@ from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.shard_elements import per_shard_elements
-from transforms.core.state import STATE_VERSION, ArenaBound, serialized_afresh
+from transforms.core.state import STATE_VERSION, ArenaBound
 from transforms.core.state_cache import ProcessStateCache
 from transforms.kanon.join_fold import GroupJoinsByGroup
 from transforms.kanon.mechanisms.batch_replay import GroupJoins, batch_group_verdicts, merge_group_joins
@@ -368,17 +368,14 @@ class _StreamingShardFn(InspectedOnceDoFn):
         for name in sorted(touched):
             outputs += self._evaluate(shard, name, sorted(ready.get(name, {}).items()), through)
         at_end = through >= _final_through(END_OF_INPUT_MICROS, self._lateness)
+        written = None
         if self._store is not None:  # write-ahead: the state and what it releases, before anything is released
             if at_end and (hint_state.read() or 0) < through:
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
             written = self._store.save(record, "groups", shard.changed, waiting, outputs, ended=at_end)
             shard.changed.clear()
-            shard.record = shard.arena.afresh(record, written)  # kept here and in the store (shard_bytes)
-            shard_state.clear()
-        else:
-            data, shard.record = serialized_afresh(record)  # the old record's arena goes with it
-            shard_state.write(data)
+        shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("verdicts", started, None if at_end else fire_time.micros)
         yield from outputs
