@@ -17,6 +17,7 @@ import dataclasses
 from pipelines.common import RunFailure
 from pipelines.options.run import RunOptions
 from transforms.core.bus.kafka_stream import TopicInput
+from transforms.core.durable.acknowledgement import WatermarkBound, forget
 from transforms.core.durable.positions import Place, resume_places
 from transforms.core.durable.step import DurableStep
 from transforms.core.durable.store import JobClaim, JobRefused, StateStore, StoreUnavailable
@@ -36,6 +37,9 @@ class DurableJob:
     store: StateStore
     claim: JobClaim
     resume: dict[str, dict[int, Place]]  # input -> partition -> where a restarted job reads on
+    restarted: bool  # the job has state from an earlier run
+    # the highest watermark its topic source has sent (the acknowledgement of its releases)
+    bound: WatermarkBound = dataclasses.field(default_factory=WatermarkBound.create)
 
     @property
     def noise_nonce(self) -> bytes:
@@ -48,7 +52,8 @@ class DurableJob:
 
     def resumed(self, inputs: list[TopicInput]) -> list[TopicInput]:
         """``inputs`` numbering their elements with positions, from the offsets the job's state reflects."""
-        return [dataclasses.replace(source, durable=(self.store_uri, self.job_id, self.key), resume=tuple(
+        return [dataclasses.replace(source, durable=(self.store_uri, self.job_id, self.key),
+                                    watermark_bound=self.bound.path, resume=tuple(
             (partition, *place) for partition, place in sorted(self.resume.get(source.name, {}).items())))
             for source in inputs]
 
@@ -62,6 +67,8 @@ class DurableJob:
             raise RunFailure(str(error)) from None
 
     def close(self) -> None:
+        forget(self.job_id)
+        self.bound.close(remove=True)
         self.claim.release()
         self.store.close()
 
@@ -99,4 +106,4 @@ def open_job(options: RunOptions, inputs: list[TopicInput]) -> DurableJob | None
         print(f"state: job {job_id} restored from {store.uri} ({where or 'no input read yet'})", flush=True)
     else:
         print(f"state: job {job_id} starts with empty state in {store.uri}", flush=True)
-    return DurableJob(options.state_store, job_id, key, store, claim, resume)
+    return DurableJob(options.state_store, job_id, key, store, claim, resume, restarted=bool(snapshots))

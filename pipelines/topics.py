@@ -36,8 +36,18 @@ from transforms.core.bus.production import EXPANSION_SERVICE_HINT, ReadTopicProd
 from transforms.core.bus.sinks import WriteToKafkaTopic, close_producers
 from transforms.core.bus.stream_process import KafkaStreamProcess
 from transforms.core.device_stream import pack_events
+from transforms.core.durable.acknowledgement import acknowledge_sinks
 from transforms.core.durable.step import DurableStep
-from transforms.core.io import DEAD_LETTERS, INPUT_FILES, WriteDeadLetters, WriteInputReport, remove_spills
+from transforms.core.io import (
+    DEAD_LETTERS,
+    INPUT_FILES,
+    WriteDeadLetters,
+    WriteInputReport,
+    forget_spills,
+    remove_spills,
+    spill_into,
+    start_spills,
+)
 from transforms.core.metrics import JobMetrics, begin_run, serve
 from transforms.core.progress import ProgressLine
 from transforms.core.runner_kind import runs_here
@@ -169,6 +179,7 @@ def _read_locally(pipeline: beam.Pipeline, inputs: list[TopicInput], options: Ru
     if job is not None:
         _JOBS[pipeline] = job
         inputs = job.resumed(inputs)
+        spill_into(job.store.spill_home(job.job_id))  # its file outputs' spills outlive a crashed run
     metrics = begin_run()  # the steps of this run count into a registry of its own
     try:
         served = _serve_metrics(metrics, options.metrics_port)
@@ -257,6 +268,7 @@ def discard(pipeline: beam.Pipeline) -> None:
         service.close()
     job = _JOBS.pop(pipeline, None)
     if job is not None:
+        spill_into(None)
         job.close()
 
 
@@ -267,6 +279,8 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     ``--output-topic`` of a batch run too) and the spill directories of its file outputs."""
     service = _SERVICES.pop(pipeline, None)
     job = _JOBS.pop(pipeline, None)
+    spill_into(None)  # the pipeline is built
+    start_spills(keep=job is not None and job.restarted)
     if service is None:
         try:
             yield None
@@ -279,8 +293,11 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
     except BaseException:
         service.close()
         if job is not None:
+            forget_spills()
             job.close()
         raise
+    if job is not None:  # its releases are dropped from the store once every sink has written them
+        acknowledge_sinks(pipeline, job.job_id, job.bound)
 
     def drain(signum, frame) -> None:
         print(f"{signal.Signals(signum).name}: draining (finishing what was read, flushing the outputs)",
@@ -288,15 +305,20 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
         service.request_stop()
 
     previous = {signum: signal.signal(signum, drain) for signum in (signal.SIGINT, signal.SIGTERM)}
+    finished = False
     try:
         yield service
         if job is not None:  # the run read its stream to the end, and finished
             job.drained()
+        finished = True
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         close_producers()
-        remove_spills()
+        if finished or job is None:
+            remove_spills()
+        else:  # a durable job's failed run: what it spilled may be acknowledged, its restart writes it out
+            forget_spills()
         service.close()
         if job is not None:
             job.close()

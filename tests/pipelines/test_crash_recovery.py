@@ -125,6 +125,37 @@ def test_the_kanon_job_killed_and_restarted_releases_what_an_uninterrupted_run_d
     assert summary["status"] == "ok" and summary["parameters"]["job_id"] == "kanon-crash"
 
 
+def test_a_live_job_drops_what_its_sinks_wrote_and_a_restart_in_the_same_output_releases_all_once(
+        kafka_broker, joins, reference_verdicts, tmp_path):
+    """The release log keeps only what the sinks have not yet written (``transforms.core.durable.acknowledgement``):
+    read live in many firings, the job's store holds a few of their entries; killed then, and started again with
+    the same output, its files hold every verdict once (the earlier run's spill and the log's re-emitted entries
+    together) and its topic every verdict under one value."""
+    topic, verdicts = fresh_topic("acked-joins"), fresh_topic("acked-verdicts")
+    store, output = tmp_path / "state.sqlite", tmp_path / "out"
+    messages = crash.messages(joins)
+    chunks = crash.chunks(messages)
+    produce(kafka_broker.address, topic, chunks[0])
+    job = crash.start(_kanon_arguments(kafka_broker.address, topic, verdicts, output, store, stop="never"))
+    printed = "".join(crash.reading(job))
+    feeder = crash.feed(kafka_broker.address, topic, chunks[1:], pause_seconds=0.6)
+    feeder.join()
+    printed += "".join(crash.read_until(job, lambda line: f"read {len(messages):,} " in line, "read everything"))
+    time.sleep(2)  # the last pieces' firings
+    job.kill()
+    printed += job.communicate(timeout=120)[0]
+    snapshotted, logged = crash.snapshots(store), crash.logged(store)
+    assert snapshotted >= 10 and logged <= 3, printed
+    again = crash.start(_kanon_arguments(kafka_broker.address, topic, verdicts, output, store, stop="end"))
+    rest, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, rest
+    assert crash.lines(output, "verdicts") == reference_verdicts
+    released = crash.by_id(consume_all(kafka_broker.address, verdicts))
+    assert all(len(values) == 1 for values in released.values())
+    assert len(released) == len(reference_verdicts)
+    assert not (tmp_path / "state.sqlite.spill").exists() or not any((tmp_path / "state.sqlite.spill").iterdir())
+
+
 def _group_instances(store: Path) -> dict[str, tuple[int, float]]:
     """Per interest group in the store, its running AboveThreshold instance: (start step, noisy threshold's nu),
     its row opened with the run's key (rows are sealed, ``transforms.core.durable.sealing``)."""

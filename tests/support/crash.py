@@ -41,11 +41,11 @@ def chunks(records: list) -> list[list]:
     return [records[start:start + size] for start in range(0, len(records), size)]
 
 
-def feed(address: str, topic: str, pieces: list[list[bytes]]) -> threading.Thread:
-    """Produce ``pieces``, ``PAUSE_SECONDS`` apart, in a thread (a live topic)."""
+def feed(address: str, topic: str, pieces: list[list[bytes]], pause_seconds: float = PAUSE_SECONDS) -> threading.Thread:
+    """Produce ``pieces``, ``pause_seconds`` apart, in a thread (a live topic)."""
     def run() -> None:
         for chunk in pieces:
-            time.sleep(PAUSE_SECONDS)
+            time.sleep(pause_seconds)
             produce(address, topic, chunk)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -138,6 +138,14 @@ def snapshots(store: Path) -> int:
         return 0
     with sqlite3.connect(store) as connection:
         return sum(count for (count,) in connection.execute("SELECT snapshots FROM steps"))
+
+
+def logged(store: Path) -> int:
+    """How many entries the store's release logs hold (each a snapshot's releases not yet acknowledged)."""
+    if not store.exists():
+        return 0
+    with sqlite3.connect(store) as connection:
+        return connection.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
 
 
 def by_id(released) -> dict[str, set[str]]:

@@ -38,6 +38,7 @@ from schemas.time_units import MICROS_PER_HOUR, MICROS_PER_MILLI
 from transforms.core import metrics
 from transforms.core.device_shards import device_shard
 from transforms.core.device_state import DeviceRecord
+from transforms.core.durable.acknowledgement import stamped
 from transforms.core.durable.positions import fold_positions
 from transforms.core.durable.step import DurableStep, StepStore, StreamEnded, shard_bytes
 from transforms.core.inspected import InspectedOnceDoFn
@@ -300,12 +301,12 @@ class DeviceShardFn(InspectedOnceDoFn):
 
         return _SHARD_CACHE.get(self._id, key, token_state, load)
 
-    def _restore(self, key: int, pending, shard_state, token_state, needed_state) -> list | None:
-        """A durable job's first element: the shard's last snapshot into Beam state, with the first firing time
-        its buffered events and devices need; returns the release log, which the run emits again (None without a
-        snapshot)."""
+    def _restore(self, key: int, pending, shard_state, token_state, needed_state, now_micros: int) -> list | None:
+        """A durable job's first element (at ``now_micros``): the shard's last snapshot into Beam state, with the
+        first firing time its buffered events and devices need; returns the release log, which the run emits again
+        (None without a snapshot)."""
         assert self._store is not None
-        restored = self._store.restore(state_pb2.DeviceShardState, "devices")
+        restored = self._store.restore(state_pb2.DeviceShardState, "devices", now_micros)
         if restored is None:
             return None
         shard_state.write(restored.shard.SerializeToString())
@@ -410,9 +411,10 @@ class DeviceShardFn(InspectedOnceDoFn):
         restored=beam.DoFn.StateParam(RESTORED),
         timer=beam.DoFn.TimerParam(FLUSH),
         catch_up=beam.DoFn.TimerParam(CATCH_UP),
+        timestamp=beam.DoFn.TimestampParam,
     ):
         if self._store is not None and restored.read() is None:
-            releases = self._restore(key, pending, shard_state, token_state, needed_state)
+            releases = self._restore(key, pending, shard_state, token_state, needed_state, timestamp.micros)
             restored.write(_RESTORED_FROM_SNAPSHOT if releases is not None else _NOTHING_TO_RESTORE)
             yield from releases or ()
         _, records = element  # (shard, (DevicePendingEvents bytes, ...)): a bundle's events per hour, and hints
@@ -540,7 +542,8 @@ class DeviceShardFn(InspectedOnceDoFn):
             if at_end and not _ended(self._hints(hint_state)):
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
-            written = self._store.save(record, "devices", touched, waiting, released, ended=at_end)
+            saved = self._store.save(record, "devices", touched, waiting, released, fired, ended=at_end)
+            written, released = saved.size, stamped(released, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("devices", started, None if at_end else fired)

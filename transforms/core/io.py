@@ -15,6 +15,7 @@ import collections
 import contextlib
 import hashlib
 import json
+import os
 import pickle
 import threading
 import time
@@ -40,6 +41,7 @@ from schemas.codecs import FILE_FAILURES, READERS, UNREADABLE_FILE, EventSpec, f
 from schemas.formats import load_avro_schema
 from schemas.rows import DeadLetter
 from transforms.core import metrics
+from transforms.core.durable.acknowledgement import sink_written
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import note_read
 from transforms.core.runner_kind import runs_here
@@ -384,27 +386,59 @@ def _write_chunks(path: str, chunks: Iterable[bytes], fmt: str, schema: str | No
 
 _SPILLS: set[str] = set()  # this process's spill directories (``spill_directory``), removed by ``remove_spills``
 _SPILL_LOCK = threading.Lock()
+_SPILL_RUN = uuid.uuid4().hex[:12]  # this run's mark on the chunks it spills (``start_spills``)
+_SPILL_HOME: str | None = None  # a durable job's: where its spills stay across its runs (``spill_into``)
+
+
+def spill_into(home: str | None) -> None:
+    """The spill directories of the outputs built from now on go in ``home`` (a durable job's, which its restarted
+    runs find whatever their staging directory: ``StateStore.spill_home``), or beside each output (None)."""
+    global _SPILL_HOME
+    _SPILL_HOME = home
+    if home is not None:
+        with _SPILL_LOCK:
+            _SPILLS.add(home)
 
 
 def spill_directory(prefix: str) -> str:
     """Where a local live run keeps the chunks of the unbounded output ``prefix`` until its drain writes the file:
-    ``<prefix>.spill/``, emptied now, as the run's pipeline is built. A durable job restarted after a crash emits
-    its whole release log again, so what an earlier run spilled is sent anew (``transforms.core.durable``)."""
-    directory = f"{prefix}.spill"
-    _remove(directory)
+    ``<prefix>.spill/``, or ``<home>/<name>`` in a durable job's home (``spill_into``). ``start_spills`` empties
+    it as a run starts, or keeps it for a restarted durable job."""
+    name = prefix.rstrip("/").rsplit("/", 1)[-1]
+    directory = f"{prefix}.spill" if _SPILL_HOME is None else f"{_SPILL_HOME}/{name}"
     with _SPILL_LOCK:
         _SPILLS.add(directory)
     return directory
 
 
-def remove_spills() -> None:
-    """After a run (drained, failed or stopped): its spill directories go; their records are in the output files
-    of a drained run, and a restarted job sends them again."""
+def start_spills(keep: bool) -> None:
+    """As a run starts: its spill directories emptied, or (``keep``: a durable job restarted after a crash) kept,
+    since the chunks its earlier runs spilled may hold releases its release log has since dropped
+    (``transforms.core.durable.acknowledgement``). Either way this run's chunks carry a mark of their own."""
+    global _SPILL_RUN
     with _SPILL_LOCK:
         directories = list(_SPILLS)
+        _SPILL_RUN = uuid.uuid4().hex[:12]
+    if not keep:
+        for directory in directories:
+            _remove(directory)
+
+
+def remove_spills() -> None:
+    """After a run that ended (drained, or stopped without durable state): its spill directories go; their records
+    are in the output files of a drained run. A durable job's run that failed keeps them for its restart
+    (``forget_spills``)."""
+    with _SPILL_LOCK:
+        directories = sorted(_SPILLS, reverse=True)  # a durable job's home after the directories in it
         _SPILLS.clear()
     for directory in directories:
         _remove(directory)
+
+
+def forget_spills() -> None:
+    """After a durable job's run that failed: its spill directories stay, for the run that resumes the job."""
+    with _SPILL_LOCK:
+        _SPILLS.clear()
 
 
 def _remove(directory: str) -> None:
@@ -416,16 +450,45 @@ def _remove(directory: str) -> None:
 
 
 def _spill(directory: str, chunk: bytes) -> None:
-    """A chunk written whole into ``directory``, named in the order chunks arrive in this process."""
-    _write_whole(f"{directory}/{time.monotonic_ns():020d}-{uuid.uuid4().hex}.chunk", lambda handle: handle.write(chunk))
+    """A chunk written whole into ``directory``, named by wall-clock time and this run's mark (the order chunks
+    arrive in, across a job's runs). A local one is on disk when this returns (a durable job's store may drop
+    the releases it holds as soon as the bundle is done)."""
+    path = f"{directory}/{time.time_ns():020d}-{_SPILL_RUN}-{uuid.uuid4().hex}.chunk"
+    if "://" in directory:
+        _write_whole(path, lambda handle: handle.write(chunk))
+        return
+    os.makedirs(directory, exist_ok=True)
+    temporary = f"{path}.tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.rename(temporary, path)
 
 
-def _spilled(directory: str) -> Iterator[bytes]:
-    """The chunks of ``directory`` in the order they arrived, read one at a time."""
+def _spilled(directory: str, fmt: str) -> Iterator[bytes]:
+    """The chunks of ``directory`` in the order they arrived, read one at a time; when several runs spilled them
+    (a durable job restarted), without the records an earlier chunk holds: a restarted job emits again what its
+    release log had not yet dropped, some of which a crashed run had spilled."""
     names = sorted(found.path for found in FileSystems.match([f"{directory}/*.chunk"])[0].metadata_list)
+    runs = {name.rsplit("/", 1)[-1].split("-")[1] for name in names}
+    seen: set[bytes] | None = set() if len(runs) > 1 else None
     for name in names:
         with FileSystems.open(name) as handle:
-            yield handle.read()
+            chunk = handle.read()
+        yield chunk if seen is None else _new_records(chunk, fmt, seen)
+
+
+def _new_records(chunk: bytes, fmt: str, seen: set[bytes]) -> bytes:
+    """The chunk without the records (lines, or pickled Avro records) whose digest is in ``seen``, which it joins."""
+    records = pickle.loads(chunk) if fmt == "avro" else chunk.splitlines(keepends=True)
+    kept = []
+    for record in records:
+        digest = hashlib.blake2b(pickle.dumps(record) if fmt == "avro" else record, digest_size=16).digest()
+        if digest not in seen:
+            seen.add(digest)
+            kept.append(record)
+    return pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL) if fmt == "avro" else b"".join(kept)
 
 
 class _RecordsPerBundleFn(InspectedOnceDoFn):
@@ -492,7 +555,8 @@ class _WriteAtDrainFn(InspectedOnceDoFn):
     @on_timer(DRAINED)
     def write(self, chunks=beam.DoFn.StateParam(CHUNKS)):
         path = f"{self._prefix}-00000-of-00001.{self._fmt}"
-        _write_chunks(path, chunks.read() if self._spill is None else _spilled(self._spill), self._fmt, self._schema)
+        _write_chunks(path, chunks.read() if self._spill is None else _spilled(self._spill, self._fmt), self._fmt,
+                      self._schema)
         yield path
 
 
@@ -521,12 +585,14 @@ class WriteRecords(beam.PTransform):
             # sent as they are made). So too a streaming run of a bounded read (a topic read to its end) on a
             # runner that checkpoints: on Flink, Beam's file sink checkpoints its side inputs' pushed-back elements
             # wrongly (a ClassCastException declines every checkpoint, and the job restarts)
-            return (
+            written = (
                 rows
                 | "PerBundle" >> beam.ParDo(_RecordsPerBundleFn(self._fmt, self._prefix.rstrip("/").rsplit("/", 1)[-1]))
                 | "WriteAtDrain" >> beam.ParDo(_WriteAtDrainFn(self._prefix, self._fmt, self._avro_schema,
                                                              spill_directory(self._prefix) if here else None))
             )
+            sink_written(written)  # a chunk is spilled before its bundle is done: releases are acknowledged after
+            return written
         if self._fmt == "jsonl":
             return rows | "ToJson" >> beam.Map(row_json_line) | "WriteJsonl" >> beam.io.WriteToText(
                 self._prefix, file_name_suffix=".jsonl", num_shards=self._num_shards

@@ -46,6 +46,7 @@ from schemas.proto import state_pb2
 from schemas.rows import DeadLetter, JoinEvent, KAnonVerdict
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core import metrics
+from transforms.core.durable.acknowledgement import stamped
 from transforms.core.durable.positions import fold_positions
 from transforms.core.durable.step import DurableStep, StreamEnded, shard_bytes
 from transforms.core.inspected import InspectedOnceDoFn
@@ -242,11 +243,12 @@ class _StreamingShardFn(InspectedOnceDoFn):
         self._codec = group_state_codec(self._parameters, self._source)
         self._store = None if self._durable is None else self._durable.open()
 
-    def _restore(self, key: int, pending, shard_state, token_state, needed_state, timer_at, timer) -> list:
-        """A durable job's first element: the shard's last snapshot into Beam state, its timer armed for what it
-        holds; returns the release log, which the run emits again."""
+    def _restore(self, key: int, pending, shard_state, token_state, needed_state, timer_at, timer,
+                 now_micros: int) -> list:
+        """A durable job's first element (at ``now_micros``): the shard's last snapshot into Beam state, its timer
+        armed for what it holds; returns the release log, which the run emits again."""
         assert self._store is not None
-        restored = self._store.restore(state_pb2.KAnonShardState, "groups")
+        restored = self._store.restore(state_pb2.KAnonShardState, "groups", now_micros)
         if restored is None:
             return []
         shard_state.write(restored.shard.SerializeToString())
@@ -292,10 +294,12 @@ class _StreamingShardFn(InspectedOnceDoFn):
         timer_at=beam.DoFn.StateParam(TIMER_AT),
         restored=beam.DoFn.StateParam(RESTORED),
         timer=beam.DoFn.TimerParam(STEP_FINAL),
+        timestamp=beam.DoFn.TimestampParam,
     ):
         if self._store is not None and restored.read() is None:
             restored.write(1)
-            yield from self._restore(key, pending, shard_state, token_state, needed_state, timer_at, timer)
+            yield from self._restore(key, pending, shard_state, token_state, needed_state, timer_at, timer,
+                                     timestamp.micros)
         _, records = element  # (shard, (KAnonPendingJoins bytes, ...)): a bundle's joins per step, and hints
         hint = hint_read = hint_state.read()
         needed = needed_read = needed_state.read()
@@ -307,9 +311,7 @@ class _StreamingShardFn(InspectedOnceDoFn):
                 record = self._shard(key, shard_state, token_state).record
                 if record.HasField("final_through") and joins.step <= record.final_through:
                     late = list(_late(joins.groups, joins.users, joins.event_time_micros))
-                    if self._store is not None:
-                        self._store.emitted(late)
-                    yield from late
+                    yield from late if self._store is None else self._store.emitted(late, timestamp.micros)
                 else:
                     pending.add(data)
                     needed = joins.step if needed is None else min(needed, joins.step)
@@ -373,8 +375,9 @@ class _StreamingShardFn(InspectedOnceDoFn):
             if at_end and (hint_state.read() or 0) < through:
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
-            written = self._store.save(record, "groups", shard.changed, waiting, outputs, ended=at_end)
+            saved = self._store.save(record, "groups", shard.changed, waiting, outputs, fire_time.micros, ended=at_end)
             shard.changed.clear()
+            written, outputs = saved.size, stamped(outputs, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("verdicts", started, None if at_end else fire_time.micros)

@@ -6,6 +6,7 @@ import glob
 import io
 import json
 import os
+import pickle
 
 import apache_beam as beam
 import fastavro
@@ -292,21 +293,55 @@ def test_avro_output_reads_back_with_the_codec_reader(tmp_path):
 
 
 def test_a_live_runs_spilled_chunks_are_read_back_in_order_and_removed_after_the_run(tmp_path):
-    """The local streaming file sink's spill (``spill_directory``): emptied as a pipeline is built (what an earlier
-    run left is sent again by a restarted job), chunks read back in the order they came, gone after the run."""
+    """The local streaming file sink's spill (``spill_directory``): emptied as a run starts (``start_spills``),
+    chunks read back in the order they came, gone after the run."""
     from transforms.core import io
 
     prefix = str(tmp_path / "reports")
     left = tmp_path / "reports.spill"
     left.mkdir()
-    (left / "00000000000000000001-old.chunk").write_bytes(b"from a crashed run\n")
+    (left / "00000000000000000001-old-0.chunk").write_bytes(b"from an earlier job\n")
     directory = io.spill_directory(prefix)
-    assert directory == str(left) and not left.exists()
+    assert directory == str(left) and left.exists()  # not at build: the run may resume a durable job
+    io.start_spills(keep=False)
+    assert not left.exists()
     chunks = [f'{{"n": {n}}}\n'.encode() for n in range(30)]
     for chunk in chunks:
         io._spill(directory, chunk)
-    assert list(io._spilled(directory)) == chunks
-    io._write_chunks(f"{prefix}-00000-of-00001.jsonl", io._spilled(directory), "jsonl", None)
+    assert list(io._spilled(directory, "jsonl")) == chunks
+    io._write_chunks(f"{prefix}-00000-of-00001.jsonl", io._spilled(directory, "jsonl"), "jsonl", None)
     assert (tmp_path / "reports-00000-of-00001.jsonl").read_bytes() == b"".join(chunks)
     io.remove_spills()
     assert not left.exists() and sorted(path.name for path in tmp_path.iterdir()) == ["reports-00000-of-00001.jsonl"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "avro"])
+def test_a_restarted_jobs_spill_keeps_what_its_crashed_run_spilled_once(tmp_path, fmt):
+    """A durable job restarted after a crash keeps its spill (``start_spills(keep=True)``): the records its crashed
+    run spilled and its restart emits again (its release log's entries not yet dropped) are written once, in the
+    order they first came (every record of these outputs is distinct: a report has its id, a dead letter its
+    message's place); a spill of one run is read as it is."""
+    from transforms.core import io
+
+    def chunk(*numbers: int) -> bytes:
+        records = [{"n": n} for n in numbers]
+        return io._chunk_of(records, fmt)
+
+    def records(data: bytes) -> list:
+        return pickle.loads(data) if fmt == "avro" else [json.loads(line) for line in data.splitlines()]
+
+    directory = io.spill_directory(str(tmp_path / "reports"))
+    io.start_spills(keep=False)
+    io._spill(directory, chunk(1, 2))
+    io._spill(directory, chunk(3, 3))
+    assert [record for data in io._spilled(directory, fmt) for record in records(data)] == \
+        [{"n": n} for n in (1, 2, 3, 3)]  # one run: nothing is dropped
+    io.forget_spills()  # the run failed
+
+    directory = io.spill_directory(str(tmp_path / "reports"))
+    io.start_spills(keep=True)
+    io._spill(directory, chunk(2, 3, 4))  # the restart's release log again, then what follows
+    io._spill(directory, chunk(5))
+    assert [record for data in io._spilled(directory, fmt) for record in records(data)] == \
+        [{"n": n} for n in (1, 2, 3, 4, 5)]
+    io.remove_spills()

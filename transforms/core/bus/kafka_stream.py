@@ -50,6 +50,7 @@ from schemas.rows import DeadLetter
 from schemas.time_units import MICROS_PER_HOUR
 from transforms.core.bus.consumer import assigned_consumer, read_to_end
 from transforms.core.bus.endpoints import Endpoint, KafkaTopic
+from transforms.core.durable.acknowledgement import WatermarkBound
 from transforms.core.durable.positions import Place, source_position
 from transforms.core.durable.store import StateStore
 from transforms.core.durable.stores import open_store
@@ -125,6 +126,9 @@ class TopicInput:
     durable: tuple[str, str, KeyLocation] | None = None
     resume: tuple[tuple[int, int, int, int], ...] = ()
     pipeline: str = ""  # the job's pipeline (a durable store records whose job an id is)
+    # a durable job's: the file in which the source publishes each watermark before it sends it (its steps'
+    # releases are acknowledged by event time, ``transforms.core.durable.acknowledgement``)
+    watermark_bound: str | None = None
     # a live topic's records and watermark go to the runner at most this often: each watermark step is a firing
     # of the job's stateful steps, and of a durable job a snapshot
     emit_seconds: float = EMIT_SECONDS
@@ -339,6 +343,7 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
         self.completed = False
         self._store: StateStore | None = None  # a durable job's: where its dead letters are kept
         self._job_id = ""
+        self._bound: WatermarkBound | None = None  # a durable job's: every watermark is published here first
 
     @property
     def tags(self) -> list[str]:
@@ -352,6 +357,10 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
         if durable:
             [(store_uri, self._job_id, key)] = durable  # one job, one store
             self._store = open_store(store_uri, key)
+        bounds = {source.watermark_bound for source in self.inputs if source.watermark_bound is not None}
+        if bounds:
+            [path] = bounds
+            self._bound = WatermarkBound(path)
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2))
         beam_runner_api_pb2_grpc.add_TestStreamServiceServicer_to_server(self, self._server)
         port = self._server.add_insecure_port(address)
@@ -377,6 +386,9 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._bound is not None:
+            self._bound.close()
+            self._bound = None
 
     def _element_event(self, tag: str, value: Any, timestamp_micros: int) -> Any:
         return _encoded_event(tag, self._coder.encode(value), timestamp_micros)
@@ -431,8 +443,10 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
         time_index = cast(Any, source.spec.row_type)._fields.index("event_time_micros")
         yield _encoded_event(source.name, encoded, min(row[time_index] for row in rows[start:end]))
 
-    @staticmethod
-    def _watermark_event(tag: str, micros: int) -> Any:
+    def _watermark_event(self, tag: str, micros: int) -> Any:
+        """The event advancing ``tag``'s watermark to ``micros``, published to the job's bound first."""
+        if self._bound is not None:
+            self._bound.publish(micros)
         payload = beam_runner_api_pb2.TestStreamPayload
         return payload.Event(watermark_event=payload.Event.AdvanceWatermark(new_watermark=micros, tag=tag))
 
@@ -529,7 +543,8 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
 
     def _emit(self, held: dict[str, tuple[list, list]], sent: dict[str, int], advance: bool = True) -> Iterator[Any]:
         """What was read since the last emit: each input's rows, the dead letters, then (``advance``) each input's
-        watermark."""
+        watermark, and the slowest input's as that of the dead letters and reports (a durable job acknowledges
+        its releases once its every sink's watermark is past them, ``transforms.core.durable.acknowledgement``)."""
         for reader in self._readers:
             name = reader.source.name
             rows, dead = held[name]
@@ -542,6 +557,13 @@ class KafkaStreamService(beam_runner_api_pb2_grpc.TestStreamServiceServicer):
             if advance and watermark is not None and watermark > sent.get(name, -1):
                 sent[name] = watermark
                 yield self._watermark_event(name, watermark)
+        names = [reader.source.name for reader in self._readers]
+        if advance and all(name in sent for name in names):
+            slowest = min(sent[name] for name in names)
+            if slowest > sent.get(DEAD_LETTERS, -1):
+                for tag in (DEAD_LETTERS, INPUT_FILES):
+                    sent[tag] = slowest
+                    yield self._watermark_event(tag, slowest)
 
     def status(self) -> dict:
         """Counts for the progress line and the metrics (``transforms.core.metrics``): records read, dead

@@ -16,6 +16,7 @@ import apache_beam as beam
 
 from transforms.core import metrics
 from transforms.core.bus.endpoints import KafkaTopic
+from transforms.core.durable.acknowledgement import sink_written
 from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.progress import OUTPUTS
 
@@ -96,4 +97,6 @@ class WriteToKafkaTopic(beam.PTransform):
         self._fn = _WriteToKafkaFn(topic, encode, key_of, id_of)
 
     def expand(self, records):
-        return records | "Produce" >> beam.ParDo(self._fn)
+        written = records | "Produce" >> beam.ParDo(self._fn)
+        sink_written(written)  # flushed before its bundle is done: the job's releases are acknowledged after it
+        return written

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,9 @@ _SCHEMA_LOCK = 0x706D5F7374617465  # "pm_state": creating the tables is serialis
 
 class PostgresStore(StateStore):
     """One PostgreSQL connection, shared by the threads of the process under a lock."""
+
+    def _spill_root(self) -> str:
+        return os.path.join(".pm-beam", "spill")  # the local runner's machine: where the default store lives
 
     def __init__(self, uri: str, seal: Seal) -> None:
         self.uri = redact_url(uri)

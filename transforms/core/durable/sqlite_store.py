@@ -62,6 +62,9 @@ class SqliteStore(StateStore):
         except (OSError, sqlite3.Error) as error:
             raise StoreUnavailable(f"state store {uri}: cannot open {self._path}: {error}") from None
 
+    def _spill_root(self) -> str:
+        return f"{self._path}.spill"  # beside the database, in its private directory
+
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
         with self._lock:

@@ -10,13 +10,16 @@ The contract the two stateful steps (``transforms.kanon.verdicts``, ``transforms
   re-emits the logged outputs unchanged. Noise drawn in a firing is thus never drawn again for a released output;
 * on the first element of a run, the step restores its last snapshot into Beam state and re-emits its release
   log, so that the restarted run's outputs hold everything the job released (with their stable ids: consumers of
-  a topic see each again and drop the copy by id).
+  a topic see each again and drop the copy by id; a file output drops the lines it already holds);
+* the release log keeps an entry only until every sink has written its outputs (``acknowledgement``): a step
+  emits its outputs at ``release_time``, and its next snapshot drops the entries acknowledged since.
 
 Released records are kept as pickles of the job's own output rows (``schemas.rows``: named tuples of plain
 values); the state is kept as the explicit records of ``schemas/proto/state.proto``.
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import pickle
 import threading
@@ -30,6 +33,8 @@ from google.protobuf.message import Message
 
 from schemas.proto import state_pb2
 from transforms.core import metrics
+from transforms.core.durable.acknowledgement import acknowledged as acknowledged_before
+from transforms.core.durable.acknowledgement import release_time, stamped
 from transforms.core.durable.positions import restarted
 from transforms.core.durable.store import StateStore, StepWrite
 from transforms.core.durable.stores import open_store
@@ -75,7 +80,15 @@ class Restored:
 
     shard: Message  # the shard's record with its keys, and the positions restarted for this run
     pending: list[bytes]  # the buffered input records
-    releases: list  # every output the job released, in order (values or TaggedOutputs)
+    releases: list  # the outputs released and not yet acknowledged, in order (values or TaggedOutputs), stamped
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a snapshot wrote: its size in bytes, and the time its releases are emitted at (``release_time``)."""
+
+    size: int
+    at: int | None
 
 
 def encode_releases(outputs: list) -> bytes:
@@ -118,17 +131,25 @@ class StepStore:
         self._store = store
         self._pending: set[str] = set()  # the buffered input records the store holds (by digest)
         self._emitted: list = []  # outputs emitted between snapshots (recomputed from the input if none follows)
+        self._emitted_at: int | None = None  # the latest time they were emitted at
+        self._logged: collections.deque[tuple[int, int]] = collections.deque()  # (entry, time it was emitted at)
         self._sized_at: float | None = None  # when the store's size was last measured (time.monotonic)
         self._lock = threading.Lock()
 
-    def emitted(self, outputs: list) -> None:
-        """Outputs a step emitted outside a firing (a dead letter for a late record as it arrives): deterministic
-        in the input, they join the release log with the next snapshot, which covers that input."""
+    def emitted(self, outputs: list, natural_micros: int) -> list:
+        """Outputs a step emits outside a firing (a dead letter for a late record as it arrives), as it emits them
+        (``stamped``): deterministic in the input, they join the release log with the next snapshot, which covers
+        that input."""
+        at = release_time(self.step.job_id, natural_micros)
         with self._lock:
             self._emitted += outputs
+            if at is not None:
+                self._emitted_at = max(at, self._emitted_at or at)
+        return stamped(outputs, at)
 
-    def restore(self, shard_type: type[Message], key_field: str) -> Restored | None:
-        """The step's last snapshot (None when it never wrote one), its shard record rebuilt with its keys."""
+    def restore(self, shard_type: type[Message], key_field: str, natural_micros: int) -> Restored | None:
+        """The step's last snapshot (None when it never wrote one), its shard record rebuilt with its keys, and the
+        releases not yet acknowledged, stamped to be emitted again now (their natural time ``natural_micros``)."""
         loaded = self._store.load(self.step.job_id, self.step.step)
         if loaded.snapshot is None:
             return None
@@ -144,7 +165,12 @@ class StepStore:
                     self._pending.add(key)
                     pending.append(value)
         cast(Any, shard).positions.CopyFrom(restarted(loaded.snapshot.positions))
-        return Restored(shard, pending, [output for data in loaded.releases for output in decode_releases(data)])
+        at = release_time(self.step.job_id, natural_micros)
+        with self._lock:
+            self._logged = collections.deque((seq, at) for seq, _ in loaded.releases) if at is not None else \
+                collections.deque()
+        releases = [output for _, data in loaded.releases for output in decode_releases(data)]
+        return Restored(shard, pending, stamped(releases, at))
 
     def _store_size(self) -> int | None:
         """The store's size in bytes, measured at most every ``STORE_SIZE_SECONDS`` (None in between)."""
@@ -154,12 +180,21 @@ class StepStore:
         self._sized_at = now
         return self._store.size_bytes()
 
+    def _acknowledged_through(self) -> int | None:
+        """The last release log entry whose outputs every sink has written (``acknowledgement``), if any is new."""
+        acknowledged = acknowledged_before(self.step.job_id)
+        through = None
+        while self._logged and acknowledged is not None and self._logged[0][1] < acknowledged:
+            through = self._logged.popleft()[0]
+        return through
+
     def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
-             ended: bool = False) -> int:
+             fired_micros: int, ended: bool = False) -> Saved:
         """Write a firing's snapshot: the shard record without ``key_field``, the keys ``changed`` since the last
         one (written when the shard's map holds them, deleted when it no longer does), the buffered input records
-        now held, and ``releases`` (the outputs the firing is about to emit); ``ended``: the firing took the end
-        of the input. Returns the bytes written. Raises ``StoreUnavailable`` when the store fails: the firing
+        now held, and ``releases`` (the outputs the firing at ``fired_micros`` is about to emit, at the returned
+        ``Saved.at``: ``stamped``); ``ended``: the firing took the end of the input. The release log entries every
+        sink has written go in the same transaction. Raises ``StoreUnavailable`` when the store fails: the firing
         then emits nothing."""
         keyed = getattr(shard, key_field)
         upserts = {_KEY + key: keyed[key] for key in changed if key in keyed}
@@ -172,15 +207,19 @@ class StepStore:
                 version=STATE_VERSION, shard=_without(shard, key_field, "positions").SerializeToString(),
                 positions=cast(Any, shard).positions, ended=ended)
             logged = [*self._emitted, *releases]
-            write = StepWrite(snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else ())
+            at = release_time(self.step.job_id, fired_micros)
+            write = StepWrite(snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else (),
+                              self._acknowledged_through())
             started = time.perf_counter()
-            self._store.save(self.step.job_id, self.step.step, write)
+            first = self._store.save(self.step.job_id, self.step.step, write)
             seconds = time.perf_counter() - started
             size = snapshot.ByteSize() + sum(map(len, upserts.values())) + sum(map(len, write.releases))
             metrics.snapshot_written(self.step.step, seconds, size, self._store_size())
+            if first is not None and at is not None:  # the entry is acknowledged once the latest of its outputs is
+                self._logged.append((first, max(at, self._emitted_at or at)))
             self._pending = set(held)
-            self._emitted = []
-            return size
+            self._emitted, self._emitted_at = [], None
+            return Saved(size, at)
 
 
 class StateNotHere(RuntimeError):

@@ -7,7 +7,8 @@ keeps:
   whether the end of the input was processed);
 * ``keyed``: one row per key (a group's or a device's record, a buffered input record), of which a snapshot
   writes only those its firing changed (upserts and deletes);
-* ``releases``: the release log, every record the step released, in order, written before it is released.
+* ``releases``: the release log, the records the step released, in order, written before they are released and
+  dropped once every sink has written them (``acknowledgement``).
 
 and its topic source keeps ``source_dead_letters``: the dead letters of the messages it read, by topic partition
 and offset, written before they are sent, so that a restarted job's dead letters are those of all it read.
@@ -28,6 +29,7 @@ Backends: ``sqlite_store`` (the default, a file under ``.pm-beam/``, created ``0
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import signal
@@ -101,6 +103,7 @@ class StepWrite:
     upserts: Mapping[str, bytes] = field(default_factory=dict)
     deletes: frozenset[str] = frozenset()
     releases: tuple[bytes, ...] = ()
+    acknowledged_through: int | None = None  # the last entry of the release log every sink has written, dropped
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class StepRestore:
 
     snapshot: state_pb2.StepSnapshot | None
     keys: dict[str, bytes]
-    releases: list[bytes]
+    releases: list[tuple[int, bytes]]  # the release log's entries not yet acknowledged, (number, entry) in order
 
 
 class JobClaim:
@@ -149,6 +152,16 @@ class StateStore(ABC):
     @abstractmethod
     def size_bytes(self) -> int:
         """What the store takes now (its files, or its tables with their indexes): for the operator's metrics."""
+
+    @abstractmethod
+    def _spill_root(self) -> str:
+        """The local directory under which the jobs of this store spill their file outputs (``spill_home``)."""
+
+    def spill_home(self, job_id: str) -> str:
+        """Where a job of this store keeps the chunks of its file outputs across its runs, until a run drains
+        (``transforms.core.io``): its releases are dropped from the store once spilled, so a restarted run finds
+        them there, whatever its staging directory."""
+        return os.path.join(self._spill_root(), hashlib.blake2b(job_id.encode(), digest_size=8).hexdigest())
 
     def _sql(self, statement: str) -> str:
         """A statement with ``?`` placeholders in this backend's paramstyle."""
@@ -233,7 +246,8 @@ class StateStore(ABC):
                 keys = dict(self.seal.open_keyed(value, "keyed", job_id, step, name) for name, value in cursor.fetchall())
                 cursor.execute(self._sql("SELECT seq, record FROM releases WHERE job_id = ? AND step = ? ORDER BY seq"),
                                (job_id, step))
-                releases = [self.seal.open(record, "releases", job_id, step, seq) for seq, record in cursor.fetchall()]
+                releases = [(seq, self.seal.open(record, "releases", job_id, step, seq))
+                            for seq, record in cursor.fetchall()]
             return StepRestore(snapshot, keys, releases)
 
         return self._run(read, f"read the state of {job_id}/{step}")
@@ -293,12 +307,14 @@ class StateStore(ABC):
     def _row_name(self, job_id: str, step: str, key: str) -> str:
         return self.seal.row_name("keyed", job_id, step, key)
 
-    def save(self, job_id: str, step: str, write: StepWrite) -> None:
-        """Write one firing's changes in one transaction."""
+    def save(self, job_id: str, step: str, write: StepWrite) -> int | None:
+        """Write one firing's changes in one transaction; returns the number of its first release log entry (None
+        when it releases nothing)."""
         self._saves += 1
         kill, after_commit = _fault_due(self._saves, write.snapshot)
 
-        def store() -> None:
+        def store() -> int | None:
+            first = None
             with self._transaction() as cursor:
                 cursor.execute(self._sql(
                     "INSERT INTO steps (job_id, step, snapshot, snapshots) VALUES (?, ?, ?, 1) ON CONFLICT (job_id, "
@@ -323,9 +339,14 @@ class StateStore(ABC):
                                        [(job_id, step, first + n,
                                          self.seal.seal(record, "releases", job_id, step, first + n))
                                         for n, record in enumerate(write.releases)])
+                if write.acknowledged_through is not None:
+                    cursor.execute(self._sql("DELETE FROM releases WHERE job_id = ? AND step = ? AND seq <= ?"),
+                                   (job_id, step, write.acknowledged_through))
                 if kill and not after_commit:
                     os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: in the middle of this snapshot
+            return first
 
-        self._run(store, f"write the state of {job_id}/{step}")
+        first = self._run(store, f"write the state of {job_id}/{step}")
         if kill and after_commit:
             os.kill(os.getpid(), signal.SIGKILL)  # FAULT_ENVIRONMENT: just after this snapshot
+        return first

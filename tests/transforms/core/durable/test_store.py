@@ -37,12 +37,16 @@ def test_snapshots_upsert_and_delete_keys_and_append_to_the_release_log(store_ur
     store = open_store(store_uri, run_key())
     try:
         store.claim("job", "kanon", KEY_ID)
-        store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1", "k/b": b"2"}, frozenset(), (b"r1", b"r2")))
-        store.save("job", "verdicts", StepWrite(_snapshot(2), {"k/b": b"3", "p/x": b"4"}, frozenset({"k/a"}), (b"r3",)))
+        first = store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1", "k/b": b"2"}, frozenset(),
+                                                        (b"r1", b"r2")))
+        second = store.save("job", "verdicts", StepWrite(_snapshot(2), {"k/b": b"3", "p/x": b"4"}, frozenset({"k/a"}),
+                                                         (b"r3",)))
+        assert (first, second) == (0, 2)
+        assert store.save("job", "verdicts", StepWrite(_snapshot(2))) is None  # nothing released
         loaded = store.load("job", "verdicts")
         assert state_pb2.KAnonShardState.FromString(loaded.snapshot.shard).final_through == 2
         assert loaded.keys == {"k/b": b"3", "p/x": b"4"}
-        assert loaded.releases == [b"r1", b"r2", b"r3"]
+        assert loaded.releases == [(0, b"r1"), (1, b"r2"), (2, b"r3")]
         assert store.load("job", "other").snapshot is None
         assert set(store.snapshots("job")) == {"verdicts"}
     finally:
@@ -59,7 +63,21 @@ def test_a_snapshot_that_fails_half_way_leaves_the_previous_one_whole(store_uri)
             store.save("job", "verdicts", broken)
         loaded = store.load("job", "verdicts")
         assert state_pb2.KAnonShardState.FromString(loaded.snapshot.shard).final_through == 1
-        assert loaded.keys == {"k/a": b"1"} and loaded.releases == [b"r1"]
+        assert loaded.keys == {"k/a": b"1"} and loaded.releases == [(0, b"r1")]
+    finally:
+        store.close()
+
+
+def test_a_snapshot_drops_the_release_log_entries_acknowledged_with_it(store_uri):
+    """The entries every sink has written go in the snapshot's own transaction; later entries stay."""
+    store = open_store(store_uri, run_key())
+    try:
+        store.claim("job", "kanon", KEY_ID)
+        store.save("job", "verdicts", StepWrite(_snapshot(1), releases=(b"r0", b"r1", b"r2")))
+        store.save("job", "verdicts", StepWrite(_snapshot(2), releases=(b"r3",), acknowledged_through=1))
+        assert store.load("job", "verdicts").releases == [(2, b"r2"), (3, b"r3")]
+        store.save("job", "verdicts", StepWrite(_snapshot(3), acknowledged_through=3))
+        assert store.load("job", "verdicts").releases == []
     finally:
         store.close()
 
@@ -131,10 +149,10 @@ def test_a_step_restores_its_shard_with_its_keys_and_writes_only_what_changed(tm
     shard.groups["g1"] = b"one"
     shard.groups["g2"] = b"two"
     shard.positions.inputs.add(input="joins").partitions.add(partition=0, next_offset=5, read=5)
-    step.save(shard, "groups", {"g1", "g2"}, [b"pending-1", b"pending-2"], ["verdict"])
+    assert step.save(shard, "groups", {"g1", "g2"}, [b"pending-1", b"pending-2"], ["verdict"], 1_000).at is None
     del shard.groups["g1"]
-    step.save(shard, "groups", {"g1"}, [b"pending-2"], [])
-    restored = step.restore(state_pb2.KAnonShardState, "groups")
+    step.save(shard, "groups", {"g1"}, [b"pending-2"], [], 2_000)
+    restored = step.restore(state_pb2.KAnonShardState, "groups", 3_000)
     assert restored is not None
     assert dict(restored.shard.groups) == {"g2": b"two"} and restored.shard.final_through == 7
     assert restored.pending == [b"pending-2"] and restored.releases == ["verdict"]
