@@ -15,7 +15,8 @@ with fresh event ids and the same devices and groups. So the job's windows, epoc
 horizons roll over many times, and its devices keep coming back.
 
 Every minute the sampler records (``<out>/<job>.jsonl``): the RSS of the job and of its topic source process,
-the state store's size and rows per table, events read per second and dead letters (from the job's own metrics
+the state store's size and rows per table, the size of the file outputs spilled until the drain (outputs, not
+state), events read per second and dead letters (from the job's own metrics
 endpoint), the event-time lag of its watermark, the consumer lag, and the end-to-end delay of the firings of
 that minute: from the producer sending the first event at or after a firing's event time (which lets the
 watermark pass it) to the job reporting that firing done (``pmbeam_firing_event_time_seconds``, scraped every
@@ -189,6 +190,15 @@ def _rss_mb(pid: int) -> tuple[float, float]:
     return rss(pid), sum(map(rss, descendants))
 
 
+def _spill_mb(store: str) -> float:
+    """What the job's file outputs spilled beside its store until the drain (``StateStore.spill_home``), in MB:
+    its outputs, which grow with every release (not state)."""
+    total = 0
+    for directory, _, names in os.walk(f"{store}.spill"):
+        total += sum(os.path.getsize(os.path.join(directory, name)) for name in names)
+    return total / 1e6
+
+
 def _store(path: str) -> tuple[float, dict]:
     """The store's size (database and WAL, MB) and its rows per table."""
     size = sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p)) / 1e6
@@ -301,6 +311,7 @@ def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, r
                 "events_read": int(read), "events_per_second": round((read - last_read) / (now - last_at)),
                 "rss_mb": round(job_rss + source_rss, 1), "job_rss_mb": round(job_rss, 1),
                 "source_rss_mb": round(source_rss, 1), "store_mb": round(store_mb, 2), "rows": rows,
+                "spill_mb": round(_spill_mb(store), 1),
                 "watermark_lag_seconds": values.get("pmbeam_watermark_lag_seconds"),
                 "consumer_lag": int(_sum(values, "pmbeam_consumer_lag_messages")),
                 "dead_letters": int(_sum(values, "pmbeam_dead_letters_total")),
