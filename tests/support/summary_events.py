@@ -15,6 +15,7 @@ from schemas.rows import (
     AraTrigger,
     PaaEvent,
 )
+from transforms.core.mechanisms.noise import SeededSource
 
 ORIGIN = "https://adtech.test"
 SHOP = "https://shop.test"
@@ -96,3 +97,13 @@ def random_paa(seed: int, devices: int = 8) -> list[PaaEvent]:
             rows.append(paa_event(f"dev{d}", rng.randrange(0, 120, 3), f"e{d}-{e}", rng.choice("pqrs"),
                                   origin=rng.choice([ORIGIN, "https://other-adtech.test"])))
     return rows
+
+
+def refusals(client, events) -> list[bool]:
+    """Whether each report of ``client`` (ARA or PAA) replaying ``events`` on one device was made null by its
+    budget (the client's ``refused`` count, report by report)."""
+    out = []
+    for _ in client.replay("dev", sorted(events, key=client.order), client.new_state(), SeededSource(1)):
+        out.append(client.refused == 1)
+        client.refused = 0
+    return out

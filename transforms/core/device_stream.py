@@ -543,7 +543,7 @@ class DeviceShardFn(InspectedOnceDoFn):
                 raise StreamEnded("the input stream ended without its end (the topic source failed): nothing more "
                                   "is released; the job resumes from its last snapshot when started again")
             saved = self._store.save(record, "devices", touched, waiting, released, fired, ended=at_end)
-            written, released = saved.size, stamped(released, saved.at)
+            written, released = saved.state_bytes, stamped(released, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("devices", started, None if at_end else fired)

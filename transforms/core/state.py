@@ -93,13 +93,17 @@ class ArenaBound:
     def __init__(self) -> None:
         self._size = 0  # the record's size at its last copy
         self._set = 0  # bytes set on it since
+        self._cleared = False  # whether a durable step has cleared the copy its restore left in Beam state
 
     def kept(self, record: M, shard_state, written: int | None) -> M:
         """The record a step keeps after a firing, and its Beam state: a durable step (``written``: the bytes its
-        snapshot wrote) keeps it here and in the store only, clearing the copy a restore left in Beam state; any
-        other writes it to Beam state and keeps a copy in a new arena (``serialized_afresh``)."""
+        snapshot set on the record) keeps it here and in the store only, clearing (at its first firing) the copy a
+        restore left in Beam state; any other writes it to Beam state and keeps a copy in a new arena
+        (``serialized_afresh``)."""
         if written is not None:
-            shard_state.clear()
+            if not self._cleared:
+                shard_state.clear()
+                self._cleared = True
             return self.afresh(record, written)
         data, copy = serialized_afresh(record)
         shard_state.write(data)

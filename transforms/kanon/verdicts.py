@@ -377,7 +377,7 @@ class _StreamingShardFn(InspectedOnceDoFn):
                                   "is released; the job resumes from its last snapshot when started again")
             saved = self._store.save(record, "groups", shard.changed, waiting, outputs, fire_time.micros, ended=at_end)
             shard.changed.clear()
-            written, outputs = saved.size, stamped(outputs, saved.at)
+            written, outputs = saved.state_bytes, stamped(outputs, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
         metrics.firing_done("verdicts", started, None if at_end else fire_time.micros)

@@ -85,9 +85,10 @@ class Restored:
 
 @dataclass(frozen=True)
 class Saved:
-    """What a snapshot wrote: its size in bytes, and the time its releases are emitted at (``release_time``)."""
+    """What a snapshot wrote: the bytes of the state it set (the shard's record and the keys it changed: what its
+    step's ``ArenaBound`` counts), and the time its releases are emitted at (``release_time``)."""
 
-    size: int
+    state_bytes: int
     at: int | None
 
 
@@ -213,13 +214,14 @@ class StepStore:
             started = time.perf_counter()
             first = self._store.save(self.step.job_id, self.step.step, write)
             seconds = time.perf_counter() - started
-            size = snapshot.ByteSize() + sum(map(len, upserts.values())) + sum(map(len, write.releases))
-            metrics.snapshot_written(self.step.step, seconds, size, self._store_size())
+            state_bytes = snapshot.ByteSize() + sum(map(len, upserts.values()))
+            metrics.snapshot_written(self.step.step, seconds, state_bytes + sum(map(len, write.releases)),
+                                     self._store_size())
             if first is not None and at is not None:  # the entry is acknowledged once the latest of its outputs is
                 self._logged.append((first, max(at, self._emitted_at or at)))
             self._pending = set(held)
             self._emitted, self._emitted_at = [], None
-            return Saved(size, at)
+            return Saved(state_bytes, at)
 
 
 class StateNotHere(RuntimeError):

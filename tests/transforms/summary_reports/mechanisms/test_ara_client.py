@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from schemas.rows import API_ATTRIBUTION_REPORTING
 from tests.support.summary_events import DAY, MINUTE, ORIGIN, SHOP, source, trigger
+from tests.support.summary_events import refusals as client_refusals
 from transforms.core.mechanisms.ara_matching import filters_match
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.summary_reports.mechanisms.ara_client import AraSummaryClient, contributions
@@ -18,13 +19,8 @@ def run(events, limits: ContributionLimits = ContributionLimits(), seed: int = 1
 
 
 def refusals(events, limits: ContributionLimits = ContributionLimits()) -> list[bool]:
-    """Whether each report was made null by its source's budget (the client's ``refused`` count, report by report)."""
-    client = AraSummaryClient(limits)
-    out = []
-    for _ in client.replay("dev", sorted(events, key=client.order), client.new_state(), SeededSource(1)):
-        out.append(client.refused == 1)
-        client.refused = 0
-    return out
+    """Whether each report was made null by its source's budget."""
+    return client_refusals(AraSummaryClient(limits), events)
 
 
 def contributed(events, **kwargs) -> list[tuple]:

@@ -7,6 +7,7 @@ import pytest
 
 from schemas.rows import API_PROTECTED_AUDIENCE
 from tests.support.summary_events import ORIGIN, paa_event
+from tests.support.summary_events import refusals as client_refusals
 from transforms.core.mechanisms.noise import SeededSource
 from transforms.summary_reports.mechanisms.contributions import ContributionLimits
 from transforms.summary_reports.mechanisms.paa_client import (
@@ -26,13 +27,8 @@ def run(events, pi=ReachCounting(), limits: ContributionLimits = ContributionLim
 
 
 def refusals(events, pi=ReachCounting(), limits: ContributionLimits = ContributionLimits()) -> list[bool]:
-    """Whether each report was made null by its window's budget (the client's ``refused`` count, report by report)."""
-    client = PaaSummaryClient(pi, limits)
-    out = []
-    for _ in client.replay("dev", sorted(events, key=client.order), client.new_state(), SeededSource(1)):
-        out.append(client.refused == 1)
-        client.refused = 0
-    return out
+    """Whether each report was made null by its window's budget."""
+    return client_refusals(PaaSummaryClient(pi, limits), events)
 
 
 def values(events, **kwargs) -> list[int]:
