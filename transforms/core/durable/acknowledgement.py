@@ -39,6 +39,8 @@ from apache_beam.transforms.userstate import TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
+from transforms.core.inspected import InspectedOnceDoFn
+
 _FORMAT = struct.Struct("<q")
 _NOTHING_SENT = -(1 << 62)  # before the source's first watermark: every watermark of the run is below this
 END_MICROS = GlobalWindow().max_timestamp().micros  # the latest time an element may have (the end of input)
@@ -125,7 +127,7 @@ def sink_written(written) -> None:
         _SINKS.setdefault(written.pipeline, []).append(written)
 
 
-class _AcknowledgeFn(beam.DoFn):
+class _AcknowledgeFn(InspectedOnceDoFn):
     """One key: a watermark timer after the bound, set again after it as it fires; each firing acknowledges its
     time (``acknowledged``). A firing past the bound means the runner moved the watermark beyond what the source
     sent (it ends a stream whose source died as if it had ended): nothing is acknowledged from then on."""
