@@ -181,13 +181,17 @@ class StepStore:
         self._sized_at = now
         return self._store.size_bytes()
 
-    def _acknowledged_through(self) -> int | None:
-        """The last release log entry whose outputs every sink has written (``acknowledgement``), if any is new."""
+    def _acknowledged(self) -> int:
+        """How many of the oldest release log entries this process wrote or restored have had their outputs
+        written by every sink (``acknowledgement``)."""
         acknowledged = acknowledged_before(self.step.job_id)
-        through = None
-        while self._logged and acknowledged is not None and self._logged[0][1] < acknowledged:
-            through = self._logged.popleft()[0]
-        return through
+        count = 0
+        if acknowledged is not None:
+            for _, at in self._logged:
+                if at >= acknowledged:
+                    break
+                count += 1
+        return count
 
     def save(self, shard: Message, key_field: str, changed: set[str], pending: list[bytes], releases: list,
              fired_micros: int, ended: bool = False) -> Saved:
@@ -209,14 +213,17 @@ class StepStore:
                 positions=cast(Any, shard).positions, ended=ended)
             logged = [*self._emitted, *releases]
             at = release_time(self.step.job_id, fired_micros)
+            dropped = self._acknowledged()
             write = StepWrite(snapshot, upserts, frozenset(deletes), (encode_releases(logged),) if logged else (),
-                              self._acknowledged_through())
+                              self._logged[dropped - 1][0] if dropped else None)
             started = time.perf_counter()
             first = self._store.save(self.step.job_id, self.step.step, write)
             seconds = time.perf_counter() - started
             state_bytes = snapshot.ByteSize() + sum(map(len, upserts.values()))
             metrics.snapshot_written(self.step.step, seconds, state_bytes + sum(map(len, write.releases)),
                                      self._store_size())
+            for _ in range(dropped):
+                self._logged.popleft()
             if first is not None and at is not None:  # the entry is acknowledged once the latest of its outputs is
                 self._logged.append((first, max(at, self._emitted_at or at)))
             self._pending = set(held)
