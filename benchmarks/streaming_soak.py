@@ -361,11 +361,11 @@ def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, r
         "dead_letters": samples[-1]["dead_letters"] if samples else None,
         "samples": path, "job_log": os.path.join(directory, "job.log"),
     }
-    _plot(job.name, samples, os.path.join(out, f"{job.name}.png"))
+    _plot(job.name, rate, samples, os.path.join(out, f"{job.name}.png"))
     return result
 
 
-def _plot(name: str, samples: list[dict], path: str) -> None:
+def _plot(name: str, rate: float, samples: list[dict], path: str) -> None:
     """RSS, store size and the p95 delay per minute, one panel each."""
     if not samples:
         return
@@ -391,7 +391,7 @@ def _plot(name: str, samples: list[dict], path: str) -> None:
     for axis in axes:
         axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
-    figure.suptitle(f"{name}: soak at half its sustained rate")
+    figure.suptitle(f"{name}: soak at {rate:,.0f} events/s")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
