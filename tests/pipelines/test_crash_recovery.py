@@ -138,7 +138,7 @@ def test_a_live_job_drops_what_its_sinks_wrote_and_a_restart_in_the_same_output_
     produce(kafka_broker.address, topic, chunks[0])
     job = crash.start(_kanon_arguments(kafka_broker.address, topic, verdicts, output, store, stop="never"))
     printed = "".join(crash.reading(job))
-    feeder = crash.feed(kafka_broker.address, topic, chunks[1:], pause_seconds=0.6)
+    feeder = crash.feed(kafka_broker.address, topic, chunks[1:], pause_seconds=0.4)
     feeder.join()
     printed += "".join(crash.read_until(job, lambda line: f"read {len(messages):,} " in line, "read everything"))
     time.sleep(2)  # the last pieces' firings
