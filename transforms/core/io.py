@@ -385,6 +385,7 @@ def _write_chunks(path: str, chunks: Iterable[bytes], fmt: str, schema: str | No
 
 
 _SPILLS: set[str] = set()  # this process's spill directories (``spill_directory``), removed by ``remove_spills``
+_SPILL_HOMES: set[str] = set()  # the durable jobs' homes they are in (``spill_into``), removed after them
 _SPILL_LOCK = threading.Lock()
 _SPILL_RUN = uuid.uuid4().hex[:12]  # this run's mark on the chunks it spills (``start_spills``)
 _SPILL_HOME: str | None = None  # a durable job's: where its spills stay across its runs (``spill_into``)
@@ -397,7 +398,7 @@ def spill_into(home: str | None) -> None:
     _SPILL_HOME = home
     if home is not None:
         with _SPILL_LOCK:
-            _SPILLS.add(home)
+            _SPILL_HOMES.add(home)
 
 
 def spill_directory(prefix: str) -> str:
@@ -429,8 +430,9 @@ def remove_spills() -> None:
     are in the output files of a drained run. A durable job's run that failed keeps them for its restart
     (``forget_spills``)."""
     with _SPILL_LOCK:
-        directories = sorted(_SPILLS, reverse=True)  # a durable job's home after the directories in it
+        directories = [*_SPILLS, *_SPILL_HOMES]  # a durable job's home after the directories in it
         _SPILLS.clear()
+        _SPILL_HOMES.clear()
     for directory in directories:
         _remove(directory)
 
@@ -439,6 +441,7 @@ def forget_spills() -> None:
     """After a durable job's run that failed: its spill directories stay, for the run that resumes the job."""
     with _SPILL_LOCK:
         _SPILLS.clear()
+        _SPILL_HOMES.clear()
 
 
 def _remove(directory: str) -> None:
@@ -452,12 +455,11 @@ def _remove(directory: str) -> None:
 def _spill(directory: str, chunk: bytes) -> None:
     """A chunk written whole into ``directory``, named by wall-clock time and this run's mark (the order chunks
     arrive in, across a job's runs). A local one is on disk when this returns (a durable job's store may drop
-    the releases it holds as soon as the bundle is done)."""
+    the releases it holds as soon as the bundle is done); its directory exists (``_WriteAtDrainFn.setup``)."""
     path = f"{directory}/{time.time_ns():020d}-{_SPILL_RUN}-{uuid.uuid4().hex}.chunk"
     if "://" in directory:
         _write_whole(path, lambda handle: handle.write(chunk))
         return
-    os.makedirs(directory, exist_ok=True)
     temporary = f"{path}.tmp"
     with open(temporary, "wb") as handle:
         handle.write(chunk)
@@ -544,6 +546,10 @@ class _WriteAtDrainFn(InspectedOnceDoFn):
 
     def __init__(self, prefix: str, fmt: str, schema: str | None, spill: str | None) -> None:
         self._prefix, self._fmt, self._schema, self._spill = prefix, fmt, schema, spill
+
+    def setup(self) -> None:
+        if self._spill is not None and "://" not in self._spill:  # a local spill's directory, once
+            os.makedirs(self._spill, exist_ok=True)
 
     def process(self, element, chunks=beam.DoFn.StateParam(CHUNKS), drained=beam.DoFn.TimerParam(DRAINED)):
         if self._spill is None:

@@ -305,6 +305,7 @@ def test_a_live_runs_spilled_chunks_are_read_back_in_order_and_removed_after_the
     assert directory == str(left) and left.exists()  # not at build: the run may resume a durable job
     io.start_spills(keep=False)
     assert not left.exists()
+    left.mkdir()  # as the sink's DoFn does in its setup
     chunks = [f'{{"n": {n}}}\n'.encode() for n in range(30)]
     for chunk in chunks:
         io._spill(directory, chunk)
@@ -332,6 +333,7 @@ def test_a_restarted_jobs_spill_keeps_what_its_crashed_run_spilled_once(tmp_path
 
     directory = io.spill_directory(str(tmp_path / "reports"))
     io.start_spills(keep=False)
+    os.makedirs(directory)  # as the sink's DoFn does in its setup
     io._spill(directory, chunk(1, 2))
     io._spill(directory, chunk(3, 3))
     assert [record for data in io._spilled(directory, fmt) for record in records(data)] == \

@@ -28,58 +28,60 @@ def store_uri(request, tmp_path):
     return request.getfixturevalue("postgres_url")
 
 
+@pytest.fixture
+def store(store_uri):
+    """The store at ``store_uri``, opened under the run's key and closed after the test."""
+    opened = open_store(store_uri, run_key())
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def claimed(store):
+    """Job ``job`` claimed in ``store`` as a k-anonymity job."""
+    return store.claim("job", "kanon", KEY_ID)
+
+
 def _snapshot(final_through: int) -> state_pb2.StepSnapshot:
     shard = state_pb2.KAnonShardState(version=3, final_through=final_through)
     return state_pb2.StepSnapshot(version=3, shard=shard.SerializeToString())
 
 
-def test_snapshots_upsert_and_delete_keys_and_append_to_the_release_log(store_uri):
-    store = open_store(store_uri, run_key())
-    try:
-        store.claim("job", "kanon", KEY_ID)
-        first = store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1", "k/b": b"2"}, frozenset(),
-                                                        (b"r1", b"r2")))
-        second = store.save("job", "verdicts", StepWrite(_snapshot(2), {"k/b": b"3", "p/x": b"4"}, frozenset({"k/a"}),
-                                                         (b"r3",)))
-        assert (first, second) == (0, 2)
-        assert store.save("job", "verdicts", StepWrite(_snapshot(2))) is None  # nothing released
-        loaded = store.load("job", "verdicts")
-        assert state_pb2.KAnonShardState.FromString(loaded.snapshot.shard).final_through == 2
-        assert loaded.keys == {"k/b": b"3", "p/x": b"4"}
-        assert loaded.releases == [(0, b"r1"), (1, b"r2"), (2, b"r3")]
-        assert store.load("job", "other").snapshot is None
-        assert set(store.snapshots("job")) == {"verdicts"}
-    finally:
-        store.close()
+@pytest.mark.usefixtures("claimed")
+def test_snapshots_upsert_and_delete_keys_and_append_to_the_release_log(store):
+    first = store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1", "k/b": b"2"}, frozenset(),
+                                                    (b"r1", b"r2")))
+    second = store.save("job", "verdicts", StepWrite(_snapshot(2), {"k/b": b"3", "p/x": b"4"}, frozenset({"k/a"}),
+                                                     (b"r3",)))
+    assert (first, second) == (0, 2)
+    assert store.save("job", "verdicts", StepWrite(_snapshot(2))) is None  # nothing released
+    loaded = store.load("job", "verdicts")
+    assert state_pb2.KAnonShardState.FromString(loaded.snapshot.shard).final_through == 2
+    assert loaded.keys == {"k/b": b"3", "p/x": b"4"}
+    assert loaded.releases == [(0, b"r1"), (1, b"r2"), (2, b"r3")]
+    assert store.load("job", "other").snapshot is None
+    assert set(store.snapshots("job")) == {"verdicts"}
 
 
-def test_a_snapshot_that_fails_half_way_leaves_the_previous_one_whole(store_uri):
-    store = open_store(store_uri, run_key())
-    try:
-        store.claim("job", "kanon", KEY_ID)
-        store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1"}, frozenset(), (b"r1",)))
-        broken = StepWrite(_snapshot(2), {"k/a": b"2", "k/b": object()}, frozenset(), (b"r2",))  # type: ignore[dict-item]
-        with pytest.raises(StoreUnavailable, match="cannot write the state of job/verdicts"):
-            store.save("job", "verdicts", broken)
-        loaded = store.load("job", "verdicts")
-        assert state_pb2.KAnonShardState.FromString(loaded.snapshot.shard).final_through == 1
-        assert loaded.keys == {"k/a": b"1"} and loaded.releases == [(0, b"r1")]
-    finally:
-        store.close()
+@pytest.mark.usefixtures("claimed")
+def test_a_snapshot_that_fails_half_way_leaves_the_previous_one_whole(store):
+    store.save("job", "verdicts", StepWrite(_snapshot(1), {"k/a": b"1"}, frozenset(), (b"r1",)))
+    broken = StepWrite(_snapshot(2), {"k/a": b"2", "k/b": object()}, frozenset(), (b"r2",))  # type: ignore[dict-item]
+    with pytest.raises(StoreUnavailable, match="cannot write the state of job/verdicts"):
+        store.save("job", "verdicts", broken)
+    loaded = store.load("job", "verdicts")
+    assert state_pb2.KAnonShardState.FromString(loaded.snapshot.shard).final_through == 1
+    assert loaded.keys == {"k/a": b"1"} and loaded.releases == [(0, b"r1")]
 
 
-def test_a_snapshot_drops_the_release_log_entries_acknowledged_with_it(store_uri):
+@pytest.mark.usefixtures("claimed")
+def test_a_snapshot_drops_the_release_log_entries_acknowledged_with_it(store):
     """The entries every sink has written go in the snapshot's own transaction; later entries stay."""
-    store = open_store(store_uri, run_key())
-    try:
-        store.claim("job", "kanon", KEY_ID)
-        store.save("job", "verdicts", StepWrite(_snapshot(1), releases=(b"r0", b"r1", b"r2")))
-        store.save("job", "verdicts", StepWrite(_snapshot(2), releases=(b"r3",), acknowledged_through=1))
-        assert store.load("job", "verdicts").releases == [(2, b"r2"), (3, b"r3")]
-        store.save("job", "verdicts", StepWrite(_snapshot(3), acknowledged_through=3))
-        assert store.load("job", "verdicts").releases == []
-    finally:
-        store.close()
+    store.save("job", "verdicts", StepWrite(_snapshot(1), releases=(b"r0", b"r1", b"r2")))
+    store.save("job", "verdicts", StepWrite(_snapshot(2), releases=(b"r3",), acknowledged_through=1))
+    assert store.load("job", "verdicts").releases == [(2, b"r2"), (3, b"r3")]
+    store.save("job", "verdicts", StepWrite(_snapshot(3), acknowledged_through=3))
+    assert store.load("job", "verdicts").releases == []
 
 
 def _claim_elsewhere(uri: str, answer) -> None:
@@ -111,27 +113,19 @@ def test_one_process_claims_a_job_at_a_time(store_uri):
         store.close()
 
 
-def test_a_drained_job_and_another_pipelines_id_are_refused(store_uri):
-    store = open_store(store_uri, run_key())
-    try:
-        store.claim("job", "kanon", KEY_ID).release()
-        with pytest.raises(JobRefused, match="is a kanon job, not measurement"):
-            store.claim("job", "measurement", KEY_ID)
-        store.mark_drained("job")
-        with pytest.raises(JobRefused, match="was drained"):
-            store.claim("job", "kanon", KEY_ID)
-    finally:
-        store.close()
+def test_a_drained_job_and_another_pipelines_id_are_refused(store):
+    store.claim("job", "kanon", KEY_ID).release()
+    with pytest.raises(JobRefused, match="is a kanon job, not measurement"):
+        store.claim("job", "measurement", KEY_ID)
+    store.mark_drained("job")
+    with pytest.raises(JobRefused, match="was drained"):
+        store.claim("job", "kanon", KEY_ID)
 
 
-def test_the_sources_dead_letters_are_kept_up_to_where_the_job_resumes(store_uri):
-    store = open_store(store_uri, run_key())
-    try:
-        store.log_dead_letters("job", "joins", [(0, 3, b"a"), (0, 9, b"b"), (1, 2, b"c")])
-        assert store.resumed_dead_letters("job", "joins", {0: 5}) == [b"a"]  # 0@9 is read again, 1 from its start
-        assert store.resumed_dead_letters("job", "joins", {0: 20, 1: 20}) == [b"a"]  # the others were forgotten
-    finally:
-        store.close()
+def test_the_sources_dead_letters_are_kept_up_to_where_the_job_resumes(store):
+    store.log_dead_letters("job", "joins", [(0, 3, b"a"), (0, 9, b"b"), (1, 2, b"c")])
+    assert store.resumed_dead_letters("job", "joins", {0: 5}) == [b"a"]  # 0@9 is read again, 1 from its start
+    assert store.resumed_dead_letters("job", "joins", {0: 20, 1: 20}) == [b"a"]  # the others were forgotten
 
 
 def test_a_store_that_cannot_be_opened_says_so_in_one_line(tmp_path):
