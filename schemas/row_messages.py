@@ -72,6 +72,36 @@ def message_of(row: NamedTuple, message: Message) -> Message:
     return message
 
 
+class EncodedRows:
+    """Rows serialized once and merged into their messages as bytes, for a state re-encoded whole again and
+    again while most of it stays the same: a streaming device step encodes a device's record at every firing
+    that replays it, and an ARA device's record is mostly the sources it registered weeks before (``message_of``
+    takes 6 us a source, merging its bytes 1.2 us, measured on the summary-client benchmark's sources).
+
+    A row is known by its identity (the row object a state keeps from one firing to the next), and the entry
+    holds the row, so that its identity is not reused while the entry lives. ``encoded()`` ends an encode: the
+    rows it did not use (sources a device dropped) are forgotten."""
+
+    __slots__ = ("_kept", "_used")
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[Any, bytes]] = {}
+        self._used: dict[int, tuple[Any, bytes]] = {}
+
+    def into(self, row: NamedTuple, message: Message) -> None:
+        """Fill ``message`` (a fresh message of the row's type) with ``row``, as ``message_of`` does."""
+        entry = self._kept.get(id(row))
+        if entry is None or entry[0] is not row:
+            entry = (row, message_of(row, message).SerializeToString())
+        else:
+            message.MergeFromString(entry[1])
+        self._used[id(row)] = entry
+
+    def encoded(self) -> None:
+        """The end of an encode: keep what it used, forget the rest."""
+        self._kept, self._used = self._used, {}
+
+
 def row_of(row_type: type[NamedTuple], message: Message) -> Any:
     """The ``row_type`` row of ``message`` (the inverse of ``message_of``)."""
     descriptor = message.DESCRIPTOR

@@ -1,5 +1,7 @@
 """Every event row survives the trip to its protobuf message and back (``schemas.row_messages``), on rows read from
-generated data of every kind, including the optional fields left unset and nested messages."""
+generated data of every kind, including the optional fields left unset and nested messages; ``EncodedRows`` fills a
+message with the bytes ``message_of`` would, encodes a row once while it is in use, and forgets the rows an encode
+did not use. Deterministic: no false-failure probability to state."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +16,7 @@ from schemas.codecs import (
     JOIN_EVENT,
     PAA_EVENT,
 )
-from schemas.row_messages import message_of, row_of
+from schemas.row_messages import EncodedRows, message_of, row_of
 from schemas.rows import AttributionRequest, Conversion, EventLevelSource, TriggerSpec
 from synthetic.ara import generate_ara
 from synthetic.event_level import generate_event_level
@@ -58,3 +60,33 @@ def test_unset_optionals_and_empty_repeated_fields_come_back_as_none():
     request = AttributionRequest(None, 3, 4, ("c",), "p", (), "last_touch", 1, 1, None, 5.0, 5.0, "L1", "k")
     conversion = Conversion("d", 7, "c1", "a", "q", 5.0, "p", request)
     assert row_of(Conversion, message_of(conversion, CONVERSION.proto_type())) == conversion
+
+
+def test_encoded_rows_fill_messages_as_message_of_does_and_encode_each_row_once_while_in_use(generated, monkeypatch):
+    from schemas import row_messages
+
+    spec, files = generated[0]
+    rows = read_rows(files, spec)[0][:20]
+    encoded, calls = EncodedRows(), []
+
+    def counted(row, message):
+        if type(row) is spec.row_type:  # not its nested rows
+            calls.append(row)
+        return message_of(row, message)
+
+    monkeypatch.setattr(row_messages, "message_of", counted)
+
+    def encode(kept: list) -> list[bytes]:
+        filled = [spec.proto_type() for _ in kept]
+        for row, message in zip(kept, filled, strict=True):
+            encoded.into(row, message)
+        encoded.encoded()
+        return [message.SerializeToString() for message in filled]
+
+    expected = [message_of(row, spec.proto_type()).SerializeToString() for row in rows]
+    assert encode(rows) == expected and calls == rows  # each row encoded once
+    assert encode(rows) == expected and calls == rows  # then merged from its bytes
+    assert encode(rows[:5]) == expected[:5]  # the other 15 are forgotten ...
+    copies = [row._replace() for row in rows[5:10]]  # ... and an equal row that is another object is encoded
+    assert encode(rows[:10]) == expected[:10] and calls == rows + rows[5:10]
+    assert encode(copies) == expected[5:10] and calls == rows + rows[5:10] + copies

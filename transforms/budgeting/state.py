@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from schemas.proto import state_pb2
-from schemas.row_messages import message_of, row_of
+from schemas.row_messages import EncodedRows, message_of, row_of
 from schemas.rows import Conversion, DeviceEpochBudget, Impression
 from transforms.budgeting.mechanisms.device import (
     DeviceState,
@@ -40,7 +40,7 @@ def _filters_from(charges) -> dict:
     return {(charge.querier_site, charge.epoch): charge.consumed_units for charge in charges}
 
 
-def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> None:
+def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState, encoded: EncodedRows) -> None:
     """Columns transposed in C (``zip(*rows)``): this runs for every device a streaming firing replayed."""
     impressions = device.impressions
     if impressions:
@@ -59,7 +59,7 @@ def _device_to(device: DeviceState, message: state_pb2.BudgetDeviceState) -> Non
     if device.occupied:
         message.occupied_epochs.extend(sorted(device.occupied))
     if device.schedule is not None:
-        _schedule_to(device.schedule, message.schedule)
+        _schedule_to(device.schedule, message.schedule, encoded)
 
 
 def _columns_to(consumed: dict, kinds: bool, columns: state_pb2.FilterColumns) -> None:
@@ -84,16 +84,16 @@ def _columns_from(columns: state_pb2.FilterColumns) -> dict:
     return dict(zip(keys, columns.consumed_units, strict=True))
 
 
-def _schedule_to(schedule: BatchSchedule, message: state_pb2.BatchScheduleState) -> None:
+def _schedule_to(schedule: BatchSchedule, message: state_pb2.BatchScheduleState, encoded: EncodedRows) -> None:
     message.interval, message.next_id = schedule.interval, schedule.next_id
     for waiting, requests in ((True, schedule.waiting), (False, schedule.pending)):
         for request in requests:
             entry = message.requests.add(request_id=request.request_id, remaining_attempts=request.remaining_attempts,
                                          waiting=waiting)
-            message_of(request.payload, entry.conversion)
+            encoded.into(request.payload, entry.conversion)
     for interval, held in sorted(schedule.delayed.items()):
         for released in held:
-            message_of(released.result, message.held.add(interval=interval, request_id=released.request_id).report)
+            encoded.into(released.result, message.held.add(interval=interval, request_id=released.request_id).report)
     for epoch, releases in schedule.released.items():
         message.epochs.add(epoch=epoch, releases=releases, impression_sites=sorted(schedule.sites_per_epoch[epoch]))
     _columns_to(schedule.public.consumed, True, message.public_filters)

@@ -8,19 +8,21 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from schemas.proto import state_pb2
-from schemas.row_messages import ROW_TYPES, message_of, row_of
+from schemas.row_messages import ROW_TYPES, EncodedRows, message_of, row_of
 from transforms.core.state import StateCodec
 
 
 class DeviceRecord:
     """A device's record in its shard's state: the state of its replay (``state``: the device's filters, client
     or event-level device), how far it has replayed (``cut``) and events not yet replayed (``items``: only in
-    a record restored from an older layout, which buffered events per device)."""
+    a record restored from an older layout, which buffered events per device); the encodings of the rows its
+    state holds (``rows``), for its codec."""
 
     def __init__(self, state) -> None:
         self.items: list[tuple[int, Any]] = []
         self.cut = 0
         self.state = state
+        self.rows = EncodedRows()
 
     def advance(self, until_micros: int, arriving: list) -> list:
         """Move the cut to ``until_micros`` (never back) and take the events now before it, in no set order:
@@ -63,17 +65,18 @@ R = TypeVar("R", bound=Message)  # the record of a subject's replay state, a fie
 
 def device_record_codec(
     replay_field: str,
-    replay_to: Callable[[Any, R], None],
+    replay_to: Callable[[Any, R, EncodedRows], None],
     replay_from: Callable[[R], Any],
     record_type: type[DeviceRecord] = DeviceRecord,
 ) -> StateCodec[state_pb2.DeviceRecordState]:
     """The codec of a ``record_type`` whose replay state is written by ``replay_to`` into the ``replay_field`` of
-    ``DeviceRecordState`` and read back by ``replay_from``."""
+    ``DeviceRecordState`` (its rows through the record's ``EncodedRows``) and read back by ``replay_from``."""
 
     def to_message(record: DeviceRecord, message: state_pb2.DeviceRecordState) -> None:
         message.cut = record.cut
         buffer_to_messages(record.items, message.buffered)
-        replay_to(record.state, getattr(message, replay_field))
+        replay_to(record.state, getattr(message, replay_field), record.rows)
+        record.rows.encoded()
 
     def from_message(message: state_pb2.DeviceRecordState) -> DeviceRecord:
         record = record_type(replay_from(getattr(message, replay_field)))

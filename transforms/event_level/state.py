@@ -8,7 +8,7 @@ epsilon and the random source are the job's, not the state's.
 from __future__ import annotations
 
 from schemas.proto import state_pb2
-from schemas.row_messages import message_of, row_of
+from schemas.row_messages import EncodedRows, row_of
 from schemas.rows import EventLevelSource
 from transforms.core.device_state import DeviceRecord, device_record_codec
 from transforms.core.mechanisms.noise import RandomSource
@@ -17,13 +17,13 @@ from transforms.event_level.mechanisms.client import RegisteredEventSource
 from transforms.event_level.mechanisms.devices import EventLevelDevice, event_source
 
 
-def _to_message(device: EventLevelDevice, message: state_pb2.EventLevelDeviceState) -> None:
+def _to_message(device: EventLevelDevice, message: state_pb2.EventLevelDeviceState, encoded: EncodedRows) -> None:
     client = device.client
     if client.reports:
         raise ValueError("an event-level device's sent reports must be drained before its state is stored")
     message.registered = device.registered
     for name, row in device.sources.items():
-        message_of(row, message.sources.add(name=name).source)
+        encoded.into(row, message.sources.add(name=name).source)
     for registered in client.sources:
         entry = message.client_sources.add(
             name=registered.source.source_id, index=registered.index, sent=registered.sent,

@@ -7,7 +7,7 @@ contribute again, beyond the bound the Aggregation Service's guarantee assumes.
 from __future__ import annotations
 
 from schemas.proto import state_pb2
-from schemas.row_messages import message_of, row_of
+from schemas.row_messages import EncodedRows, row_of
 from schemas.rows import AraSource
 from transforms.core.device_state import device_record_codec
 from transforms.core.state import StateCodec
@@ -26,10 +26,10 @@ def _budget_from(message: state_pb2.ContributionBudgetState) -> ContributionBudg
     return budget
 
 
-def _ara_to(device: AraDevice, message: state_pb2.AraDeviceState) -> None:
+def _ara_to(device: AraDevice, message: state_pb2.AraDeviceState, encoded: EncodedRows) -> None:
     for registered in device.sources:
         entry = message.sources.add()
-        message_of(registered.source, entry.source)
+        encoded.into(registered.source, entry.source)
         _budget_to(registered.budget, entry.budget)
 
 
@@ -42,7 +42,8 @@ def _ara_from(message: state_pb2.AraDeviceState) -> AraDevice:
     return device
 
 
-def _paa_to(device: PaaDevice, message: state_pb2.PaaDeviceState) -> None:
+def _paa_to(device: PaaDevice, message: state_pb2.PaaDeviceState, encoded: EncodedRows) -> None:
+    """A PAA device's state holds no rows (``encoded`` unused)."""
     for origin, storage in device.storage.items():
         if not (isinstance(storage, frozenset) and all(type(item) is str for item in storage)):
             raise TypeError(f"the PAA state record holds reach counting's storage (campaigns seen), not {storage!r}")
