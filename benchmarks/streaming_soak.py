@@ -277,92 +277,101 @@ def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, r
                *job.extra]
     log = open(os.path.join(directory, "job.log"), "w", encoding="utf-8")  # noqa: SIM115 - closed below
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    print(f"{job.name}: job {process.pid} ({directory}), metrics on :{port}, {rate:,.0f} events/s for {minutes:g} min, "
-          f"cycle {replay.span / DAY:.0f} days of {len(replay.events):,} events", flush=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            _scrape(port)
-            break
-        except OSError:
-            time.sleep(0.5)
-    producer = Producer(address, topics, replay, rate)
-    delays = Delays(port, producer)
-    producer.start()
-    delays.start()
-    samples: list[dict] = []
-    started = time.monotonic()
-    last_read, last_at = 0.0, started
-    path = os.path.join(out, f"{job.name}.jsonl")
-    with open(path, "w", encoding="utf-8") as record:
-        while time.monotonic() - started < minutes * 60 and process.poll() is None:
-            time.sleep(max(0.0, started + 60 * (len(samples) + 1) - time.monotonic()))
+    try:
+        print(f"{job.name}: job {process.pid} ({directory}), metrics on :{port}, {rate:,.0f} events/s for {minutes:g} min, "
+              f"cycle {replay.span / DAY:.0f} days of {len(replay.events):,} events", flush=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             try:
-                values = _scrape(port)
+                _scrape(port)
+                break
             except OSError:
-                continue
-            now = time.monotonic()
-            read = _sum(values, "pmbeam_events_read_total")
-            job_rss, source_rss = _rss_mb(process.pid)
-            store_mb, rows = _store(store)
-            minute_delays = delays.take()
-            sample = {
-                "minute": round((now - started) / 60, 2), "cycle": producer.cycle, "sent": producer.sent,
-                "events_read": int(read), "events_per_second": round((read - last_read) / (now - last_at)),
-                "rss_mb": round(job_rss + source_rss, 1), "job_rss_mb": round(job_rss, 1),
-                "source_rss_mb": round(source_rss, 1), "store_mb": round(store_mb, 2), "rows": rows,
-                "spill_mb": round(_spill_mb(store), 1),
-                "watermark_lag_seconds": values.get("pmbeam_watermark_lag_seconds"),
-                "consumer_lag": int(_sum(values, "pmbeam_consumer_lag_messages")),
-                "dead_letters": int(_sum(values, "pmbeam_dead_letters_total")),
-                "firings": len(minute_delays),
-                "delay_p50_seconds": _quantile(minute_delays, 0.5), "delay_p95_seconds": _quantile(minute_delays, 0.95),
-            }
-            last_read, last_at = read, now
-            samples.append(sample)
-            record.write(json.dumps(sample) + "\n")
-            record.flush()
-            print(f"{job.name} {sample['minute']:6.1f} min: cycle {sample['cycle']}, {sample['events_per_second']:,}/s, "
-                  f"RSS {sample['rss_mb']:,.0f} MB, store {store_mb:,.1f} MB {rows}, p95 delay "
-                  f"{sample['delay_p95_seconds']}, consumer lag {sample['consumer_lag']:,}", flush=True)
-    producer.stop.set()
-    producer.join()
-    delays.stop.set()
-    delays.join()
-    failed = process.poll()
-    drained_in = None
-    if failed is None:
-        drain = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=3600)
-        drained_in = round(time.monotonic() - drain, 1)
-    log.close()
-    minutes_per_cycle = (samples[-1]["minute"] / max(samples[-1]["cycle"], 1)) if samples else 0
-    first_cycle_end = next((s["minute"] for s in samples if s["cycle"] >= 1), None)
-    p95s = [s["delay_p95_seconds"] for s in samples if s["delay_p95_seconds"] is not None]
-    result = {
-        "job": job.name, "minutes": minutes, "rate_events_per_second": rate, "snapshot_seconds": snapshot_seconds,
-        "events_sent": producer.sent,
-        "cycles": producer.cycle, "cycle_days": replay.span / DAY, "event_days": round(producer.sent / len(replay.events)
-                                                                                       * replay.span / DAY, 1),
-        "exit": failed if failed is not None else process.returncode, "drain_seconds": drained_in,
-        "rss_mb_after_first_cycle": next((s["rss_mb"] for s in samples if s["cycle"] >= 1), None),
-        "rss_mb_end": samples[-1]["rss_mb"] if samples else None,
-        "store_mb_after_first_cycle": next((s["store_mb"] for s in samples if s["cycle"] >= 1), None),
-        "store_mb_end": samples[-1]["store_mb"] if samples else None,
-        "rss_growth_per_cycle": None if first_cycle_end is None else _growth(samples, "rss_mb", first_cycle_end,
-                                                                             minutes_per_cycle),
-        "store_growth_per_cycle": None if first_cycle_end is None else _growth(samples, "store_mb", first_cycle_end,
-                                                                               minutes_per_cycle),
-        "delay_p95_seconds_worst_minute": max(p95s, default=None),
-        "delay_p50_seconds_median_minute": statistics.median(s["delay_p50_seconds"] for s in samples
-                                                             if s["delay_p50_seconds"] is not None) if p95s else None,
-        "events_per_second_median": statistics.median(s["events_per_second"] for s in samples) if samples else None,
-        "dead_letters": samples[-1]["dead_letters"] if samples else None,
-        "samples": path, "job_log": os.path.join(directory, "job.log"),
-    }
-    _plot(job.name, rate, samples, os.path.join(out, f"{job.name}.png"))
-    return result
+                time.sleep(0.5)
+        producer = Producer(address, topics, replay, rate)
+        delays = Delays(port, producer)
+        producer.start()
+        delays.start()
+        samples: list[dict] = []
+        started = time.monotonic()
+        last_read, last_at = 0.0, started
+        path = os.path.join(out, f"{job.name}.jsonl")
+        with open(path, "w", encoding="utf-8") as record:
+            while time.monotonic() - started < minutes * 60 and process.poll() is None:
+                time.sleep(max(0.0, started + 60 * (len(samples) + 1) - time.monotonic()))
+                try:
+                    values = _scrape(port)
+                except OSError:
+                    continue
+                now = time.monotonic()
+                read = _sum(values, "pmbeam_events_read_total")
+                job_rss, source_rss = _rss_mb(process.pid)
+                store_mb, rows = _store(store)
+                minute_delays = delays.take()
+                sample = {
+                    "minute": round((now - started) / 60, 2), "cycle": producer.cycle, "sent": producer.sent,
+                    "events_read": int(read), "events_per_second": round((read - last_read) / (now - last_at)),
+                    "rss_mb": round(job_rss + source_rss, 1), "job_rss_mb": round(job_rss, 1),
+                    "source_rss_mb": round(source_rss, 1), "store_mb": round(store_mb, 2), "rows": rows,
+                    "spill_mb": round(_spill_mb(store), 1),
+                    "watermark_lag_seconds": values.get("pmbeam_watermark_lag_seconds"),
+                    "consumer_lag": int(_sum(values, "pmbeam_consumer_lag_messages")),
+                    "dead_letters": int(_sum(values, "pmbeam_dead_letters_total")),
+                    "firings": len(minute_delays),
+                    "delay_p50_seconds": _quantile(minute_delays, 0.5), "delay_p95_seconds": _quantile(minute_delays, 0.95),
+                }
+                last_read, last_at = read, now
+                samples.append(sample)
+                record.write(json.dumps(sample) + "\n")
+                record.flush()
+                print(f"{job.name} {sample['minute']:6.1f} min: cycle {sample['cycle']}, {sample['events_per_second']:,}/s, "
+                      f"RSS {sample['rss_mb']:,.0f} MB, store {store_mb:,.1f} MB {rows}, p95 delay "
+                      f"{sample['delay_p95_seconds']}, consumer lag {sample['consumer_lag']:,}", flush=True)
+        producer.stop.set()
+        producer.join()
+        delays.stop.set()
+        delays.join()
+        failed = process.poll()
+        drained_in = None
+        if failed is None:
+            drain = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=3600)
+            drained_in = round(time.monotonic() - drain, 1)
+        log.close()
+        minutes_per_cycle = (samples[-1]["minute"] / max(samples[-1]["cycle"], 1)) if samples else 0
+        first_cycle_end = next((s["minute"] for s in samples if s["cycle"] >= 1), None)
+        p95s = [s["delay_p95_seconds"] for s in samples if s["delay_p95_seconds"] is not None]
+        result = {
+            "job": job.name, "minutes": minutes, "rate_events_per_second": rate, "snapshot_seconds": snapshot_seconds,
+            "events_sent": producer.sent,
+            "cycles": producer.cycle, "cycle_days": replay.span / DAY, "event_days": round(producer.sent / len(replay.events)
+                                                                                           * replay.span / DAY, 1),
+            "exit": failed if failed is not None else process.returncode, "drain_seconds": drained_in,
+            "rss_mb_after_first_cycle": next((s["rss_mb"] for s in samples if s["cycle"] >= 1), None),
+            "rss_mb_end": samples[-1]["rss_mb"] if samples else None,
+            "store_mb_after_first_cycle": next((s["store_mb"] for s in samples if s["cycle"] >= 1), None),
+            "store_mb_end": samples[-1]["store_mb"] if samples else None,
+            "rss_growth_per_cycle": None if first_cycle_end is None else _growth(samples, "rss_mb", first_cycle_end,
+                                                                                 minutes_per_cycle),
+            "store_growth_per_cycle": None if first_cycle_end is None else _growth(samples, "store_mb", first_cycle_end,
+                                                                                   minutes_per_cycle),
+            "delay_p95_seconds_worst_minute": max(p95s, default=None),
+            "delay_p50_seconds_median_minute": statistics.median(s["delay_p50_seconds"] for s in samples
+                                                                 if s["delay_p50_seconds"] is not None) if p95s else None,
+            "events_per_second_median": statistics.median(s["events_per_second"] for s in samples) if samples else None,
+            "dead_letters": samples[-1]["dead_letters"] if samples else None,
+            "samples": path, "job_log": os.path.join(directory, "job.log"),
+        }
+        _plot(job.name, rate, samples, os.path.join(out, f"{job.name}.png"))
+        return result
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM: ``main``) or failed: the job does not outlive the soak
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        raise
 
 
 def _plot(name: str, rate: float, samples: list[dict], path: str) -> None:
@@ -410,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="dataset cache directory")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "soak"), help="samples, plots, results")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: stop the job and the broker too
     rates = {name: float(value) for name, value in (item.split("=", 1) for item in args.rate)}
     snapshots = {**SNAPSHOT_SECONDS, **{name: float(value) for name, value in
                                         (item.split("=", 1) for item in args.snapshot_seconds)}}

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pipelines import generate, kanon, measurement
 from pipelines.processes import free_port
 from schemas.codecs import JOIN_EVENT, row_to_dict
+from tests.support.crash import logged
 from tests.support.files import read_rows
 from tests.support.kafka import consume_all, fresh_topic, produce
 from tests.support.measurement_data import random_population
@@ -88,7 +89,7 @@ def test_a_running_kanon_job_serves_its_numbers_and_they_are_the_runs(kafka_brok
     with _Scraper(port, everything_read_and_fired) as scraper:
         assert kanon.main(["--input", f"kafka://{kafka_broker.address}/{topic}", "--output", str(output),
                            "--seed", "3", "--output-topic", f"kafka://{kafka_broker.address}/{verdict_topic}",
-                           "--metrics-port", str(port)]) == 0
+                           "--metrics-port", str(port), "--state-store", f"sqlite:///{tmp_path}/state.sqlite"]) == 0
     assert f"metrics: http://127.0.0.1:{port}/metrics" in capsys.readouterr().out
     final = _scrape(port)  # the server outlives the run, with the run's last numbers
     summary = json.loads((output / "summary.json").read_text())
@@ -120,6 +121,8 @@ def test_a_running_kanon_job_serves_its_numbers_and_they_are_the_runs(kafka_brok
     # the last timer (an hour's end plus the lateness) at or before the watermark; the drain's firing has no time
     assert latest - 3600 < final[("pmbeam_firing_event_time_seconds", (("step", "verdicts"),))] <= latest
     assert final[("pmbeam_state_store_bytes", ())] > 0
+    # the release log's entries still in the store: those the drain's snapshot wrote after the last acknowledgement
+    assert final[("pmbeam_release_log_entries", (("step", "verdicts"),))] == logged(tmp_path / "state.sqlite")
 
 
 def test_a_measurement_job_counts_the_epochs_its_budgets_refused(kafka_broker, tmp_path):

@@ -54,6 +54,9 @@ class JobMetrics:
         self.store_bytes = Gauge("pmbeam_state_store_bytes", "Size of the state store, measured after a snapshot "
                                  "at most every few seconds (SQLite: its files; PostgreSQL: its tables)",
                                  registry=registry)
+        self.release_log = Gauge("pmbeam_release_log_entries", "Entries in a step's release log in the state store: "
+                                 "snapshots whose outputs some sink has not yet written (docs/durability.md)",
+                                 ["step"], registry=registry)
         self.refusals = Counter("pmbeam_budget_refusals", "What a privacy budget refused, per kind (SENSITIVE in "
                                 "aggregate: docs/operations.md)", ["kind"], registry=registry)
         self._status: dict = {}
@@ -170,13 +173,15 @@ def firing_done(step: str, started: float, fired_micros: int | None) -> None:
         _current.fired(step, fired_micros)
 
 
-def snapshot_written(step: str, seconds: float, size_bytes: int, store_bytes: int | None) -> None:
+def snapshot_written(step: str, seconds: float, size_bytes: int, store_bytes: int | None,
+                     release_log_entries: int) -> None:
     """``step`` wrote a snapshot of ``size_bytes`` in ``seconds``; the store now takes ``store_bytes`` (None: not
-    measured this time)."""
+    measured this time) and holds ``release_log_entries`` of the step's release log."""
     Metrics.distribution(SNAPSHOTS_NAMESPACE, f"{step}_micros").update(int(seconds * 1e6))
     Metrics.distribution(SNAPSHOTS_NAMESPACE, f"{step}_bytes").update(size_bytes)
     _current.snapshots.labels(step).observe(seconds)
     _current.snapshot_bytes.labels(step).set(size_bytes)
+    _current.release_log.labels(step).set(release_log_entries)
     if store_bytes is not None:
         _current.store_bytes.set(store_bytes)
 

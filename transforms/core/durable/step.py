@@ -134,6 +134,7 @@ class StepStore:
         self._emitted: list = []  # outputs emitted between snapshots (recomputed from the input if none follows)
         self._emitted_at: int | None = None  # the latest time they were emitted at
         self._logged: collections.deque[tuple[int, int]] = collections.deque()  # (entry, time it was emitted at)
+        self._log_entries = 0  # the entries of the step's release log in the store (all, acknowledged or not)
         self._sized_at: float | None = None  # when the store's size was last measured (time.monotonic)
         self._lock = threading.Lock()
 
@@ -168,6 +169,7 @@ class StepStore:
         cast(Any, shard).positions.CopyFrom(restarted(loaded.snapshot.positions))
         at = release_time(self.step.job_id, natural_micros)
         with self._lock:
+            self._log_entries = len(loaded.releases)
             self._logged = collections.deque((seq, at) for seq, _ in loaded.releases) if at is not None else \
                 collections.deque()
         releases = [output for _, data in loaded.releases for output in decode_releases(data)]
@@ -219,13 +221,14 @@ class StepStore:
             started = time.perf_counter()
             first = self._store.save(self.step.job_id, self.step.step, write)
             seconds = time.perf_counter() - started
-            state_bytes = snapshot.ByteSize() + sum(map(len, upserts.values()))
-            metrics.snapshot_written(self.step.step, seconds, state_bytes + sum(map(len, write.releases)),
-                                     self._store_size())
             for _ in range(dropped):
                 self._logged.popleft()
+            self._log_entries += (first is not None) - dropped
             if first is not None and at is not None:  # the entry is acknowledged once the latest of its outputs is
                 self._logged.append((first, max(at, self._emitted_at or at)))
+            state_bytes = snapshot.ByteSize() + sum(map(len, upserts.values()))
+            metrics.snapshot_written(self.step.step, seconds, state_bytes + sum(map(len, write.releases)),
+                                     self._store_size(), self._log_entries)
             self._pending = set(held)
             self._emitted, self._emitted_at = [], None
             return Saved(state_bytes, at)
