@@ -297,6 +297,7 @@ def running(pipeline: beam.Pipeline) -> Iterator[KafkaStreamProcess | None]:
             job.close()
         raise
     if job is not None:  # its releases are dropped from the store once every sink has written them
+        job.bound.unlink()  # the source has it open
         acknowledge_sinks(pipeline, job.job_id, job.bound)
 
     def drain(signum, frame) -> None:

@@ -25,6 +25,7 @@ acknowledged, and the log keeps everything, as before.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -71,11 +72,17 @@ class WatermarkBound:
     def read(self) -> int:
         return _FORMAT.unpack_from(self._map, 0)[0]
 
+    def unlink(self) -> None:
+        """Remove the file's name once every process that shares the bound has it open (the mapping stays): a run
+        killed without its cleanup (SIGKILL) leaves nothing behind."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
     def close(self, remove: bool = False) -> None:
         self._map.close()
         self._file.close()
         if remove:
-            os.unlink(self.path)
+            self.unlink()
 
 
 _BOUNDS: dict[str, WatermarkBound] = {}  # job id -> the bound of its run in this process (``acknowledge_sinks``)

@@ -2,6 +2,7 @@
 release log entries a snapshot drops once every sink has written them."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -36,6 +37,24 @@ def test_the_bound_is_the_highest_watermark_published_and_reads_in_another_proce
     script = f"from transforms.core.durable.acknowledgement import WatermarkBound; print(WatermarkBound({bound.path!r}).read())"
     read = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert int(read.stdout) == bound.read() == 5_000_000
+
+
+def test_the_bound_outlives_its_files_name_once_both_processes_have_it_open(bound):
+    """The driver removes the name once the source has the file open: a SIGKILLed run leaves nothing behind."""
+    script = ("import sys; from transforms.core.durable.acknowledgement import WatermarkBound; "
+              f"opened = WatermarkBound({bound.path!r}); print('open', flush=True); sys.stdin.readline(); "
+              "opened.publish(9_000_000); print(opened.read(), flush=True)")
+    other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "open"
+        bound.unlink()
+        assert not os.path.exists(bound.path)
+        bound.publish(7_000_000)
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert int(other.stdout.readline()) == 9_000_000 == bound.read()  # one file still, seen from both sides
+    finally:
+        other.wait(timeout=30)
 
 
 def _acknowledged_job(job_id: str, bound: WatermarkBound) -> beam.Pipeline:
