@@ -17,6 +17,24 @@ from transforms.event_level.mechanisms.client import RegisteredEventSource
 from transforms.event_level.mechanisms.devices import EventLevelDevice, event_source
 
 
+def _counters(registered: RegisteredEventSource) -> tuple:
+    """What of a registered source's entry changes after its registration: V, U, N, its counts, whether it is
+    inactive and which of its windows are queued (the rest is fixed when it registers)."""
+    return (registered.sent, registered.inactive, *registered.values, *registered.last_bucket, *registered.counts,
+            *registered.scheduled)
+
+
+def _client_source_to(registered: RegisteredEventSource, entry: state_pb2.RegisteredEventSourceState) -> None:
+    entry.name, entry.index, entry.sent = registered.source.source_id, registered.index, registered.sent
+    entry.inactive, entry.randomized, entry.rate = registered.inactive, registered.fake is not None, registered.rate
+    entry.values.extend(registered.values)
+    entry.last_bucket.extend(registered.last_bucket)
+    entry.counts.extend(registered.counts)
+    entry.scheduled.extend(registered.scheduled)
+    if registered.fake is not None:
+        entry.fake.extend(registered.fake)
+
+
 def _to_message(device: EventLevelDevice, message: state_pb2.EventLevelDeviceState, encoded: EncodedRows) -> None:
     client = device.client
     if client.reports:
@@ -25,16 +43,7 @@ def _to_message(device: EventLevelDevice, message: state_pb2.EventLevelDeviceSta
     for name, row in device.sources.items():
         encoded.into(row, message.sources.add(name=name).source)
     for registered in client.sources:
-        entry = message.client_sources.add(
-            name=registered.source.source_id, index=registered.index, sent=registered.sent,
-            inactive=registered.inactive, randomized=registered.fake is not None, rate=registered.rate,
-        )
-        entry.values.extend(registered.values)
-        entry.last_bucket.extend(registered.last_bucket)
-        entry.counts.extend(registered.counts)
-        entry.scheduled.extend(registered.scheduled)
-        if registered.fake is not None:
-            entry.fake.extend(registered.fake)
+        encoded.into_part(registered, _counters(registered), message.client_sources.add(), _client_source_to)
     for time_micros, index, t, w in client.windows:
         message.windows.add(time_micros=time_micros, index=index, trigger_spec=t, window=w)
     if client.now_micros is not None:
