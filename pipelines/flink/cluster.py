@@ -89,10 +89,13 @@ TUNING = {
     # Beam's batch translation makes many small stages, and with a few dozen of them deployed at once the
     # TaskManager ran out ("required 512, but only 499 available") and the job failed over and over
     "taskmanager.network.sort-shuffle.min-buffers": "64",
-    # a streaming job that fails restarts from its last checkpoint, a few times, after a short pause
-    "restart-strategy.type": "fixed-delay",
-    "restart-strategy.fixed-delay.attempts": "10",
-    "restart-strategy.fixed-delay.delay": "2 s",
+    # a streaming job that fails restarts from its last checkpoint after a short pause, unless it failed more than
+    # 10 times in 10 minutes: a job that runs for weeks may fail now and then (a lost TaskManager, a broker's
+    # restart), and a fixed number of attempts (fixed-delay) would count every failure of its whole life
+    "restart-strategy.type": "failure-rate",
+    "restart-strategy.failure-rate.max-failures-per-interval": "10",
+    "restart-strategy.failure-rate.failure-rate-interval": "10 min",
+    "restart-strategy.failure-rate.delay": "2 s",
     # Beam's SDK harness and its classes are loaded by the job's class loader, which Flink may otherwise
     # report as leaked when a job ends
     "classloader.check-leaked-classloader": "false",

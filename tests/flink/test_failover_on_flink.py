@@ -35,7 +35,7 @@ import pytest
 from pipelines import generate, kanon, measurement
 from pipelines.flink import rest
 from pipelines.flink.cluster import HOME_ENVIRONMENT
-from tests.support.flink import committed_offsets, output_records, produce_at_event_time, wait_for
+from tests.support.flink import committed_offsets, job_story, output_records, produce_at_event_time, wait_for
 from tests.support.kafka import consume_all, fresh_topic
 
 pytestmark = pytest.mark.flink
@@ -96,21 +96,25 @@ def _run_with_kills(flink_cluster, job_name: str, driver: subprocess.Popen, prod
     until every record is in a checkpoint (``expected``: topic -> (address, group, records)) and drain the job
     through its driver (SIGTERM). Returns the restores Flink made."""
     restores = 0
+
+    def story() -> str:
+        return job_story(flink_cluster, job_name)
+
     for index in range(CHUNKS):
         produce_chunk(index)
         completed = wait_for(lambda: _checkpoints(flink_cluster, job_name).get("completed"), 180,
-                             "the job running and checkpointed")
+                             "the job running and checkpointed", explain=story)
         if index == KILLS:
             break
         wait_for(lambda c=completed: _checkpoints(flink_cluster, job_name).get("completed", 0) > c, 60,
-                 "a checkpoint with the new chunk's records in flight")
+                 "a checkpoint with the new chunk's records in flight", explain=story)
         flink_cluster.kill_taskmanager()
         flink_cluster.restart_taskmanager()
         restores = wait_for(lambda r=restores: _more_restores(flink_cluster, job_name, r), 180,
-                            "Flink restoring the job from its last checkpoint")
+                            "Flink restoring the job from its last checkpoint", explain=story)
     for topic, (address, group, count) in expected.items():
         wait_for(lambda t=topic, a=address, g=group, n=count: committed_offsets(a, t, g) == n, 180,
-                 f"every record of {topic} in a completed checkpoint")
+                 f"every record of {topic} in a completed checkpoint", explain=story)
     driver.send_signal(signal.SIGTERM)
     printed, _ = driver.communicate(timeout=300)
     assert driver.returncode == 0, printed[-4000:]
