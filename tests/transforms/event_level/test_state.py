@@ -24,6 +24,7 @@ def test_a_device_encoded_after_every_event_encodes_as_a_record_that_never_encod
             sources = [(device_id, row)] if type(row) is EventLevelSource else []
             record.state.feed([row], choose_randomized(sources, EPSILON, SeededSource(7)))
             record.state.advance_to(row.event_time_micros)
+            record.state.forget_expired()  # as a streaming replay does: the kept sources are renumbered
             record.cut = row.event_time_micros
             previous = record.rows  # the record's kept encodings, which the next encode uses
             kept = codec.encode(record)
