@@ -196,7 +196,8 @@ def test_with_secure_noise_restarts_keep_every_drawn_threshold_and_release_each_
         return [*_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / output, store, stop=stop,
                                   seed=False), "--window-hours", "2000", "--k", "100"]
 
-    crash.killed_while_fed(arguments("first", "never"), kafka_broker.address, topic, chunks[1:12], 3000)
+    crash.killed_while_fed(arguments("first", "never"), kafka_broker.address, topic, chunks[1:12], 3000,
+                           lambda: crash.snapshots(store))
     before = _group_instances(store)
     crash.killed_while_fed(arguments("second", "never"), kafka_broker.address, topic, chunks[12:], 8000)
     after = _group_instances(store)
@@ -289,6 +290,17 @@ def test_a_store_failing_in_the_middle_of_a_run_stops_the_job_and_a_restart_lose
     assert crash.lines(tmp_path / "again", "verdicts") == reference_verdicts
 
 
+def _postgres_snapshots(url: str) -> int:
+    """How many snapshots the PostgreSQL store at ``url`` has committed (0 before its tables exist)."""
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        try:
+            return connection.execute("SELECT COALESCE(SUM(snapshots), 0) FROM steps").fetchone()[0]
+        except psycopg.errors.UndefinedTable:
+            return 0
+
+
 def test_the_kanon_job_restarts_from_a_postgresql_store(kafka_broker, joins, reference_verdicts, tmp_path,
                                                         postgres_url):
     """The same kill between snapshots, with the job's state in PostgreSQL (a real server, ``tests.support.
@@ -298,7 +310,8 @@ def test_the_kanon_job_restarts_from_a_postgresql_store(kafka_broker, joins, ref
     produce(kafka_broker.address, topic, chunks[0])
 
     crash.killed_while_fed(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "first", postgres_url,
-                                            stop="never"), kafka_broker.address, topic, chunks[1:], 5000)
+                                            stop="never"), kafka_broker.address, topic, chunks[1:], 5000,
+                           lambda: _postgres_snapshots(postgres_url))
     again = crash.start(_kanon_arguments(kafka_broker.address, topic, verdicts, tmp_path / "again", postgres_url,
                                          stop="end"))
     rest, _ = again.communicate(timeout=300)

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -108,25 +109,32 @@ def killed_by_fault(job: subprocess.Popen, feeder: threading.Thread, seconds: fl
         raise AssertionError("the fault point was not reached: " + job.communicate()[0][-2000:]) from None
 
 
-def kill_when_read(job: subprocess.Popen, read: int) -> str:
-    """SIGKILL the job once its progress line says it has read at least ``read`` records; its output."""
+def kill_when_read(job: subprocess.Popen, read: int, snapshotted: Callable[[], int] | None = None) -> str:
+    """SIGKILL the job once its progress line says it has read at least ``read`` records and, with
+    ``snapshotted`` (the store's count of committed snapshots), once it has committed a snapshot; its output."""
     def enough(line: str) -> bool:
         return line.startswith("progress: read ") and int(
             line.removeprefix("progress: read ").split(" ", 1)[0].replace(",", "")) >= read
 
     printed = read_until(job, enough, f"read {read} records")
+    if snapshotted is not None:  # a slow machine may read that many before the first snapshot is committed
+        deadline = time.monotonic() + 60
+        while snapshotted() == 0:
+            assert time.monotonic() < deadline and job.poll() is None, "".join(printed)
+            time.sleep(0.05)
     job.kill()
     rest, _ = job.communicate(timeout=120)
     return "".join(printed) + rest
 
 
-def killed_while_fed(arguments: list[str], address: str, topic: str, pieces: list[list[bytes]], read: int) -> str:
+def killed_while_fed(arguments: list[str], address: str, topic: str, pieces: list[list[bytes]], read: int,
+                     snapshotted: Callable[[], int] | None = None) -> str:
     """Start the job, feed ``pieces`` to ``topic`` once it reads, and SIGKILL it once it has read ``read``
-    records; its output."""
+    records (and committed a snapshot, with ``snapshotted``: ``kill_when_read``); its output."""
     job = start(arguments)
     started = "".join(reading(job))
     feeder = feed(address, topic, pieces)
-    printed = started + kill_when_read(job, read)
+    printed = started + kill_when_read(job, read, snapshotted)
     feeder.join()
     assert job.returncode == -signal.SIGKILL, printed
     return printed
