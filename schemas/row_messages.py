@@ -104,13 +104,16 @@ class EncodedRows:
             message.MergeFromString(entry[2])
         self._used[id(row)] = entry
 
-    def into_part(self, part: P, version: Any, message: M, fill: Callable[[P, M], None]) -> None:
+    def into_part(self, part: P, version: tuple, message: M, fill: Callable[[P, M], None]) -> None:
         """Fill ``message`` (a fresh message) with ``part``: by ``fill(part, message)`` when the part is new or its
-        ``version`` differs from its last encode's, else with that encode's bytes."""
+        ``version`` differs from its last encode's, else with that encode's bytes. ``version`` holds values and
+        the part's own lists, compared by content: the entry keeps copies of the lists, made only when the part
+        is encoded, so that a version costs a tuple of references to make and one comparison to check."""
         entry = self._kept.get(id(part))
         if entry is None or entry[0] is not part or entry[1] != version:
             fill(part, message)
-            entry = (part, version, message.SerializeToString())
+            kept = tuple(item.copy() if type(item) is list else item for item in version)
+            entry = (part, kept, message.SerializeToString())
         else:
             message.MergeFromString(entry[2])
         self._used[id(part)] = entry

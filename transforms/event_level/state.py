@@ -19,10 +19,10 @@ from transforms.event_level.mechanisms.devices import EventLevelDevice, event_so
 
 def _counters(registered: RegisteredEventSource) -> tuple:
     """What of a registered source's entry changes after its registration: its index (renumbered when older
-    sources expire), V, U, N, its counts, whether it is inactive and which of its windows are queued (the rest
-    is fixed when it registers)."""
-    return (registered.index, registered.sent, registered.inactive, *registered.values, *registered.last_bucket,
-            *registered.counts, *registered.scheduled)
+    sources expire), N, whether it is inactive, V, U, its counts and which of its windows are queued (the rest is
+    fixed when it registers). The lists themselves: ``EncodedRows.into_part`` compares them by content."""
+    return (registered.index, registered.sent, registered.inactive, registered.values, registered.last_bucket,
+            registered.counts, registered.scheduled)
 
 
 def _client_source_to(registered: RegisteredEventSource, entry: state_pb2.RegisteredEventSourceState) -> None:
