@@ -18,15 +18,16 @@ from transforms.event_level.mechanisms.devices import EventLevelDevice, event_so
 
 
 def _counters(registered: RegisteredEventSource) -> tuple:
-    """What of a registered source's entry changes after its registration: its index (renumbered when older
-    sources expire), N, whether it is inactive, V, U, its counts and which of its windows are queued (the rest is
-    fixed when it registers). The lists themselves: ``EncodedRows.into_part`` compares them by content."""
-    return (registered.index, registered.sent, registered.inactive, registered.values, registered.last_bucket,
-            registered.counts, registered.scheduled)
+    """What of a registered source's entry (but its index) changes after its registration: N, whether it is
+    inactive, V, U, its counts and which of its windows are queued. The lists themselves:
+    ``EncodedRows.into_part`` compares them by content."""
+    return (registered.sent, registered.inactive, registered.values, registered.last_bucket, registered.counts,
+            registered.scheduled)
 
 
 def _client_source_to(registered: RegisteredEventSource, entry: state_pb2.RegisteredEventSourceState) -> None:
-    entry.name, entry.index, entry.sent = registered.source.source_id, registered.index, registered.sent
+    """The entry of a registered source, but its index (``_to_message`` sets it)."""
+    entry.name, entry.sent = registered.source.source_id, registered.sent
     entry.inactive, entry.randomized, entry.rate = registered.inactive, registered.fake is not None, registered.rate
     entry.values.extend(registered.values)
     entry.last_bucket.extend(registered.last_bucket)
@@ -44,7 +45,10 @@ def _to_message(device: EventLevelDevice, message: state_pb2.EventLevelDeviceSta
     for name, row in device.sources.items():
         encoded.into(row, message.sources.add(name=name).source)
     for registered in client.sources:
-        encoded.into_part(registered, _counters(registered), message.client_sources.add(), _client_source_to)
+        entry = message.client_sources.add()
+        encoded.into_part(registered, _counters(registered), entry, _client_source_to)
+        # set apart from the kept bytes: every expiry renumbers the sources registered after the expired one
+        entry.index = registered.index
     for time_micros, index, t, w in client.windows:
         message.windows.add(time_micros=time_micros, index=index, trigger_spec=t, window=w)
     if client.now_micros is not None:
