@@ -3,6 +3,7 @@ broker for the event-bus tests and the Pub/Sub emulator when the machine has it 
 from collections.abc import Iterator
 
 import pytest  # noqa: E402
+from xdist.scheduler import LoadFileScheduling
 
 import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
 from tests.support.flink import apache_kafka, flink_cluster, on_flink  # noqa: F401  (fixtures)
@@ -12,6 +13,23 @@ from tests.support.postgres import postgres_dsn, postgres_tls, postgres_url  # n
 from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)
 from transforms.core.durable.store import STORE_ENVIRONMENT  # noqa: E402
 from transforms.core.noise_key import KEY_ENVIRONMENT
+
+
+class _FlinkFilesTogether(LoadFileScheduling):
+    """``--dist loadfile`` with every file of tests/flink/ in one scope, so on one worker: the Flink cluster and
+    Apache Kafka's broker are session fixtures, started once per worker that runs a Flink test. Two clusters at
+    once on 2 cores (each a JobManager, a 4 GB TaskManager, Beam's job server and expansion service) slowed the
+    whole suite and let a failover test's restore time out."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = super()._split_scope(nodeid)
+        return "tests/flink" if scope.startswith("tests/flink/") else scope
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """The README's ``make test`` distributes by file (``--dist loadfile``), the Flink files together."""
+    return _FlinkFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.fixture(scope="session", autouse=True)
