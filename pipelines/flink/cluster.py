@@ -90,8 +90,8 @@ TUNING = {
     # TaskManager ran out ("required 512, but only 499 available") and the job failed over and over
     "taskmanager.network.sort-shuffle.min-buffers": "64",
     # a streaming job that fails restarts from its last checkpoint, after a pause that doubles from 1 s up to a
-    # minute while it keeps failing, and is back to 1 s after 10 minutes without a failure (Flink's default for a
-    # checkpointed job since 1.19). A job that runs for weeks is not stopped by a count of failures over its life
+    # minute while it keeps failing, and is back to 1 s after 10 minutes without a failure (the strategy Flink 1.19
+    # defaults to for a checkpointed job). A job that runs for weeks is not stopped by a count of failures over its life
     # (fixed-delay's 10 attempts), and a restart tried while the lost TaskManager's replacement is still starting
     # (each such try fails with "Could not acquire the minimum required resources") waits longer each time rather
     # than spending a fixed allowance in 20 s: the failover tests on a loaded machine ran out of both
