@@ -26,8 +26,8 @@ ROW_TYPES: dict[str, type[NamedTuple]] = {
     if isinstance(value, type) and issubclass(value, tuple) and hasattr(value, "_fields")
 }
 
-P = TypeVar("P")  # a mutable part of a state (EncodedRows.into_part)
-M = TypeVar("M", bound=Message)
+P = TypeVar("P")  # a part of a state (EncodedRows.kept)
+T = TypeVar("T")  # its encoding
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
@@ -76,6 +76,34 @@ def message_of(row: NamedTuple, message: Message) -> Message:
     return message
 
 
+def varint(value: int) -> bytes:
+    """The base-128 varint of a non-negative ``value``, as protobuf writes an integer or a length (its wire
+    format's "Base 128 Varints")."""
+    if value < 0:
+        raise ValueError(f"a varint of a negative value ({value}) takes ten bytes: not written here")
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """Field ``number`` holding the non-negative integer ``value`` (nothing for 0, a proto3 scalar's default)."""
+    return varint(number << 3) + varint(value) if value else b""
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """Field ``number`` holding ``payload`` (a message's serialization, a string's bytes), as protobuf writes it.
+    A message serializes as its fields in the order of their numbers, each written once, so a record can be put
+    together from the bytes of its fields: the same bytes as ``SerializeToString``."""
+    size = len(payload)
+    return varint(number << 3 | 2) + (bytes((size,)) if size < 0x80 else varint(size)) + payload
+
+
 class EncodedRows:
     """Rows serialized once and merged into their messages as bytes, for a state re-encoded whole again and
     again while most of it stays the same: a streaming device step encodes a device's record at every firing
@@ -83,17 +111,17 @@ class EncodedRows:
     takes 6 us a source, merging its bytes 1.2 us, measured on the summary-client benchmark's sources).
 
     A row is known by its identity (the row object a state keeps from one firing to the next), and the entry
-    holds the row, so that its identity is not reused while the entry lives. A mutable part of a state (an
-    event-level client's counters of a source) is known by its identity and a ``version``: a value that
-    changes whenever what it encodes does (``into_part``). ``encoded()`` ends an encode: the rows and parts it
-    did not use (sources a device dropped) are forgotten."""
+    holds the row, so that its identity is not reused while the entry lives. A part of a state that is encoded
+    straight to bytes (an event-level client's counters of a source, a device's source row with its name) is
+    known by its identity and a ``version``: a value that changes whenever what it encodes does (``kept``).
+    ``encoded()`` ends an encode: the rows and parts it did not use (sources a device dropped) are forgotten."""
 
     __slots__ = ("_kept", "_used")
 
     def __init__(self) -> None:
-        # id -> (the row or part, its version (None for a row), its bytes)
-        self._kept: dict[int, tuple[Any, Any, bytes]] = {}
-        self._used: dict[int, tuple[Any, Any, bytes]] = {}
+        # id -> (the row or part, its version (None for a row), its encoding)
+        self._kept: dict[int, tuple[Any, Any, Any]] = {}
+        self._used: dict[int, tuple[Any, Any, Any]] = {}
 
     def into(self, row: NamedTuple, message: Message) -> None:
         """Fill ``message`` (a fresh message of the row's type) with ``row``, as ``message_of`` does."""
@@ -104,19 +132,18 @@ class EncodedRows:
             message.MergeFromString(entry[2])
         self._used[id(row)] = entry
 
-    def into_part(self, part: P, version: tuple, message: M, fill: Callable[[P, M], None]) -> None:
-        """Fill ``message`` (a fresh message) with ``part``: by ``fill(part, message)`` when the part is new or its
-        ``version`` differs from its last encode's, else with that encode's bytes. ``version`` holds values and
-        the part's own lists, compared by content: the entry keeps copies of the lists, made only when the part
-        is encoded, so that a version costs a tuple of references to make and one comparison to check."""
+    def kept(self, part: P, version: Any, encode: Callable[[P, Any], T]) -> T:
+        """``encode(part, version)``, or what it returned at the last encode when ``part`` was there with an
+        equal ``version``. A version that is a tuple may hold the part's own lists, compared by content: the entry
+        keeps copies of them, made only when the part is encoded, so that a version costs a tuple of references
+        to make and one comparison to check."""
         entry = self._kept.get(id(part))
         if entry is None or entry[0] is not part or entry[1] != version:
-            fill(part, message)
-            kept = tuple(item.copy() if type(item) is list else item for item in version)
-            entry = (part, kept, message.SerializeToString())
-        else:
-            message.MergeFromString(entry[2])
+            if type(version) is tuple:
+                version = tuple(item.copy() if type(item) is list else item for item in version)
+            entry = (part, version, encode(part, version))
         self._used[id(part)] = entry
+        return entry[2]
 
     def encoded(self) -> None:
         """The end of an encode: keep what it used, forget the rest."""

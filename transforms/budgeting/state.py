@@ -23,7 +23,7 @@ from transforms.budgeting.mechanisms.device import (
 )
 from transforms.budgeting.mechanisms.policies import make_policy
 from transforms.budgeting.mechanisms.queries import BatchCutter
-from transforms.core.device_state import device_record_codec
+from transforms.core.device_state import device_record_codec, filled
 from transforms.core.mechanisms.batch_scheduling import BatchSchedule, Released, ScheduledRequest
 from transforms.core.mechanisms.global_filters import FilterId, FilterSet
 from transforms.core.state import StateCodec
@@ -147,7 +147,8 @@ def _device_from(message: state_pb2.BudgetDeviceState, config: MeasurementConfig
 def device_codec(config: MeasurementConfig) -> StateCodec:
     """The codec of a device's record (``DeviceRecordState``) whose state is its ``DeviceState`` (filters as
     ``config.new_filters`` makes them)."""
-    return device_record_codec("budget_device", _device_to, lambda message: _device_from(message, config))
+    return device_record_codec("budget_device", filled(state_pb2.BudgetDeviceState, _device_to),
+                               lambda message: _device_from(message, config))
 
 
 class QueriesRecord:

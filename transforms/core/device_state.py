@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from schemas.proto import state_pb2
-from schemas.row_messages import ROW_TYPES, EncodedRows, message_of, row_of
+from schemas.row_messages import ROW_TYPES, EncodedRows, length_delimited, message_of, row_of
 from transforms.core.state import StateCodec
 
 
@@ -63,20 +63,37 @@ def buffer_of_messages(messages) -> list:
 R = TypeVar("R", bound=Message)  # the record of a subject's replay state, a field of DeviceRecordState
 
 
+def filled(message_type: type[R], fill: Callable[[Any, R, EncodedRows], None]) -> Callable[[Any, EncodedRows], bytes]:
+    """A replay state's serialization by ``fill(state, message, rows)``: filling a fresh ``message_type``."""
+
+    def serialized(state: Any, rows: EncodedRows) -> bytes:
+        message = message_type()
+        fill(state, message, rows)
+        return message.SerializeToString()
+
+    return serialized
+
+
 def device_record_codec(
     replay_field: str,
-    replay_to: Callable[[Any, R, EncodedRows], None],
-    replay_from: Callable[[R], Any],
+    replay_bytes: Callable[[Any, EncodedRows], bytes],
+    replay_from: Callable[[Any], Any],
     record_type: type[DeviceRecord] = DeviceRecord,
 ) -> StateCodec[state_pb2.DeviceRecordState]:
-    """The codec of a ``record_type`` whose replay state is written by ``replay_to`` into the ``replay_field`` of
-    ``DeviceRecordState`` (its rows through the record's ``EncodedRows``) and read back by ``replay_from``."""
+    """The codec of a ``record_type`` whose replay state is serialized by ``replay_bytes`` (its rows through the
+    record's ``EncodedRows``; ``filled`` makes one of a function that fills the message) as the ``replay_field``
+    of ``DeviceRecordState``, and read back by ``replay_from`` from that field's message. The replay state is
+    the record's last field (the ``replay`` oneof), so it is appended to the serialization of the others."""
+    number = state_pb2.DeviceRecordState.DESCRIPTOR.fields_by_name[replay_field].number
 
     def to_message(record: DeviceRecord, message: state_pb2.DeviceRecordState) -> None:
         message.cut = record.cut
         buffer_to_messages(record.items, message.buffered)
-        replay_to(record.state, getattr(message, replay_field), record.rows)
+
+    def appended(record: DeviceRecord) -> bytes:
+        replay = length_delimited(number, replay_bytes(record.state, record.rows))
         record.rows.encoded()
+        return replay
 
     def from_message(message: state_pb2.DeviceRecordState) -> DeviceRecord:
         record = record_type(replay_from(getattr(message, replay_field)))
@@ -84,4 +101,4 @@ def device_record_codec(
         record.items = buffer_of_messages(message.buffered)
         return record
 
-    return StateCodec(state_pb2.DeviceRecordState, to_message, from_message)
+    return StateCodec(state_pb2.DeviceRecordState, to_message, from_message, appended)

@@ -35,16 +35,22 @@ class _Versioned(Protocol):
 @dataclass(frozen=True)
 class StateCodec(Generic[M]):
     """One kind of per-key state: ``to_message(value)`` fills a fresh ``message_type`` record, ``from_message``
-    rebuilds the value from a record of any version up to ``STATE_VERSION``."""
+    rebuilds the value from a record of any version up to ``STATE_VERSION``. ``appended(value)``, when given,
+    is the serialization of the record's fields numbered after any that ``to_message`` sets, put together from
+    bytes kept from earlier encodes (``schemas.row_messages.length_delimited``), for a state encoded again and
+    again while most of it stays the same."""
 
     message_type: type[M]
     to_message: Callable[[Any, M], None]
     from_message: Callable[[M], Any]
+    appended: Callable[[Any], bytes] | None = None
 
     def encode(self, value: Any) -> bytes:
         message = self.message_type(version=STATE_VERSION)
         self.to_message(value, message)
-        return message.SerializeToString()
+        if self.appended is None:
+            return message.SerializeToString()
+        return message.SerializeToString() + self.appended(value)
 
     def decode(self, data: bytes) -> Any:
         message = self.message_type.FromString(data)

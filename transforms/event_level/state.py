@@ -8,51 +8,69 @@ epsilon and the random source are the job's, not the state's.
 from __future__ import annotations
 
 from schemas.proto import state_pb2
-from schemas.row_messages import EncodedRows, row_of
+from schemas.row_messages import EncodedRows, length_delimited, message_of, row_of, varint_field
 from schemas.rows import EventLevelSource
 from transforms.core.device_state import DeviceRecord, device_record_codec
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.state import StateCodec
-from transforms.event_level.mechanisms.client import RegisteredEventSource
+from transforms.event_level.mechanisms.client import EventLevelClient, RegisteredEventSource
 from transforms.event_level.mechanisms.devices import EventLevelDevice, event_source
 
 
 def _counters(registered: RegisteredEventSource) -> tuple:
-    """What of a registered source's entry (but its index) changes after its registration: N, whether it is
-    inactive, V, U, its counts and which of its windows are queued. The lists themselves:
-    ``EncodedRows.into_part`` compares them by content."""
+    """What of a registered source's entry (but its name and index) changes after its registration: N, whether it
+    is inactive, V, U, its counts and which of its windows are queued. The lists themselves: ``EncodedRows.kept``
+    compares them by content."""
     return (registered.sent, registered.inactive, registered.values, registered.last_bucket, registered.counts,
             registered.scheduled)
 
 
-def _client_source_to(registered: RegisteredEventSource, entry: state_pb2.RegisteredEventSourceState) -> None:
-    """The entry of a registered source, but its index (``_to_message`` sets it)."""
-    entry.name, entry.sent = registered.source.source_id, registered.sent
-    entry.inactive, entry.randomized, entry.rate = registered.inactive, registered.fake is not None, registered.rate
-    entry.values.extend(registered.values)
-    entry.last_bucket.extend(registered.last_bucket)
-    entry.counts.extend(registered.counts)
-    entry.scheduled.extend(registered.scheduled)
-    if registered.fake is not None:
-        entry.fake.extend(registered.fake)
+_ENTRY = state_pb2.RegisteredEventSourceState
+_STATE = state_pb2.EventLevelDeviceState
+_FIELDS = {name: field.number for name, field in _STATE.DESCRIPTOR.fields_by_name.items()}
+_ENTRY_NAME, _ENTRY_INDEX = _ENTRY.DESCRIPTOR.fields_by_name["name"].number, _ENTRY.DESCRIPTOR.fields_by_name["index"].number
 
 
-def _to_message(device: EventLevelDevice, message: state_pb2.EventLevelDeviceState, encoded: EncodedRows) -> None:
+def _client_source_parts(registered: RegisteredEventSource, _version: tuple) -> tuple[bytes, bytes]:
+    """A registered source's entry but its index, which goes between the two: the name field, and the fields
+    after the index (all that its counters change)."""
+    tail = _ENTRY(sent=registered.sent, inactive=registered.inactive, randomized=registered.fake is not None,
+                  rate=registered.rate, values=registered.values, last_bucket=registered.last_bucket,
+                  counts=registered.counts, scheduled=registered.scheduled, fake=registered.fake or ())
+    return length_delimited(_ENTRY_NAME, registered.source.source_id.encode()), tail.SerializeToString()
+
+
+def _named_source(row: EventLevelSource, name: str) -> bytes:
+    """A device's source under its ``name`` on the device: a ``sources`` field of the state."""
+    entry = state_pb2.NamedEventLevelSource(name=name)
+    message_of(row, entry.source)
+    return length_delimited(_FIELDS["sources"], entry.SerializeToString())
+
+
+def _client_tail(client: EventLevelClient, version: tuple) -> bytes:
+    """The client's heap of windows and its clock: the state's last fields."""
+    windows, now_micros = version
+    message = _STATE(now_micros=now_micros)
+    for time_micros, index, t, w in windows:
+        message.windows.add(time_micros=time_micros, index=index, trigger_spec=t, window=w)
+    return message.SerializeToString()
+
+
+def _to_bytes(device: EventLevelDevice, encoded: EncodedRows) -> bytes:
+    """The device's ``EventLevelDeviceState``, put together field by field (in their order) from the bytes kept
+    for its sources and their counters: a device is encoded at every firing that replays it, and most of its
+    sources stay as they were."""
     client = device.client
     if client.reports:
         raise ValueError("an event-level device's sent reports must be drained before its state is stored")
-    message.registered = device.registered
-    for name, row in device.sources.items():
-        encoded.into(row, message.sources.add(name=name).source)
+    parts = [varint_field(_FIELDS["registered"], device.registered)]
+    parts += [encoded.kept(row, name, _named_source) for name, row in device.sources.items()]
     for registered in client.sources:
-        entry = message.client_sources.add()
-        encoded.into_part(registered, _counters(registered), entry, _client_source_to)
-        # set apart from the kept bytes: every expiry renumbers the sources registered after the expired one
-        entry.index = registered.index
-    for time_micros, index, t, w in client.windows:
-        message.windows.add(time_micros=time_micros, index=index, trigger_spec=t, window=w)
-    if client.now_micros is not None:
-        message.now_micros = client.now_micros
+        name, tail = encoded.kept(registered, _counters(registered), _client_source_parts)
+        # the index set apart from the kept bytes: every expiry renumbers the sources registered after the expired one
+        parts.append(length_delimited(_FIELDS["client_sources"], name + varint_field(_ENTRY_INDEX, registered.index) + tail))
+    parts.append(encoded.kept(client, (client.windows, client.now_micros), _client_tail))
+    return b"".join(parts)
 
 
 def _from_message(message: state_pb2.EventLevelDeviceState, epsilon: float | None, source: RandomSource) -> EventLevelDevice:
@@ -77,5 +95,5 @@ def device_record_codec_for(epsilon: float | None, source: RandomSource,
                             record_type: type[DeviceRecord] = DeviceRecord) -> StateCodec:
     """The codec of a device's record whose state is its ``EventLevelDevice`` (with the job's ``epsilon`` and
     random ``source``)."""
-    return device_record_codec("event_level_device", _to_message,
+    return device_record_codec("event_level_device", _to_bytes,
                                lambda message: _from_message(message, epsilon, source), record_type)

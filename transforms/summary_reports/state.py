@@ -9,7 +9,7 @@ from __future__ import annotations
 from schemas.proto import state_pb2
 from schemas.row_messages import EncodedRows, row_of
 from schemas.rows import AraSource
-from transforms.core.device_state import device_record_codec
+from transforms.core.device_state import device_record_codec, filled
 from transforms.core.state import StateCodec
 from transforms.summary_reports.mechanisms.ara_client import AraDevice, AraSummaryClient, RegisteredSource
 from transforms.summary_reports.mechanisms.contributions import ContributionBudget, SummaryClient
@@ -64,8 +64,8 @@ def _paa_from(message: state_pb2.PaaDeviceState) -> PaaDevice:
 def client_record_codec(client: SummaryClient) -> StateCodec:
     """The codec of a device's record (``DeviceRecordState``) for ``client``'s state."""
     if isinstance(client, AraSummaryClient):
-        return device_record_codec("ara_device", _ara_to, _ara_from)
+        return device_record_codec("ara_device", filled(state_pb2.AraDeviceState, _ara_to), _ara_from)
     if isinstance(client, PaaSummaryClient):
-        return device_record_codec("paa_device", _paa_to, _paa_from)
+        return device_record_codec("paa_device", filled(state_pb2.PaaDeviceState, _paa_to), _paa_from)
     raise TypeError(f"no state record for the client {type(client).__name__}")
 
