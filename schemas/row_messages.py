@@ -112,22 +112,23 @@ class EncodedRows:
 
     A row is known by its identity (the row object a state keeps from one firing to the next), and the entry
     holds the row, so that its identity is not reused while the entry lives. A part of a state that is encoded
-    straight to bytes (an event-level client's counters of a source, a device's source row with its name) is
+    straight to bytes (an event-level client's counters of a source, a device's sources with their names) is
     known by its identity and a ``version``: a value that changes whenever what it encodes does (``kept``).
-    ``encoded()`` ends an encode: the rows and parts it did not use (sources a device dropped) are forgotten."""
+    Parts nest: the parts a part's encoding kept are kept with it, and used again when it is. ``encoded()`` ends
+    an encode: the rows and parts it did not use (sources a device dropped) are forgotten."""
 
     __slots__ = ("_kept", "_used")
 
     def __init__(self) -> None:
-        # id -> (the row or part, its version (None for a row), its encoding)
-        self._kept: dict[int, tuple[Any, Any, Any]] = {}
-        self._used: dict[int, tuple[Any, Any, Any]] = {}
+        # id -> (the row or part, its version (None for a row), its encoding, the entries of the parts it kept)
+        self._kept: dict[int, tuple[Any, Any, Any, dict | None]] = {}
+        self._used: dict[int, tuple[Any, Any, Any, dict | None]] = {}
 
     def into(self, row: NamedTuple, message: Message) -> None:
         """Fill ``message`` (a fresh message of the row's type) with ``row``, as ``message_of`` does."""
         entry = self._kept.get(id(row))
         if entry is None or entry[0] is not row:
-            entry = (row, None, message_of(row, message).SerializeToString())
+            entry = (row, None, message_of(row, message).SerializeToString(), None)
         else:
             message.MergeFromString(entry[2])
         self._used[id(row)] = entry
@@ -141,7 +142,12 @@ class EncodedRows:
         if entry is None or entry[0] is not part or entry[1] != version:
             if type(version) is tuple:
                 version = tuple(item.copy() if type(item) is list else item for item in version)
-            entry = (part, version, encode(part, version))
+            outer, self._used = self._used, {}
+            value = encode(part, version)
+            inner, self._used = self._used, outer
+            entry = (part, version, value, inner or None)
+        if entry[3] is not None:
+            self._used.update(entry[3])
         self._used[id(part)] = entry
         return entry[2]
 

@@ -47,6 +47,12 @@ def _named_source(row: EventLevelSource, name: str) -> bytes:
     return length_delimited(_FIELDS["sources"], entry.SerializeToString())
 
 
+def _named_sources(encoded: EncodedRows, names: tuple[str, ...], rows: tuple[EventLevelSource, ...]) -> bytes:
+    """A device's sources, each kept on its own: most firings register or forget none of them, and one that does
+    changes one or two."""
+    return b"".join([encoded.kept(row, name, _named_source) for name, row in zip(names, rows, strict=True)])
+
+
 def _client_tail(client: EventLevelClient, version: tuple) -> bytes:
     """The client's heap of windows and its clock: the state's last fields."""
     windows, now_micros = version
@@ -64,7 +70,9 @@ def _to_bytes(device: EventLevelDevice, encoded: EncodedRows) -> bytes:
     if client.reports:
         raise ValueError("an event-level device's sent reports must be drained before its state is stored")
     parts = [varint_field(_FIELDS["registered"], device.registered)]
-    parts += [encoded.kept(row, name, _named_source) for name, row in device.sources.items()]
+    sources = device.sources  # kept whole while the same rows have the same names (a name is never reused)
+    parts.append(encoded.kept(device, (tuple(sources), tuple(sources.values())),
+                              lambda _, version: _named_sources(encoded, *version)))
     for registered in client.sources:
         name, tail = encoded.kept(registered, _counters(registered), _client_source_parts)
         # the index set apart from the kept bytes: every expiry renumbers the sources registered after the expired one
