@@ -1,10 +1,11 @@
 """Failover with privacy: a streaming job on Flink, checkpointed every 2 s, whose TaskManager is killed with
 SIGKILL at two points of its run (each right after a new chunk of records reached its topics; the second
-restore is from a checkpoint of the restored job) and started again. Flink restores the job from its last completed checkpoint: Beam's state (the AboveThreshold instances,
-the device-epoch filters, the deduplication ids, the files' records) and KafkaIO's positions, which it reads on
-from; what the job had sent after that checkpoint it sends again, with the same values. So the output topic,
-deduplicated by the records' stable ids, equals an uninterrupted run's (the local path's on the same records),
-no id ever carries two different values, and the counts say every record was read once.
+restore is from a checkpoint of the restored job) and started again. Flink restores the job from its last
+completed checkpoint: Beam's state (the AboveThreshold instances, the device-epoch filters, the deduplication
+ids, the files' records) and KafkaIO's positions, which it reads on from; what the job had sent after that
+checkpoint it sends again, with the same values. So the output topic, deduplicated by the records' stable ids,
+equals an uninterrupted run's (the local path's on the same records), no id ever carries two different values,
+and the counts say every record was read once.
 
 * k-anonymity, with secure noise and ``--emit all`` (a record for every group and hour with users, whatever its
   verdict): the ids are the uninterrupted run's, and each carries one verdict. Secure noise is drawn from a
