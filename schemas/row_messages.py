@@ -77,12 +77,12 @@ def message_of(row: NamedTuple, message: Message) -> Message:
 
 
 def varint(value: int) -> bytes:
-    """The base-128 varint of a non-negative ``value``, as protobuf writes an integer or a length (its wire
-    format's "Base 128 Varints")."""
-    if value < 0:
-        raise ValueError(f"a varint of a negative value ({value}) takes ten bytes: not written here")
+    """The base-128 varint of ``value``, as protobuf writes an integer or a length (its wire format's "Base 128
+    Varints"); a negative int64 as its 64-bit two's complement (ten bytes)."""
     if value < 0x80:
-        return bytes((value,))
+        if value >= 0:
+            return bytes((value,))
+        value += 1 << 64
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -92,7 +92,7 @@ def varint(value: int) -> bytes:
 
 
 def varint_field(number: int, value: int) -> bytes:
-    """Field ``number`` holding the non-negative integer ``value`` (nothing for 0, a proto3 scalar's default)."""
+    """Field ``number`` holding the integer ``value`` (nothing for 0, a proto3 scalar's default)."""
     return varint(number << 3) + varint(value) if value else b""
 
 
@@ -112,23 +112,24 @@ class EncodedRows:
 
     A row is known by its identity (the row object a state keeps from one firing to the next), and the entry
     holds the row, so that its identity is not reused while the entry lives. A part of a state that is encoded
-    straight to bytes (an event-level client's counters of a source, a device's sources with their names) is
-    known by its identity and a ``version``: a value that changes whenever what it encodes does (``kept``).
-    Parts nest: the parts a part's encoding kept are kept with it, and used again when it is. ``encoded()`` ends
-    an encode: the rows and parts it did not use (sources a device dropped) are forgotten."""
+    straight to bytes (an event-level client's sources, a device's source rows with their names) is known by its
+    identity and a ``version``: a value that changes whenever what it encodes does (``kept``). Parts nest: the
+    parts kept while a part is encoded are its own, looked up again only when it is encoded again, so an encode
+    whose parts are as they were costs one look-up a part, however many rows they hold. ``encoded()`` ends an
+    encode: the rows and parts it did not use (sources a device dropped) are forgotten."""
 
     __slots__ = ("_kept", "_used")
 
     def __init__(self) -> None:
-        # id -> (the row or part, its version (None for a row), its encoding, the entries of the parts it kept)
-        self._kept: dict[int, tuple[Any, Any, Any, dict | None]] = {}
-        self._used: dict[int, tuple[Any, Any, Any, dict | None]] = {}
+        # id -> (the row or part, its version (None for a row), its encoding, the entries of its own parts)
+        self._kept: dict[int, tuple[Any, Any, Any, dict]] = {}
+        self._used: dict[int, tuple[Any, Any, Any, dict]] = {}
 
     def into(self, row: NamedTuple, message: Message) -> None:
         """Fill ``message`` (a fresh message of the row's type) with ``row``, as ``message_of`` does."""
         entry = self._kept.get(id(row))
         if entry is None or entry[0] is not row:
-            entry = (row, None, message_of(row, message).SerializeToString(), None)
+            entry = (row, None, message_of(row, message).SerializeToString(), _NO_PARTS)
         else:
             message.MergeFromString(entry[2])
         self._used[id(row)] = entry
@@ -142,18 +143,23 @@ class EncodedRows:
         if entry is None or entry[0] is not part or entry[1] != version:
             if type(version) is tuple:
                 version = tuple(item.copy() if type(item) is list else item for item in version)
-            outer, self._used = self._used, {}
-            value = encode(part, version)
-            inner, self._used = self._used, outer
-            entry = (part, version, value, inner or None)
-        if entry[3] is not None:
-            self._used.update(entry[3])
+            outer = self._kept, self._used
+            self._kept, self._used = entry[3] if entry is not None and entry[0] is part else _NO_PARTS, {}
+            try:
+                value = encode(part, version)
+                parts = self._used or _NO_PARTS
+            finally:
+                self._kept, self._used = outer
+            entry = (part, version, value, parts)
         self._used[id(part)] = entry
         return entry[2]
 
     def encoded(self) -> None:
         """The end of an encode: keep what it used, forget the rest."""
         self._kept, self._used = self._used, {}
+
+
+_NO_PARTS: dict = {}  # an entry's parts when it has none (never written: a part's encode writes a dict of its own)
 
 
 def row_of(row_type: type[NamedTuple], message: Message) -> Any:

@@ -8,12 +8,12 @@ epsilon and the random source are the job's, not the state's.
 from __future__ import annotations
 
 from schemas.proto import state_pb2
-from schemas.row_messages import EncodedRows, length_delimited, message_of, row_of, varint_field
+from schemas.row_messages import EncodedRows, length_delimited, message_of, row_of, varint, varint_field
 from schemas.rows import EventLevelSource
 from transforms.core.device_state import DeviceRecord, device_record_codec
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.core.state import StateCodec
-from transforms.event_level.mechanisms.client import EventLevelClient, RegisteredEventSource
+from transforms.event_level.mechanisms.client import RegisteredEventSource
 from transforms.event_level.mechanisms.devices import EventLevelDevice, event_source
 
 
@@ -53,10 +53,21 @@ def _named_sources(encoded: EncodedRows, names: tuple[str, ...], rows: tuple[Eve
     return b"".join([encoded.kept(row, name, _named_source) for name, row in zip(names, rows, strict=True)])
 
 
-def _client_tail(client: EventLevelClient, version: tuple) -> bytes:
-    """The client's heap of windows and its clock: the state's last fields."""
-    windows, now_micros = version
-    message = _STATE(now_micros=now_micros)
+def _client_sources(encoded: EncodedRows, sources: list[RegisteredEventSource]) -> bytes:
+    """The client's registered sources, each one's counters kept on its own: a change to the client changes one
+    or two of them (or renumbers them all: the index is set apart from the kept bytes, since every expiry
+    renumbers the sources registered after the expired one)."""
+    entries = []
+    for registered in sources:
+        name, tail = encoded.kept(registered, _counters(registered), _client_source_parts)
+        entries.append(length_delimited(_FIELDS["client_sources"],
+                                        name + varint_field(_ENTRY_INDEX, registered.index) + tail))
+    return b"".join(entries)
+
+
+def _windows(windows: list[tuple[int, int, int, int]]) -> bytes:
+    """The client's heap of windows (time, source index, t, w), in heap order."""
+    message = _STATE()
     for time_micros, index, t, w in windows:
         message.windows.add(time_micros=time_micros, index=index, trigger_spec=t, window=w)
     return message.SerializeToString()
@@ -64,21 +75,21 @@ def _client_tail(client: EventLevelClient, version: tuple) -> bytes:
 
 def _to_bytes(device: EventLevelDevice, encoded: EncodedRows) -> bytes:
     """The device's ``EventLevelDeviceState``, put together field by field (in their order) from the bytes kept
-    for its sources and their counters: a device is encoded at every firing that replays it, and most of its
-    sources stay as they were."""
+    for its parts: a device is encoded at every firing that replays it, and most of its sources stay as they
+    were. Its rows are kept whole while the same rows have the same names (a name is never reused), the client's
+    sources while the client's ``revision`` stays, its windows while the heap holds the same."""
     client = device.client
     if client.reports:
         raise ValueError("an event-level device's sent reports must be drained before its state is stored")
-    parts = [varint_field(_FIELDS["registered"], device.registered)]
-    sources = device.sources  # kept whole while the same rows have the same names (a name is never reused)
-    parts.append(encoded.kept(device, (tuple(sources), tuple(sources.values())),
-                              lambda _, version: _named_sources(encoded, *version)))
-    for registered in client.sources:
-        name, tail = encoded.kept(registered, _counters(registered), _client_source_parts)
-        # the index set apart from the kept bytes: every expiry renumbers the sources registered after the expired one
-        parts.append(length_delimited(_FIELDS["client_sources"], name + varint_field(_ENTRY_INDEX, registered.index) + tail))
-    parts.append(encoded.kept(client, (client.windows, client.now_micros), _client_tail))
-    return b"".join(parts)
+    sources = device.sources
+    return b"".join((
+        varint_field(_FIELDS["registered"], device.registered),
+        encoded.kept(device, (tuple(sources), tuple(sources.values())),
+                     lambda _, version: _named_sources(encoded, *version)),
+        encoded.kept(client, client.revision, lambda _, __: _client_sources(encoded, client.sources)),
+        encoded.kept(client.windows, (client.windows,), lambda _, version: _windows(version[0])),
+        b"" if client.now_micros is None else varint(_FIELDS["now_micros"] << 3) + varint(client.now_micros),  # optional
+    ))
 
 
 def _from_message(message: state_pb2.EventLevelDeviceState, epsilon: float | None, source: RandomSource) -> EventLevelDevice:

@@ -178,6 +178,9 @@ class EventLevelClient:
     reports: list[EventLevelReport] = field(default_factory=list, init=False)  # every report sent, in order
     windows: list[tuple[int, int, int, int]] = field(default_factory=list, init=False)  # heap (time, index, t, w)
     now_micros: int | None = field(default=None, init=False)
+    # changes whenever a registered source's state or the list of sources does (not the windows): a codec keeps
+    # the encoding of a client whose sources are as they were
+    revision: int = field(default=0, init=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.deactivation not in DEACTIVATION_POLICIES:
@@ -206,6 +209,7 @@ class EventLevelClient:
         registered = RegisteredEventSource(source, len(self.sources), fake, rate)
         registered.inactive = self.deactivation == MAX_REPORTS_SENT and source.config.max_event_level_reports == 0
         self.sources.append(registered)
+        self.revision += 1
         if fake is not None:  # s*'s reports go out at its windows' ends, whatever the triggers
             for t in range(len(source.config.trigger_specs)):
                 self._schedule(registered, t, source.event_time_micros)
@@ -218,6 +222,7 @@ class EventLevelClient:
         if registered.scheduled[t]:
             return
         registered.scheduled[t] = True
+        self.revision += 1
         source = registered.source
         for w, end in enumerate(source.config.trigger_specs[t].window_ends):
             time = window_time_micros(source, end)
@@ -250,6 +255,7 @@ class EventLevelClient:
         if t is None:
             return None  # exact matching and a trigger data the source does not list: ignored
         chosen.values[t] += value
+        self.revision += 1
         self._schedule(chosen, t, trigger.event_time_micros)
         return chosen
 
@@ -275,6 +281,7 @@ class EventLevelClient:
         spec = config.trigger_specs[t]
         true_reports = []
         if registered.values[t] > registered.last_bucket[t]:  # otherwise no bucket is crossed (most windows)
+            self.revision += 1
             time = window_time_micros(source, spec.window_ends[w])
             cell = config.cells.index((t, w))
             for bucket in spec.summary_buckets:
@@ -307,6 +314,7 @@ class EventLevelClient:
             registered.index = renumber[registered.index]
         dropped = len(self.sources) - len(kept)
         self.sources = kept
+        self.revision += 1
         # a monotone renumbering keeps the heap ordered; every pending window belongs to a kept source
         self.windows = [(time, renumber[index], t, w) for time, index, t, w in self.windows]
         return dropped
