@@ -16,7 +16,7 @@ from schemas.codecs import (
     JOIN_EVENT,
     PAA_EVENT,
 )
-from schemas.row_messages import EncodedRows, message_of, row_of
+from schemas.row_messages import EncodedRows, length_delimited, message_of, row_of, varint_field
 from schemas.rows import AttributionRequest, Conversion, EventLevelSource, TriggerSpec
 from synthetic.ara import generate_ara
 from synthetic.event_level import generate_event_level
@@ -90,3 +90,51 @@ def test_encoded_rows_fill_messages_as_message_of_does_and_encode_each_row_once_
     copies = [row._replace() for row in rows[5:10]]  # ... and an equal row that is another object is encoded
     assert encode(rows[:10]) == expected[:10] and calls == rows + rows[5:10]
     assert encode(copies) == expected[5:10] and calls == rows + rows[5:10] + copies
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16_384, 1_700_000_000_000_000, 2**63 - 1, -1, -(2**63)])
+def test_fields_put_together_from_bytes_are_protobufs_own(value):
+    """``varint_field`` and ``length_delimited`` write what protobuf writes: an int64 (a negative one as ten bytes)
+    and a message field, so that a record put together from them is the record's own serialization."""
+    from schemas.proto import state_pb2
+
+    window = state_pb2.ScheduledWindow(time_micros=value)
+    assert varint_field(1, value) == window.SerializeToString()
+    state = state_pb2.EventLevelDeviceState(registered=7)
+    state.windows.add().CopyFrom(window)
+    assert varint_field(1, 7) + length_delimited(4, window.SerializeToString()) == state.SerializeToString()
+    long_name = state_pb2.NamedEventLevelSource(name="n" * 300)
+    assert length_delimited(1, b"n" * 300) == long_name.SerializeToString()
+
+
+def test_a_part_encoded_again_looks_up_only_its_own_parts():
+    """``EncodedRows.kept``: a part whose version stays is not encoded again, nor are its own parts looked up; a
+    part whose version changed encodes again, reusing its own parts that stayed; a part not used is forgotten."""
+    encoded, calls = EncodedRows(), []
+
+    def leaf(part: list, version: int) -> bytes:
+        calls.append(("leaf", version))
+        return bytes([version])
+
+    def block(parts: list, version: tuple) -> bytes:
+        calls.append(("block", len(parts)))
+        return b"".join(encoded.kept(part, part[0], leaf) for part in parts)
+
+    leaves = [[1], [2], [3]]
+
+    def encode(version: int) -> bytes:
+        value = encoded.kept(leaves, version, block)
+        encoded.encoded()
+        return value
+
+    assert encode(0) == b"\x01\x02\x03" and calls == [("block", 3), ("leaf", 1), ("leaf", 2), ("leaf", 3)]
+    calls.clear()
+    assert encode(0) == b"\x01\x02\x03" and calls == []  # nothing looked up inside
+    leaves[1][0] = 9
+    assert encode(1) == b"\x01\x09\x03" and calls == [("block", 3), ("leaf", 9)]
+    calls.clear()
+    del leaves[0]
+    assert encode(2) == b"\x09\x03" and calls == [("block", 2)]
+    calls.clear()
+    leaves.insert(0, [1])  # another object: encoded again (the old one was forgotten with its entry)
+    assert encode(3) == b"\x01\x09\x03" and calls == [("block", 3), ("leaf", 1)]

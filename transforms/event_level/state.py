@@ -16,22 +16,13 @@ from transforms.core.state import StateCodec
 from transforms.event_level.mechanisms.client import RegisteredEventSource
 from transforms.event_level.mechanisms.devices import EventLevelDevice, event_source
 
-
-def _counters(registered: RegisteredEventSource) -> tuple:
-    """What of a registered source's entry (but its name and index) changes after its registration: N, whether it
-    is inactive, V, U, its counts and which of its windows are queued. The lists themselves: ``EncodedRows.kept``
-    compares them by content."""
-    return (registered.sent, registered.inactive, registered.values, registered.last_bucket, registered.counts,
-            registered.scheduled)
-
-
 _ENTRY = state_pb2.RegisteredEventSourceState
 _STATE = state_pb2.EventLevelDeviceState
 _FIELDS = {name: field.number for name, field in _STATE.DESCRIPTOR.fields_by_name.items()}
 _ENTRY_NAME, _ENTRY_INDEX = _ENTRY.DESCRIPTOR.fields_by_name["name"].number, _ENTRY.DESCRIPTOR.fields_by_name["index"].number
 
 
-def _client_source_parts(registered: RegisteredEventSource, _version: tuple) -> tuple[bytes, bytes]:
+def _client_source_parts(registered: RegisteredEventSource, _revision: int) -> tuple[bytes, bytes]:
     """A registered source's entry but its index, which goes between the two: the name field, and the fields
     after the index (all that its counters change)."""
     tail = _ENTRY(sent=registered.sent, inactive=registered.inactive, randomized=registered.fake is not None,
@@ -59,7 +50,7 @@ def _client_sources(encoded: EncodedRows, sources: list[RegisteredEventSource]) 
     renumbers the sources registered after the expired one)."""
     entries = []
     for registered in sources:
-        name, tail = encoded.kept(registered, _counters(registered), _client_source_parts)
+        name, tail = encoded.kept(registered, registered.revision, _client_source_parts)
         entries.append(length_delimited(_FIELDS["client_sources"],
                                         name + varint_field(_ENTRY_INDEX, registered.index) + tail))
     return b"".join(entries)

@@ -140,7 +140,7 @@ class RegisteredEventSource:
     """A source in S with V(s, ·), U(s, ·), N(s) (indexed by spec position) and its choice s* of Alg. 8."""
 
     __slots__ = ("source", "index", "expires_micros", "values", "last_bucket", "sent", "fake", "fake_by_window", "rate",
-                 "counts", "inactive", "scheduled")
+                 "counts", "inactive", "scheduled", "revision")
 
     def __init__(self, source: EventSource, index: int, fake: Output | None, rate: float) -> None:
         self.source = source
@@ -153,6 +153,7 @@ class RegisteredEventSource:
         self.counts = [0] * len(source.config.cells)  # the truthful run's n_{t,w}: an element of O (sensitive)
         self.inactive = False
         self.scheduled = [False] * specs  # per t: are the windows of (s, t) queued in the client?
+        self.revision = 0  # changes with V, U, N, the counts, inactive or scheduled (a codec keeps what stays)
         self.fake = fake  # s*: None is ⊥ (truthful)
         self.rate = rate
         self.fake_by_window: dict[tuple[int, int], list[EventLevelReport]] = {}
@@ -178,8 +179,8 @@ class EventLevelClient:
     reports: list[EventLevelReport] = field(default_factory=list, init=False)  # every report sent, in order
     windows: list[tuple[int, int, int, int]] = field(default_factory=list, init=False)  # heap (time, index, t, w)
     now_micros: int | None = field(default=None, init=False)
-    # changes whenever a registered source's state or the list of sources does (not the windows): a codec keeps
-    # the encoding of a client whose sources are as they were
+    # changes whenever a registered source's revision or the list of sources does (not the windows): a codec
+    # keeps the encoding of a client whose sources are as they were
     revision: int = field(default=0, init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -222,6 +223,7 @@ class EventLevelClient:
         if registered.scheduled[t]:
             return
         registered.scheduled[t] = True
+        registered.revision += 1
         self.revision += 1
         source = registered.source
         for w, end in enumerate(source.config.trigger_specs[t].window_ends):
@@ -255,6 +257,7 @@ class EventLevelClient:
         if t is None:
             return None  # exact matching and a trigger data the source does not list: ignored
         chosen.values[t] += value
+        chosen.revision += 1
         self.revision += 1
         self._schedule(chosen, t, trigger.event_time_micros)
         return chosen
@@ -281,6 +284,7 @@ class EventLevelClient:
         spec = config.trigger_specs[t]
         true_reports = []
         if registered.values[t] > registered.last_bucket[t]:  # otherwise no bucket is crossed (most windows)
+            registered.revision += 1
             self.revision += 1
             time = window_time_micros(source, spec.window_ends[w])
             cell = config.cells.index((t, w))
@@ -299,20 +303,20 @@ class EventLevelClient:
             return true_reports
         return registered.fake_by_window.get((spec.value, w), [])
 
-    def forget_expired(self) -> int:
+    def forget_expired(self) -> list[RegisteredEventSource]:
         """Drop the sources that expired at or before ``now_micros``: no trigger can go to them any more and
         their windows (which end at the expiry at the latest) have passed. The remaining sources keep their
-        order, so attribution ties go as before; returns how many were dropped. For long-running devices."""
+        order, so attribution ties go as before; returns the dropped ones. For long-running devices."""
         now = self.now_micros
         if now is None:
-            return 0
+            return []
         kept = [registered for registered in self.sources if registered.expires_micros > now]
         if len(kept) == len(self.sources):
-            return 0
+            return []
         renumber = {registered.index: new for new, registered in enumerate(kept)}
         for registered in kept:
             registered.index = renumber[registered.index]
-        dropped = len(self.sources) - len(kept)
+        dropped = [registered for registered in self.sources if registered.expires_micros <= now]
         self.sources = kept
         self.revision += 1
         # a monotone renumbering keeps the heap ordered; every pending window belongs to a kept source

@@ -223,9 +223,8 @@ class EventLevelDevice:
 
     def forget_expired(self) -> None:
         """Drop the sources that expired (``EventLevelClient.forget_expired``)."""
-        if self.client.forget_expired():
-            self.sources = {registered.source.source_id: self.sources[registered.source.source_id]
-                            for registered in self.client.sources}
+        for registered in self.client.forget_expired():
+            del self.sources[registered.source.source_id]
 
     def _sent(self) -> list[EventLevelReport]:
         reports = self.client.reports

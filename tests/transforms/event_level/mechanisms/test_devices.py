@@ -146,7 +146,7 @@ def test_forget_expired_keeps_attribution_and_pending_windows():
     client.register_source(old)
     client.register_source(new)
     client.advance_to(DAY)
-    assert client.forget_expired() == 1
+    assert [registered.source.source_id for registered in client.forget_expired()] == ["old"]
     assert [registered.source.source_id for registered in client.sources] == ["new"]
     client.register_trigger(EventTrigger("t", "x", 2 * DAY, 1))
     assert [(r.source_id, r.trigger_data) for r in client.flush()] == [("new", 1)]
