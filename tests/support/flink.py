@@ -13,8 +13,9 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -26,9 +27,11 @@ from pipelines.processes import free_port
 # A killed TaskManager's heartbeat calls fail (its port is closed): Flink declares it lost after two of them
 # (heartbeat.rpc-failure-threshold), 1 to 2 s after the kill with a heartbeat every second (Flink's default: 10 s).
 # The timeout stays Flink's (50 s), for a TaskManager that stops answering without its connection failing: 4 s
-# declared a TaskManager starved of the CPU by the other tests lost, and each such failure counts against the
-# restart strategy's allowance (cluster.TUNING).
+# declared a TaskManager starved of the CPU by the other tests lost, and each such failure restarts the job
+# (cluster.TUNING's exponential-delay restarts).
 FAILOVER_SETTINGS = {"heartbeat.interval": "1000"}
+
+T = TypeVar("T")
 
 
 def _require_java_and_maven() -> None:
@@ -103,7 +106,8 @@ def committed_offsets(address: str, topic: str, group: str) -> int:
         consumer.close()
 
 
-def wait_for(condition, seconds: float, what: str, poll: float = 0.5, explain=None):
+def wait_for(condition: Callable[[], T], seconds: float, what: str, poll: float = 0.5,
+             explain: Callable[[], str] | None = None) -> T:
     """Poll ``condition`` until it returns a true value (returned); an AssertionError naming ``what`` after
     ``seconds``, followed by what ``explain()`` says (the state of the job waited for)."""
     deadline = time.monotonic() + seconds
