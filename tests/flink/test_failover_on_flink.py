@@ -5,7 +5,9 @@ completed checkpoint: Beam's state (the AboveThreshold instances, the device-epo
 ids, the files' records) and KafkaIO's positions, which it reads on from; what the job had sent after that
 checkpoint it sends again, with the same values. So the output topic, deduplicated by the records' stable ids,
 equals an uninterrupted run's (the local path's on the same records), no id ever carries two different values,
-and the counts say every record was read once.
+and the counts say every record was read once. The input is delivered the way an at-least-once producer delivers
+it (every 25th record twice) and ends with two broken messages: the run's counts, the ``duplicate`` and parse
+dead letters included, are the uninterrupted run's.
 
 * k-anonymity, with secure noise and ``--emit all`` (a record for every group and hour with users, whatever its
   verdict): the ids are the uninterrupted run's, and each carries one verdict. Secure noise is drawn from a
@@ -36,7 +38,16 @@ import pytest
 from pipelines import generate, kanon, measurement
 from pipelines.flink import rest
 from pipelines.flink.cluster import HOME_ENVIRONMENT
-from tests.support.flink import committed_offsets, job_story, output_records, produce_at_event_time, wait_for
+from tests.support.flink import (
+    BROKEN,
+    committed_offsets,
+    delivered_twice,
+    job_story,
+    output_records,
+    produce_at_event_time,
+    run_counts,
+    wait_for,
+)
 from tests.support.kafka import consume_all, fresh_topic
 
 pytestmark = pytest.mark.flink
@@ -66,6 +77,22 @@ def _chunks(records: list[dict], bounds: list[int]) -> list[list[dict]]:
 def _bounds(records: list[dict]) -> list[int]:
     times = [record["event_time_micros"] for record in records]
     return [times[len(times) * index // CHUNKS] for index in range(1, CHUNKS)]
+
+
+def _produce_chunk(address: str, topic: str, chunks: list[list[dict]], index: int) -> int:
+    """Chunk ``index`` sent at its event times, at least once; the last ends with the broken messages."""
+    return produce_at_event_time(address, topic, chunks[index], extra=BROKEN if index == CHUNKS - 1 else ())
+
+
+def _same_counts(flink: Path, local: Path, records: int, copies: int, topics: int) -> None:
+    """The Flink run's counts are the uninterrupted run's: every message of the ``topics`` read once across the
+    restores, each copy a ``duplicate`` and each broken message a dead letter."""
+    counts = run_counts(flink)
+    assert counts == run_counts(local)
+    broken = topics * len(BROKEN)
+    assert counts["read"] == records + copies + broken and counts["parsed"] == records
+    assert counts["dead_lettered_by_reason"]["duplicate"] == copies > 0
+    assert counts["dead_lettered"] == copies + broken
 
 
 def _driver(module: str, arguments: list[str], flink_cluster, job_name: str) -> subprocess.Popen:
@@ -135,15 +162,16 @@ def test_killed_taskmanagers_leave_the_k_anonymity_verdicts_of_an_uninterrupted_
     assert generate.main(["kanon", "--output", str(data), "--groups", "120", "--joins", "8000", "--days", "8",
                           "--start", START, "--seed", "11", "--format", "jsonl", "--quiet"]) == 0
     joins = _jsonl("joins-*", data)
-    chunks = _chunks(joins, _bounds(joins))
+    sent_joins = delivered_twice(joins)
+    chunks = _chunks(sent_joins, _bounds(joins))
     address, topic, verdicts = apache_kafka.address, fresh_topic("joins"), fresh_topic("verdicts")
     driver = _driver("pipelines.kanon", ["--input", f"kafka://{address}/{topic}?group=failover", "--emit", "all",
                                          "--output", str(tmp_path / "flink"), "--output-topic",
                                          f"kafka://{address}/{verdicts}"], flink_cluster, "failover-kanon")
     try:
         restores = _run_with_kills(flink_cluster, "failover-kanon", driver,
-                                   lambda index: produce_at_event_time(address, topic, chunks[index]),
-                                   {topic: (address, "failover", len(joins))})
+                                   lambda index: _produce_chunk(address, topic, chunks, index),
+                                   {topic: (address, "failover", len(sent_joins) + len(BROKEN))})
     finally:
         driver.kill()
     assert restores >= KILLS
@@ -159,8 +187,7 @@ def test_killed_taskmanagers_leave_the_k_anonymity_verdicts_of_an_uninterrupted_
     uninterrupted = _values_by_id(consume_all(address, reference), verdict_id)
     assert sent.keys() == uninterrupted.keys() and len(sent) > 500
     assert all(len(values) == 1 for values in sent.values())  # no hour of a group ever had two verdicts
-    counts = json.loads((tmp_path / "flink" / "summary.json").read_text())["counts"]
-    assert counts["read"] == counts["parsed"] == len(joins)  # every join counted once across the restores
+    _same_counts(tmp_path / "flink", tmp_path / "local", len(joins), len(sent_joins) - len(joins), topics=1)
     flink_file = {verdict_id(json.loads(line)) for line in output_records(tmp_path / "flink")["verdicts"]}
     assert flink_file == set(uninterrupted)
 
@@ -170,9 +197,10 @@ def test_killed_taskmanagers_neither_reset_a_filter_nor_change_a_query_result(fl
     assert generate.main(["microbenchmark", "--output", str(data), "--knob1", "0.1", "--knob2", "0.1",
                           "--batch-size", "40", "--products", "2", "--start", START, "--seed", "7", "--format",
                           "jsonl", "--quiet"]) == 0
-    impressions, conversions = _jsonl("impressions-*", data), _jsonl("conversions-*", data)
-    bounds = _bounds(conversions)
-    chunks = {"impressions": _chunks(impressions, bounds), "conversions": _chunks(conversions, bounds)}
+    inputs = {"impressions": _jsonl("impressions-*", data), "conversions": _jsonl("conversions-*", data)}
+    sent = {name: delivered_twice(records) for name, records in inputs.items()}
+    bounds = _bounds(inputs["conversions"])
+    chunks = {name: _chunks(records, bounds) for name, records in sent.items()}
     address = apache_kafka.address
     topics = {"impressions": fresh_topic("impressions"), "conversions": fresh_topic("conversions")}
     results = fresh_topic("results")
@@ -184,15 +212,14 @@ def test_killed_taskmanagers_neither_reset_a_filter_nor_change_a_query_result(fl
 
     def produce_chunk(index: int) -> None:
         for name, topic in topics.items():
-            produce_at_event_time(address, topic, chunks[name][index])
+            _produce_chunk(address, topic, chunks[name], index)
 
     driver = _driver("pipelines.measurement", [*options("failover", ""), "--output", str(tmp_path / "flink"),
                                                "--output-topic", f"kafka://{address}/{results}"],
                      flink_cluster, "failover-measurement")
     try:
         restores = _run_with_kills(flink_cluster, "failover-measurement", driver, produce_chunk, {
-            topics["impressions"]: (address, "failover", len(impressions)),
-            topics["conversions"]: (address, "failover", len(conversions))})
+            topic: (address, "failover", len(sent[name]) + len(BROKEN)) for name, topic in topics.items()})
     finally:
         driver.kill()
     assert restores >= KILLS
@@ -203,11 +230,11 @@ def test_killed_taskmanagers_neither_reset_a_filter_nor_change_a_query_result(fl
     def result_id(result: dict) -> tuple:
         return result["querier_site"], result["query_key"], result["batch_index"]
 
-    sent = _values_by_id(consume_all(address, results), result_id)
+    answered = _values_by_id(consume_all(address, results), result_id)
     uninterrupted = _values_by_id(consume_all(address, reference), result_id)
-    assert sent == uninterrupted and sent  # each query answered once, with the uninterrupted run's noisy result
+    assert answered == uninterrupted and answered  # each query answered once, with the uninterrupted run's result
     flink_files, local_files = output_records(tmp_path / "flink"), output_records(tmp_path / "local")
     # the reports, the results and every (device, querier, epoch) filter's consumption: no filter was reset
     assert flink_files == local_files and any("budgets" in name for name in flink_files)
-    counts = json.loads((tmp_path / "flink" / "summary.json").read_text())["counts"]
-    assert counts["read"] == counts["parsed"] == len(impressions) + len(conversions)
+    records, copies = sum(map(len, inputs.values())), sum(map(len, sent.values())) - sum(map(len, inputs.values()))
+    _same_counts(tmp_path / "flink", tmp_path / "local", records, copies, topics=len(topics))

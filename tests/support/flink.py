@@ -65,10 +65,26 @@ def apache_kafka() -> Iterator[KafkaBroker]:
         yield broker
 
 
+BROKEN = [b"{broken", b"[]"]  # two messages that are no record: dead letters on both paths
+
+
+def run_counts(output: Path) -> dict:
+    """A run's counts from its ``summary.json``: read, parsed, dead letters and dead letters by reason."""
+    counts = json.loads((output / "summary.json").read_text())["counts"]
+    return {key: counts[key] for key in ("read", "parsed", "dead_lettered", "dead_lettered_by_reason")}
+
+
+def delivered_twice(records: list[dict], every: int = 25) -> list[dict]:
+    """``records`` as an at-least-once producer may deliver them: every ``every``-th a second time, right after
+    the first (a copy the jobs dead-letter as a ``duplicate``)."""
+    return [record for index, record in enumerate(records) for _ in range(2 if index % every == 0 else 1)]
+
+
 def produce_at_event_time(address: str, topic: str, records: Iterable[dict], *, keys: Iterable[bytes] | None = None,
                           extra: Iterable[bytes] = ()) -> int:
     """Send each record as one JSON message whose Kafka timestamp is its event time (what the runner's watermark
-    follows on the Flink path), then the ``extra`` raw messages; waits for every acknowledgement."""
+    follows on the Flink path), then the ``extra`` raw messages at the last record's time (not behind the
+    watermark, whatever the records' days); waits for every acknowledgement."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": address, "linger.ms": 5})
@@ -80,14 +96,16 @@ def produce_at_event_time(address: str, topic: str, records: Iterable[dict], *, 
 
     count = 0
     key_list = list(keys) if keys is not None else None
+    last_millis = 0  # Kafka's "now" for a message without a timestamp
     for index, record in enumerate(records):
+        last_millis = record["event_time_micros"] // 1000
         producer.produce(topic, value=json.dumps(record).encode(), key=None if key_list is None else key_list[index],
-                         timestamp=record["event_time_micros"] // 1000, on_delivery=delivered)
+                         timestamp=last_millis, on_delivery=delivered)
         count += 1
         if count % 10_000 == 0:
             producer.poll(0)
     for value in extra:
-        producer.produce(topic, value=value, on_delivery=delivered)
+        producer.produce(topic, value=value, timestamp=last_millis, on_delivery=delivered)
         count += 1
     assert producer.flush(30) == 0 and not failures, failures[:3]
     return count
