@@ -4,7 +4,7 @@ DirectRunner, with event time from a message attribute, and sends the batch job'
 message to the dead-letter topic.
 
 The DirectRunner's Pub/Sub source holds its watermark at the wall clock (``_PubSubReadEvaluator``), so the joins
-are of the hour that just ended and the allowed lateness is chosen to make that hour final about 40 s after the
+are of the hour that just ended and the allowed lateness is chosen to make that hour final about 25 s after the
 test starts, once every join has been read; a trickle of joins of a later hour, for another group, keeps the
 source's pulls answering (an empty pull waits 30 s)."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.support.pubsub import PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUR_MICROS = 3_600_000_000
-FINAL_AFTER_SECONDS = 40  # the hour of the joins is final this long after the test starts
+FINAL_AFTER_SECONDS = 25  # the hour of the joins is final this long after the test starts
 GROUPS = {"https://dsp.example/ig/few": 8, "https://dsp.example/ig/near": 50, "https://dsp.example/ig/many": 140}
 
 
