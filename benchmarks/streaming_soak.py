@@ -16,8 +16,9 @@ epochs, expiries and deduplication horizons roll over many times, and its device
 
 Every minute the sampler records (``<out>/<job>.jsonl``): the RSS of the job and of its topic source process,
 the state store's size and rows per table, the size of the file outputs spilled until the drain (outputs, not
-state), events read per second and dead letters (from the job's own metrics
-endpoint), the event-time lag of its watermark, the consumer lag, and the end-to-end delay of the firings of
+state), events read per second and dead letters (from the job's own metrics endpoint), the event-time lag of its
+watermark, the consumer lag, the stateful steps' firings (how many, their time, the keys each replayed), the time
+the garbage collector held the job (all, and in full collections), and the end-to-end delay of the firings of
 that minute: from the producer sending the first event at or after a firing's event time (which lets the
 watermark pass it) to the job reporting that firing done (``pmbeam_firing_event_time_seconds``, scraped every
 0.25 s: a delay is over-stated by at most that).
@@ -167,6 +168,11 @@ def _sum(values: dict, prefix: str) -> float:
     return sum(value for name, value in values.items() if name.startswith(prefix))
 
 
+def _grown(values: dict, last: dict, prefix: str) -> float:
+    """A counter's growth between two scrapes."""
+    return _sum(values, prefix) - _sum(last, prefix)
+
+
 def _rss_mb(pid: int) -> tuple[float, float]:
     """The RSS of ``pid`` and of all its descendants, MB."""
     def rss(process: int) -> float:
@@ -300,7 +306,7 @@ def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, r
         delays.start()
         samples: list[dict] = []
         started = time.monotonic()
-        last_read, last_at = 0.0, started
+        last_read, last_at, last_values = 0.0, started, {}
         path = os.path.join(out, f"{job.name}.jsonl")
         with open(path, "w", encoding="utf-8") as record:
             while time.monotonic() - started < minutes * 60 and process.poll() is None:
@@ -314,6 +320,7 @@ def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, r
                 job_rss, source_rss = _rss_mb(process.pid)
                 store_mb, rows = _store(store)
                 minute_delays = delays.take()
+                fired = _grown(values, last_values, "pmbeam_firing_seconds_count")
                 sample = {
                     "minute": round((now - started) / 60, 2), "cycle": producer.cycle, "sent": producer.sent,
                     "events_read": int(read), "events_per_second": round((read - last_read) / (now - last_at)),
@@ -324,15 +331,24 @@ def soak(job: StreamingJob, address: str, data: str, out: str, minutes: float, r
                     "consumer_lag": int(_sum(values, "pmbeam_consumer_lag_messages")),
                     "dead_letters": int(_sum(values, "pmbeam_dead_letters_total")),
                     "firings": len(minute_delays),
+                    "firings_done": int(fired),
+                    "firing_seconds": round(_grown(values, last_values, "pmbeam_firing_seconds_sum"), 2),
+                    "keys_per_firing": round(_grown(values, last_values, "pmbeam_firing_keys_total") / fired) if fired
+                    else None,
+                    "gc_seconds": round(_grown(values, last_values, "pmbeam_gc_pause_seconds_total"), 2),
+                    "gc_full_seconds": round(_grown(values, last_values, 'pmbeam_gc_pause_seconds_total{generation="2"}'),
+                                             2),
                     "delay_p50_seconds": _quantile(minute_delays, 0.5), "delay_p95_seconds": _quantile(minute_delays, 0.95),
                 }
-                last_read, last_at = read, now
+                last_read, last_at, last_values = read, now, values
                 samples.append(sample)
                 record.write(json.dumps(sample) + "\n")
                 record.flush()
                 print(f"{job.name} {sample['minute']:6.1f} min: cycle {sample['cycle']}, {sample['events_per_second']:,}/s, "
                       f"RSS {sample['rss_mb']:,.0f} MB, store {store_mb:,.1f} MB {rows}, p95 delay "
-                      f"{sample['delay_p95_seconds']}, consumer lag {sample['consumer_lag']:,}", flush=True)
+                      f"{sample['delay_p95_seconds']}, consumer lag {sample['consumer_lag']:,}, firings "
+                      f"{sample['firings_done']} ({sample['firing_seconds']} s, {sample['keys_per_firing']} keys each), "
+                      f"collector {sample['gc_seconds']} s", flush=True)
         producer.stop.set()
         producer.join()
         delays.stop.set()

@@ -4,6 +4,7 @@ are the run's own: scraped from the running k-anonymity and measurement jobs (a 
 refusals) against the budgeting mechanism replayed on the same events."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -117,6 +118,10 @@ def test_a_running_kanon_job_serves_its_numbers_and_they_are_the_runs(kafka_brok
     # the stateful step fired, and each firing wrote a snapshot to the job's state store
     firings = final[("pmbeam_firing_seconds_count", (("step", "verdicts"),))]
     assert firings >= 1 and final[("pmbeam_snapshot_seconds_count", (("step", "verdicts"),))] == firings
+    # every group with joins was evaluated at least once (and again at each later step its window still holds)
+    groups = len({row.interest_group for row in rows})
+    assert groups <= final[("pmbeam_firing_keys_total", (("step", "verdicts"),))] <= groups * firings
+    assert set(_by(final, "pmbeam_gc_pause_seconds_total", "generation")) == {"0", "1", "2"}
     assert final[("pmbeam_snapshot_bytes", (("step", "verdicts"),))] > 0
     # the last timer (an hour's end plus the lateness) at or before the watermark; the drain's firing has no time
     assert latest - 3600 < final[("pmbeam_firing_event_time_seconds", (("step", "verdicts"),))] <= latest
@@ -166,6 +171,20 @@ def test_the_source_collector_gives_each_input_and_partition():
     assert samples[("pmbeam_consumer_lag_messages", (("input", "sources"), ("partition", "0")))] == 3
     assert samples[("pmbeam_consumer_lag_messages", (("input", "triggers"), ("partition", "0")))] == 9
     assert samples[("pmbeam_watermark_seconds", ())] == 5.0 and samples[("pmbeam_watermark_lag_seconds", ())] == 2.5
+
+
+def test_the_collectors_pauses_count_from_the_runs_start():
+    def full_collections(metrics: JobMetrics) -> float:
+        return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value for family in metrics.registry.collect()
+                for sample in family.samples}[("pmbeam_gc_pause_seconds_total", (("generation", "2"),))]
+
+    earlier = JobMetrics()
+    gc.collect()
+    later = JobMetrics()
+    counted = full_collections(earlier)
+    assert counted > 0  # the full collection after the first run began, and not before the second
+    gc.collect()
+    assert full_collections(earlier) > counted and 0 < full_collections(later) < full_collections(earlier)
 
 
 def test_metrics_need_topic_inputs_and_a_free_port(kafka_broker, tmp_path, capsys):

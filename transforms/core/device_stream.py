@@ -552,7 +552,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             written, released = saved.state_bytes, stamped(released, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
-        metrics.firing_done("devices", started, None if at_end else fired)
+        metrics.firing_done("devices", started, None if at_end else fired, len(touched))
         yield from released
         if at_end:  # nothing comes after the end of the input: no timer is set again
             needed_state.clear()

@@ -14,6 +14,7 @@ serves whichever run is current. The metric names and their meaning are listed i
 """
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -25,7 +26,7 @@ from prometheus_client.registry import Collector
 
 OUTPUTS_NAMESPACE = "pmbeam.outputs"  # counter per sink: records written
 DEAD_LETTERS_NAMESPACE = "pmbeam.dead_letters"  # counter per reason: dead letters written
-FIRINGS_NAMESPACE = "pmbeam.firings"  # distribution per stateful step: a firing's duration in microseconds
+FIRINGS_NAMESPACE = "pmbeam.firings"  # per stateful step: a firing's duration in microseconds, the keys it took
 SNAPSHOTS_NAMESPACE = "pmbeam.snapshots"  # distributions per step: a snapshot's duration (us) and size (bytes)
 REFUSALS_NAMESPACE = "pmbeam.budget_refusals"  # counter per kind: what a privacy budget refused
 # a firing or a snapshot takes from a millisecond (a quiet shard) to seconds (the end of a long input)
@@ -45,6 +46,9 @@ class JobMetrics:
         self.firings = Histogram("pmbeam_firing_seconds", "Duration of a stateful step's timer firing (the state "
                                  "read, the replay or evaluation, the snapshot)", ["step"], buckets=_SECONDS_BUCKETS,
                                  registry=registry)
+        self.fired_keys = Counter("pmbeam_firing_keys", "Keys a stateful step's firings replayed or evaluated "
+                                  "(devices, interest groups), those with events and those due to wake", ["step"],
+                                  registry=registry)
         self.fired_through = Gauge("pmbeam_firing_event_time_seconds", "The event time of a step's latest timer "
                                    "firing (Unix seconds): what it has made final", ["step"], registry=registry)
         self.snapshots = Histogram("pmbeam_snapshot_seconds", "Duration of writing a firing's snapshot to the state "
@@ -63,6 +67,7 @@ class JobMetrics:
         self._fired_micros: dict[str, int] = {}
         self._lock = threading.Lock()
         registry.register(_SourceCollector(self))
+        registry.register(_CollectorPauses())
 
     def fired(self, step: str, fired_micros: int) -> None:
         """``step`` fired at event time ``fired_micros`` (shards fire in any order: the gauge keeps the latest)."""
@@ -110,6 +115,42 @@ class _SourceCollector(Collector):
                                     "event time read (seconds of event time)", value=behind / 1e6)
 
 
+class _CollectorPauses(Collector):
+    """The time Python's cyclic garbage collector held this process, per generation, since the run began: each
+    collection stops every thread of the job, and a full one walks every live object (seconds, with a shard of
+    devices held in the process). Measured by a ``gc.callbacks`` entry (``_TimedCollections``)."""
+
+    def __init__(self) -> None:
+        self._since = _collections.totals()
+
+    def collect(self) -> Iterable:
+        seconds = CounterMetricFamily("pmbeam_gc_pause_seconds", "Time Python's garbage collector held the process "
+                                      "(every thread of the job), per generation (2: a full collection)",
+                                      labels=["generation"])
+        for generation, (total, before) in enumerate(zip(_collections.totals(), self._since, strict=True)):
+            seconds.add_metric([str(generation)], total - before)
+        yield seconds
+
+
+class _TimedCollections:
+    """The collector's time per generation, over the life of the process (one ``gc.callbacks`` entry)."""
+
+    def __init__(self) -> None:
+        self._seconds = [0.0] * 3
+        self._started = 0.0
+        gc.callbacks.append(self._timed)
+
+    def _timed(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self._seconds[info["generation"]] += time.perf_counter() - self._started
+
+    def totals(self) -> list[float]:
+        return list(self._seconds)
+
+
+_collections = _TimedCollections()
 _current = JobMetrics()
 _servers: dict[tuple[str, int], object] = {}
 _servers_lock = threading.Lock()
@@ -163,12 +204,14 @@ def dead_letters_written(by_reason: Mapping[str, int]) -> None:
         _current.dead_letters.labels(reason).inc(count)
 
 
-def firing_done(step: str, started: float, fired_micros: int | None) -> None:
+def firing_done(step: str, started: float, fired_micros: int | None, keys: int) -> None:
     """A firing of ``step`` at event time ``fired_micros`` (None: the firing at the end of the input, at no event
-    time) that began at ``started`` (``time.perf_counter``) has done its work."""
+    time) that began at ``started`` (``time.perf_counter``) has done its work on ``keys`` keys (devices, groups)."""
     seconds = time.perf_counter() - started
     Metrics.distribution(FIRINGS_NAMESPACE, f"{step}_micros").update(int(seconds * 1e6))
+    Metrics.counter(FIRINGS_NAMESPACE, f"{step}_keys").inc(keys)
     _current.firings.labels(step).observe(seconds)
+    _current.fired_keys.labels(step).inc(keys)
     if fired_micros is not None:
         _current.fired(step, fired_micros)
 

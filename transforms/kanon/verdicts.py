@@ -380,7 +380,7 @@ class _StreamingShardFn(InspectedOnceDoFn):
             written, outputs = saved.state_bytes, stamped(outputs, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
-        metrics.firing_done("verdicts", started, None if at_end else fire_time.micros)
+        metrics.firing_done("verdicts", started, None if at_end else fire_time.micros, len(touched))
         yield from outputs
         needed = min((step for step in (first_waiting, min(shard.wake, default=None)) if step is not None), default=None)
         if needed is None:
