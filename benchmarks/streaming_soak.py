@@ -63,8 +63,8 @@ TARGET_GROWTH_PER_CYCLE, TARGET_P95_SECONDS = 0.05, 5.0
 
 # the producer's rate per job, events/s: half the sustained rate measured from a backlog (benchmarks/README.md);
 # event-level 1,500: live, every firing replays nearly all of its 5,000 devices, each holding a month of sources,
-# and on this machine it fell behind at 5,000, and after some minutes at 2,500, 1,500 and 1,000, without
-# catching up again (benchmarks/README.md, sessions 7 and 8)
+# and on this machine it fell behind at 5,000, and in some runs after some minutes at 2,500, 1,500 and 1,000,
+# without catching up again; an hour at 1,500 kept a p95 of 2.6 s (benchmarks/README.md, sessions 7 to 9)
 RATES = {"kanon": 15_000, "measurement": 15_000, "summary_client": 10_000, "event_level": 1_500}
 # how often the watermark moves (``--snapshot-seconds``, default 1): each move is a firing and a snapshot. The
 # datasets have few devices for their rate (5,000 to 20,000 devices at 10,000 to 15,000 events/s), so every firing
