@@ -34,8 +34,13 @@ def _scrape(port: int) -> dict[tuple, float]:
     """(metric sample name, sorted labels) -> value, from http://127.0.0.1:port/metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
+    return _samples(text_string_to_metric_families(text))
+
+
+def _samples(families) -> dict[tuple, float]:
+    """(metric sample name, sorted labels) -> value, of metric families (parsed, or a registry's)."""
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+            for family in families for sample in family.samples}
 
 
 def _by(samples: dict, name: str, label: str) -> dict[str, float]:
@@ -165,8 +170,7 @@ def test_the_source_collector_gives_each_input_and_partition():
     metrics.source_status({"read": 7, "dead_lettered": 1, "watermark_micros": 5_000_000, "lag_micros": 2_500_000,
                            "inputs": {"sources": {"read": 4, "dead_lettered": 1, "consumer_lag": {0: 3, 1: 0}},
                                       "triggers": {"read": 3, "dead_lettered": 0, "consumer_lag": {0: 9}}}})
-    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-               for family in metrics.registry.collect() for sample in family.samples}
+    samples = _samples(metrics.registry.collect())
     assert _by(samples, "pmbeam_events_read_total", "input") == {"sources": 4, "triggers": 3}
     assert samples[("pmbeam_consumer_lag_messages", (("input", "sources"), ("partition", "0")))] == 3
     assert samples[("pmbeam_consumer_lag_messages", (("input", "triggers"), ("partition", "0")))] == 9
@@ -175,8 +179,7 @@ def test_the_source_collector_gives_each_input_and_partition():
 
 def test_the_collectors_pauses_count_from_the_runs_start():
     def full_collections(metrics: JobMetrics) -> float:
-        return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value for family in metrics.registry.collect()
-                for sample in family.samples}[("pmbeam_gc_pause_seconds_total", (("generation", "2"),))]
+        return _samples(metrics.registry.collect())[("pmbeam_gc_pause_seconds_total", (("generation", "2"),))]
 
     earlier = JobMetrics()
     gc.collect()
