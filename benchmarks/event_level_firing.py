@@ -17,7 +17,6 @@ long as it runs. Compare two versions by running this from a checkout of each, o
 from __future__ import annotations
 
 import argparse
-import gc
 import glob
 import os
 import statistics
@@ -30,9 +29,9 @@ import fastavro
 from harness import write_json
 from streaming_jobs import JOBS, generate
 
-from pipelines.release import _STREAMING_GC_THRESHOLDS
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, validate
 from schemas.rows import EventLevelSource
+from transforms.core.collector import streaming_collector
 from transforms.core.device_stream import pack_events
 from transforms.core.durable.step import DurableStep
 from transforms.core.mechanisms.noise import SecureSource
@@ -139,18 +138,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--events-per-firing and --runs must be at least 1, --cycles at least 2")
     generate(JOBS["event_level"], args.data)
     rows = _events(args.data)
-    gc.freeze()  # the benchmark's own input rows: not the job's, whose collector never walks them
-    gc.set_threshold(*_STREAMING_GC_THRESHOLDS)
     key = resolve_key(None)
     medians: list[float] = []
     means: list[float] = []
-    for index in range(args.runs):
-        print(f"run {index + 1}: {len(rows):,} events, {args.events_per_firing:,} a firing", flush=True)
-        with tempfile.TemporaryDirectory() as directory:
-            times = run(rows, args.events_per_firing, args.cycles, os.path.join(directory, "state.sqlite"), key)
-        later = [t for cycle in times[1:] for t in cycle]
-        medians.append(statistics.median(later))
-        means.append(statistics.mean(later))
+    with streaming_collector():  # as in the job; what is alive at its start (the input rows too) frozen
+        for index in range(args.runs):
+            print(f"run {index + 1}: {len(rows):,} events, {args.events_per_firing:,} a firing", flush=True)
+            with tempfile.TemporaryDirectory() as directory:
+                times = run(rows, args.events_per_firing, args.cycles, os.path.join(directory, "state.sqlite"), key)
+            later = [t for cycle in times[1:] for t in cycle]
+            medians.append(statistics.median(later))
+            means.append(statistics.mean(later))
     result = {"events_per_firing": args.events_per_firing, "cycles": args.cycles,
               "median_firing_seconds_after_the_first_cycle": statistics.median(medians),
               "mean_firing_seconds_after_the_first_cycle": statistics.median(means),

@@ -16,7 +16,6 @@ and the reason, and releases nothing else.
 from __future__ import annotations
 
 import contextlib
-import gc
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from pipelines.flink import jobs as flink_jobs
 from pipelines.flink import rest
 from pipelines.runners import runner_name
 from transforms.core.bus.kafka_stream import DUPLICATE, StreamIncomplete
+from transforms.core.collector import streaming_collector
 from transforms.core.durable.step import StreamEnded
 from transforms.core.durable.store import StoreUnavailable
 from transforms.core.io import INPUT_FILES
@@ -72,28 +72,6 @@ def publish(staging: str, output: str, *, everything: bool) -> None:
     FileSystems.delete([staging])
 
 
-# Python's cyclic garbage collector at its defaults (700, 10, 10) walks every live container object at each full
-# collection, and a streaming run allocates in bursts (a firing replays every device that has events): measured on
-# the measurement job from a topic, 11 full collections took 1.5 to 1.7 s of a 15 to 19 s run. Collecting less
-# often costs only the cyclic garbage kept a little longer (reference counting frees the rest at once).
-_STREAMING_GC_THRESHOLDS = (10_000, 50, 100)
-
-
-@contextlib.contextmanager
-def _collector_for(streaming: bool) -> Iterator[None]:
-    """During a streaming run, the garbage collector runs less often (``_STREAMING_GC_THRESHOLDS``); restored after.
-    A batch run keeps Python's defaults."""
-    if not streaming:
-        yield
-        return
-    previous = gc.get_threshold()
-    gc.set_threshold(*_STREAMING_GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
-
-
 @contextlib.contextmanager
 def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, *, streaming: bool,
                   name: str = "job") -> Iterator[tuple]:
@@ -128,7 +106,8 @@ def completed_run(job: Any, beam_args: list[str], build: Callable, output: str, 
     elsewhere = not runs_here(options)
     on_flink = streaming and flink_defaults.is_flink(options)
     draining = flink_jobs.draining_on_signal(options) if on_flink else contextlib.nullcontext(None)
-    with topics.running(pipeline) as source, _collector_for(streaming):
+    collector = streaming_collector() if streaming else contextlib.nullcontext()
+    with topics.running(pipeline) as source, collector:
         try:
             with draining as drained:
                 result = pipeline.run()

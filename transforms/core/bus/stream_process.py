@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from transforms.core.bus.kafka_stream import KafkaStreamService, StreamIncomplete, TopicInput
+from transforms.core.collector import streaming_collector
 from transforms.core.metrics import JobMetrics
 from transforms.core.progress import ProgressLine
 
@@ -50,7 +51,7 @@ def _serve(connection: Connection) -> None:
         connection.send(("failed", ValueError(str(error))))  # librdkafka's errors do not survive pickling
         return
     connection.send(("ready", None))
-    try:
+    with contextlib.closing(service), streaming_collector():  # the child's whole life from here is the stream
         while True:
             try:
                 request = connection.recv()
@@ -68,8 +69,6 @@ def _serve(connection: Connection) -> None:
                 connection.send(None)
             elif request == "outcome":
                 connection.send((service.completed, service.error))
-    finally:
-        service.close()
 
 
 class KafkaStreamProcess:
