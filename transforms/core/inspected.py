@@ -11,17 +11,26 @@ get_function_arguments``: the hook its own ``CallableWrapperDoFn`` uses). ``Insp
 method with the arguments read the first time for the class. A DoFn's methods, and the state and timer
 parameters they declare, belong to its class, so the answer is the one Beam would compute. A Beam without the
 hook only loses the speed.
+
+At every bundle Beam also finds the DoFn's state and timers (``get_dofn_specs``, twice or three times) by reading
+every method ``dir`` lists: about 40 for a plain DoFn. Only the methods that declare a DoFn parameter (a state, a
+timer, the key, the timestamp, ...) add anything to what it finds, so ``dir`` of an ``InspectedOnceDoFn`` lists
+those (``get_dofn_specs`` is Beam's one use of ``dir`` on a DoFn). Measured on the summary-client job from a
+topic (305,243 events, 498 bundles): the runner's starts of bundles took 0.89 s of the run before, 0.40 s after
+(with the job's last ``beam.Map`` and plain DoFns on that path made into ``InspectedOnceDoFn`` subclasses).
 """
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.transforms.core import get_function_args_defaults
+from apache_beam.transforms.core import _DoFnParam, get_function_args_defaults
 
 _HOOK = "_inspect_"
 _ARGUMENTS: dict[tuple[type, str], tuple[list[str], list[Any]]] = {}  # (DoFn class, method) -> (args, defaults)
+_DECLARING: dict[type, list[str]] = {}  # DoFn class -> its methods that declare a DoFn parameter
 
 
 class InspectedOnceDoFn(beam.DoFn):
@@ -36,3 +45,14 @@ class InspectedOnceDoFn(beam.DoFn):
         if arguments is None:
             arguments = _ARGUMENTS[key] = get_function_args_defaults(getattr(self, key[1]))
         return lambda: arguments
+
+    def __dir__(self) -> list[str]:
+        """The methods that declare a DoFn parameter (see the module's docstring), read once per class."""
+        names = _DECLARING.get(type(self))
+        if names is None:
+            names = _DECLARING[type(self)] = [
+                name for name in object.__dir__(self)
+                if isinstance(getattr(self, name, None), types.MethodType)
+                and any(isinstance(default, _DoFnParam) for default in getattr(self, _HOOK + name)()[1])
+            ]
+        return names

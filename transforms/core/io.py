@@ -518,7 +518,7 @@ class _RecordsPerBundleFn(InspectedOnceDoFn):
             yield WindowedValue((0, chunk), self._earliest, (GlobalWindow(),))
 
 
-class _CountReasonsFn(beam.DoFn):
+class _CountReasonsFn(InspectedOnceDoFn):
     """Dead letters passed on unchanged, counted per reason once per bundle (``metrics.dead_letters_written``)."""
 
     def start_bundle(self) -> None:

@@ -38,6 +38,7 @@ from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, unpack_chun
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
 from transforms.core.durable.step import DurableStep
+from transforms.core.inspected import InspectedOnceDoFn
 from transforms.core.io import DEAD_LETTERS, INPUT_FILES, ReadEvents, flatten_reads
 from transforms.core.mechanisms.noise import RandomSource
 from transforms.summary_reports.mechanisms.contributions import ClientReport, SummaryClient
@@ -105,7 +106,7 @@ class _ReplayShardsFn(beam.DoFn):
         _count_refusals(client)
 
 
-class _ToRecordFn(beam.DoFn):
+class _ToRecordFn(InspectedOnceDoFn):
     """A ClientReport as its AggregatableReport Avro record (clear text, or encrypted to ``public_key``),
     counting reports and null reports."""
 

@@ -46,6 +46,11 @@ def test_beam_reads_the_same_arguments_state_and_timers():
     assert DoFnSignature(fast).is_stateful_dofn()
 
 
+def test_dir_lists_the_methods_that_declare_dofn_parameters():
+    assert sorted(dir(_Inspected())) == ["emit", "process"]  # what get_dofn_specs reads (the other test: the same specs)
+    assert "start_bundle" in dir(_Plain())
+
+
 def test_the_arguments_are_read_once_per_class_and_method():
     fast = _Inspected()
     get_function_arguments(fast, "process")

@@ -134,6 +134,14 @@ def sink_written(written) -> None:
         _SINKS.setdefault(written.pipeline, []).append(written)
 
 
+class _OneKeyFn(InspectedOnceDoFn):
+    """(0, None) for every element: one key, for ``_AcknowledgeFn``'s timer. A DoFn of its own rather than a
+    ``beam.Map``, whose wrapper Beam inspects whole at every bundle, and every sink's bundle comes here."""
+
+    def process(self, element):
+        yield 0, None
+
+
 class _AcknowledgeFn(InspectedOnceDoFn):
     """One key: a watermark timer after the bound, set again after it as it fires; each firing acknowledges its
     time (``acknowledged``). A firing past the bound means the runner moved the watermark beyond what the source
@@ -173,8 +181,7 @@ def acknowledge_sinks(pipeline: beam.Pipeline, job_id: str, bound: WatermarkBoun
     (
         [start, *sinks]
         | "AcknowledgeSinks" >> beam.Flatten()
-        # (0, None): one key, for the timer
-        | "AcknowledgeKey" >> beam.Map(lambda _: (0, None))
+        | "AcknowledgeKey" >> beam.ParDo(_OneKeyFn())
         | "Acknowledge" >> beam.ParDo(_AcknowledgeFn(job_id))
     )
     with _LOCK:
