@@ -51,28 +51,47 @@ def _key_fields(row_type: type) -> frozenset[str]:
     return frozenset(name for name, hint in hints.items() if hint is int)
 
 
-def message_of(row: NamedTuple, message: Message) -> Message:
-    """Fill ``message`` (a fresh message of the row's type) with ``row``'s fields; returns it."""
-    descriptor = message.DESCRIPTOR
-    # a NamedTuple has as many values as _fields; a per-row path of state checkpoints, where any keyword to zip
-    # (strict=False as much as strict=True) costs 5 to 10 % of the call (measured)
-    for name, value in zip(row._fields, row):  # noqa: B905
-        if value is None:
-            continue
+_SCALAR, _KEYABLE, _SCALARS, _MESSAGE, _MESSAGES = range(5)  # how ``message_of`` sets a field (``_plan``)
+
+
+@cache
+def _plan(row_type: type[NamedTuple], descriptor: Any) -> tuple[tuple[str, int], ...]:
+    """How ``message_of`` fills each field of ``row_type``'s message: (name, kind) in the row's order, read once
+    from the descriptor (reading a field's descriptor for every row cost ``message_of`` 40 % of its time,
+    measured on the summary-client benchmark's ARA sources: 6.0 against 3.5 us a source)."""
+    plan = []
+    for name in row_type._fields:
         field = descriptor.fields_by_name[name]
         if field.message_type is not None:
-            if _is_repeated(field):
-                target = getattr(message, name)
-                for item in value:
-                    message_of(item, target.add())
-            else:
-                message_of(value, getattr(message, name))
+            plan.append((name, _MESSAGES if _is_repeated(field) else _MESSAGE))
         elif _is_repeated(field):
-            getattr(message, name).extend(value)
-        elif field.type == FieldDescriptor.TYPE_STRING and type(value) is int:
-            setattr(message, name, hex(value))  # a 128-bit key
+            plan.append((name, _SCALARS))
+        elif field.type == FieldDescriptor.TYPE_STRING:
+            plan.append((name, _KEYABLE))  # a string, or a 128-bit key the row holds as an int
         else:
+            plan.append((name, _SCALAR))
+    return tuple(plan)
+
+
+def message_of(row: NamedTuple, message: Message) -> Message:
+    """Fill ``message`` (a fresh message of the row's type) with ``row``'s fields; returns it."""
+    # a NamedTuple has as many values as _fields; a per-row path of state checkpoints, where any keyword to zip
+    # (strict=False as much as strict=True) costs 5 to 10 % of the call (measured)
+    for (name, kind), value in zip(_plan(type(row), message.DESCRIPTOR), row):  # noqa: B905
+        if value is None:
+            continue
+        if kind == _SCALAR:
             setattr(message, name, value)
+        elif kind == _KEYABLE:
+            setattr(message, name, hex(value) if type(value) is int else value)
+        elif kind == _SCALARS:
+            getattr(message, name).extend(value)
+        elif kind == _MESSAGES:
+            target = getattr(message, name)
+            for item in value:
+                message_of(item, target.add())
+        else:
+            message_of(value, getattr(message, name))
     return message
 
 
