@@ -328,7 +328,7 @@ for n in range(wanted):
     device_id, data_bytes = encoded[n % len(encoded)]
     shard.devices[f"{device_id}/{n // len(encoded)}"] = data_bytes
 step = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open()
-step.save(shard, "devices", set(shard.devices), [], [])
+step.save(shard, "devices", set(shard.devices), [], [], fired_micros=0)
 print('{"devices": %d}' % len(encoded))
 """
 
@@ -344,7 +344,7 @@ store, wanted = sys.argv[1], int(sys.argv[2])
 gc.set_threshold(*STREAMING_THRESHOLDS)  # as in a streaming run, where the restore happens
 started = time.perf_counter()
 step = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open()
-restored = step.restore(state_pb2.DeviceShardState, "devices")
+restored = step.restore(state_pb2.DeviceShardState, "devices", natural_micros=0)
 read = time.perf_counter()
 codec = device_codec(MeasurementConfig())
 devices = {device_id: codec.decode(data) for device_id, data in restored.shard.devices.items()}
