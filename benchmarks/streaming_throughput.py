@@ -333,15 +333,16 @@ print('{"devices": %d}' % len(encoded))
 """
 
 _RESTORE_CHILD = """
-import gc, json, sys, time
-from transforms.core.collector import STREAMING_THRESHOLDS
+import json, sys, time
+from transforms.core.collector import streaming_collector
 from schemas.proto import state_pb2
 from transforms.budgeting.state import device_codec
 from transforms.core.durable.step import DurableStep
 from transforms.budgeting.mechanisms.device import MeasurementConfig
 from transforms.core.noise_key import resolve_key
 store, wanted = sys.argv[1], int(sys.argv[2])
-gc.set_threshold(*STREAMING_THRESHOLDS)  # as in a streaming run, where the restore happens
+collector = streaming_collector()  # as in a streaming run, where the restore happens
+collector.__enter__()  # held until the child exits (a dropped one would restore the defaults at once)
 started = time.perf_counter()
 step = DurableStep(f"sqlite:///{store}", "restore", "devices", resolve_key(None)).open()
 restored = step.restore(state_pb2.DeviceShardState, "devices", natural_micros=0)
