@@ -6,12 +6,15 @@ a Python SDK worker pool and a Kafka expansion service of its own (``pipelines.f
 Flink master a run names is the recorded cluster's REST address, every one of these options the command line
 leaves out is filled in from ``cluster.json``:
 
-=========================  =====================================================================================
-``--job_endpoint``         the cluster's Beam job server
-``--environment_type``     ``EXTERNAL``: the cluster's Python SDK worker pool (``--environment_config``)
-``--parallelism``          the TaskManager's slots (2)
-``--expansion-service``    the Kafka expansion service whose Java transforms run in the TaskManager (EMBEDDED)
-=========================  =====================================================================================
+==============================  ================================================================================
+``--job_endpoint``              the cluster's Beam job server
+``--environment_type``          ``EXTERNAL``: the cluster's Python SDK worker pool (``--environment_config``)
+``--environment_cache_millis``  ``ENVIRONMENT_CACHE_MILLIS``: the TaskManager hands a job's Python worker on to its
+                                next stages (Beam's default, 0, starts one for each, about 2 s each: a small batch
+                                job on the test cluster took 10 s so, 8 s with the cache)
+``--parallelism``               the TaskManager's slots (2)
+``--expansion-service``         the Kafka expansion service whose Java transforms run in the TaskManager (EMBEDDED)
+==============================  ================================================================================
 
 On any Flink cluster, recorded or not, a streaming run is checkpointed (``--checkpointing_interval``, default
 ``DEFAULT_CHECKPOINT_MILLIS``): without checkpoints a failure restarts the job with empty state, which would draw
@@ -36,6 +39,10 @@ from pipelines.flink.cluster import ClusterRecord, default_home
 from pipelines.options.flink import FlinkStateOptions
 
 DEFAULT_CHECKPOINT_MILLIS = 10_000
+# How long the TaskManager hands a job's Python worker to the stages that ask for one (Beam's environment cache,
+# counted from the worker's start; the job's end closes it): long enough for a batch job's stages, which follow
+# each other within seconds, and short enough that a worker of a finished job does not hold memory for long.
+ENVIRONMENT_CACHE_MILLIS = 60_000
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 
@@ -83,6 +90,8 @@ def complete(options: PipelineOptions, name: str) -> ClusterRecord | None:
         portable.job_endpoint = record.job_endpoint
     if not portable.environment_type:
         portable.environment_type, portable.environment_config = "EXTERNAL", record.worker_pool
+    if not portable.environment_cache_millis:  # Beam's default, 0: no cache
+        portable.environment_cache_millis = ENVIRONMENT_CACHE_MILLIS
     flink = options.view_as(FlinkRunnerOptions)
     if flink.parallelism in (None, -1):
         flink.parallelism = record.parallelism

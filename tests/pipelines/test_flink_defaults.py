@@ -50,6 +50,7 @@ def test_a_run_on_the_recorded_cluster_takes_its_job_server_workers_and_expansio
     portable = options.view_as(PortableOptions)
     assert (portable.job_endpoint, portable.environment_type, portable.environment_config) == (
         "127.0.0.1:7001", "EXTERNAL", "127.0.0.1:7003")
+    assert portable.environment_cache_millis == defaults.ENVIRONMENT_CACHE_MILLIS
     assert options.view_as(FlinkRunnerOptions).parallelism == 2
     assert options.view_as(FlinkStateOptions).checkpointing_interval == defaults.DEFAULT_CHECKPOINT_MILLIS
     assert options.view_as(GoogleCloudOptions).job_name.startswith("pm-beam-kanon-")
@@ -60,11 +61,13 @@ def test_a_run_on_the_recorded_cluster_takes_its_job_server_workers_and_expansio
 def test_what_the_command_line_gives_wins_over_the_record(listening_master):
     record, _ = listening_master
     options = PipelineOptions(["--runner", "FlinkRunner", "--flink_master", record.rest, "--job_endpoint", "h:1",
-                               "--environment_type", "LOOPBACK", "--parallelism", "1", "--job_name", "mine",
+                               "--environment_type", "LOOPBACK", "--environment_cache_millis", "5",
+                               "--parallelism", "1", "--job_name", "mine",
                                "--streaming", "--checkpointing_interval", "500"])
     defaults.complete(options, "kanon")
     portable = options.view_as(PortableOptions)
     assert (portable.job_endpoint, portable.environment_type) == ("h:1", "LOOPBACK")
+    assert int(portable.environment_cache_millis) == 5  # Beam declares it without a type: a string here
     assert options.view_as(FlinkRunnerOptions).parallelism == 1
     assert options.view_as(GoogleCloudOptions).job_name == "mine"
     assert options.view_as(FlinkStateOptions).checkpointing_interval == 500
