@@ -30,7 +30,7 @@ from apache_beam.transforms.core import _DoFnParam, get_function_args_defaults
 
 _HOOK = "_inspect_"
 _ARGUMENTS: dict[tuple[type, str], tuple[list[str], list[Any]]] = {}  # (DoFn class, method) -> (args, defaults)
-_DECLARING: dict[type, list[str]] = {}  # DoFn class -> its methods that declare a DoFn parameter
+_DECLARING: dict[type, tuple[str, ...]] = {}  # DoFn class -> its methods that declare a DoFn parameter
 
 
 class InspectedOnceDoFn(beam.DoFn):
@@ -50,9 +50,9 @@ class InspectedOnceDoFn(beam.DoFn):
         """The methods that declare a DoFn parameter (see the module's docstring), read once per class."""
         names = _DECLARING.get(type(self))
         if names is None:
-            names = _DECLARING[type(self)] = [
+            names = _DECLARING[type(self)] = tuple(
                 name for name in object.__dir__(self)
                 if isinstance(getattr(self, name, None), types.MethodType)
                 and any(isinstance(default, _DoFnParam) for default in getattr(self, _HOOK + name)()[1])
-            ]
-        return names
+            )
+        return list(names)  # a list of its own: the caller may change it
