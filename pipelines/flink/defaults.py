@@ -11,7 +11,7 @@ leaves out is filled in from ``cluster.json``:
 ``--environment_type``          ``EXTERNAL``: the cluster's Python SDK worker pool (``--environment_config``)
 ``--environment_cache_millis``  ``ENVIRONMENT_CACHE_MILLIS``: the TaskManager hands a job's Python worker on to its
                                 next stages (Beam's default, 0, starts one for each, about 2 s each: a small batch
-                                job on the test cluster took 10 s so, 8 s with the cache)
+                                job on the test cluster took 10 s without the cache, 8 s with it)
 ``--parallelism``               the TaskManager's slots (2)
 ``--expansion-service``         the Kafka expansion service whose Java transforms run in the TaskManager (EMBEDDED)
 ==============================  ================================================================================
@@ -40,8 +40,9 @@ from pipelines.options.flink import FlinkStateOptions
 
 DEFAULT_CHECKPOINT_MILLIS = 10_000
 # How long the TaskManager hands a job's Python worker to the stages that ask for one (Beam's environment cache,
-# counted from the worker's start; the job's end closes it): long enough for a batch job's stages, which follow
-# each other within seconds, and short enough that a worker of a finished job does not hold memory for long.
+# counted from the worker's start): long enough for a batch job's stages, which follow each other within seconds,
+# and short enough that a worker left by a finished job (seen here to stay until its time is up) does not hold its
+# memory for long.
 ENVIRONMENT_CACHE_MILLIS = 60_000
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 

@@ -106,9 +106,9 @@ def _split_rows(rows: list, cut: int) -> tuple[list, dict[str, list], tuple[int,
 class _DecodedRecords:
     """The events of the pending records a device step added, decoded as they arrive, for the firing that takes
     them. From a backlog, a topic source decodes for seconds while the runner waits for it, and the firing at the
-    end then replays everything at once, the source waiting in turn: decoding the events on arrival moves that
-    work (12 % of such a firing, measured with py-spy) out of the firing, into time the runner would spend
-    waiting (benchmarks/README.md, session 11). Keyed by the record's bytes, of which the rows are a function: whatever
+    end then replays everything at once, the source waiting in turn: decoding the events on arrival moves that work
+    (12 % of such a firing, measured with py-spy) out of the firing, into time the runner would spend waiting
+    (benchmarks/README.md, session 11). Keyed by the record's bytes, of which the rows are a function: whatever
     reads a record back, from Beam state or from the store, its rows are the same. At most ``limit`` events are
     held; a record that does not fit, or that this process did not add, is decoded by its firing."""
 
@@ -138,6 +138,7 @@ _DECODED: dict[str, _DecodedRecords] = {}  # per device step (its id: the same i
 
 
 def _decoded(step_id: str) -> _DecodedRecords:
+    """The decoded records of the device step ``step_id``, in this process."""
     records = _DECODED.get(step_id)
     if records is None:
         records = _DECODED[step_id] = _DecodedRecords(_DECODED_EVENTS)
