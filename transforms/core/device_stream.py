@@ -18,7 +18,9 @@ import json
 import pickle
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -134,15 +136,8 @@ class _DecodedRecords:
 # events a device step holds decoded (_DecodedRecords): a backlog of the throughput benchmark's summary client
 # (305,000 ARA sources and triggers) fits, at about 1 KB a decoded source
 _DECODED_EVENTS = 500_000
-_DECODED: dict[str, _DecodedRecords] = {}  # per device step (its id: the same in every copy the runner makes)
-
-
-def _decoded(step_id: str) -> _DecodedRecords:
-    """The decoded records of the device step ``step_id``, in this process."""
-    records = _DECODED.get(step_id)
-    if records is None:
-        records = _DECODED[step_id] = _DecodedRecords(_DECODED_EVENTS)
-    return records
+# per device step (its id: the same in every copy the runner makes), in this process
+_DECODED: defaultdict[str, _DecodedRecords] = defaultdict(partial(_DecodedRecords, _DECODED_EVENTS))
 
 
 class _PendingRecords:
@@ -476,7 +471,7 @@ class DeviceShardFn(InspectedOnceDoFn):
                     newer[name] = micros
             if events.rows:
                 pending.add(data)
-                _decoded(self._id).add(data, events)
+                _DECODED[self._id].add(data, events)
                 due = self._event_due(events.latest_micros)
                 latest = due if latest is None else max(latest, due)
                 needed = min(needed, self._event_due(events.earliest_micros)) if needed is not None else \
@@ -537,7 +532,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             if span[0] >= cut:
                 waiting.append(data)
             else:
-                rows = _decoded(self._id).take(data, events)
+                rows = _DECODED[self._id].take(data, events)
                 before, rest, span = (rows, {}, (0, 0)) if span[1] < cut else _split_rows(rows, cut)
                 for event in before:
                     due.setdefault(event.device_id, []).append(event)
