@@ -11,6 +11,7 @@ is the wheel's.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import os
 import subprocess
@@ -65,9 +66,18 @@ def packaged_files() -> set[str]:
 
 def build_distribution(out: Path) -> tuple[Path, Path]:
     """``python -m build`` of the project into ``out`` (the sdist, then the wheel built from the sdist), with
-    the setuptools of this environment; returns (sdist, wheel)."""
-    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-                            capture_output=True, text=True, timeout=300)
+    the setuptools of this environment; returns (sdist, wheel).
+
+    Setuptools makes the sdist's tree in the project's directory and removes it when archived, so two builds at
+    once (two test workers) take each other's files away ("No such file or directory"): a build holds a lock on
+    the project's directory for its duration."""
+    tree = os.open(ROOT, os.O_RDONLY)
+    try:
+        fcntl.flock(tree, fcntl.LOCK_EX)
+        result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        os.close(tree)  # and with it the lock
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (sdist,), (wheel,) = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
     return sdist, wheel
