@@ -145,9 +145,9 @@ def test_the_measurement_job_killed_and_restarted_releases_the_same_reports_and_
 
 
 def test_the_ara_client_killed_just_after_its_end_and_restarted_sends_the_batch_reports(kafka_broker, tmp_path):
-    """The summary-report client (ARA) over a backlog, killed just after its end's snapshot: the restart restores
-    its devices, reads nothing new and sends its release log again; its report files are the batch job's, and
-    each report id on the topic carries one report."""
+    """The summary-report client (ARA) over a backlog, killed just after its end's snapshot, which holds no device
+    (each is final at the end): the restart restores it, reads nothing new and sends its release log again; its
+    report files are the batch job's, and each report id on the topic carries one report."""
     from pipelines import summary_client
     from synthetic.ara import generate_ara
     from tests.support.kafka import produce as produce_values
@@ -172,6 +172,7 @@ def test_the_ara_client_killed_just_after_its_end_and_restarted_sends_the_batch_
     job = crash.start(arguments("first"), "after:end")
     printed, _ = job.communicate(timeout=300)
     assert job.returncode == -signal.SIGKILL, printed
+    assert crash.snapshots(tmp_path / "state.sqlite") >= 1 and crash.keyed(tmp_path / "state.sqlite") == 0
     again = crash.start(arguments("again"))
     rest, _ = again.communicate(timeout=300)
     assert again.returncode == 0, rest

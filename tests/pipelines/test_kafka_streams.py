@@ -19,6 +19,7 @@ from pipelines import generate, kanon
 from pipelines.common import read_records
 from schemas.codecs import JOIN_EVENT, row_to_dict
 from schemas.rows import JoinEvent
+from tests.support import crash
 from tests.support.files import read_rows
 from tests.support.kafka import consume_all, fresh_topic, produce
 from transforms.core.bus.endpoints import parse_endpoint
@@ -484,6 +485,9 @@ def test_event_level_reports_from_topics_equal_the_file_replay(kafka_broker, tmp
                              "--triggers", f"kafka://{kafka_broker.address}/{topics[1]}?stop=end",
                              "--output", str(tmp_path / "topics"), *options]) == 0, capsys.readouterr()
     assert _lines(tmp_path / "topics", "reports") == _lines(tmp_path / "files", "reports") != []
+    # the job's state (the conftest's store) at the end: every device is final, none is kept, though devices here
+    # would not be new ones again (they count the sources they registered)
+    assert crash.snapshots(tmp_path / "state.sqlite") >= 1 and crash.keyed(tmp_path / "state.sqlite") == 0
 
 
 def test_reports_through_a_topic_and_the_collector_give_the_same_summary_report(kafka_broker, tmp_path, capsys):

@@ -156,6 +156,12 @@ def logged(store: Path) -> int:
         return connection.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
 
 
+def keyed(store: Path) -> int:
+    """How many keyed records (devices, groups, buffered input) the store's snapshots hold."""
+    with sqlite3.connect(store) as connection:
+        return connection.execute("SELECT COUNT(*) FROM keyed").fetchone()[0]
+
+
 def by_id(released) -> dict[str, set[str]]:
     """The values of the messages ``released`` under each stable id (a consumer keyed on the id keeps one)."""
     values: dict[str, set[str]] = defaultdict(set)
