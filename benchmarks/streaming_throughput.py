@@ -30,7 +30,7 @@ Starts a local broker (tansu, ``pipelines.local_broker``), generates each job's 
 * **restore**: 100,000 device records in a fresh store (the microbenchmark's 20,000 devices half-way through
   their events, made by the budgeting replay itself, copied under new ids), restored as a restarted job restores
   them (the snapshot and every key read, the shard's record rebuilt and written, every device decoded), in a
-  fresh process, median of the runs. (A drained run's store holds no device: at the end every epoch expires.)
+  fresh process, median of the runs. (A drained run's store holds no device: each is final at the end of the input.)
 
 Datasets: k-anonymity 200,000 joins, 2,000 groups, 30 days; measurement: the Cookie Monster microbenchmark
 (knob1 = 0.1, knob2 = 0.1: 20,000 devices, about 280,000 events), policy cookie_monster; the ARA summary client
