@@ -420,17 +420,6 @@ class DeviceShardFn(InspectedOnceDoFn):
             catch_at.write(latest)
 
     @staticmethod
-    def _superseded(fired: int, flush_at: int | None, hints: state_pb2.DevicePendingEvents) -> bool:
-        """Whether FLUSH is set for a time after ``fired`` that every source's watermark has reached (as the
-        source's batches carry it, ``_arm``): the runner's watermark gets there, and that firing takes every event
-        and wake this one would, and more. A live topic source's watermark step usually fires both timers: CATCH_UP, at
-        the latest event of the step before, then FLUSH, at the new watermark; the first then costs a firing
-        (its pending records read and written again, a snapshot) for the hour of event time the second takes
-        anyway (benchmarks/README.md, session 12)."""
-        return (flush_at is not None and flush_at > fired and bool(hints.source_watermarks)
-                and flush_at <= min(hints.source_watermarks.values()))
-
-    @staticmethod
     def _retire(shard: _ShardCache, device_id: str) -> None:
         """Drop a device; the shard's ``retired_cut``, the cut of every device it does not hold, takes its cut."""
         device = shard.devices.pop(device_id)
@@ -524,14 +513,11 @@ class DeviceShardFn(InspectedOnceDoFn):
     ):
         """Both timers do the same at their time. Every time a timer is set for is a whole millisecond; a firing
         for a time its timer was since moved from (set again while the firing was on its way) leaves the new
-        setting in place. A firing that a later one already on its way takes in whole (``_superseded``) does
-        nothing."""
+        setting in place."""
         fired = fire_time.micros
         for set_at in (timer_at, catch_at):
             if set_at.read() == fired:
                 set_at.clear()
-        if self._superseded(fired, timer_at.read(), self._hints(hint_state)):
-            return
         yield from self._fire(key, fired, pending, shard_state, token_state, needed_state, hint_state, timer_at,
                               catch_at, restored, timer, catch_up)
 

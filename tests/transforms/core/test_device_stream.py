@@ -1,10 +1,10 @@
 """``transforms.core.device_stream``'s pending records: packed as a topic source packs a poll, read back as rows
 whole or split at a firing's cut, and decoded on arrival (``_DecodedRecords``) into the same rows a firing would
-decode itself; and which firings a later one takes in whole (``_superseded``). The device replays themselves are
-tested through the jobs (budgeting, event-level, summary-report clients)."""
+decode itself. The device replays themselves are tested through the jobs (budgeting, event-level, summary-report
+clients)."""
 from schemas.proto import state_pb2
 from schemas.rows import AttributionRequest, Conversion, Impression
-from transforms.core.device_stream import DeviceShardFn, _DecodedRecords, _rows_of, _split_rows, pack_events
+from transforms.core.device_stream import _DecodedRecords, _rows_of, _split_rows, pack_events
 
 IMPRESSIONS = [Impression(f"device-{index % 3}", 1_000 * index, f"impression-{index}", "news.example",
                           "shoes.example", "campaign", "product", ("key",)) for index in range(6)]
@@ -51,20 +51,3 @@ def test_records_beyond_the_limit_are_decoded_by_their_firing():
     assert decoded.take(*impressions) == IMPRESSIONS
     decoded.add(*conversions)  # room again once a firing took what was held
     assert decoded._rows.keys() == {conversions[0]}
-
-
-def _hints(**watermarks: int) -> state_pb2.DevicePendingEvents:
-    return state_pb2.DevicePendingEvents(source_watermarks=watermarks)
-
-
-def test_a_firing_is_superseded_only_by_a_later_flush_that_every_source_has_reached():
-    superseded = DeviceShardFn._superseded
-    # CATCH_UP at 5,000 while FLUSH waits at 9,000, where both sources' watermarks stand: FLUSH takes it all
-    assert superseded(5_000, 9_000, _hints(sources=9_000, triggers=12_000))
-    # FLUSH beyond one source's watermark (it waits for an event's due time): nothing says when it fires
-    assert not superseded(5_000, 9_000, _hints(sources=9_000, triggers=8_999))
-    # FLUSH itself, FLUSH not set, FLUSH earlier, or no source that sends its watermark: the firing happens
-    assert not superseded(9_000, 9_000, _hints(sources=9_000))
-    assert not superseded(5_000, None, _hints(sources=9_000))
-    assert not superseded(5_000, 4_000, _hints(sources=9_000))
-    assert not superseded(5_000, 9_000, _hints())
