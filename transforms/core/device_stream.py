@@ -285,6 +285,8 @@ class DeviceShardFn(InspectedOnceDoFn):
     # Whether a device due only for its wake time is replayed at the end of the input: a subclass whose wake then
     # emits nothing (nothing comes after it) says False and spares the end a replay of every device it holds.
     wakes_at_end = True
+    # Whether the end's replay of the devices that hold no state goes through ``replay_new`` in one call.
+    replays_new_at_end = False
     codec: StateCodec  # set by the subclass's setup()
     side_codec: StateCodec | None = None  # set by a subclass that keeps state beside its devices
     durable: DurableStep | None = None  # a durable job's place in its store (``replay_devices`` sets it)
@@ -307,6 +309,14 @@ class DeviceShardFn(InspectedOnceDoFn):
         order) over ``record``; yield the outputs."""
         raise NotImplementedError
 
+    def replay_new(self, devices: dict[str, list], fired_micros: int) -> Iterator:
+        """With ``replays_new_at_end``: the end's replay of the devices that hold no state (device id -> its events,
+        in no set order; late ones and a restored job's copies taken out), all in one call, in place of
+        ``before_replays`` and ``replay`` for each. Nothing is replayed after the end and their state is dropped
+        unencoded, so only their outputs matter: a subclass whose batch path replays whole histories for less
+        (the event-level job's) replays them as its batch path does. Yield the outputs, device by device."""
+        raise NotImplementedError
+
     def wake_micros(self, record: DeviceRecord) -> int | None:
         """The cut at which the device must be replayed even without events (an epoch to expire, a window to
         close), or None."""
@@ -322,8 +332,9 @@ class DeviceShardFn(InspectedOnceDoFn):
         return None
 
     def after_replays(self, side: Any, outputs: list, fired_micros: int, at_end: bool) -> Iterator:
-        """What a firing emits once its devices are replayed (``outputs``: theirs, in device order); ``at_end``:
-        the firing at the end of the input, after which nothing comes. By default the outputs themselves."""
+        """What a firing emits once its devices are replayed (``outputs``: theirs, in device order, then
+        ``replay_new``'s at the end); ``at_end``: the firing at the end of the input, after which nothing comes. By
+        default the outputs themselves."""
         yield from outputs
 
     def _shard(self, key: int, shard_state, token_state) -> _ShardCache:
@@ -425,6 +436,16 @@ class DeviceShardFn(InspectedOnceDoFn):
         device = shard.devices.pop(device_id)
         shard.record.devices.pop(device_id, None)
         shard.record.retired_cut = max(shard.record.retired_cut, device.cut)
+
+    def _admitted(self, arriving: list, device_cut: int, restored_before: bool, released: list) -> list:
+        """A device's ``arriving`` events without those behind its cut (a ``late`` dead letter each, into
+        ``released``) and, in a job restored from a snapshot, without a second copy of one."""
+        if arriving and min(map(_EVENT_TIME, arriving)) < device_cut:  # the device has replayed past some
+            released += map(self._late, [event for event in arriving if event.event_time_micros < device_cut])
+            arriving = [event for event in arriving if event.event_time_micros >= device_cut]
+        if restored_before and len(arriving) > 1:  # a restored job may be sent a copy of what it holds
+            arriving = self._first_copies(arriving, released)
+        return arriving
 
     @staticmethod
     def _first_copies(events: list, released: list) -> list:
@@ -551,32 +572,31 @@ class DeviceShardFn(InspectedOnceDoFn):
         pending.clear()
         for data in waiting:
             pending.add(data)
-        touched = set(due)
         at_end = fired >= END_OF_INPUT.micros
-        if self.wakes_at_end or not at_end:
-            for wake in [wake for wake in shard.wake if wake <= cut]:
-                touched |= shard.wake.pop(wake)
         outputs: list = []
         released: list = []  # what the firing emits, written to a durable job's store before it is
         # a job restored from a snapshot reads again from its offsets, and its source no longer knows the ids of
         # what it read before them: an at-least-once producer's copy of one of those may arrive once more
         restored_before = restored.read() == _RESTORED_FROM_SNAPSHOT
+        retired_cut = record.retired_cut  # as the firing starts: devices dropped by it are past this firing's events
+        new: dict[str, list] = {}  # the end's devices that hold no state, for ``replay_new``
+        if at_end and self.replays_new_at_end:
+            for device_id in [device_id for device_id in due if device_id not in shard.devices]:
+                new[device_id] = self._admitted(due.pop(device_id), retired_cut, restored_before, released)
+        touched = set(due)
+        if self.wakes_at_end or not at_end:
+            for wake in [wake for wake in shard.wake if wake <= cut]:
+                touched |= shard.wake.pop(wake)
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
         fresh_bytes = self.codec.encode(fresh)
-        retired_cut = record.retired_cut  # as the firing starts: devices dropped by it are past this firing's events
         self.before_replays(due)
         for device_id in sorted(touched):
             device = shard.devices.get(device_id)
             if device is None:  # a device never seen, or dropped with nothing but its cut
                 device = shard.devices[device_id] = self.new_record()
                 device.cut = retired_cut
-            arriving = due.get(device_id, [])
-            if arriving and min(map(_EVENT_TIME, arriving)) < device.cut:  # the device has replayed past some
-                released += map(self._late, [event for event in arriving if event.event_time_micros < device.cut])
-                arriving = [event for event in arriving if event.event_time_micros >= device.cut]
-            if restored_before and len(arriving) > 1:  # a restored job may be sent a copy of what it holds
-                arriving = self._first_copies(arriving, released)
+            arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released)
             outputs += self.replay(device_id, device, device.advance(cut, arriving), fired)
             if at_end:  # dropped below, unencoded
                 continue
@@ -586,6 +606,8 @@ class DeviceShardFn(InspectedOnceDoFn):
             else:
                 record.devices[device_id] = encoded
                 self._schedule(shard, device_id, device)
+        if new:
+            outputs += self.replay_new(new, fired)
         changed = touched
         if at_end:  # every device's state is final: the store marks the job drained and refuses a later run of its
             # id (docs/durability.md), so nothing reads a device back. None is encoded (a quarter of the end's firing
@@ -606,7 +628,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             written, released = saved.state_bytes, stamped(released, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
-        metrics.firing_done("devices", started, None if at_end else fired, len(touched))
+        metrics.firing_done("devices", started, None if at_end else fired, len(touched) + len(new))
         yield from released
         if at_end:  # nothing comes after the end of the input: no timer is set again
             needed_state.clear()

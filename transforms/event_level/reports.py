@@ -198,6 +198,8 @@ class _DeviceFn(DeviceShardFn):
     order once the watermark passed them (plus the allowed lateness), and a window passes once the watermark
     passed its end."""
 
+    replays_new_at_end = True
+
     def __init__(self, epsilon: float | None, source: RandomSource, lateness_micros: int) -> None:
         super().__init__(lateness_micros)
         self._epsilon, self._source = epsilon, source
@@ -236,6 +238,23 @@ class _DeviceFn(DeviceShardFn):
         if unseen:
             self._choose(unseen)
         return [self._chosen[id(row)][1] for _, row in sources]
+
+    def replay_new(self, devices: dict[str, list], fired_micros: int) -> Iterator:
+        """The end's devices that hold no state replayed as the batch path replays them (``frames.replay_frame``:
+        only the sources that may send a report go through a client, which in a run from a backlog is a
+        third of them, and their s* are drawn per configuration at once). Each device's events are its whole
+        history and it is replayed to the end of time, as in batch, so the reports are those ``replay`` would
+        send."""
+        sources = [event for events in devices.values() for event in events if type(event) is EventLevelSource]
+        if not sources:  # nothing to report: a trigger goes to a source only
+            return
+        triggers = [event for events in devices.values() for event in events if type(event) is not EventLevelSource]
+        stats = {"sources": 0, "randomized_sources": 0}
+        reports = list(replay_frame(sources_frame(sources), triggers, self._epsilon, self._source, stats))
+        yield from reports
+        self._sources.inc(stats["sources"])
+        self._randomized.inc(stats["randomized_sources"])
+        self._reports.inc(len(reports))
 
     def replay(self, device_id: str, record: DeviceRecord, events: list, fired_micros: int) -> Iterator:
         events = sorted(events, key=event_order)

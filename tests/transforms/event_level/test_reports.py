@@ -7,9 +7,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from schemas.codecs import EVENT_LEVEL_SOURCE, EVENT_LEVEL_TRIGGER, read_avro
-from schemas.rows import DeadLetter
+from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
 from synthetic.event_level import generate_event_level
 from tests.support.event_level_events import (
     DAY,
@@ -23,18 +25,19 @@ from tests.support.event_level_events import (
     write_jsonl,
 )
 from tests.support.streams import milli, shuffled_stream, streaming_options
-from transforms.core.device_stream import END_OF_INPUT
-from transforms.core.io import DEAD_LETTERS
+from transforms.core.device_stream import END_OF_INPUT, replay_devices
+from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch
 from transforms.core.mechanisms.noise import SeededSource
-from transforms.event_level.mechanisms.devices import SourceCheck, replay_devices
-from transforms.event_level.reports import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming
+from transforms.event_level.mechanisms import devices
+from transforms.event_level.mechanisms.devices import SourceCheck
+from transforms.event_level.reports import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming, _DeviceFn
 
 SEED = 11
 EPSILON = 1.5  # low enough that many sources are randomized
 
 
 def expected(rows, epsilon):
-    return list(replay_devices(per_device(rows), epsilon, SeededSource(SEED)))
+    return list(devices.replay_devices(per_device(rows), epsilon, SeededSource(SEED)))
 
 
 def inputs(tmp_path, rows, source_lines=(), trigger_lines=()):
@@ -96,6 +99,57 @@ def test_streaming_with_allowed_lateness_takes_a_late_event_in():
         out = p | stream | EventLevelReportsStreaming(EPSILON, SeededSource(SEED), allowed_lateness_micros=60 * MINUTE)
         assert_that(out[REPORTS], equal_to(expected(rows, EPSILON)), label="reports")
         assert_that(out[DEAD_LETTERS], equal_to([]), label="late")
+
+
+NEW_AT_END: list = []
+
+
+class _NewAtEndDeviceFn(_DeviceFn):
+    def replay_new(self, devices, fired_micros):
+        NEW_AT_END.append((fired_micros, sorted(devices)))
+        return super().replay_new(devices, fired_micros)
+
+
+def test_devices_new_at_the_end_replay_as_batch_does():
+    """A topic source's last polls carry the end of input as their watermark, so their devices' events wait for
+    the end's firing: those of devices never seen before go to ``_DeviceFn.replay_new`` (the batch path's
+    replay) in one call, the others to ``replay``, and together they send what batch sends."""
+    early = hand_built() + random_events(seed=5)
+    new = [row._replace(device_id=f"new-{row.device_id}", event_time_micros=row.event_time_micros + 40 * DAY)
+           for row in random_events(seed=8, devices=10)]
+    # a source at the end for a device with state: replayed by ``replay``
+    seen = next(row for row in new if type(row) is EventLevelSource)._replace(device_id="d1", source_id="seen")
+    watermark = max(row.event_time_micros for row in early) + DAY
+    stream = TestStream().add_elements(early).advance_watermark_to(milli(watermark))
+    for row_type in (EventLevelSource, EventLevelTrigger):
+        last = EventBatch([tuple(row) for row in new + [seen] if type(row) is row_type], END_OF_INPUT_MICROS, row_type)
+        stream = stream.add_elements([TimestampedValue(last, Timestamp(micros=watermark))])
+    stream = stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+    want = expected(early + new + [seen], EPSILON)
+    assert expected(new, EPSILON)  # the new devices report
+    NEW_AT_END.clear()
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _NewAtEndDeviceFn(EPSILON, SeededSource(SEED), 0), REPORTS)
+        assert_that(out[REPORTS], equal_to(want), label="reports")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="late")
+    assert NEW_AT_END == [(END_OF_INPUT.micros, sorted({row.device_id for row in new}))]
+
+
+def test_replay_new_sends_what_replay_sends_for_devices_without_state():
+    """The end's one-call replay of new devices (only the sources that may report, s* per configuration) against
+    the device-by-device replay of the same devices to the end, with seeded noise (the same s* both ways)."""
+    devices = per_device(hand_built() + random_events(seed=3, devices=40, per_device=12))
+    fn = _DeviceFn(EPSILON, SeededSource(SEED), 0)
+    fn.setup()
+    one_call = list(fn.replay_new(devices, END_OF_INPUT.micros))
+    fn.before_replays(devices)
+    each = []
+    for device_id in sorted(devices):
+        record = fn.new_record()
+        each += fn.replay(device_id, record, record.advance(END_OF_INPUT.micros, devices[device_id]),
+                          END_OF_INPUT.micros)
+    assert len(each) > 40 and any(report.randomized_trigger_rate > 0 for report in each)
+    assert one_call == each
 
 
 def test_portable_runner_loopback(tmp_path):
