@@ -18,7 +18,8 @@ Batch (``EventLevelReportsBatch``):
 Streaming (``EventLevelReportsStreaming``):
     rows ─ grouped per device within each bundle ─► _DeviceFn (state: buffered events, the device's client;
           one event-time timer, at the earliest of the next buffered event and the next window end) ─►
-          EventLevelReport rows
+          EventLevelReport rows; at the end of the input, the devices that hold no state (a bounded read of a
+          topic, whose watermark waits for its end) go through ``frames.replay_frame`` in one call, as in batch
 
 The streaming stage replays what arrived only once the watermark has passed it (plus the allowed lateness),
 in the batch order, and passes a window (sending its reports) once the watermark has passed its end, so arrival
