@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.test_stream import TestStream
@@ -135,11 +136,13 @@ def test_devices_new_at_the_end_replay_as_batch_does():
     assert NEW_AT_END == [(END_OF_INPUT.micros, sorted({row.device_id for row in new}))]
 
 
-def test_replay_new_sends_what_replay_sends_for_devices_without_state():
+@pytest.mark.parametrize("epsilon", [EPSILON, None])
+def test_replay_new_sends_what_replay_sends_for_devices_without_state(epsilon):
     """The end's one-call replay of new devices (only the sources that may report, s* per configuration) against
-    the device-by-device replay of the same devices to the end, with seeded noise (the same s* both ways)."""
+    the device-by-device replay of the same devices to the end, with seeded noise (the same s* both ways) and
+    with noise off."""
     devices = per_device(hand_built() + random_events(seed=3, devices=40, per_device=12))
-    fn = _DeviceFn(EPSILON, SeededSource(SEED), 0)
+    fn = _DeviceFn(epsilon, SeededSource(SEED), 0)
     fn.setup()
     one_call = list(fn.replay_new(devices, END_OF_INPUT.micros))
     fn.before_replays(devices)
@@ -148,7 +151,7 @@ def test_replay_new_sends_what_replay_sends_for_devices_without_state():
         record = fn.new_record()
         each += fn.replay(device_id, record, record.advance(END_OF_INPUT.micros, devices[device_id]),
                           END_OF_INPUT.micros)
-    assert len(each) > 40 and any(report.randomized_trigger_rate > 0 for report in each)
+    assert len(each) > 40 and any(report.randomized_trigger_rate > 0 for report in each) == (epsilon is not None)
     assert one_call == each
 
 
