@@ -112,6 +112,7 @@ SOURCE_FRAME_COLUMNS: dict[str, pl.DataType] = {
     **EVENT_LEVEL_SOURCE_COLUMNS, "max_event_level_reports": pl.Int64(),
 } if pl is not None else {}
 _SOURCE_SCHEMA = pl.DataFrame(schema=SOURCE_FRAME_COLUMNS).to_arrow().schema if pl is not None else None
+_SOURCE_STRUCT = pa.struct([_SOURCE_SCHEMA.field(name) for name in EventLevelSource._fields]) if pl is not None else None
 
 
 def split_event_level_sources(frame: pl.DataFrame) -> SourceSplit:
@@ -154,8 +155,7 @@ def sources_frame(rows: Sequence[EventLevelSource]) -> pl.DataFrame:
     """Rows (of any reader) as a source frame. Each row is one value of a struct of the row's fields, its trigger
     specs a list of structs, which Arrow reads from the tuples themselves: four times faster than transposing
     the rows into columns in Python first (300,000 sources of the event-level benchmark, 0.29 s against 1.1 s)."""
-    struct = pa.struct([_SOURCE_SCHEMA.field(name) for name in EventLevelSource._fields])
-    table = pa.Table.from_struct_array(pa.array(rows, type=struct))
+    table = pa.Table.from_struct_array(pa.array(rows, type=_SOURCE_STRUCT))
     return cast(pl.DataFrame, pl.from_arrow(table)).select(list(SOURCE_FRAME_COLUMNS))
 
 

@@ -246,10 +246,13 @@ class _DeviceFn(DeviceShardFn):
         benchmark's backlog, and their s* are drawn per configuration at once). Each device's events are its whole
         history and it is replayed to the end of time, as in batch, so the reports are those ``replay`` would
         send."""
-        sources = [event for events in devices.values() for event in events if type(event) is EventLevelSource]
+        sources: list[EventLevelSource] = []
+        triggers: list = []
+        for events in devices.values():
+            for event in events:
+                (sources if type(event) is EventLevelSource else triggers).append(event)
         if not sources:  # nothing to report: a trigger goes to a source only
             return
-        triggers = [event for events in devices.values() for event in events if type(event) is not EventLevelSource]
         stats = {"sources": 0, "randomized_sources": 0}
         reports = list(replay_frame(sources_frame(sources), triggers, self._epsilon, self._source, stats))
         yield from reports
