@@ -142,7 +142,7 @@ class DeviceShardState(_message.Message):
     def __init__(self, version: _Optional[int] = ..., devices: _Optional[_Mapping[str, bytes]] = ..., side: _Optional[bytes] = ..., retired_cut: _Optional[int] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ...) -> None: ...
 
 class DevicePendingEvents(_message.Message):
-    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros", "positions")
+    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros", "positions", "held_at_cut")
     class SourceWatermarksEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -156,13 +156,15 @@ class DevicePendingEvents(_message.Message):
     SOURCE_WATERMARKS_FIELD_NUMBER: _ClassVar[int]
     LATEST_MICROS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    HELD_AT_CUT_FIELD_NUMBER: _ClassVar[int]
     version: int
     earliest_micros: int
     rows: bytes
     source_watermarks: _containers.ScalarMap[str, int]
     latest_micros: int
     positions: _containers.RepeatedCompositeFieldContainer[SourcePosition]
-    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ...) -> None: ...
+    held_at_cut: int
+    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ..., held_at_cut: _Optional[int] = ...) -> None: ...
 
 class FilterCharge(_message.Message):
     __slots__ = ("querier_site", "epoch", "consumed_units")

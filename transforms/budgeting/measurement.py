@@ -269,7 +269,13 @@ class MeasureBatch(beam.PTransform):
 class _DeviceFn(DeviceShardFn):
     """Streaming: the on-device logic of a shard's devices over state (``DeviceShardFn``); events are replayed once
     the watermark passed them (plus the allowed lateness). An epoch's filters are dropped, and their budget rows
-    emitted, once no later conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``)."""
+    emitted, once no later conversion can reach it (``MeasurementConfig.oldest_reachable_epoch``).
+
+    Without batched scheduling, a device holds its impressions back until its next conversion (``hold_until``):
+    on the device of Cookie Monster (Tholoniat et al., SOSP 2024, section 4) an impression is only stored, and the
+    filters are charged when a conversion's report is computed from the impressions of its window. So a device that
+    sees only impressions is neither replayed nor written, where a live job otherwise replays and writes nearly
+    every device at every firing (benchmarks/README.md, session 15)."""
 
     def __init__(self, config: MeasurementConfig, source: RandomSource, batch_size: int, emit_budgets: bool,
                  lateness_micros: int) -> None:
@@ -279,6 +285,7 @@ class _DeviceFn(DeviceShardFn):
         # a wake expires epochs (at the end, it emits only their budget rows) or, with batched scheduling, runs the
         # device's scheduling intervals (at the end, it releases every report still held)
         self.wakes_at_end = emit_budgets or config.scheduling is not None
+        self._holds = config.scheduling is None
 
     def setup(self) -> None:
         self._policy = make_policy(self._config.policy)
@@ -341,9 +348,21 @@ class _DeviceFn(DeviceShardFn):
             del device.filters.consumed[filter_key]
         device.forget_before(oldest)
 
+    def hold_until(self, record: DeviceRecord, events: list) -> int | None:
+        """Impressions wait for the device's next conversion, for at most the longest window after the earliest
+        (then none of them can be attributed any more, and their replay only drops them). Replayed now or with the
+        conversion, in time order, they are stored the same before it and attributed the same by it; its epochs'
+        filters are charged by it alone. With batched scheduling nothing waits: a scheduled report's release
+        follows the events' times."""
+        if not self._holds or not events or any(type(event) is Conversion for event in events):
+            return None
+        return min(event.event_time_micros for event in events) + self._config.max_window_micros
+
     def wake_micros(self, record: DeviceRecord) -> int | None:
         """The first time at which the device's oldest epoch is out of every window (the start of the next epoch
-        plus the window) or, with conversions scheduled, the end of the current scheduling interval."""
+        plus the window) or, with conversions scheduled, the end of the current scheduling interval. A device that
+        holds impressions back (``hold_until``) forgets its epochs a longest window later, in steps of that window
+        instead of one epoch at a time: it is then woken for them seldom, and keeps at most two windows of epochs."""
         device = record.state
         kept = [filter_key[1] for filter_key in device.filters.consumed] + list(device.impressions)
         schedule, scheduling = device.schedule, self._config.scheduling
@@ -354,7 +373,8 @@ class _DeviceFn(DeviceShardFn):
             if schedule.outstanding:
                 wakes.append(scheduling.interval_end_micros(schedule.interval))
         if kept:
-            wakes.append(self._config.clock.epoch_start_micros(min(kept) + 1) + self._config.max_window_micros)
+            window = self._config.max_window_micros
+            wakes.append(self._config.clock.epoch_start_micros(min(kept) + 1) + window + (window if self._holds else 0))
         return min(wakes, default=None)
 
 

@@ -77,11 +77,22 @@ _LAYOUTS = {name: _row_layout(row_type) for name, row_type in ROW_TYPES.items()
             if {"device_id", "event_time_micros"} <= set(row_type._fields)}
 
 
-def _pending_record(rows: dict[str, list], span: tuple[int, int]) -> bytes:
-    """A ``DevicePendingEvents`` of ``rows`` ({row type name: [tuple]}) whose event times span ``span``."""
+def _pending_record(rows: dict[str, list], span: tuple[int, int], held_at_cut: int = 0) -> bytes:
+    """A ``DevicePendingEvents`` of ``rows`` ({row type name: [tuple]}) whose event times span ``span``;
+    ``held_at_cut``: events held back by the firing with that cut (``DeviceShardFn.hold_until``)."""
     record = state_pb2.DevicePendingEvents(version=STATE_VERSION, earliest_micros=span[0], latest_micros=span[1],
-                                           rows=pickle.dumps(rows, protocol=5))
+                                           rows=pickle.dumps(rows, protocol=5), held_at_cut=held_at_cut)
     return record.SerializeToString()
+
+
+def _held_record(events: Iterable, held_at_cut: int) -> bytes:
+    """The pending record of held ``events`` (rows of their row types)."""
+    rows: dict[str, list] = {}
+    times = []
+    for event in events:
+        rows.setdefault(type(event).__name__, []).append(tuple(event))
+        times.append(event.event_time_micros)
+    return _pending_record(rows, (min(times), max(times)), held_at_cut)
 
 
 def _rows_of(record: state_pb2.DevicePendingEvents) -> list:
@@ -231,14 +242,26 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
 
 class _ShardCache:
     """A shard's devices as live ``DeviceRecord``s (kept in ``_SHARD_CACHE``); ``wake`` is when each device must be
-    replayed without events (time -> device ids); ``side`` is the subclass's state beside the devices."""
+    replayed without events (time -> device ids); ``side`` is the subclass's state beside the devices; ``held``
+    the events each device holds back unreplayed (``DeviceShardFn.hold_until``), ``held_until`` the cut at which
+    it replays them at the latest, and ``holding`` the pending records that keep them (record -> the devices still
+    holding events of it)."""
 
     def __init__(self, record: state_pb2.DeviceShardState, devices: dict[str, DeviceRecord], side: Any) -> None:
         self.record = record
         self.devices = devices
         self.side = side
         self.wake: dict[int, set[str]] = {}
+        self.held: dict[str, list] = {}
+        self.held_until: dict[str, int] = {}
+        self.holding: dict[bytes, set[str]] = {}
         self.arena = ArenaBound()  # a durable step's record, kept here across firings
+
+
+# Held events are kept in one pending record per firing that holds some, and folded into one record when there
+# are more than this: a firing reads every pending record, and a device holds its events for up to its own horizon
+# (``hold_until``), many firings of a live job.
+_HELD_RECORDS = 8
 
 
 # Decoded shards in this process: a firing decodes nothing when the shard's state was last written here, and
@@ -265,6 +288,13 @@ class DeviceShardFn(InspectedOnceDoFn):
     time. What a device replays depends only on the events before its cut, never on when the cut moved, so
     firing times change when outputs appear, not what they are. With no work left, FLUSH waits for the end of
     the input, where ``after_replays`` is told that nothing more will come.
+
+    A subclass may let a device hold its events back (``hold_until``) when replaying them now would emit
+    nothing and replaying them later, with what comes next, gives what replaying them now would have: the
+    budgeting device's impressions until its next conversion. The device then takes the firing's cut without a
+    replay, so its record is neither replayed, encoded nor written; the held events stay in pending records of
+    their own (``held_at_cut``) until a replay takes them: the device's next event that may not wait, its wake,
+    the time ``hold_until`` gave, or the end of the input.
 
     Outputs carry the firing's time. A firing replays exactly the events between the previous cut and its own,
     in order, so a subclass that folds every device's outputs further (the budgeting job's batches and queries,
@@ -320,6 +350,13 @@ class DeviceShardFn(InspectedOnceDoFn):
     def wake_micros(self, record: DeviceRecord) -> int | None:
         """The cut at which the device must be replayed even without events (an epoch to expire, a window to
         close), or None."""
+        return None
+
+    def hold_until(self, record: DeviceRecord, events: list) -> int | None:
+        """The cut before which a device may hold ``events`` (those it holds and those before this firing's cut, in
+        no set order) back unreplayed, or None to replay them now. Only a device that holds state, with events
+        to replay and no wake due, is asked. A subclass says a time only for events whose replay now would emit
+        nothing and whose replay later gives what a replay now would have. By default None: never."""
         return None
 
     def before_replays(self, due: dict[str, list]) -> None:
@@ -431,26 +468,60 @@ class DeviceShardFn(InspectedOnceDoFn):
             catch_at.write(latest)
 
     @staticmethod
+    def _release_held(shard: _ShardCache, device_id: str) -> list:
+        """The events a device held, now to be replayed: its records keep them no longer."""
+        for data in list(shard.holding):
+            holders = shard.holding[data]
+            holders.discard(device_id)
+            if not holders:
+                del shard.holding[data]
+        del shard.held_until[device_id]
+        return shard.held.pop(device_id)
+
+    def _hold_again(self, shard: _ShardCache, records: list) -> None:
+        """Held events' records (``(bytes, DevicePendingEvents)``) of a shard read back from its state, where each
+        device has the cut of its last replay: its events not behind that cut are still held (a replay takes all of
+        them), and it takes the latest cut it held them at; its time to replay them is asked again."""
+        cuts: dict[str, int] = {}
+        for data, events in records:
+            holders = set()
+            for event in _rows_of(events):
+                device = shard.devices.get(event.device_id)
+                if device is not None and event.event_time_micros >= device.cut:
+                    shard.held.setdefault(event.device_id, []).append(event)
+                    holders.add(event.device_id)
+                    cuts[event.device_id] = max(cuts.get(event.device_id, 0), events.held_at_cut)
+            if holders:
+                shard.holding[data] = holders
+        for device_id, held_at in cuts.items():
+            device = shard.devices[device_id]
+            device.cut = max(device.cut, held_at)
+            until = self.hold_until(device, shard.held[device_id])
+            shard.held_until[device_id] = 0 if until is None else until  # None: replayed by this firing
+
+    @staticmethod
     def _retire(shard: _ShardCache, device_id: str) -> None:
         """Drop a device; the shard's ``retired_cut``, the cut of every device it does not hold, takes its cut."""
         device = shard.devices.pop(device_id)
         shard.record.devices.pop(device_id, None)
         shard.record.retired_cut = max(shard.record.retired_cut, device.cut)
 
-    def _admitted(self, arriving: list, device_cut: int, restored_before: bool, released: list) -> list:
+    def _admitted(self, arriving: list, device_cut: int, restored_before: bool, released: list,
+                  held: list | None = None) -> list:
         """A device's ``arriving`` events without those behind its cut (a ``late`` dead letter each, into
-        ``released``) and, in a job restored from a snapshot, without a second copy of one."""
+        ``released``) and, in a job restored from a snapshot, without a second copy of one or of one it ``held``."""
         if arriving and min(map(_EVENT_TIME, arriving)) < device_cut:  # the device has replayed past some
             released += map(self._late, [event for event in arriving if event.event_time_micros < device_cut])
             arriving = [event for event in arriving if event.event_time_micros >= device_cut]
-        if restored_before and len(arriving) > 1:  # a restored job may be sent a copy of what it holds
-            arriving = self._first_copies(arriving, released)
+        if restored_before and (len(arriving) > 1 or held and arriving):  # a restored job may be sent a copy of
+            # what it holds
+            arriving = self._first_copies(arriving, released, {(type(event), row_id(event)) for event in held or ()})
         return arriving
 
     @staticmethod
-    def _first_copies(events: list, released: list) -> list:
-        """``events`` without a second copy of a record (by its own id): a ``duplicate`` dead letter for it."""
-        seen: set = set()
+    def _first_copies(events: list, released: list, seen: set) -> list:
+        """``events`` without a second copy of a record (by its own id), nor a copy of one ``seen`` (identities):
+        a ``duplicate`` dead letter for it."""
         first = []
         for event in events:
             identity = (type(event), row_id(event))
@@ -551,10 +622,16 @@ class DeviceShardFn(InspectedOnceDoFn):
         cut = fired - self._lateness
         due: dict[str, list] = {}  # device -> its events before the cut
         waiting, first_waiting, last_waiting = [], None, None
+        unknown_held = []  # held events' records this process does not hold: a shard read back from its state
         for data in pending.read():
+            if data in shard.holding:  # kept below while some device still holds events of it
+                continue
             events = state_pb2.DevicePendingEvents.FromString(data)
             if events.positions:  # a durable job's: where the inputs stand (a record without events)
                 fold_positions(record.positions, events.positions)
+                continue
+            if events.held_at_cut:
+                unknown_held.append((data, events))
                 continue
             span = (events.earliest_micros, events.latest_micros)
             if span[0] >= cut:
@@ -569,9 +646,8 @@ class DeviceShardFn(InspectedOnceDoFn):
                 waiting.append(_pending_record(rest, span))
             first_waiting = span[0] if first_waiting is None else min(first_waiting, span[0])
             last_waiting = span[1] if last_waiting is None else max(last_waiting, span[1])
-        pending.clear()
-        for data in waiting:
-            pending.add(data)
+        if unknown_held:
+            self._hold_again(shard, unknown_held)
         at_end = fired >= END_OF_INPUT.micros
         outputs: list = []
         released: list = []  # what the firing emits, written to a durable job's store before it is
@@ -583,20 +659,40 @@ class DeviceShardFn(InspectedOnceDoFn):
         if at_end and self.replays_new_at_end:
             for device_id in [device_id for device_id in due if device_id not in shard.devices]:
                 new[device_id] = self._admitted(due.pop(device_id), retired_cut, restored_before, released)
-        touched = set(due)
+        woken: set[str] = set()
         if self.wakes_at_end or not at_end:
             for wake in [wake for wake in shard.wake if wake <= cut]:
-                touched |= shard.wake.pop(wake)
+                woken |= shard.wake.pop(wake)
+        if at_end:  # every held event is replayed now
+            woken.update(shard.held)
+        else:
+            woken.update(device_id for device_id, until in shard.held_until.items() if until <= cut)
+        touched = set(due) | woken
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
         fresh_bytes = self.codec.encode(fresh)
         self.before_replays(due)
+        replayed: list[str] = []
+        held_now: list = []  # the events devices hold back from this firing
         for device_id in sorted(touched):
             device = shard.devices.get(device_id)
+            seen = device is not None
             if device is None:  # a device never seen, or dropped with nothing but its cut
                 device = shard.devices[device_id] = self.new_record()
                 device.cut = retired_cut
-            arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released)
+            held = shard.held.get(device_id, [])
+            arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released, held)
+            if seen and not at_end and device_id not in woken:
+                until = self.hold_until(device, held + arriving)
+                if until is not None and until > cut:  # the device takes the cut, replays nothing
+                    device.cut = cut
+                    held_now += arriving
+                    shard.held[device_id] = held + arriving
+                    shard.held_until[device_id] = until
+                    continue
+            if held:
+                arriving = self._release_held(shard, device_id) + arriving
+            replayed.append(device_id)
             outputs += self.replay(device_id, device, device.advance(cut, arriving), fired)
             if at_end:  # dropped below, unencoded
                 continue
@@ -608,7 +704,17 @@ class DeviceShardFn(InspectedOnceDoFn):
                 self._schedule(shard, device_id, device)
         if new:
             outputs += self.replay_new(new, fired)
-        changed = touched
+        if held_now:
+            shard.holding[_held_record(held_now, cut)] = {event.device_id for event in held_now}
+        if len(shard.holding) > _HELD_RECORDS:  # fold them into one: the cut it keeps is the oldest of its devices'
+            shard.holding = {_held_record([event for events in shard.held.values() for event in events],
+                                          min(shard.devices[device_id].cut for device_id in shard.held)):
+                             set(shard.held)}
+        waiting += shard.holding
+        pending.clear()
+        for data in waiting:
+            pending.add(data)
+        changed = set(replayed)
         if at_end:  # every device's state is final: the store marks the job drained and refuses a later run of its
             # id (docs/durability.md), so nothing reads a device back. None is encoded (a quarter of the end's firing
             # for the event-level job, benchmarks/README.md, session 12) and the end's snapshot holds none.
@@ -628,16 +734,17 @@ class DeviceShardFn(InspectedOnceDoFn):
             written, released = saved.state_bytes, stamped(released, saved.at)
         shard.record = shard.arena.kept(record, shard_state, written)
         _SHARD_CACHE.written(self._id, key, token_state, shard)
-        metrics.firing_done("devices", started, None if at_end else fired, len(touched) + len(new))
+        metrics.firing_done("devices", started, None if at_end else fired, len(replayed) + len(new))
         yield from released
         if at_end:  # nothing comes after the end of the input: no timer is set again
             needed_state.clear()
             return
         dues = [self._event_due(first_waiting)] if first_waiting is not None else []
         lasts = [self._event_due(last_waiting)] if last_waiting is not None else []
-        if shard.wake:
-            dues.append(self._wake_due(min(shard.wake)))
-            lasts.append(self._wake_due(max(shard.wake)))
+        wakes = [*shard.wake, *shard.held_until.values()]
+        if wakes:
+            dues.append(self._wake_due(min(wakes)))
+            lasts.append(self._wake_due(max(wakes)))
         needed = min(dues, default=None)
         if needed is None:
             needed_state.clear()

@@ -37,6 +37,7 @@ from transforms.budgeting.mechanisms.bias import BiasDetection
 from transforms.budgeting.mechanisms.device import MeasurementConfig, Scheduling
 from transforms.budgeting.mechanisms.queries import QueryBatch, execute
 from transforms.budgeting.mechanisms.simulation import simulate
+from transforms.core import device_stream
 from transforms.core.device_stream import END_OF_INPUT, pack_events, replay_devices
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch, PackedEvents
 from transforms.core.mechanisms.noise import SeededSource
@@ -347,3 +348,70 @@ def test_once_every_source_has_ended_the_end_of_input_takes_what_is_left_in_one_
         assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
     assert FIRED[-1] == END_OF_INPUT.micros
     assert all(fired <= milli(last).micros for fired in FIRED[:-1]), FIRED  # no firing between the last poll and the end
+
+
+REPLAYS: list = []  # (firing time, the earliest impression a replay took), per replay
+
+
+class _HoldingDeviceFn(_DeviceFn):
+    """Records its replays; ``holds`` overrides whether devices hold impressions back; with ``reload`` it drops the
+    process's decoded shards before every firing (as a restarted worker would), so that the held events are read
+    back from their pending records."""
+
+    def __init__(self, config: MeasurementConfig, *, holds: bool, reload: bool) -> None:
+        super().__init__(config, SeededSource(SEED), 3, True, 0)
+        self._holds, self._reload = holds, reload
+
+    def _fire(self, key, fired, *state):
+        if self._reload:
+            device_stream._SHARD_CACHE._entries.clear()
+        return super()._fire(key, fired, *state)
+
+    def replay(self, device_id, record, events, fired_micros):
+        impressions = [event.event_time_micros for event in events if type(event) is Impression]
+        REPLAYS.append((fired_micros, min(impressions, default=None)))
+        return super().replay(device_id, record, events, fired_micros)
+
+
+def _held_back_replays(config: MeasurementConfig, rows: list, expected, *, holds: bool, reload: bool) -> tuple[list, list]:
+    """The measurement step over ``rows`` in 15 shuffled chunks (nothing late): checks the outputs against the
+    batch path's (``expected``); returns the replays (as ``REPLAYS``) and those that took an impression an earlier
+    firing had passed."""
+    REPLAYS.clear()
+    stream = shuffled_stream(rows, seed=9, chunks=15, lead_micros=MICROS_PER_HOUR, tail_micros=MICROS_PER_DAY)
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=holds, reload=reload), REPORTS, BUDGETS,
+                             RESULTS, INCOMPLETE)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[RESULTS], equal_to(expected.results), label="results")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[INCOMPLETE], equal_to(expected.incomplete), label="incomplete")
+    firings = sorted({fired for fired, _ in REPLAYS})
+    previous = dict(zip(firings[1:], firings[:-1], strict=True))
+    return list(REPLAYS), [(fired, earliest) for fired, earliest in REPLAYS
+                           if earliest is not None and fired in previous and earliest < previous[fired]]
+
+
+def test_devices_hold_their_impressions_until_a_conversion_and_give_the_batch_outputs():
+    """A device that only sees impressions is not replayed: it holds them back until its next conversion, its wake
+    or the end. The outputs are the batch path's (epoch budget rows included), with fewer replays than without
+    holding, and some impression is replayed by a later firing than the first that passed it, which nothing but
+    holding does here (the stream sends nothing late)."""
+    impressions, conversions = random_population(seed=8, devices=20, days=200)
+    rows, config = impressions + conversions, CONFIGS["cookie_monster"]
+    expected = simulate(rows, config, SeededSource(SEED), 3)
+    holding, held_back = _held_back_replays(config, rows, expected, holds=True, reload=False)
+    assert held_back
+    replaying, none_held = _held_back_replays(config, rows, expected, holds=False, reload=False)
+    assert not none_held
+    assert len(holding) < len(replaying), (len(holding), len(replaying))
+
+
+def test_held_impressions_read_back_from_their_records_give_the_batch_outputs():
+    """As above, with the process's decoded shard dropped before every firing (a restarted worker): each firing
+    reads the held events back from their pending records, and the devices take the cuts they held them at."""
+    impressions, conversions = random_population(seed=8, devices=20, days=200)
+    rows, config = impressions + conversions, CONFIGS["cookie_monster"]
+    expected = simulate(rows, config, SeededSource(SEED), 3)
+    _, held_back = _held_back_replays(config, rows, expected, holds=True, reload=True)
+    assert held_back
