@@ -153,13 +153,16 @@ def device_codec(config: MeasurementConfig) -> StateCodec:
 
 class QueriesRecord:
     """The querier side of the streaming job: a ``BatchCutter`` per (querier, query key), IPA-like central filters
-    ((querier, epoch) -> units) and the IPA-like device rows held for the end of the input."""
+    ((querier, epoch) -> units) and the IPA-like device rows held for the end of the input; ``encoded``: the
+    encodings of the reports waiting in the cutters, kept from one firing's encode to the next (a report waits
+    for its batch over many firings)."""
 
     def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
         self.cutters: dict[tuple[str, str], BatchCutter] = {}
         self.central: dict = {}
         self.rows: list[DeviceEpochBudget] = []
+        self.encoded = EncodedRows()
 
     def cutter(self, querier_site: str, query_key: str) -> BatchCutter:
         cutter = self.cutters.get((querier_site, query_key))
@@ -175,7 +178,8 @@ def queries_codec(batch_size: int) -> StateCodec:
         for (querier_site, query_key), cutter in sorted(record.cutters.items()):
             entry = message.cutters.add(querier_site=querier_site, query_key=query_key, next_index=cutter.next_index)
             for report in cutter.pending:
-                message_of(report, entry.pending.add())
+                record.encoded.into(report, entry.pending.add())
+        record.encoded.encoded()
         _filters_to(record.central, message.central)
         for row in record.rows:
             message_of(row, message.rows.add())
