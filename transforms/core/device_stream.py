@@ -242,7 +242,7 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
 
 class _ShardCache:
     """A shard's devices as live ``DeviceRecord``s (kept in ``_SHARD_CACHE``); ``wake`` is when each device must be
-    replayed without events (time -> device ids); ``side`` is the subclass's state beside the devices; ``held``
+    replayed without events (time -> device ids; ``wake_of``: device id -> time); ``side`` is the subclass's state beside the devices; ``held``
     the events each device holds back unreplayed (``DeviceShardFn.hold_until``), ``held_until`` the cut at which
     it replays them at the latest, and ``holding`` the pending records that keep them (record -> the devices still
     holding events of it)."""
@@ -252,6 +252,7 @@ class _ShardCache:
         self.devices = devices
         self.side = side
         self.wake: dict[int, set[str]] = {}
+        self.wake_of: dict[str, int] = {}
         self.held: dict[str, list] = {}
         self.held_until: dict[str, int] = {}
         self.holding: dict[bytes, set[str]] = {}
@@ -418,8 +419,21 @@ class DeviceShardFn(InspectedOnceDoFn):
         if record.items:  # events a record of the older layout buffered: due once the cut is past them
             wakes.append(min(time for time, _ in record.items) + 1)
         wake = min((time for time in wakes if time is not None), default=None)
+        self._unschedule(shard, device_id)
         if wake is not None:
             shard.wake.setdefault(wake, set()).add(device_id)
+            shard.wake_of[device_id] = wake
+
+    @staticmethod
+    def _unschedule(shard: _ShardCache, device_id: str) -> None:
+        """Take back a device's wake (a replay scheduled it again, or it was dropped), so that no wake it no longer
+        needs replays it later."""
+        wake = shard.wake_of.pop(device_id, None)
+        if wake is not None:
+            devices = shard.wake[wake]
+            devices.discard(device_id)
+            if not devices:
+                del shard.wake[wake]
 
     def _event_due(self, time_micros: int) -> int:
         """The firing time whose cut takes an event at ``time_micros``."""
@@ -503,6 +517,7 @@ class DeviceShardFn(InspectedOnceDoFn):
     def _retire(shard: _ShardCache, device_id: str) -> None:
         """Drop a device; the shard's ``retired_cut``, the cut of every device it does not hold, takes its cut."""
         device = shard.devices.pop(device_id)
+        DeviceShardFn._unschedule(shard, device_id)
         shard.record.devices.pop(device_id, None)
         shard.record.retired_cut = max(shard.record.retired_cut, device.cut)
 
@@ -663,6 +678,8 @@ class DeviceShardFn(InspectedOnceDoFn):
         if self.wakes_at_end or not at_end:
             for wake in [wake for wake in shard.wake if wake <= cut]:
                 woken |= shard.wake.pop(wake)
+            for device_id in woken:
+                del shard.wake_of[device_id]
         if at_end:  # every held event is replayed now
             woken.update(shard.held)
         else:
@@ -722,6 +739,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             for device_id in changed:
                 self._retire(shard, device_id)
             shard.wake.clear()
+            shard.wake_of.clear()
         released += self.after_replays(shard.side, outputs, fired, at_end)
         if self.side_codec is not None:
             record.side = self.side_codec.encode(shard.side)
