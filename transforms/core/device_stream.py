@@ -242,10 +242,10 @@ class DeviceEventsPerBundleFn(InspectedOnceDoFn):
 
 class _ShardCache:
     """A shard's devices as live ``DeviceRecord``s (kept in ``_SHARD_CACHE``); ``wake`` is when each device must be
-    replayed without events (time -> device ids; ``wake_of``: device id -> time); ``side`` is the subclass's state beside the devices; ``held``
-    the events each device holds back unreplayed (``DeviceShardFn.hold_until``), ``held_until`` the cut at which
-    it replays them at the latest, and ``holding`` the pending records that keep them (record -> the devices still
-    holding events of it)."""
+    replayed without events (time -> device ids; ``wake_of``: device id -> time); ``side`` is the subclass's state
+    beside the devices; ``held`` the events each device holds back unreplayed (``DeviceShardFn.hold_until``),
+    ``held_until`` the cut at which it replays them at the latest, and ``holding`` the pending records that keep
+    them (record -> the devices still holding events of it)."""
 
     def __init__(self, record: state_pb2.DeviceShardState, devices: dict[str, DeviceRecord], side: Any) -> None:
         self.record = record
@@ -261,8 +261,9 @@ class _ShardCache:
 
 # Held events are kept in one pending record per firing that holds some, and folded into one record when there
 # are more than this: a firing reads every pending record, and a device holds its events for up to its own horizon
-# (``hold_until``), many firings of a live job.
-_HELD_RECORDS = 8
+# (``hold_until``), many firings of a live job. Each fold writes every held event again, so not too often: at 8,
+# the measurement soak folded at nearly every firing, a tenth of the job's time (benchmarks/README.md, session 15).
+_HELD_RECORDS = 32
 
 
 # Decoded shards in this process: a firing decodes nothing when the shard's state was last written here, and
@@ -354,10 +355,11 @@ class DeviceShardFn(InspectedOnceDoFn):
         return None
 
     def hold_until(self, record: DeviceRecord, events: list) -> int | None:
-        """The cut before which a device may hold ``events`` (those it holds and those before this firing's cut, in
-        no set order) back unreplayed, or None to replay them now. Only a device that holds state, with events
-        to replay and no wake due, is asked. A subclass says a time only for events whose replay now would emit
-        nothing and whose replay later gives what a replay now would have. By default None: never."""
+        """The cut before which a device may hold ``events`` (in no set order) back unreplayed, or None to replay
+        them now, with those it already holds (it then holds all of them until the earlier of the two times).
+        Only a device that holds state, with no wake due, is asked, for the events before this firing's cut. A
+        subclass says a time only for events whose replay now would emit nothing and whose replay later, with what
+        comes next, gives what a replay now would have. By default None: never."""
         return None
 
     def before_replays(self, due: dict[str, list]) -> None:
@@ -699,12 +701,14 @@ class DeviceShardFn(InspectedOnceDoFn):
                 device.cut = retired_cut
             held = shard.held.get(device_id, [])
             arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released, held)
-            if seen and not at_end and device_id not in woken:
-                until = self.hold_until(device, held + arriving)
+            if seen and not at_end and device_id not in woken and (arriving or held):
+                until = self.hold_until(device, arriving) if arriving else shard.held_until[device_id]
+                if until is not None and held:
+                    until = min(until, shard.held_until[device_id])
                 if until is not None and until > cut:  # the device takes the cut, replays nothing
                     device.cut = cut
                     held_now += arriving
-                    shard.held[device_id] = held + arriving
+                    shard.held.setdefault(device_id, []).extend(arriving)
                     shard.held_until[device_id] = until
                     continue
             if held:

@@ -131,6 +131,7 @@ class StepStore:
         self.step = step
         self._store = store
         self._pending: set[str] = set()  # the buffered input records the store holds (by digest)
+        self._digests: dict[bytes, str] = {}  # the last save's records and their digests: most stay from one to the next
         self._emitted: list = []  # outputs emitted between snapshots (recomputed from the input if none follows)
         self._emitted_at: int | None = None  # the latest time they were emitted at
         self._logged: collections.deque[tuple[int, int]] = collections.deque()  # (entry, time it was emitted at)
@@ -207,7 +208,8 @@ class StepStore:
         upserts = {_KEY + key: keyed[key] for key in changed if key in keyed}
         deletes = {_KEY + key for key in changed if key not in keyed}
         with self._lock:
-            held = {_digest(record): record for record in pending}
+            digests = {record: self._digests.get(record) or _digest(record) for record in pending}
+            held = {digest: record for record, digest in digests.items()}
             upserts.update((key, record) for key, record in held.items() if key not in self._pending)
             deletes.update(key for key in self._pending if key not in held)
             snapshot = state_pb2.StepSnapshot(
@@ -229,7 +231,7 @@ class StepStore:
             state_bytes = snapshot.ByteSize() + sum(map(len, upserts.values()))
             metrics.snapshot_written(self.step.step, seconds, state_bytes + sum(map(len, write.releases)),
                                      self._store_size(), self._log_entries)
-            self._pending = set(held)
+            self._pending, self._digests = set(held), digests
             self._emitted, self._emitted_at = [], None
             return Saved(state_bytes, at)
 
