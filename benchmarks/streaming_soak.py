@@ -67,9 +67,10 @@ TARGET_GROWTH_PER_CYCLE, TARGET_P95_SECONDS = 0.05, 5.0
 # without catching up again; an hour at 1,500 kept a p95 of 2.6 s (benchmarks/README.md, sessions 7 to 9)
 RATES = {"kanon": 15_000, "measurement": 15_000, "summary_client": 10_000, "event_level": 1_500}
 # how often the watermark moves (``--snapshot-seconds``, default 1): each move is a firing and a snapshot. The
-# datasets have few devices for their rate (5,000 to 20,000 devices at 10,000 to 15,000 events/s), so every firing
-# replays nearly every device and encodes its whole record: measurement's 20,000 devices cost 0.75 s a firing, the
-# summary client's 5,000 (60 sources each) about 0.8 s, and at one firing a second they fall behind (measured)
+# datasets have few devices for their rate (5,000 to 20,000 devices at 10,000 to 15,000 events/s), so a firing
+# replays many devices and encodes their whole records: the summary client's 5,000 (60 sources each) about 0.8 s a
+# firing; measurement's devices hold their impressions until a conversion (session 15), so a firing replays about
+# 5,000 of its 20,000 where it replayed nearly all (0.75 s); at one firing a second they fell behind (measured)
 SNAPSHOT_SECONDS = {"measurement": 2.0, "summary_client": 2.0, "event_level": 2.0}
 
 
