@@ -348,7 +348,7 @@ class _DeviceFn(DeviceShardFn):
             del device.filters.consumed[filter_key]
         device.forget_before(oldest)
 
-    def hold_until(self, record: DeviceRecord, events: list) -> int | None:
+    def hold_until(self, record: DeviceRecord, events: list, held_before: bool = False) -> int | None:
         """Impressions wait for the device's next conversion, for at most the longest window after the earliest
         (then none of them can be attributed any more, and their replay only drops them). Replayed now or with the
         conversion, in time order, they are stored the same before it and attributed the same by it; its epochs'

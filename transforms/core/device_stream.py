@@ -287,9 +287,10 @@ class DeviceShardFn(InspectedOnceDoFn):
     Two event-time timers. FLUSH is set for the earliest buffered event or wake time, or, when the sources'
     watermarks (carried by a topic source's batches) have already passed it, for the slowest of them: Beam
     fires it once the pipeline's watermark gets there, which it will, since every source has sent that
-    watermark. CATCH_UP is set for the latest buffered event or wake time, so that a watermark that jumps
-    over many of them (a replay, the end of a bounded input) is taken in one firing, not one per distinct
-    time. What a device replays depends only on the events before its cut, never on when the cut moved, so
+    watermark. CATCH_UP is set for the latest buffered event (with none, for the latest wake time), so that a
+    watermark that jumps over many of them (a replay, the end of a bounded input) is taken in one firing, not
+    one per distinct time: set for a wake weeks ahead (a window's end, a held deadline), it would be beyond
+    every jump before it. What a device replays depends only on the events before its cut, never on when the cut moved, so
     firing times change when outputs appear, not what they are. With no work left, FLUSH waits for the end of
     the input, where ``after_replays`` is told that nothing more will come.
 
@@ -356,13 +357,20 @@ class DeviceShardFn(InspectedOnceDoFn):
         close), or None."""
         return None
 
-    def hold_until(self, record: DeviceRecord, events: list) -> int | None:
+    def hold_until(self, record: DeviceRecord, events: list, held_before: bool = False) -> int | None:
         """The cut before which a device may hold ``events`` (in no set order) back unreplayed, or None to replay
         them now, with those it already holds (it then holds all of them until the earlier of the two times).
-        Only a device that holds state, with no wake due, is asked, for the events before this firing's cut. A
-        subclass says a time only for events whose replay now would emit nothing and whose replay later, with what
-        comes next, gives what a replay now would have. By default None: never."""
+        Only a device that holds state, with no wake due, is asked, for the events before this firing's cut; and,
+        for a shard read back from its state, about the events each device held (``held_before``: events this
+        method let wait before, whose time is asked again). A subclass says a time only for events whose replay
+        now would emit nothing and whose replay later, with what comes next, gives what a replay now would have.
+        By default None: never."""
         return None
+
+    def releasing_held(self, events: list) -> None:
+        """Called with the events a device held (``hold_until``) just before ``replay`` takes them with its
+        arriving ones, in the same firing: for a subclass whose decision to let them wait rested on something it
+        drew as they arrived (the event-level job's s*). By default nothing."""
 
     def before_replays(self, due: dict[str, list]) -> None:
         """Called once a firing, before any device is replayed, with the events before the cut of every device
@@ -514,7 +522,7 @@ class DeviceShardFn(InspectedOnceDoFn):
         for device_id, held_at in cuts.items():
             device = shard.devices[device_id]
             device.cut = max(device.cut, held_at)
-            until = self.hold_until(device, shard.held[device_id])
+            until = self.hold_until(device, shard.held[device_id], held_before=True)
             shard.held_until[device_id] = 0 if until is None else until  # None: replayed by this firing
 
     @staticmethod
@@ -714,7 +722,9 @@ class DeviceShardFn(InspectedOnceDoFn):
                     shard.held_until[device_id] = until
                     continue
             if held:
-                arriving = self._release_held(shard, device_id) + arriving
+                held = self._release_held(shard, device_id)
+                self.releasing_held(held)
+                arriving = held + arriving
             replayed.append(device_id)
             outputs += self.replay(device_id, device, device.advance(cut, arriving), fired)
             if at_end:  # dropped below, unencoded
@@ -768,7 +778,8 @@ class DeviceShardFn(InspectedOnceDoFn):
         wakes = [*shard.wake, *shard.held_until.values()]
         if wakes:
             dues.append(self._wake_due(min(wakes)))
-            lasts.append(self._wake_due(max(wakes)))
+            if not lasts:  # a wake or held deadline weeks ahead would put CATCH_UP beyond every jump before it
+                lasts.append(self._wake_due(max(wakes)))
         needed = min(dues, default=None)
         if needed is None:
             needed_state.clear()

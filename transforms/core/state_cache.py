@@ -36,3 +36,7 @@ class ProcessStateCache(Generic[V]):
         token = uuid.uuid4().bytes
         token_state.write(token)
         self._entries[(owner, key)] = (token, value)
+
+    def clear(self) -> None:
+        """Forget every decoded value, as a new worker process starts: each key is decoded again from its state."""
+        self._entries.clear()

@@ -25,7 +25,9 @@ The streaming stage replays what arrived only once the watermark has passed it (
 in the batch order, and passes a window (sending its reports) once the watermark has passed its end, so arrival
 order never changes a report, and both paths send the same reports for the same input and seed: with a seeded
 source a source's s* is a function of (seed, device, source id, source time). An event behind what its device
-has already replayed is a dead letter ``late``. A device forgets its sources once they expire.
+has already replayed is a dead letter ``late``. A device forgets its sources once they expire. A device whose
+new events are truthful sources only holds them back unreplayed until its next trigger (``_DeviceFn.hold_until``);
+each source's s* is drawn once, in the firing it arrives in.
 """
 from __future__ import annotations
 
@@ -48,7 +50,9 @@ from schemas.frames import (
     sources_frame,
     split_event_level_sources,
 )
+from schemas.limits import MAX_EXPIRY_SECONDS
 from schemas.rows import DeadLetter, EventLevelSource, EventLevelTrigger
+from schemas.time_units import MICROS_PER_SECOND
 from transforms.core.device_shards import DEFAULT_SHARDS, RowShards, device_shard, unpack_chunk
 from transforms.core.device_state import DeviceRecord
 from transforms.core.device_stream import DeviceShardFn, replay_devices
@@ -218,6 +222,25 @@ class _DeviceFn(DeviceShardFn):
     def wake_micros(self, record: DeviceRecord) -> int | None:
         """The next window end: it passes once every event before it is final."""
         return record.state.next_window_micros()
+
+    def hold_until(self, record: DeviceRecord, events: list, held_before: bool = False) -> int | None:
+        """Truthful sources wait for the device's next trigger, for at most the longest expiry (30 days) after the
+        earliest: then none of them can take a trigger any more, and their replay only registers and forgets them.
+        Registered now or with that trigger, in time order, they take the same triggers (Alg. 4), and a truthful
+        source's windows are queued only at its first trigger, so it sends nothing before one. A randomized
+        source (s* drawn as it arrived, by ``before_replays``) sends s*'s reports at its windows' ends whatever
+        the triggers: it is replayed now. A held source is thus truthful, which ``releasing_held`` tells its
+        replay: drawing its s* again there would raise its chance of being randomized."""
+        if not events or any(type(event) is not EventLevelSource for event in events):
+            return None
+        if not held_before and any(choice is not None for choice in
+                                   self._choices([(event.device_id, event) for event in events])):
+            return None
+        return min(event.event_time_micros for event in events) + MAX_EXPIRY_SECONDS * MICROS_PER_SECOND
+
+    def releasing_held(self, events: list) -> None:
+        """The held sources' s*, drawn as they arrived: truthful (``hold_until``)."""
+        self._chosen.update((id(row), (row, None)) for row in events if type(row) is EventLevelSource)
 
     def before_replays(self, due: dict[str, list]) -> None:
         """Alg. 8's s* for every source of the firing at once: ``choose_randomized`` draws all the sources of a

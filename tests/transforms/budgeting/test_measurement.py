@@ -364,7 +364,7 @@ class _HoldingDeviceFn(_DeviceFn):
 
     def _fire(self, key, fired, *state):
         if self._reload:
-            device_stream._SHARD_CACHE._entries.clear()
+            device_stream._SHARD_CACHE.clear()
         return super()._fire(key, fired, *state)
 
     def replay(self, device_id, record, events, fired_micros):

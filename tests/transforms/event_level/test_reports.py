@@ -2,6 +2,8 @@
 (TestStream, shuffled arrival) against batch with seeded noise, dead letters, late events, the portable runner."""
 from __future__ import annotations
 
+import random
+
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -23,12 +25,14 @@ from tests.support.event_level_events import (
     random_events,
     source,
     split,
+    trigger,
     write_jsonl,
 )
 from tests.support.streams import milli, shuffled_stream, streaming_options
+from transforms.core import device_stream
 from transforms.core.device_stream import END_OF_INPUT, replay_devices
 from transforms.core.io import DEAD_LETTERS, END_OF_INPUT_MICROS, EventBatch
-from transforms.core.mechanisms.noise import SeededSource
+from transforms.core.mechanisms.noise import SecureSource, SeededSource
 from transforms.event_level.mechanisms import devices
 from transforms.event_level.mechanisms.devices import SourceCheck
 from transforms.event_level.reports import REPORTS, EventLevelReportsBatch, EventLevelReportsStreaming, _DeviceFn
@@ -153,6 +157,102 @@ def test_replay_new_sends_what_replay_sends_for_devices_without_state(epsilon):
                           END_OF_INPUT.micros)
     assert len(each) > 40 and any(report.randomized_trigger_rate > 0 for report in each) == (epsilon is not None)
     assert one_call == each
+
+
+def sparse_triggers(seed: int, devices: int = 12, days: int = 60) -> list:
+    """Devices that see two sources a day (views expiring in 7 days, one in 20 a click expiring in 30) and convert
+    seldom (a trigger every 8 days): most sources never take a trigger, as in the generator's model."""
+    rng = random.Random(seed)
+    rows = []
+    for d in range(devices):
+        for i in range(2 * days):
+            click = rng.random() < 0.05
+            rows.append(source(f"h{d}", rng.uniform(0, 24 * days), f"s{i}", "navigation" if click else "event",
+                               expiry_days=30 if click else 7, priority=100 if click else 0))
+        for i in range(days // 8):
+            rows.append(trigger(f"h{d}", rng.uniform(0, 24 * days), f"t{i}", data=rng.randrange(8)))
+    return rows
+
+
+HOLD_EPSILON = 6.0  # views (|O| = 3) nearly all truthful, clicks (|O| = 2,925) mostly randomized
+REPLAYS: list = []  # (firing time, the earliest source a replay took), per replay
+DRAWN: list = []  # (device id, source id) of every s* drawn
+
+
+class _HoldingDeviceFn(_DeviceFn):
+    """Records its replays and the s* it draws; ``holds`` says whether devices hold truthful sources back; with
+    ``reload`` it drops the process's decoded shards before every firing (as a restarted worker would), so that
+    the held sources are read back from their pending records."""
+
+    def __init__(self, source, *, holds: bool, reload: bool) -> None:
+        super().__init__(HOLD_EPSILON, source, 0)
+        self._holds, self._reload = holds, reload
+
+    def _fire(self, key, fired, *state):
+        if self._reload:
+            device_stream._SHARD_CACHE.clear()
+        return super()._fire(key, fired, *state)
+
+    def hold_until(self, record, events, held_before=False):
+        return super().hold_until(record, events, held_before) if self._holds else None
+
+    def _choose(self, sources):
+        DRAWN.extend((device_id, row.source_id) for device_id, row in sources)
+        super()._choose(sources)
+
+    def replay(self, device_id, record, events, fired_micros):
+        sources = [event.event_time_micros for event in events if type(event) is EventLevelSource]
+        REPLAYS.append((fired_micros, min(sources, default=None)))
+        return super().replay(device_id, record, events, fired_micros)
+
+
+def _held_back_replays(rows: list, source, want: list | None, *, holds: bool, reload: bool) -> tuple[list, list]:
+    """The event-level step over ``rows`` in 20 shuffled chunks (nothing late), its reports checked against
+    ``want`` (when given); returns the replays (as ``REPLAYS``) and those that took a source an earlier firing had
+    passed."""
+    REPLAYS.clear()
+    DRAWN.clear()
+    stream = shuffled_stream(rows, seed=9, chunks=20, lead_micros=MINUTE, tail_micros=DAY)
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _HoldingDeviceFn(source, holds=holds, reload=reload), REPORTS)
+        if want is not None:
+            assert_that(out[REPORTS], equal_to(want), label="reports")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="late")
+    firings = sorted({fired for fired, _ in REPLAYS})
+    previous = dict(zip(firings[1:], firings[:-1], strict=True))
+    return list(REPLAYS), [(fired, earliest) for fired, earliest in REPLAYS
+                           if earliest is not None and fired in previous and earliest < previous[fired]]
+
+
+@pytest.mark.parametrize("reload", [False, True])
+def test_devices_hold_their_truthful_sources_until_a_trigger_and_send_the_batch_reports(reload):
+    """A device whose new events are truthful sources only is not replayed: it holds them back until a trigger,
+    its next window end, the longest expiry or the end. The reports are the batch path's (seeded s*, randomized
+    sources among them), with fewer replays than without holding, and some source is replayed by a later firing
+    than the first that passed it, which nothing but holding does here (the stream sends nothing late). With
+    ``reload`` every firing reads the held sources back from their pending records."""
+    rows = sparse_triggers(seed=3)
+    want = expected(rows, HOLD_EPSILON)
+    sources = [(row.device_id, row) for row in rows if type(row) is EventLevelSource]
+    assert len(want) > 50 and any(devices.choose_randomized(sources, HOLD_EPSILON, SeededSource(SEED)))
+    holding, held_back = _held_back_replays(rows, SeededSource(SEED), want, holds=True, reload=reload)
+    assert held_back
+    if not reload:
+        replaying, none_held = _held_back_replays(rows, SeededSource(SEED), want, holds=False, reload=False)
+        assert not none_held
+        assert len(holding) < 0.8 * len(replaying), (len(holding), len(replaying))
+
+
+@pytest.mark.parametrize("reload", [False, True])
+def test_a_held_source_keeps_the_s_star_drawn_as_it_arrived(reload):
+    """With the secure source (s* not a function of the source), each source's s* is drawn exactly once, at the
+    firing it arrives in, though many are replayed by a later one: drawing a held source's s* again at its replay
+    would raise its chance of being randomized."""
+    rows = sparse_triggers(seed=4, devices=6)
+    _, held_back = _held_back_replays(rows, SecureSource(), None, holds=True, reload=reload)
+    assert held_back
+    sources = sorted((row.device_id, row.source_id) for row in rows if type(row) is EventLevelSource)
+    assert sorted(DRAWN) == sources
 
 
 def test_portable_runner_loopback(tmp_path):
