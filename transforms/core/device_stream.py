@@ -246,8 +246,8 @@ class _ShardCache:
     """A shard's devices as live ``DeviceRecord``s (kept in ``_SHARD_CACHE``); ``wake`` is when each device must be
     replayed without events (time -> device ids; ``wake_of``: device id -> time); ``side`` is the subclass's state
     beside the devices; ``held`` the events each device holds back unreplayed (``DeviceShardFn.hold_until``),
-    ``held_until`` the cut at which it replays them at the latest, and ``holding`` the pending records that keep
-    them (record -> the devices still holding events of it)."""
+    ``held_until`` the cut at which it replays them at the latest (its wake is no later), and ``holding`` the
+    pending records that keep them (record -> the devices still holding events of it)."""
 
     def __init__(self, record: state_pb2.DeviceShardState, devices: dict[str, DeviceRecord], side: Any) -> None:
         self.record = record
@@ -493,6 +493,29 @@ class DeviceShardFn(InspectedOnceDoFn):
             catch_up.set(Timestamp(micros=latest))
             catch_at.write(latest)
 
+    def _hold(self, shard: _ShardCache, device_id: str, device: DeviceRecord, arriving: list, cut: int) -> bool:
+        """Whether a seen device, not woken, holds its ``arriving`` events back from the firing at ``cut`` (with
+        those it already holds, until the earlier of the two times ``hold_until`` gave): it then takes the cut,
+        unreplayed, and keeps them in ``shard.held``."""
+        until = self.hold_until(device, arriving) if arriving else shard.held_until[device_id]
+        if until is not None and device_id in shard.held_until:
+            until = min(until, shard.held_until[device_id])
+        if until is None or until <= cut:
+            return False
+        device.cut = cut
+        shard.held.setdefault(device_id, []).extend(arriving)
+        self._hold_until(shard, device_id, until)
+        return True
+
+    @staticmethod
+    def _hold_until(shard: _ShardCache, device_id: str, until: int) -> None:
+        """A holding device's deadline: its wake is then no later (a replay schedules its own wake again)."""
+        shard.held_until[device_id] = until
+        if shard.wake_of.get(device_id, until + 1) > until:
+            DeviceShardFn._unschedule(shard, device_id)
+            shard.wake.setdefault(until, set()).add(device_id)
+            shard.wake_of[device_id] = until
+
     @staticmethod
     def _release_held(shard: _ShardCache, device_id: str) -> list:
         """The events a device held, now to be replayed: its records keep them no longer."""
@@ -523,7 +546,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             device = shard.devices[device_id]
             device.cut = max(device.cut, held_at)
             until = self.hold_until(device, shard.held[device_id], held_before=True)
-            shard.held_until[device_id] = 0 if until is None else until  # None: replayed by this firing
+            self._hold_until(shard, device_id, 0 if until is None else until)  # None: replayed by this firing
 
     @staticmethod
     def _retire(shard: _ShardCache, device_id: str) -> None:
@@ -694,8 +717,6 @@ class DeviceShardFn(InspectedOnceDoFn):
                 del shard.wake_of[device_id]
         if at_end:  # every held event is replayed now
             woken.update(shard.held)
-        else:
-            woken.update(device_id for device_id, until in shard.held_until.items() if until <= cut)
         touched = set(due) | woken
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
@@ -711,16 +732,10 @@ class DeviceShardFn(InspectedOnceDoFn):
                 device.cut = retired_cut
             held = shard.held.get(device_id, [])
             arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released, held)
-            if seen and not at_end and device_id not in woken and (arriving or held):
-                until = self.hold_until(device, arriving) if arriving else shard.held_until[device_id]
-                if until is not None and held:
-                    until = min(until, shard.held_until[device_id])
-                if until is not None and until > cut:  # the device takes the cut, replays nothing
-                    device.cut = cut
-                    held_now += arriving
-                    shard.held.setdefault(device_id, []).extend(arriving)
-                    shard.held_until[device_id] = until
-                    continue
+            if seen and not at_end and device_id not in woken and (arriving or held) and \
+                    self._hold(shard, device_id, device, arriving, cut):
+                held_now += arriving
+                continue
             if held:
                 held = self._release_held(shard, device_id)
                 self.releasing_held(held)
@@ -775,11 +790,10 @@ class DeviceShardFn(InspectedOnceDoFn):
             return
         dues = [self._event_due(first_waiting)] if first_waiting is not None else []
         lasts = [self._event_due(last_waiting)] if last_waiting is not None else []
-        wakes = [*shard.wake, *shard.held_until.values()]
-        if wakes:
-            dues.append(self._wake_due(min(wakes)))
+        if shard.wake:  # held deadlines among them
+            dues.append(self._wake_due(min(shard.wake)))
             if not lasts:  # a wake or held deadline weeks ahead would put CATCH_UP beyond every jump before it
-                lasts.append(self._wake_due(max(wakes)))
+                lasts.append(self._wake_due(max(shard.wake)))
         needed = min(dues, default=None)
         if needed is None:
             needed_state.clear()

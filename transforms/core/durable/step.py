@@ -130,8 +130,8 @@ class StepStore:
     def __init__(self, step: DurableStep, store: StateStore) -> None:
         self.step = step
         self._store = store
-        self._pending: set[str] = set()  # the buffered input records the store holds (by digest)
-        self._digests: dict[bytes, str] = {}  # the last save's records and their digests: most stay from one to the next
+        # the buffered input records the store holds and their digests (its keys): most stay from one save to the next
+        self._digests: dict[bytes, str] = {}
         self._emitted: list = []  # outputs emitted between snapshots (recomputed from the input if none follows)
         self._emitted_at: int | None = None  # the latest time they were emitted at
         self._logged: collections.deque[tuple[int, int]] = collections.deque()  # (entry, time it was emitted at)
@@ -160,12 +160,12 @@ class StepStore:
         keyed = getattr(shard, key_field)
         pending = []
         with self._lock:
-            self._pending = set()
+            self._digests = {}
             for key, value in loaded.keys.items():
                 if key.startswith(_KEY):
                     keyed[key[len(_KEY):]] = value
                 else:
-                    self._pending.add(key)
+                    self._digests[value] = key
                     pending.append(value)
         cast(Any, shard).positions.CopyFrom(restarted(loaded.snapshot.positions))
         at = release_time(self.step.job_id, natural_micros)
@@ -210,8 +210,9 @@ class StepStore:
         with self._lock:
             digests = {record: self._digests.get(record) or _digest(record) for record in pending}
             held = {digest: record for record, digest in digests.items()}
-            upserts.update((key, record) for key, record in held.items() if key not in self._pending)
-            deletes.update(key for key in self._pending if key not in held)
+            stored = set(self._digests.values())
+            upserts.update((key, record) for key, record in held.items() if key not in stored)
+            deletes.update(stored - held.keys())
             snapshot = state_pb2.StepSnapshot(
                 version=STATE_VERSION, shard=_without(shard, key_field, "positions").SerializeToString(),
                 positions=cast(Any, shard).positions, ended=ended)
@@ -231,7 +232,7 @@ class StepStore:
             state_bytes = snapshot.ByteSize() + sum(map(len, upserts.values()))
             metrics.snapshot_written(self.step.step, seconds, state_bytes + sum(map(len, write.releases)),
                                      self._store_size(), self._log_entries)
-            self._pending, self._digests = set(held), digests
+            self._digests = digests
             self._emitted, self._emitted_at = [], None
             return Saved(state_bytes, at)
 
