@@ -62,15 +62,15 @@ TARGET_GROWTH_PER_CYCLE, TARGET_P95_SECONDS = 0.05, 5.0
 
 
 # the producer's rate per job, events/s: half the sustained rate measured from a backlog (benchmarks/README.md);
-# event-level 1,500: live, every firing replays nearly all of its 5,000 devices, each holding a month of sources,
-# and on this machine it fell behind at 5,000, and in some runs after some minutes at 2,500, 1,500 and 1,000,
-# without catching up again; an hour at 1,500 kept a p95 of 2.6 s (benchmarks/README.md, sessions 7 to 9)
-RATES = {"kanon": 15_000, "measurement": 15_000, "summary_client": 10_000, "event_level": 1_500}
+# event-level 5,000: live, its devices hold their truthful sources until a trigger (session 16), and it took 6,000
+# with half of each minute in firings and fell behind at 10,000 (before holding it fell behind at 2,500)
+RATES = {"kanon": 15_000, "measurement": 15_000, "summary_client": 10_000, "event_level": 5_000}
 # how often the watermark moves (``--snapshot-seconds``, default 1): each move is a firing and a snapshot. The
 # datasets have few devices for their rate (5,000 to 20,000 devices at 10,000 to 15,000 events/s), so a firing
 # replays many devices and encodes their whole records: the summary client's 5,000 (60 sources each) about 0.8 s a
 # firing; measurement's devices hold their impressions until a conversion (session 15), so a firing replays about
-# 5,000 of its 20,000 where it replayed nearly all (0.75 s); at one firing a second they fell behind (measured)
+# 5,000 of its 20,000 where it replayed nearly all (0.75 s), and event-level's their truthful sources until a
+# trigger (session 16: about 600 of 5,000 at 5,000 events/s); at one firing a second they fell behind (measured)
 SNAPSHOT_SECONDS = {"measurement": 2.0, "summary_client": 2.0, "event_level": 2.0}
 
 
