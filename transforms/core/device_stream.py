@@ -290,9 +290,9 @@ class DeviceShardFn(InspectedOnceDoFn):
     watermark. CATCH_UP is set for the latest buffered event (with none, for the latest wake time), so that a
     watermark that jumps over many of them (a replay, the end of a bounded input) is taken in one firing, not
     one per distinct time: set for a wake weeks ahead (a window's end, a held deadline), it would be beyond
-    every jump before it. What a device replays depends only on the events before its cut, never on when the cut moved, so
-    firing times change when outputs appear, not what they are. With no work left, FLUSH waits for the end of
-    the input, where ``after_replays`` is told that nothing more will come.
+    every jump before it. What a device replays depends only on the events before its cut, never on when the
+    cut moved, so firing times change when outputs appear, not what they are. With no work left, FLUSH waits
+    for the end of the input, where ``after_replays`` is told that nothing more will come.
 
     A subclass may let a device hold its events back (``hold_until``) when replaying them now would emit
     nothing and replaying them later, with what comes next, gives what replaying them now would have: the
@@ -736,8 +736,8 @@ class DeviceShardFn(InspectedOnceDoFn):
                     self._hold(shard, device_id, device, arriving, cut):
                 held_now += arriving
                 continue
-            if held:
-                held = self._release_held(shard, device_id)
+            if held:  # the list ``_release_held`` takes out of the shard
+                self._release_held(shard, device_id)
                 self.releasing_held(held)
                 arriving = held + arriving
             replayed.append(device_id)
