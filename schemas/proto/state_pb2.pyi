@@ -142,7 +142,7 @@ class DeviceShardState(_message.Message):
     def __init__(self, version: _Optional[int] = ..., devices: _Optional[_Mapping[str, bytes]] = ..., side: _Optional[bytes] = ..., retired_cut: _Optional[int] = ..., positions: _Optional[_Union[InputPositions, _Mapping]] = ...) -> None: ...
 
 class DevicePendingEvents(_message.Message):
-    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros", "positions", "held_at_cut")
+    __slots__ = ("version", "earliest_micros", "rows", "source_watermarks", "latest_micros", "positions", "held_at_cut", "more_rows")
     class SourceWatermarksEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +157,7 @@ class DevicePendingEvents(_message.Message):
     LATEST_MICROS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     HELD_AT_CUT_FIELD_NUMBER: _ClassVar[int]
+    MORE_ROWS_FIELD_NUMBER: _ClassVar[int]
     version: int
     earliest_micros: int
     rows: bytes
@@ -164,7 +165,8 @@ class DevicePendingEvents(_message.Message):
     latest_micros: int
     positions: _containers.RepeatedCompositeFieldContainer[SourcePosition]
     held_at_cut: int
-    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ..., held_at_cut: _Optional[int] = ...) -> None: ...
+    more_rows: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, version: _Optional[int] = ..., earliest_micros: _Optional[int] = ..., rows: _Optional[bytes] = ..., source_watermarks: _Optional[_Mapping[str, int]] = ..., latest_micros: _Optional[int] = ..., positions: _Optional[_Iterable[_Union[SourcePosition, _Mapping]]] = ..., held_at_cut: _Optional[int] = ..., more_rows: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class FilterCharge(_message.Message):
     __slots__ = ("querier_site", "epoch", "consumed_units")

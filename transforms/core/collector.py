@@ -8,6 +8,12 @@ against 6.6 µs at ``STREAMING_THRESHOLDS`` (``benchmarks/README.md``, issue 40)
 often, and what is alive when it starts (modules, classes, the pipeline's graph, the source's consumers: about a
 hundred thousand containers) is frozen (``gc.freeze``): it lives as long as the run, and no collection walks it
 again. The cost is cyclic garbage kept a little longer; reference counting frees everything else at once.
+
+A firing's young objects include lists of tens of thousands of events, which each young collection walks again
+while they live. With collections of the youngest generation every 100,000 allocations rather than 10,000 (and of
+the middle one every 20 of those), a replica of the measurement job's live firings (``benchmarks/device_firing.py``)
+spent 2.5 s collecting where it spent 5.4 s, of 46 s of firings; the event-level job live at 6,000 events/s, 1.7 to
+3.0 s a minute where it spent 3.5 to 7.3 (``benchmarks/README.md``, issue 40, sessions 16 and 17).
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-STREAMING_THRESHOLDS = (10_000, 50, 100)
+STREAMING_THRESHOLDS = (100_000, 20, 100)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ import pickle
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -85,21 +85,31 @@ def _pending_record(rows: dict[str, list], span: tuple[int, int], held_at_cut: i
     return record.SerializeToString()
 
 
-def _held_record(events: list, held_at_cut: int) -> bytes:
+def _held_record(events: list, held_at_cut: int, whole: Sequence[state_pb2.DevicePendingEvents] = ()) -> bytes:
     """The pending record of held ``events`` (rows of their row types; most often of one type, the budgeting
-    devices' impressions, turned into tuples in one call)."""
-    kinds = {type(event) for event in events}
-    if len(kinds) == 1:
-        rows = {kinds.pop().__name__: list(map(tuple, events))}
-    else:
-        rows = {kind.__name__: [tuple(event) for event in events if type(event) is kind] for kind in kinds}
-    times = list(map(_EVENT_TIME, events))
-    return _pending_record(rows, (min(times), max(times)), held_at_cut)
+    devices' impressions, turned into tuples in one call) and of the held events among the ``whole`` pending
+    records' (their rows kept as they are, with the events of devices that did not hold among them)."""
+    rows = b""
+    if events:
+        kinds = {type(event) for event in events}
+        if len(kinds) == 1:
+            grouped = {kinds.pop().__name__: list(map(tuple, events))}
+        else:
+            grouped = {kind.__name__: [tuple(event) for event in events if type(event) is kind] for kind in kinds}
+        rows = pickle.dumps(grouped, protocol=5)
+    times = [*map(_EVENT_TIME, events), *(time for record in whole
+                                          for time in (record.earliest_micros, record.latest_micros))]
+    record = state_pb2.DevicePendingEvents(version=STATE_VERSION, earliest_micros=min(times), latest_micros=max(times),
+                                           rows=rows, held_at_cut=held_at_cut,
+                                           more_rows=[part for record in whole for part in (record.rows,
+                                                                                             *record.more_rows)])
+    return record.SerializeToString()
 
 
 def _rows_of(record: state_pb2.DevicePendingEvents) -> list:
     """A pending record's events, as rows of their row types."""
-    return [row for name, rows in pickle.loads(record.rows).items() for row in map(ROW_TYPES[name]._make, rows)]
+    return [row for part in ((record.rows,) if record.rows else ()) + tuple(record.more_rows)
+            for name, rows in pickle.loads(part).items() for row in map(ROW_TYPES[name]._make, rows)]
 
 
 def _split_rows(rows: list, cut: int) -> tuple[list, dict[str, list], tuple[int, int]]:
@@ -673,6 +683,8 @@ class DeviceShardFn(InspectedOnceDoFn):
         due: dict[str, list] = {}  # device -> its events before the cut
         waiting, first_waiting, last_waiting = [], None, None
         unknown_held = []  # held events' records this process does not hold: a shard read back from its state
+        whole: list = []  # (record, its devices) of the pending records wholly before the cut
+        split: list = []  # the events before the cut of the records it splits
         for data in pending.read():
             if data in shard.holding:  # kept below while some device still holds events of it
                 continue
@@ -688,7 +700,13 @@ class DeviceShardFn(InspectedOnceDoFn):
                 waiting.append(data)
             else:
                 rows = _DECODED[self._id].take(data, events)
-                before, rest, span = (rows, {}, (0, 0)) if span[1] < cut else _split_rows(rows, cut)
+                rest: dict[str, list] = {}
+                if span[1] < cut:
+                    before = rows
+                    whole.append((events, {event.device_id for event in rows}))
+                else:
+                    before, rest, span = _split_rows(rows, cut)
+                    split += before
                 for event in before:
                     due.setdefault(event.device_id, []).append(event)
                 if not rest:
@@ -724,6 +742,7 @@ class DeviceShardFn(InspectedOnceDoFn):
         self.before_replays(due)
         replayed: list[str] = []
         held_now: list = []  # the events devices hold back from this firing
+        held_whole = True  # whether every due event of the devices that hold is held (none late nor a copy)
         for device_id in sorted(touched):
             device = shard.devices.get(device_id)
             seen = device is not None
@@ -735,6 +754,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             if seen and not at_end and device_id not in woken and (arriving or held) and \
                     self._hold(shard, device_id, device, arriving, cut):
                 held_now += arriving
+                held_whole = held_whole and len(arriving) == len(due.get(device_id, ()))
                 continue
             if held:  # the list ``_release_held`` takes out of the shard
                 self._release_held(shard, device_id)
@@ -753,7 +773,13 @@ class DeviceShardFn(InspectedOnceDoFn):
         if new:
             outputs += self.replay_new(new, fired)
         if held_now:
-            shard.holding[_held_record(held_now, cut)] = {event.device_id for event in held_now}
+            holders = {event.device_id for event in held_now}
+            if held_whole:  # the records the firing took whole keep their rows; the split ones' held events alone
+                held_record = _held_record([event for event in split if event.device_id in holders], cut,
+                                    [events for events, devices in whole if not holders.isdisjoint(devices)])
+            else:  # a late event or a copy among them would be held again when the shard is read back
+                held_record = _held_record(held_now, cut)
+            shard.holding[held_record] = holders
         if len(shard.holding) > _HELD_RECORDS:  # fold them into one: the cut it keeps is the oldest of its devices'
             shard.holding = {_held_record([event for events in shard.held.values() for event in events],
                                           min(shard.devices[device_id].cut for device_id in shard.held)):

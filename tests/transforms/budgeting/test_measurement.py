@@ -415,3 +415,39 @@ def test_held_impressions_read_back_from_their_records_give_the_batch_outputs():
     expected = simulate(rows, config, SeededSource(SEED), 3)
     _, held_back = _held_back_replays(config, rows, expected, holds=True, reload=True)
     assert held_back
+
+
+def test_a_late_impression_beside_held_ones_is_not_held_when_the_shard_is_read_back():
+    """A held device's record keeps the rows of the pending records its firing took whole, with the events of other
+    devices, which the read-back skips as behind their cuts. ann replays c0 (her stored cut: day 3), then holds I2
+    (day 10, held at day 11). L (day 7.5) comes late, behind the day-11 cut she holds at but not behind her stored cut,
+    in the firing where she holds I3: that firing's held record is then made of her admitted events alone, or the
+    read-back would hold L again. With the shard read back before every firing, c1 (first touch) takes I2 and I3, L
+    is a ``late`` dead letter, and the outputs are the batch path's without L (with it, c1 would credit L)."""
+    config = MeasurementConfig()
+    first = [impression("ann", 1, "I1", "a1"),
+             conversion("ann", 2, "c0", 100.0, request(first_epoch=0, last_epoch=0, requested_epsilon=1.0))]
+    held = [impression("ann", 10, "I2", "a1"), impression("ann", 12, "I3", "a1")]
+    late = impression("ann", 7.5, "L", "a2")
+    c1 = conversion("ann", 14, "c1", 70.0, request(logic="first_touch", report_global_sensitivity=70.0))
+    stream = TestStream()
+    for poll, day in ((first, 3), (held[:1], 11), ([late, held[1]], 13), ([c1], 15)):  # as a topic source sends
+        # them: every input's watermark with each poll, so that one firing takes all the poll's events
+        watermark = day * MICROS_PER_DAY
+        stream = stream.add_elements([*_packed(poll, watermark), *(
+            TimestampedValue(EventBatch([], watermark, row_type), Timestamp(micros=watermark))
+            for row_type in {Impression, Conversion} - {type(row) for row in poll})]).advance_watermark_to(milli(watermark))
+    stream = stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+    expected = simulate([*first, *held, c1], config, SeededSource(SEED), 3)
+    assert expected.reports and expected.reports != simulate([*first, late, *held, c1], config, SeededSource(SEED),
+                                                             3).reports
+    REPLAYS.clear()
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=True, reload=True), REPORTS, BUDGETS,
+                             RESULTS, INCOMPLETE)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: (d.reason, d.source)), equal_to([("late", "device ann")]),
+                    label="late")
+    earliest = [impression_time for _, impression_time in REPLAYS if impression_time is not None]
+    assert earliest == [MICROS_PER_DAY, 10 * MICROS_PER_DAY], REPLAYS  # I1 with c0; I2 and I3, not L, with c1

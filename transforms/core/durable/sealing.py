@@ -12,6 +12,7 @@ store can update and delete it without learning it; the key itself is inside the
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -24,6 +25,10 @@ from transforms.core.noise_key import KeyLocation
 FORMAT = "sealed-v1"  # the store's format, kept in its store_meta table
 _VERSION = b"\x01"
 _NONCE_BYTES = 12
+# row names kept per Seal (about 17 MB when full): a live device job writes the devices it replayed at every firing,
+# thousands a firing, and a name cost 9 µs to derive (3 % of the measurement job's firings, benchmarks/README.md,
+# issue 40, session 17)
+_ROW_NAMES = 1 << 16
 
 
 class SealBroken(Exception):
@@ -44,6 +49,7 @@ class Seal:
         self.key_id = key.key_id
         self._aead = AESGCM(material.derive("state", "aes-256-gcm"))
         self._names = material.derive("state", "row-names")
+        self.row_name = functools.lru_cache(maxsize=_ROW_NAMES)(self._row_name)
 
     def seal(self, data: bytes, *place: str | int) -> bytes:
         """``data`` encrypted and authenticated for ``place``: version, nonce, ciphertext and tag."""
@@ -61,8 +67,9 @@ class Seal:
             raise SealBroken(f"a value of the store does not open with state key {self.key_id} (another key, or "
                              "the value was altered)") from None
 
-    def row_name(self, *place: str | int) -> str:
-        """The keyed hash a per-key row is stored under (32 hex digits)."""
+    def _row_name(self, *place: str | int) -> str:
+        """The keyed hash a per-key row is stored under (32 hex digits): ``row_name``, which keeps the latest
+        ones."""
         return hmac.new(self._names, _encode(place), hashlib.sha256).hexdigest()[:32]
 
     def seal_keyed(self, key: str, value: bytes, *place: str | int) -> bytes:
