@@ -776,7 +776,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             holders = {event.device_id for event in held_now}
             if held_whole:  # the records the firing took whole keep their rows; the split ones' held events alone
                 held_record = _held_record([event for event in split if event.device_id in holders], cut,
-                                    [events for events, devices in whole if not holders.isdisjoint(devices)])
+                                           [events for events, devices in whole if not holders.isdisjoint(devices)])
             else:  # a late event or a copy among them would be held again when the shard is read back
                 held_record = _held_record(held_now, cut)
             shard.holding[held_record] = holders
