@@ -1,5 +1,5 @@
 """A streaming device job's live firings, in one process: what a firing of the job's device step costs on the soak's
-dataset (``streaming_soak.py``), without Beam, the topics or the state store around it.
+dataset (``streaming_soak.py``), without Beam or the topics around it.
 
     python benchmarks/device_firing.py [--job event_level|measurement] [--events-per-firing 10000] [--cycles 2]
         [--runs 3] [--json PATH]
