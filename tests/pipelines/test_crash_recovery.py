@@ -140,7 +140,8 @@ def test_a_live_job_drops_what_its_sinks_wrote_and_a_restart_in_the_same_output_
     produce(kafka_broker.address, topic, chunks[0])
     job = crash.start(_kanon_arguments(kafka_broker.address, topic, verdicts, output, store, stop="never"))
     printed = "".join(crash.reading(job))
-    feeder = crash.feed(kafka_broker.address, topic, chunks[1:], pause_seconds=0.4)
+    feeder = crash.feed(kafka_broker.address, topic, chunks[1:], pause_seconds=0.8)  # 0.4 s apart, CI in a slow hour
+    # took two or three pieces in one poll and wrote 6 snapshots
     feeder.join()
     printed += "".join(crash.read_until(job, lambda line: f"read {len(messages):,} " in line, "read everything"))
     deadline = time.monotonic() + 20  # the last pieces' firings, and their sinks' acknowledgements: about 2 s, more
