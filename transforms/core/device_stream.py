@@ -77,11 +77,14 @@ _LAYOUTS = {name: _row_layout(row_type) for name, row_type in ROW_TYPES.items()
             if {"device_id", "event_time_micros"} <= set(row_type._fields)}
 
 
-def _pending_record(rows: dict[str, list], span: tuple[int, int], held_at_cut: int = 0) -> bytes:
-    """A ``DevicePendingEvents`` of ``rows`` ({row type name: [tuple]}) whose event times span ``span``;
-    ``held_at_cut``: events held back by the firing with that cut (``DeviceShardFn.hold_until``)."""
+def _pending_record(rows: dict[str, list], span: tuple[int, int], held_at_cut: int = 0,
+                    more_rows: Sequence[bytes] = ()) -> bytes:
+    """A ``DevicePendingEvents`` of ``rows`` ({row type name: [tuple]}) and of ``more_rows`` (other records'
+    ``rows`` as they are), whose event times span ``span``; ``held_at_cut``: events held back by the firing with
+    that cut (``DeviceShardFn.hold_until``)."""
     record = state_pb2.DevicePendingEvents(version=STATE_VERSION, earliest_micros=span[0], latest_micros=span[1],
-                                           rows=pickle.dumps(rows, protocol=5), held_at_cut=held_at_cut)
+                                           rows=pickle.dumps(rows, protocol=5) if rows else b"",
+                                           held_at_cut=held_at_cut, more_rows=more_rows)
     return record.SerializeToString()
 
 
@@ -89,21 +92,17 @@ def _held_record(events: list, held_at_cut: int, whole: Sequence[state_pb2.Devic
     """The pending record of held ``events`` (rows of their row types; most often of one type, the budgeting
     devices' impressions, turned into tuples in one call) and of the held events among the ``whole`` pending
     records' (their rows kept as they are, with the events of devices that did not hold among them)."""
-    rows = b""
+    grouped: dict[str, list] = {}
     if events:
         kinds = {type(event) for event in events}
         if len(kinds) == 1:
             grouped = {kinds.pop().__name__: list(map(tuple, events))}
         else:
             grouped = {kind.__name__: [tuple(event) for event in events if type(event) is kind] for kind in kinds}
-        rows = pickle.dumps(grouped, protocol=5)
     times = [*map(_EVENT_TIME, events), *(time for record in whole
                                           for time in (record.earliest_micros, record.latest_micros))]
-    record = state_pb2.DevicePendingEvents(version=STATE_VERSION, earliest_micros=min(times), latest_micros=max(times),
-                                           rows=rows, held_at_cut=held_at_cut,
-                                           more_rows=[part for record in whole for part in (record.rows,
-                                                                                             *record.more_rows)])
-    return record.SerializeToString()
+    return _pending_record(grouped, (min(times), max(times)), held_at_cut,
+                           [part for record in whole for part in (record.rows, *record.more_rows)])
 
 
 def _rows_of(record: state_pb2.DevicePendingEvents) -> list:
@@ -683,7 +682,7 @@ class DeviceShardFn(InspectedOnceDoFn):
         due: dict[str, list] = {}  # device -> its events before the cut
         waiting, first_waiting, last_waiting = [], None, None
         unknown_held = []  # held events' records this process does not hold: a shard read back from its state
-        whole: list = []  # (record, its devices) of the pending records wholly before the cut
+        whole: list = []  # (record, its rows) of the pending records wholly before the cut
         split: list = []  # the events before the cut of the records it splits
         for data in pending.read():
             if data in shard.holding:  # kept below while some device still holds events of it
@@ -703,7 +702,7 @@ class DeviceShardFn(InspectedOnceDoFn):
                 rest: dict[str, list] = {}
                 if span[1] < cut:
                     before = rows
-                    whole.append((events, {event.device_id for event in rows}))
+                    whole.append((events, rows))
                 else:
                     before, rest, span = _split_rows(rows, cut)
                     split += before
@@ -776,7 +775,8 @@ class DeviceShardFn(InspectedOnceDoFn):
             holders = {event.device_id for event in held_now}
             if held_whole:  # the records the firing took whole keep their rows; the split ones' held events alone
                 held_record = _held_record([event for event in split if event.device_id in holders], cut,
-                                           [events for events, devices in whole if not holders.isdisjoint(devices)])
+                                           [events for events, rows in whole
+                                            if any(row.device_id in holders for row in rows)])
             else:  # a late event or a copy among them would be held again when the shard is read back
                 held_record = _held_record(held_now, cut)
             shard.holding[held_record] = holders
