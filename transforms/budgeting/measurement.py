@@ -358,6 +358,15 @@ class _DeviceFn(DeviceShardFn):
             return None
         return min(event.event_time_micros for event in events) + self._config.max_window_micros
 
+    def trim_held(self, record: DeviceRecord, events: list, earliest_micros: int, cut: int) -> tuple[list, int] | None:
+        """At the deadline of held impressions, those of the epochs a conversion at or after ``earliest_micros`` may
+        still read (``oldest_reachable_epoch``) wait a longest window more: a replay would drop the others unread and
+        store these, which a later replay stores the same (the device's stored epochs wait for its own wake, not
+        due)."""
+        oldest, epoch_of = self._config.oldest_reachable_epoch(earliest_micros), self._config.clock.epoch_of
+        kept = [event for event in events if epoch_of(event.event_time_micros) >= oldest]
+        return kept, cut + self._config.max_window_micros
+
     def wake_micros(self, record: DeviceRecord) -> int | None:
         """The first time at which the device's oldest epoch is out of every window (the start of the next epoch
         plus the window) or, with conversions scheduled, the end of the current scheduling interval. A device that

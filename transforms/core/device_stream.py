@@ -306,9 +306,10 @@ class DeviceShardFn(InspectedOnceDoFn):
     A subclass may let a device hold its events back (``hold_until``) when replaying them now would emit
     nothing and replaying them later, with what comes next, gives what replaying them now would have: the
     budgeting device's impressions until its next conversion. The device then takes the firing's cut without a
-    replay, so its record is neither replayed, encoded nor written; the held events stay in pending records of
-    their own (``held_at_cut``) until a replay takes them: the device's next event that may not wait, its wake,
-    the time ``hold_until`` gave, or the end of the input.
+    replay, so its record is neither replayed, encoded nor written (a device the shard did not hold, new or
+    dropped, is written as a new device's record with the cut it had, so that its held events are read back); the
+    held events stay in pending records of their own (``held_at_cut``) until a replay takes them: the device's
+    next event that may not wait, its wake, the time ``hold_until`` gave, or the end of the input.
 
     Outputs carry the firing's time. A firing replays exactly the events between the previous cut and its own,
     in order, so a subclass that folds every device's outputs further (the budgeting job's batches and queries,
@@ -369,11 +370,20 @@ class DeviceShardFn(InspectedOnceDoFn):
     def hold_until(self, record: DeviceRecord, events: list, held_before: bool = False) -> int | None:
         """The cut before which a device may hold ``events`` (in no set order) back unreplayed, or None to replay
         them now, with those it already holds (it then holds all of them until the earlier of the two times).
-        Only a device that holds state, with no wake due, is asked, for the events before this firing's cut; and,
+        Only a device with no wake due is asked (one the shard does not hold with a new device's record), for the
+        events before this firing's cut; and,
         for a shard read back from its state, about the events each device held (``held_before``: events this
         method let wait before, whose time is asked again). A subclass says a time only for events whose replay
         now would emit nothing and whose replay later, with what comes next, gives what a replay now would have.
         By default None: never."""
+        return None
+
+    def trim_held(self, record: DeviceRecord, events: list, earliest_micros: int, cut: int) -> tuple[list, int] | None:
+        """At a holding device's deadline (the time ``hold_until`` gave), reached by the firing at ``cut`` with no wake
+        of the device's own due: the held ``events`` a later replay may still need (every event of the device still
+        to be replayed, this firing's included, is at or after ``earliest_micros``), and a cut after ``cut`` before
+        which they may wait from then on, instead of a replay of all of them now; or None to replay them. A
+        subclass leaves out only events that a replay would drop without a trace. By default None."""
         return None
 
     def releasing_held(self, events: list) -> None:
@@ -503,7 +513,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             catch_at.write(latest)
 
     def _hold(self, shard: _ShardCache, device_id: str, device: DeviceRecord, arriving: list, cut: int) -> bool:
-        """Whether a seen device, not woken, holds its ``arriving`` events back from the firing at ``cut`` (with
+        """Whether a device, not woken, holds its ``arriving`` events back from the firing at ``cut`` (with
         those it already holds, until the earlier of the two times ``hold_until`` gave): it then takes the cut,
         unreplayed, and keeps them in ``shard.held``."""
         until = self.hold_until(device, arriving) if arriving else shard.held_until[device_id]
@@ -524,6 +534,30 @@ class DeviceShardFn(InspectedOnceDoFn):
             DeviceShardFn._unschedule(shard, device_id)
             shard.wake.setdefault(until, set()).add(device_id)
             shard.wake_of[device_id] = until
+
+    def _trimmed(self, shard: _ShardCache, device_id: str, device: DeviceRecord, arriving: list, cut: int) -> bool:
+        """Whether a device woken at its held deadline, with no wake of its own due, goes on unreplayed: it holds what
+        ``trim_held`` keeps of its events, until the cut that gave, or, keeping none, lets its ``arriving`` events
+        be held or replayed as any device's. With neither, it is replayed (which drops its held events, and the
+        device once nothing is left). A trimmed device stays a holder of its records: the events it no longer
+        holds are read back only when not behind its stored cut, and a replay then drops them."""
+        if shard.held_until[device_id] > cut:  # woken for its own wake
+            return False
+        own = self.wake_micros(device)
+        if own is not None and own <= cut:
+            return False
+        trimmed = self.trim_held(device, shard.held[device_id], min(map(_EVENT_TIME, arriving), default=cut), cut)
+        if trimmed is None or not (trimmed[0] or arriving):
+            return False
+        kept, until = trimmed
+        if kept:
+            shard.held[device_id] = kept
+        else:
+            self._release_held(shard, device_id)
+        self._schedule(shard, device_id, device)  # its own wake, then the new deadline if that is earlier
+        if kept:
+            self._hold_until(shard, device_id, until)
+        return True
 
     @staticmethod
     def _release_held(shard: _ShardCache, device_id: str) -> list:
@@ -738,8 +772,10 @@ class DeviceShardFn(InspectedOnceDoFn):
         fresh = self.new_record()  # what a device dropped now would be: nothing but this firing's cut
         fresh.cut = cut
         fresh_bytes = self.codec.encode(fresh)
+        unseen_bytes = None  # a device the shard does not hold, as it stands before this firing (encoded once)
         self.before_replays(due)
         replayed: list[str] = []
+        stored_unseen: list[str] = []  # devices the shard did not hold that hold their events: written unreplayed
         held_now: list = []  # the events devices hold back from this firing
         held_whole = True  # whether every due event of the devices that hold is held (none late nor a copy)
         for device_id in sorted(touched):
@@ -750,8 +786,18 @@ class DeviceShardFn(InspectedOnceDoFn):
                 device.cut = retired_cut
             held = shard.held.get(device_id, [])
             arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released, held)
-            if seen and not at_end and device_id not in woken and (arriving or held) and \
+            waking = device_id in woken
+            if held and waking and not at_end and self._trimmed(shard, device_id, device, arriving, cut):
+                waking, held = False, shard.held.get(device_id, [])
+            if not at_end and not waking and (arriving or held) and \
                     self._hold(shard, device_id, device, arriving, cut):
+                if not seen:  # stored with the cut it had, before which none of its held events is (read back)
+                    if unseen_bytes is None:
+                        unseen = self.new_record()
+                        unseen.cut = retired_cut
+                        unseen_bytes = self.codec.encode(unseen)
+                    record.devices[device_id] = unseen_bytes
+                    stored_unseen.append(device_id)
                 held_now += arriving
                 held_whole = held_whole and len(arriving) == len(due.get(device_id, ()))
                 continue
@@ -788,7 +834,7 @@ class DeviceShardFn(InspectedOnceDoFn):
         pending.clear()
         for data in waiting:
             pending.add(data)
-        changed = set(replayed)
+        changed = {*replayed, *stored_unseen}
         if at_end:  # every device's state is final: the store marks the job drained and refuses a later run of its
             # id (docs/durability.md), so nothing reads a device back. None is encoded (a quarter of the end's firing
             # for the event-level job, benchmarks/README.md, session 12) and the end's snapshot holds none.

@@ -451,3 +451,41 @@ def test_a_late_impression_beside_held_ones_is_not_held_when_the_shard_is_read_b
                     label="late")
     earliest = [impression_time for _, impression_time in REPLAYS if impression_time is not None]
     assert earliest == [MICROS_PER_DAY, 10 * MICROS_PER_DAY], REPLAYS  # I1 with c0; I2 and I3, not L, with c1
+
+
+def _polls(polls: list) -> TestStream:
+    """``(rows, day)`` polls as a topic source sends them: every input's watermark at the day with each poll, so that
+    one firing takes all the poll's events."""
+    stream = TestStream()
+    for poll, day in polls:
+        watermark = day * MICROS_PER_DAY
+        stream = stream.add_elements([*_packed(poll, watermark), *(
+            TimestampedValue(EventBatch([], watermark, row_type), Timestamp(micros=watermark))
+            for row_type in {Impression, Conversion} - {type(row) for row in poll})]).advance_watermark_to(milli(watermark))
+    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+
+
+@pytest.mark.parametrize("reload", [False, True], ids=["shard kept", "shard read back before every firing"])
+def test_new_devices_hold_and_drop_the_impressions_no_conversion_can_read_any_more_unreplayed(reload):
+    """bob and cat are new to the shard and see impressions only: they hold them from their first firing (each is
+    written as a new device with the cut it had, so that a shard read back holds them again). At their deadline (a
+    longest window, 90 days, after the earliest), bob, with I100 arriving, drops I1 and I2, which no conversion from
+    day 100 on can read, and goes on holding I60 and I100 unreplayed; cat, with nothing kept and nothing arriving,
+    is replayed, which drops I1 and the device. So the only replays that take impressions are cat's at day 101
+    (I1) and bob's with his conversion (I60 first). The outputs are the batch path's."""
+    config = MeasurementConfig()
+    bob = [impression("bob", day, f"I{day}", "a1") for day in (1, 2, 60, 100)]
+    cat = [impression("cat", 1, "C1", "a2")]
+    c = conversion("bob", 120, "c", 60.0, request(window_days=90, logic="equal_credit"))
+    stream = _polls([([*bob[:2], *cat], 3), (bob[2:3], 61), (bob[3:], 101), ([c], 121)])
+    expected = simulate([*bob, *cat, c], config, SeededSource(SEED), 3)
+    assert expected.reports
+    REPLAYS.clear()
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=True, reload=reload), REPORTS, BUDGETS,
+                             RESULTS, INCOMPLETE)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[DEAD_LETTERS], equal_to([]), label="dead letters")
+    taking = [(fired // MICROS_PER_DAY, earliest // MICROS_PER_DAY) for fired, earliest in REPLAYS if earliest]
+    assert taking == [(101, 1), (121, 60)], REPLAYS  # the others: bob's wakes after his conversion, expiring epochs
