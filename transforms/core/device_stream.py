@@ -535,29 +535,28 @@ class DeviceShardFn(InspectedOnceDoFn):
             shard.wake.setdefault(until, set()).add(device_id)
             shard.wake_of[device_id] = until
 
-    def _trimmed(self, shard: _ShardCache, device_id: str, device: DeviceRecord, arriving: list, cut: int) -> bool:
-        """Whether a device woken at its held deadline, with no wake of its own due, goes on unreplayed: it holds what
-        ``trim_held`` keeps of its events, until the cut that gave, or, keeping none, lets its ``arriving`` events
-        be held or replayed as any device's. With neither, it is replayed (which drops its held events, and the
-        device once nothing is left). A trimmed device stays a holder of its records: the events it no longer
-        holds are read back only when not behind its stored cut, and a replay then drops them."""
+    def _trimmed(self, shard: _ShardCache, device_id: str, device: DeviceRecord, arriving: list,
+                 cut: int) -> list | None:
+        """A device woken at its held deadline, with no wake of its own due, goes on unreplayed when ``trim_held``
+        keeps some of its events, or when it keeps none and events arrive (held or replayed then as any device's):
+        the events it goes on holding, until the cut ``trim_held`` gave, which the firing records again (its older
+        records keep them no longer, and are dropped once no device holds events of them). None: it is replayed,
+        which drops its held events (and the device, once nothing is left)."""
         if shard.held_until[device_id] > cut:  # woken for its own wake
-            return False
+            return None
         own = self.wake_micros(device)
         if own is not None and own <= cut:
-            return False
+            return None
         trimmed = self.trim_held(device, shard.held[device_id], min(map(_EVENT_TIME, arriving), default=cut), cut)
         if trimmed is None or not (trimmed[0] or arriving):
-            return False
+            return None
         kept, until = trimmed
-        if kept:
-            shard.held[device_id] = kept
-        else:
-            self._release_held(shard, device_id)
+        self._release_held(shard, device_id)
         self._schedule(shard, device_id, device)  # its own wake, then the new deadline if that is earlier
         if kept:
+            shard.held[device_id] = kept
             self._hold_until(shard, device_id, until)
-        return True
+        return kept
 
     @staticmethod
     def _release_held(shard: _ShardCache, device_id: str) -> list:
@@ -573,7 +572,8 @@ class DeviceShardFn(InspectedOnceDoFn):
     def _hold_again(self, shard: _ShardCache, records: list) -> None:
         """Held events' records (``(bytes, DevicePendingEvents)``) of a shard read back from its state, where each
         device has the cut of its last replay: its events not behind that cut are still held (a replay takes all of
-        them), and it takes the latest cut it held them at; its time to replay them is asked again."""
+        them), and it takes the latest cut it held them at; its time to replay them is asked again. An event in two
+        records (a device trimmed at its deadline, ``_trimmed``, is recorded again) is held once."""
         cuts: dict[str, int] = {}
         for data, events in records:
             holders = set()
@@ -586,6 +586,7 @@ class DeviceShardFn(InspectedOnceDoFn):
             if holders:
                 shard.holding[data] = holders
         for device_id, held_at in cuts.items():
+            shard.held[device_id] = list({(type(event), row_id(event)): event for event in shard.held[device_id]}.values())
             device = shard.devices[device_id]
             device.cut = max(device.cut, held_at)
             until = self.hold_until(device, shard.held[device_id], held_before=True)
@@ -777,6 +778,7 @@ class DeviceShardFn(InspectedOnceDoFn):
         replayed: list[str] = []
         stored_unseen: list[str] = []  # devices the shard did not hold that hold their events: written unreplayed
         held_now: list = []  # the events devices hold back from this firing
+        held_again: list = []  # the events devices trimmed at their held deadline go on holding (``_trimmed``)
         held_whole = True  # whether every due event of the devices that hold is held (none late nor a copy)
         for device_id in sorted(touched):
             device = shard.devices.get(device_id)
@@ -787,8 +789,11 @@ class DeviceShardFn(InspectedOnceDoFn):
             held = shard.held.get(device_id, [])
             arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released, held)
             waking = device_id in woken
-            if held and waking and not at_end and self._trimmed(shard, device_id, device, arriving, cut):
-                waking, held = False, shard.held.get(device_id, [])
+            if held and waking and not at_end:
+                kept = self._trimmed(shard, device_id, device, arriving, cut)
+                if kept is not None:
+                    waking, held = False, kept
+                    held_again += kept
             if not at_end and not waking and (arriving or held) and \
                     self._hold(shard, device_id, device, arriving, cut):
                 if not seen:  # stored with the cut it had, before which none of its held events is (read back)
@@ -817,14 +822,14 @@ class DeviceShardFn(InspectedOnceDoFn):
                 self._schedule(shard, device_id, device)
         if new:
             outputs += self.replay_new(new, fired)
-        if held_now:
-            holders = {event.device_id for event in held_now}
+        if held_now or held_again:
+            holders = {event.device_id for event in held_now} | {event.device_id for event in held_again}
             if held_whole:  # the records the firing took whole keep their rows; the split ones' held events alone
-                held_record = _held_record([event for event in split if event.device_id in holders], cut,
-                                           [events for events, rows in whole
-                                            if any(row.device_id in holders for row in rows)])
+                held_record = _held_record([*(event for event in split if event.device_id in holders), *held_again],
+                                           cut, [events for events, rows in whole
+                                                 if any(row.device_id in holders for row in rows)])
             else:  # a late event or a copy among them would be held again when the shard is read back
-                held_record = _held_record(held_now, cut)
+                held_record = _held_record([*held_now, *held_again], cut)
             shard.holding[held_record] = holders
         if len(shard.holding) > _HELD_RECORDS:  # fold them into one: the cut it keeps is the oldest of its devices'
             shard.holding = {_held_record([event for events in shard.held.values() for event in events],

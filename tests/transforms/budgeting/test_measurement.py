@@ -467,19 +467,22 @@ def _polls(polls: list) -> TestStream:
 
 @pytest.mark.parametrize("reload", [False, True], ids=["shard kept", "shard read back before every firing"])
 def test_new_devices_hold_and_drop_the_impressions_no_conversion_can_read_any_more_unreplayed(reload):
-    """bob and cat are new to the shard and see impressions only: they hold them from their first firing (each is
-    written as a new device with the cut it had, so that a shard read back holds them again). At their deadline (a
-    longest window, 90 days, after the earliest), bob, with I100 arriving, drops I1 and I2, which no conversion from
-    day 100 on can read, and goes on holding I60 and I100 unreplayed; cat, with nothing kept and nothing arriving,
-    is replayed, which drops I1 and the device. So the only replays that take impressions are cat's at day 101
-    (I1) and bob's with his conversion (I60 first). The outputs are the batch path's."""
+    """bob, cat and dan are new to the shard and see impressions only: they hold them from their first firing
+    (each is written as a new device with the cut it had, so that a shard read back holds them again). At their
+    deadline (a longest window, 90 days, after the earliest), bob, with I100 arriving, drops I1 and I2, which no
+    conversion from day 100 on can read, and goes on holding I60 and I100 unreplayed: that firing records I60 again,
+    and dan, who holds D60, keeps I60's first record too (read back, I60 is held once). cat, with nothing kept and
+    nothing arriving, is replayed, which drops C1 and the device. dan at his deadline (day 150) keeps D60, which a
+    conversion that day could read, for a window more. So the only replays that take impressions are cat's at day
+    101 (C1), bob's with his conversion (I60 first) and dan's at day 240 (D60, dropped). The outputs are the batch
+    path's."""
     config = MeasurementConfig()
-    bob = [impression("bob", day, f"I{day}", "a1") for day in (1, 2, 60, 100)]
-    cat = [impression("cat", 1, "C1", "a2")]
+    bob = [impression("bob", day, f"I{day}", campaign) for day, campaign in ((1, "a1"), (2, "a1"), (60, "a2"), (100, "a1"))]
+    cat, dan = impression("cat", 1, "C1", "a2"), impression("dan", 60, "D60", "a2")
     c = conversion("bob", 120, "c", 60.0, request(window_days=90, logic="equal_credit"))
-    stream = _polls([([*bob[:2], *cat], 3), (bob[2:3], 61), (bob[3:], 101), ([c], 121)])
-    expected = simulate([*bob, *cat, c], config, SeededSource(SEED), 3)
-    assert expected.reports
+    stream = _polls([([*bob[:2], cat], 3), ([bob[2], dan], 61), (bob[3:], 101), ([c], 121)])
+    expected = simulate([*bob, cat, dan, c], config, SeededSource(SEED), 3)
+    assert [report.histogram for report in expected.reports] == [(30.0, 30.0)]  # equal credit: I60 once, I100
     REPLAYS.clear()
     with TestPipeline(options=streaming_options()) as p:
         out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=True, reload=reload), REPORTS, BUDGETS,
@@ -488,4 +491,5 @@ def test_new_devices_hold_and_drop_the_impressions_no_conversion_can_read_any_mo
         assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
         assert_that(out[DEAD_LETTERS], equal_to([]), label="dead letters")
     taking = [(fired // MICROS_PER_DAY, earliest // MICROS_PER_DAY) for fired, earliest in REPLAYS if earliest]
-    assert taking == [(101, 1), (121, 60)], REPLAYS  # the others: bob's wakes after his conversion, expiring epochs
+    # read back, dan's deadline is asked again (``hold_until``: day 150, passed), and bob's wake at day 215 takes him
+    assert taking == [(101, 1), (121, 60), (215 if reload else 240, 60)], REPLAYS  # the others: bob's wakes
