@@ -788,14 +788,15 @@ class DeviceShardFn(InspectedOnceDoFn):
                 device.cut = retired_cut
             held = shard.held.get(device_id, [])
             arriving = self._admitted(due.get(device_id, []), device.cut, restored_before, released, held)
-            waking = device_id in woken
+            waking, kept = device_id in woken, None
             if held and waking and not at_end:
                 kept = self._trimmed(shard, device_id, device, arriving, cut)
                 if kept is not None:
                     waking, held = False, kept
-                    held_again += kept
             if not at_end and not waking and (arriving or held) and \
                     self._hold(shard, device_id, device, arriving, cut):
+                if kept:  # recorded again: a conversion among its arriving events would have replayed them instead
+                    held_again += kept
                 if not seen:  # stored with the cut it had, before which none of its held events is (read back)
                     if unseen_bytes is None:
                         unseen = self.new_record()
