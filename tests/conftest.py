@@ -6,6 +6,7 @@ import pytest  # noqa: E402
 from xdist.scheduler import LoadFileScheduling
 
 import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
+from tests.support.dofn_specs import search_specs_once
 from tests.support.flink import apache_kafka, flink_cluster, on_flink  # noqa: F401  (fixtures)
 from tests.support.kafka import kafka_broker  # noqa: F401  (fixture)
 from tests.support.keys import make_key_file
@@ -13,6 +14,8 @@ from tests.support.postgres import postgres_dsn, postgres_tls, postgres_url  # n
 from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)
 from transforms.core.durable.store import STORE_ENVIRONMENT  # noqa: E402
 from transforms.core.noise_key import KEY_ENVIRONMENT
+
+search_specs_once()  # the test harness's Beam steps searched once per DoFn (tests/support/dofn_specs.py)
 
 
 class _FlinkFilesTogether(LoadFileScheduling):
