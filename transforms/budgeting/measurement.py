@@ -362,7 +362,9 @@ class _DeviceFn(DeviceShardFn):
         """At the deadline of held impressions, those of the epochs a conversion at or after ``earliest_micros`` may
         still read (``oldest_reachable_epoch``) wait a longest window more: a replay would drop the others unread and
         store these, which a later replay stores the same (the device's stored epochs wait for its own wake, not
-        due)."""
+        due). With batched scheduling nothing waits (a shard read back from a run without it replays them)."""
+        if not self._holds:
+            return None
         oldest, epoch_of = self._config.oldest_reachable_epoch(earliest_micros), self._config.clock.epoch_of
         kept = [event for event in events if epoch_of(event.event_time_micros) >= oldest]
         return kept, cut + self._config.max_window_micros
