@@ -417,6 +417,33 @@ def test_held_impressions_read_back_from_their_records_give_the_batch_outputs():
     assert held_back
 
 
+def _polls(polls: list) -> TestStream:
+    """``(rows, day)`` polls as a topic source sends them: every input's watermark at the day with each poll, so that
+    one firing takes all the poll's events."""
+    stream = TestStream()
+    for poll, day in polls:
+        watermark = day * MICROS_PER_DAY
+        stream = stream.add_elements([*_packed(poll, watermark), *(
+            TimestampedValue(EventBatch([], watermark, row_type), Timestamp(micros=watermark))
+            for row_type in {Impression, Conversion} - {type(row) for row in poll})]).advance_watermark_to(milli(watermark))
+    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+
+
+
+def _check_held_replays(stream: TestStream, config: MeasurementConfig, expected, dead_letters: list, *,
+                        reload: bool) -> None:
+    """The measurement step over ``stream``, holding (``reload``: the shard read back before every firing): its
+    reports and budgets are ``expected``'s, its dead letters ``dead_letters`` ((reason, source) pairs); the replays
+    are left in ``REPLAYS``."""
+    REPLAYS.clear()
+    with TestPipeline(options=streaming_options()) as p:
+        out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=True, reload=reload), REPORTS, BUDGETS,
+                             RESULTS, INCOMPLETE)
+        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
+        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
+        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: (d.reason, d.source)), equal_to(dead_letters),
+                    label="dead letters")
+
 def test_a_late_impression_beside_held_ones_is_not_held_when_the_shard_is_read_back():
     """A held device's record keeps the rows of the pending records its firing took whole, with the events of other
     devices, which the read-back skips as behind their cuts. ann replays c0 (her stored cut: day 3), then holds I2
@@ -430,39 +457,13 @@ def test_a_late_impression_beside_held_ones_is_not_held_when_the_shard_is_read_b
     held = [impression("ann", 10, "I2", "a1"), impression("ann", 12, "I3", "a1")]
     late = impression("ann", 7.5, "L", "a2")
     c1 = conversion("ann", 14, "c1", 70.0, request(logic="first_touch", report_global_sensitivity=70.0))
-    stream = TestStream()
-    for poll, day in ((first, 3), (held[:1], 11), ([late, held[1]], 13), ([c1], 15)):  # as a topic source sends
-        # them: every input's watermark with each poll, so that one firing takes all the poll's events
-        watermark = day * MICROS_PER_DAY
-        stream = stream.add_elements([*_packed(poll, watermark), *(
-            TimestampedValue(EventBatch([], watermark, row_type), Timestamp(micros=watermark))
-            for row_type in {Impression, Conversion} - {type(row) for row in poll})]).advance_watermark_to(milli(watermark))
-    stream = stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
+    stream = _polls([(first, 3), (held[:1], 11), ([late, held[1]], 13), ([c1], 15)])
     expected = simulate([*first, *held, c1], config, SeededSource(SEED), 3)
     assert expected.reports and expected.reports != simulate([*first, late, *held, c1], config, SeededSource(SEED),
                                                              3).reports
-    REPLAYS.clear()
-    with TestPipeline(options=streaming_options()) as p:
-        out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=True, reload=True), REPORTS, BUDGETS,
-                             RESULTS, INCOMPLETE)
-        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
-        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
-        assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: (d.reason, d.source)), equal_to([("late", "device ann")]),
-                    label="late")
+    _check_held_replays(stream, config, expected, [("late", "device ann")], reload=True)
     earliest = [impression_time for _, impression_time in REPLAYS if impression_time is not None]
     assert earliest == [MICROS_PER_DAY, 10 * MICROS_PER_DAY], REPLAYS  # I1 with c0; I2 and I3, not L, with c1
-
-
-def _polls(polls: list) -> TestStream:
-    """``(rows, day)`` polls as a topic source sends them: every input's watermark at the day with each poll, so that
-    one firing takes all the poll's events."""
-    stream = TestStream()
-    for poll, day in polls:
-        watermark = day * MICROS_PER_DAY
-        stream = stream.add_elements([*_packed(poll, watermark), *(
-            TimestampedValue(EventBatch([], watermark, row_type), Timestamp(micros=watermark))
-            for row_type in {Impression, Conversion} - {type(row) for row in poll})]).advance_watermark_to(milli(watermark))
-    return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
 
 
 @pytest.mark.parametrize("reload", [False, True], ids=["shard kept", "shard read back before every firing"])
@@ -483,13 +484,7 @@ def test_new_devices_hold_and_drop_the_impressions_no_conversion_can_read_any_mo
     stream = _polls([([*bob[:2], cat], 3), ([bob[2], dan], 61), (bob[3:], 101), ([c], 121)])
     expected = simulate([*bob, cat, dan, c], config, SeededSource(SEED), 3)
     assert [report.histogram for report in expected.reports] == [(30.0, 30.0)]  # equal credit: I60 once, I100
-    REPLAYS.clear()
-    with TestPipeline(options=streaming_options()) as p:
-        out = replay_devices(p | stream, _HoldingDeviceFn(config, holds=True, reload=reload), REPORTS, BUDGETS,
-                             RESULTS, INCOMPLETE)
-        assert_that(out[REPORTS], equal_to([r.public() for r in expected.reports]), label="reports")
-        assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
-        assert_that(out[DEAD_LETTERS], equal_to([]), label="dead letters")
+    _check_held_replays(stream, config, expected, [], reload=reload)
     taking = [(fired // MICROS_PER_DAY, earliest // MICROS_PER_DAY) for fired, earliest in REPLAYS if earliest]
     # read back, dan's deadline is asked again (``hold_until``: day 150, passed), and bob's wake at day 215 takes him
     assert taking == [(101, 1), (121, 60), (215 if reload else 240, 60)], REPLAYS  # the others: bob's wakes
