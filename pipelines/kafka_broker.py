@@ -53,10 +53,12 @@ def _cluster_id() -> str:
 
 class KafkaBroker:
     """Apache Kafka ``KAFKA_VERSION`` on 127.0.0.1:``port`` (broker and controller in one process, KRaft), with its
-    log directory in a temporary directory removed when it stops; a context manager."""
+    log directory in a temporary directory removed when it stops; a context manager. ``java_options`` go to its
+    JVMs (the tests': ``tests.support.flink.SHORT_LIVED_JVM``)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, java_options: tuple[str, ...] = ()) -> None:
         self.port = port or free_port()
+        self.java_options = java_options
         self.address = f"127.0.0.1:{self.port}"
         self._directory = Path(tempfile.mkdtemp(prefix="kafka-broker-"))
         self.log = self._directory / "broker.log"
@@ -93,7 +95,7 @@ class KafkaBroker:
         return properties
 
     def _java(self, main: str, *arguments: str) -> list[str]:
-        return [java(), _HEAP, f"-Dlog4j2.configurationFile={self._directory / 'log4j2.properties'}",
+        return [java(), _HEAP, *self.java_options, f"-Dlog4j2.configurationFile={self._directory / 'log4j2.properties'}",
                 "-cp", f"{kafka_classpath()}/*", main, *arguments]
 
     def start(self) -> KafkaBroker:

@@ -1,12 +1,13 @@
 """Fixtures shared by several test modules: a real PostgreSQL server for the ledger's tests, a real Kafka-protocol
 broker for the event-bus tests and the Pub/Sub emulator when the machine has it (each started once per worker)."""
+import os
 from collections.abc import Iterator
 
 import pytest  # noqa: E402
 from xdist.scheduler import LoadFileScheduling
 
 import pipelines  # noqa: F401  (Beam 2.62: the FnApiRunner runner name, see pipelines/__init__.py)
-from tests.support.dofn_specs import search_specs_once
+from tests.support import beam_caches
 from tests.support.flink import apache_kafka, flink_cluster, on_flink  # noqa: F401  (fixtures)
 from tests.support.kafka import kafka_broker  # noqa: F401  (fixture)
 from tests.support.keys import make_key_file
@@ -15,7 +16,12 @@ from tests.support.pubsub import pubsub_emulator  # noqa: F401  (fixture)
 from transforms.core.durable.store import STORE_ENVIRONMENT  # noqa: E402
 from transforms.core.noise_key import KEY_ENVIRONMENT
 
-search_specs_once()  # the test harness's Beam steps searched once per DoFn (tests/support/dofn_specs.py)
+# argparse sizes a help formatter to the terminal for every option added (shutil.get_terminal_size: a system call
+# unless COLUMNS and LINES say it), and Beam adds every one of its options at every PipelineOptions made: the width
+# a terminal-less run gets anyway, for this process and the jobs it starts
+os.environ.setdefault("COLUMNS", "80")
+os.environ.setdefault("LINES", "24")
+beam_caches.install()  # what the local runners repeat on the same inputs, done once (tests/support/beam_caches.py)
 
 
 class _FlinkFilesTogether(LoadFileScheduling):

@@ -161,13 +161,16 @@ class ClusterRecord:
 class FlinkCluster:
     """The cluster of this module's docstring in ``home``: ``start`` it, ``stop`` it, and, for failover tests, kill
     and restart its TaskManager. ``tied`` processes die with this one (tests); ``make flink-up`` starts them
-    untied. ``settings`` are extra Flink configuration entries (``heartbeat.timeout`` for a quick failover)."""
+    untied. ``settings`` are extra Flink configuration entries (``heartbeat.interval`` for a quick failover);
+    ``java_options`` go to every JVM of the cluster (the tests': ``tests.support.flink.SHORT_LIVED_JVM``)."""
 
     def __init__(self, home: Path, *, rest_port: int = DEFAULT_REST_PORT, slots: int = DEFAULT_SLOTS,
-                 tied: bool = True, settings: dict[str, str] | None = None) -> None:
+                 tied: bool = True, settings: dict[str, str] | None = None,
+                 java_options: tuple[str, ...] = ()) -> None:
         self.home = home.resolve()
         self.rest_port, self.slots, self.tied = rest_port, slots, tied
         self.settings = dict(settings or {})
+        self.java_options = java_options
         self._processes: dict[str, subprocess.Popen] = {}
         self.record: ClusterRecord | None = None
 
@@ -220,14 +223,14 @@ class FlinkCluster:
     def _flink_java(self, name: str, main: str, jvm: list[str], arguments: list[str], flink: Path,
                     classpath: tuple[Path, ...] = ()) -> list[str]:
         """A Flink process: its JVM options, Java 17's openings, its log, Flink's lib/ and ``classpath``."""
-        return [java(), *jvm, *JAVA17_OPENS, f"-Dlog.file={self.logs / f'{name}.log'}",
+        return [java(), *jvm, *self.java_options, *JAVA17_OPENS, f"-Dlog.file={self.logs / f'{name}.log'}",
                 f"-Dlog4j.configurationFile={(self.conf / 'log4j.properties').as_uri()}",
                 "-cp", os.pathsep.join([f"{flink / 'lib'}/*", *map(str, classpath)]), main,
                 "--configDir", str(self.conf), *arguments]
 
     def _resource_parameters(self, flink: Path, which: str) -> list[list[str]]:
         """The lines ``BashJavaUtils GET_<which>_RESOURCE_PARAMS`` prints: JVM options, then ``-D`` options."""
-        done = subprocess.run([java(), "-cp", f"{flink / 'bin' / 'bash-java-utils.jar'}:{flink / 'lib'}/*",
+        done = subprocess.run([java(), *self.java_options, "-cp", f"{flink / 'bin' / 'bash-java-utils.jar'}:{flink / 'lib'}/*",
                                "org.apache.flink.runtime.util.bash.BashJavaUtils", f"GET_{which}_RESOURCE_PARAMS",
                                "--configDir", str(self.conf)], capture_output=True, text=True, timeout=60)
         marker = "BASH_JAVA_UTILS_EXEC_RESULT:"
@@ -279,11 +282,11 @@ class FlinkCluster:
                        "Flink's JobManager", self.logs / "jobmanager.log")
             self._start_taskmanager(flink, jars)
             job_port, artifact_port, expansion_port, pool_port = (free_port() for _ in range(4))
-            self._start("job_server", [java(), "-jar", str(jars.job_server), "--flink-master", self.rest,
+            self._start("job_server", [java(), *self.java_options, "-jar", str(jars.job_server), "--flink-master", self.rest,
                                        "--job-host", "127.0.0.1", "--job-port", str(job_port),
                                        "--artifact-port", str(artifact_port), "--expansion-port", "-1",
                                        "--artifacts-dir", str(self.home / "artifacts")])
-            self._start("expansion_service", [java(), "-cp", str(jars.job_server),
+            self._start("expansion_service", [java(), *self.java_options, "-cp", str(jars.job_server),
                                               "org.apache.beam.sdk.expansion.service.ExpansionService",
                                               str(expansion_port), *EXPANSION_OPTIONS])
             self._start_worker_pool(pool_port)

@@ -30,6 +30,11 @@ from pipelines.processes import free_port
 # declared a TaskManager starved of the CPU by the other tests lost, and each such failure restarts the job
 # (cluster.TUNING's exponential-delay restarts).
 FAILOVER_SETTINGS = {"heartbeat.interval": "1000"}
+# The test cluster's and broker's JVMs compile with C1 alone and collect with the serial collector: each lives for
+# minutes and runs little data, and on 2 cores C2's compiler threads and G1's concurrent ones competed with the
+# tests for the CPU. The Flink tests of tests/flink/test_streaming_on_flink.py alone took 247 CPU-seconds so, against
+# 271 with the JVM's defaults (benchmarks/README.md, "The test suite's time").
+SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 T = TypeVar("T")
 
@@ -43,7 +48,8 @@ def _require_java_and_maven() -> None:
 @pytest.fixture(scope="session")
 def flink_cluster(tmp_path_factory) -> Iterator[FlinkCluster]:
     _require_java_and_maven()
-    cluster = FlinkCluster(tmp_path_factory.mktemp("flink"), rest_port=free_port(), settings=FAILOVER_SETTINGS)
+    cluster = FlinkCluster(tmp_path_factory.mktemp("flink"), rest_port=free_port(), settings=FAILOVER_SETTINGS,
+                           java_options=SHORT_LIVED_JVM)
     cluster.start()
     try:
         yield cluster
@@ -61,7 +67,7 @@ def on_flink(flink_cluster, monkeypatch) -> list[str]:
 @pytest.fixture(scope="session")
 def apache_kafka() -> Iterator[KafkaBroker]:
     _require_java_and_maven()
-    with KafkaBroker() as broker:
+    with KafkaBroker(java_options=SHORT_LIVED_JVM) as broker:
         yield broker
 
 
