@@ -95,7 +95,8 @@ class KafkaBroker:
         return properties
 
     def _java(self, main: str, *arguments: str) -> list[str]:
-        return [java(), _HEAP, *self.java_options, f"-Dlog4j2.configurationFile={self._directory / 'log4j2.properties'}",
+        return [java(), _HEAP, *self.java_options,
+                f"-Dlog4j2.configurationFile={self._directory / 'log4j2.properties'}",
                 "-cp", f"{kafka_classpath()}/*", main, *arguments]
 
     def start(self) -> KafkaBroker:

@@ -230,7 +230,8 @@ class FlinkCluster:
 
     def _resource_parameters(self, flink: Path, which: str) -> list[list[str]]:
         """The lines ``BashJavaUtils GET_<which>_RESOURCE_PARAMS`` prints: JVM options, then ``-D`` options."""
-        done = subprocess.run([java(), *self.java_options, "-cp", f"{flink / 'bin' / 'bash-java-utils.jar'}:{flink / 'lib'}/*",
+        classpath = f"{flink / 'bin' / 'bash-java-utils.jar'}:{flink / 'lib'}/*"
+        done = subprocess.run([java(), *self.java_options, "-cp", classpath,
                                "org.apache.flink.runtime.util.bash.BashJavaUtils", f"GET_{which}_RESOURCE_PARAMS",
                                "--configDir", str(self.conf)], capture_output=True, text=True, timeout=60)
         marker = "BASH_JAVA_UTILS_EXEC_RESULT:"
@@ -282,8 +283,9 @@ class FlinkCluster:
                        "Flink's JobManager", self.logs / "jobmanager.log")
             self._start_taskmanager(flink, jars)
             job_port, artifact_port, expansion_port, pool_port = (free_port() for _ in range(4))
-            self._start("job_server", [java(), *self.java_options, "-jar", str(jars.job_server), "--flink-master", self.rest,
-                                       "--job-host", "127.0.0.1", "--job-port", str(job_port),
+            self._start("job_server", [java(), *self.java_options, "-jar", str(jars.job_server),
+                                       "--flink-master", self.rest, "--job-host", "127.0.0.1",
+                                       "--job-port", str(job_port),
                                        "--artifact-port", str(artifact_port), "--expansion-port", "-1",
                                        "--artifacts-dir", str(self.home / "artifacts")])
             self._start("expansion_service", [java(), *self.java_options, "-cp", str(jars.job_server),

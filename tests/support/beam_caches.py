@@ -109,7 +109,8 @@ def _signature_once(function: Any) -> inspect.Signature:
     else:
         return _signature(function)
     # what the signature is read from besides the code, which a function keeps
-    defaults = (key.__defaults__, key.__kwdefaults__, key.__dict__.get("__signature__"), key.__dict__.get("__wrapped__"))
+    defaults = (key.__defaults__, key.__kwdefaults__,
+                key.__dict__.get("__signature__"), key.__dict__.get("__wrapped__"))
     found = cache.get(key)
     if found is None or any(a is not b for a, b in zip(found[0], defaults, strict=True)):
         found = cache[key] = (defaults, _signature(function))
