@@ -94,8 +94,8 @@ class _PickledOnce:
     @staticmethod
     def loads(data: bytes) -> Any:
         copy = pickler.loads(data)
-        original = _PICKLED_FROM.get(id(data), lambda: None)()
-        if original is not None and _PICKLED[id(original)][1] is data:
+        original = _PICKLED_FROM.get(id(data), lambda: None)()  # alive: so are its bytes, whose id is theirs
+        if original is not None:
             with contextlib.suppress(TypeError):  # unhashable, or not weakly referable: its specs are searched
                 _ORIGINAL[copy] = original
         return copy

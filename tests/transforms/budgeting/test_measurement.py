@@ -429,7 +429,6 @@ def _polls(polls: list) -> TestStream:
     return stream.advance_watermark_to(END_OF_INPUT).advance_watermark_to_infinity()
 
 
-
 def _check_held_replays(stream: TestStream, config: MeasurementConfig, expected, dead_letters: list, *,
                         reload: bool) -> None:
     """The measurement step over ``stream``, holding (``reload``: the shard read back before every firing): its
@@ -443,6 +442,7 @@ def _check_held_replays(stream: TestStream, config: MeasurementConfig, expected,
         assert_that(out[BUDGETS], equal_to(expected.budgets), label="budgets")
         assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: (d.reason, d.source)), equal_to(dead_letters),
                     label="dead letters")
+
 
 def test_a_late_impression_beside_held_ones_is_not_held_when_the_shard_is_read_back():
     """A held device's record keeps the rows of the pending records its firing took whole, with the events of other
