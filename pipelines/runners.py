@@ -14,6 +14,7 @@ import socket
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions, PortableOptions, StandardOptions
 from packaging.requirements import Requirement
 
+from pipelines.flink.cluster import HOME_ENVIRONMENT, default_home
 from pipelines.flink.defaults import recorded_cluster
 
 DISTRIBUTION = "privacy-measurement-beam"
@@ -73,7 +74,10 @@ def check_runner(options: PipelineOptions) -> None:
 
     * ``DataflowRunner`` without the ``gcp`` extra (``apache-beam[gcp]``);
     * ``FlinkRunner`` without ``--flink_master`` (Beam would start Flink itself from a downloaded jar), with a
-      Flink master nobody answers at, or at a cluster ``make flink-up`` recorded of which a process has died;
+      Flink master nobody answers at, at a cluster ``make flink-up`` recorded of which a process has died, or at
+      a cluster nobody recorded without ``--job_endpoint`` and ``--environment_type`` (Beam would start a job
+      server of its own from a downloaded jar and ask the TaskManagers for Docker workers: where they cannot
+      start one, the job restarts for minutes and the driver never returns);
     * ``PortableRunner`` with a ``--job_endpoint`` (other than ``embed``) nobody answers at.
     """
     name = runner_name(options)
@@ -91,6 +95,12 @@ def check_runner(options: PipelineOptions) -> None:
             raise RunnerUnavailable(f"no Flink cluster answers at --flink_master {master}: start one ({FLINK_UP}) "
                                     "or correct the address")
         record = recorded_cluster(options)
+        portable = options.view_as(PortableOptions)
+        if record is None and not (portable.job_endpoint and portable.environment_type):
+            raise RunnerUnavailable(f"--flink_master {master} is not the cluster recorded in {default_home()} "
+                                    f"(set {HOME_ENVIRONMENT} to the home it was started with): on another cluster, "
+                                    "give its job server (--job_endpoint) and its Python workers' environment "
+                                    "(--environment_type, --environment_config; docs/flink.md)")
         stopped = [name for name, alive in (record.running() if record else {}).items() if not alive]
         if stopped:
             raise RunnerUnavailable(f"the Flink cluster recorded in {record.home} is not whole ({', '.join(stopped)} "
