@@ -2,8 +2,8 @@
 # The interpreter .venv is made from: the system's CPython, /usr/bin/python3, when it is 3.10 or later and can make a
 # virtual environment, else python3 on the PATH; `make PYTHON=...` chooses another. A pyenv build (python3 on the
 # PATH of this project's machines) links the interpreter to a shared libpython and has no PGO or LTO; Debian's
-# CPython 3.11 is built with both and linked statically, and runs the suite's Python in a quarter less CPU
-# (benchmarks/README.md, "The test suite's time", session 20).
+# CPython 3.11 is built with both and linked statically, and runs the suite's Python in 11 to 26 % less CPU
+# (benchmarks/README.md, "Session 20", "The interpreter").
 SYSTEM_PYTHON := /usr/bin/python3
 PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import ensurepip, sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null \
 	&& echo $(SYSTEM_PYTHON) || echo python3)

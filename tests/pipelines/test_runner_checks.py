@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import socket
+from collections.abc import Iterator
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -63,29 +64,30 @@ def test_a_flink_master_or_job_endpoint_nobody_answers_at_is_refused():
         check_runner(PipelineOptions(["--runner", "FlinkRunner", "--flink_master", "flink"]))
 
 
-def test_a_listening_flink_master_with_its_job_server_and_workers_and_the_embedded_job_server_pass():
+@pytest.fixture
+def listening() -> Iterator[str]:
+    """The HOST:PORT of a socket that accepts connections for the test's length."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        port = server.getsockname()[1]
-        check_runner(PipelineOptions(["--runner", "FlinkRunner", "--flink_master", f"http://127.0.0.1:{port}",
-                                      "--job_endpoint", f"127.0.0.1:{port}", "--environment_type", "EXTERNAL",
-                                      "--environment_config", "127.0.0.1:50000"]))
-        check_runner(PipelineOptions(["--runner", "PortableRunner", "--job_endpoint", f"127.0.0.1:{port}"]))
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_a_listening_flink_master_with_its_job_server_and_workers_and_the_embedded_job_server_pass(listening):
+    check_runner(PipelineOptions(["--runner", "FlinkRunner", "--flink_master", f"http://{listening}",
+                                  "--job_endpoint", listening, "--environment_type", "EXTERNAL",
+                                  "--environment_config", "127.0.0.1:50000"]))
+    check_runner(PipelineOptions(["--runner", "PortableRunner", "--job_endpoint", listening]))
     check_runner(PipelineOptions(["--runner", "PortableRunner", "--job_endpoint", "embed"]))
     check_runner(PipelineOptions(["--runner", "FnApiRunner"]))
 
 
-def test_a_flink_cluster_nobody_recorded_needs_its_job_server_and_workers_named(monkeypatch, tmp_path):
+def test_a_flink_cluster_nobody_recorded_needs_its_job_server_and_workers_named(listening, monkeypatch, tmp_path):
     """Left to Beam, such a run started a job server of its own and asked for Docker workers: where none can
     start, the job restarted for minutes and the driver never returned."""
     monkeypatch.setenv("PM_BEAM_FLINK_HOME", str(tmp_path))  # a home with no cluster recorded
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        master = f"127.0.0.1:{server.getsockname()[1]}"
-        for named in ([], ["--job_endpoint", master], ["--environment_type", "EXTERNAL"]):
-            with pytest.raises(RunnerUnavailable) as refused:
-                check_runner(PipelineOptions(["--runner", "FlinkRunner", "--flink_master", master, *named]))
-            assert str(refused.value).startswith(f"--flink_master {master} is not the cluster recorded in {tmp_path} ")
-            assert "--job_endpoint" in str(refused.value) and "--environment_type" in str(refused.value)
+    for named in ([], ["--job_endpoint", listening], ["--environment_type", "EXTERNAL"]):
+        with pytest.raises(RunnerUnavailable) as refused:
+            check_runner(PipelineOptions(["--runner", "FlinkRunner", "--flink_master", listening, *named]))
+        assert str(refused.value).startswith(f"--flink_master {listening} is not the cluster recorded in {tmp_path} ")
+        assert "--job_endpoint" in str(refused.value) and "--environment_type" in str(refused.value)
